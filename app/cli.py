@@ -1,0 +1,229 @@
+"""The `mmforge` command line.
+
+Every command drives a backend job. User errors print one line on stderr and exit 2;
+unexpected failures print one line pointing at a log file holding the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+EXIT_USER_ERROR = 2
+EXIT_INTERNAL = 1
+EXIT_CANCELLED = 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage mistake as one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USER_ERROR, f"mmforge: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from mmforge.app import __version__
+
+    parser = _Parser(
+        prog="mmforge",
+        description="Convert Hugging Face multimodal models to ONNX Runtime GenAI packages, "
+        "verify them stage by stage, and chat with them.",
+    )
+    parser.add_argument("--version", action="version", version=f"mmforge {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail to stderr")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    p = sub.add_parser("inspect", help="profile a model before converting it")
+    p.add_argument("source", metavar="SOURCE", help="hub id org/name[@revision] or a local folder")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="accept models whose classes exist only as code in their repository",
+    )
+    p.set_defaults(func=_cmd_inspect)
+
+    p = sub.add_parser("demo", help="build the offline demo checkpoint and inspect it")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(func=_cmd_demo)
+
+    for name, text in (
+        ("gui", "open the desktop app"),
+        ("convert", "convert a model to an ONNX Runtime GenAI package"),
+        ("verify", "compare a package with its Hugging Face reference, stage by stage"),
+        ("chat", "chat with a package"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        p.set_defaults(func=_not_built(name))
+    return parser
+
+
+def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        from mmforge.backend.errors import MmforgeError
+
+        raise MmforgeError(
+            f"`mmforge {name}` is not built yet in this version",
+            "Use `mmforge inspect SOURCE` or `mmforge demo` for now",
+        )
+
+    return run
+
+
+def _progress_printer() -> Callable[[Any], None]:
+    """Draw progress on stderr when it is a terminal; stay quiet otherwise."""
+    if not sys.stderr.isatty():
+        return lambda event: None
+
+    def show(event: Any) -> None:
+        if event.unit == "bytes" and event.total:
+            text = f"{event.stage}: {event.done / 1e6:.1f}/{event.total / 1e6:.1f} MB {event.message}"
+        else:
+            text = f"{event.stage}: {event.message}"
+        sys.stderr.write("\r" + text[:100].ljust(100))
+        if event.total is not None and event.done >= event.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return show
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from mmforge.backend.inspect import inspect_source
+    from mmforge.backend.jobs import JobContext
+
+    profile = inspect_source(
+        args.source,
+        JobContext(on_progress=_progress_printer()),
+        trust_remote_code=args.trust_remote_code,
+    )
+    _emit_profile(profile, as_json=args.json)
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from mmforge.backend.inspect import inspect_source
+    from mmforge.backend.jobs import JobContext
+    from mmforge.backend.tiny.demo import demo_checkpoint
+
+    folder = demo_checkpoint()
+    profile = inspect_source(str(folder), JobContext(on_progress=_progress_printer()))
+    _emit_profile(profile, as_json=args.json)
+    if not args.json:
+        print(
+            "\nThis is the built-in demo: a tiny random-weight model. It talks nonsense, but "
+            "its conversion and parity are exact.\nConversion, verify and chat arrive in the "
+            "next versions of mmforge."
+        )
+    return 0
+
+
+def _emit_profile(profile: Any, *, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(profile.to_dict(), indent=2))
+    else:
+        print(render_profile(profile))
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    return str(n)
+
+
+def _count(n: int) -> str:
+    for unit, div in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= div:
+            return f"{n / div:.2f}{unit}"
+    return str(n)
+
+
+def render_profile(p: Any) -> str:
+    """The human-readable profile printed by `mmforge inspect`."""
+    lines = [
+        f"{p.family}  (model_type {p.model_type}, {p.dtype})",
+        f"  source       {p.source}" + (f" @ {p.commit[:12]}" if p.commit else ""),
+    ]
+    if p.runnable:
+        lines.append(f"  runtime      ONNX Runtime GenAI pipeline '{p.pipeline_type}'")
+    else:
+        lines.append(f"  runtime      not runnable: {p.runtime_reason}")
+    lines.append(f"  components   {' + '.join(p.components)}")
+    lines.append(f"  projector    {p.projector.variant}: {p.projector.architecture}")
+    lines.append(f"               {p.projector.reason}")
+    for name, value in p.token_ids.items():
+        text = p.token_strings.get(name)
+        lines.append(f"  {name:<24} {value}" + (f"  {text}" if text else ""))
+    it = p.image_tokens
+    if it.fixed is not None:
+        lines.append(f"  image tokens {it.fixed} per image ({it.rule})")
+    else:
+        span = f"{it.minimum or '?'}–{it.maximum or '?'}"
+        lines.append(f"  image tokens {span} per image ({it.rule})")
+    s = p.sizes
+    if s.parameters:
+        parts = ", ".join(f"{k} {_count(v)}" for k, v in s.parameters.items() if k != "total")
+        lines.append(f"  parameters   {_count(s.parameters['total'])} ({parts}; from {s.source})")
+        lines.append(f"  checkpoint   {_size(s.checkpoint_bytes)}")
+        for d in ("f32", "f16", "int4"):
+            lines.append(
+                f"  package {d:<4} {_size(s.package_bytes[d])}, "
+                f"runtime memory ≈ {_size(s.memory_bytes[d])}"
+            )
+        lines.append(f"  convert peak ≈ {_size(s.convert_peak_bytes)}")
+    else:
+        lines.append("  parameters   unknown")
+    lines.append(f"  remote code  {'needed' if p.remote_code else 'not needed'}")
+    lines.extend(f"  warning: {w}" for w in p.warnings)
+    lines.extend(f"  note: {n}" for n in p.notes)
+    return "\n".join(lines)
+
+
+def _log_file() -> Path:
+    from platformdirs import user_log_dir
+
+    folder = Path(user_log_dir("mmforge", appauthor=False))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "mmforge.log"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line and return its exit code."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if args.command is None:
+        args = parser.parse_args(["gui"])
+    from mmforge.backend.errors import Cancelled, MmforgeError
+
+    try:
+        return int(args.func(args))
+    except MmforgeError as e:
+        print(f"mmforge: error: {e.one_line()}", file=sys.stderr)
+        if e.details:
+            logging.getLogger("mmforge").debug("details: %s", e.details)
+        return EXIT_USER_ERROR
+    except (Cancelled, KeyboardInterrupt):
+        print("mmforge: cancelled", file=sys.stderr)
+        return EXIT_CANCELLED
+    except Exception as e:  # noqa: BLE001 - the last resort: one line, traceback to the log
+        log_path = _log_file()
+        with log_path.open("a", encoding="utf-8") as f:
+            f.write(traceback.format_exc())
+        print(
+            f"mmforge: internal error: {type(e).__name__}: {e} (details in {log_path})",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL

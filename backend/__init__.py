@@ -1,0 +1,1 @@
+"""Backend: every stage of the pipeline, with no Qt."""

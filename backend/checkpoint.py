@@ -1,0 +1,157 @@
+"""Tensor names, shapes and dtypes of a checkpoint, read without loading the weights.
+
+Three sources, best first: safetensors headers on disk; safetensors headers on the hub
+(HTTP range requests, no download); a model built from the config on the meta device.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from mmforge.backend.errors import MmforgeError
+
+DTYPE_BYTES = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+    "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1,
+}
+_MAX_HEADER = 100 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of a checkpoint.
+
+    Attributes:
+        name: The checkpoint key.
+        shape: Its shape.
+        dtype: safetensors dtype name ("F32", "BF16", ...).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def numel(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Size in bytes in the checkpoint."""
+        return self.numel * DTYPE_BYTES.get(self.dtype, 4)
+
+
+def read_header(path: Path) -> dict[str, dict[str, object]]:
+    """Parse the JSON header of one safetensors file.
+
+    Raises:
+        MmforgeError: The file is truncated or not safetensors.
+    """
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            prefix = f.read(8)
+            if len(prefix) < 8:
+                raise ValueError("shorter than its 8-byte header length")
+            (length,) = struct.unpack("<Q", prefix)
+            if length > min(_MAX_HEADER, size - 8):
+                raise ValueError(f"header length {length} does not fit in {size} bytes")
+            header = json.loads(f.read(length))
+        end = max(
+            (int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"),
+            default=0,
+        )
+        if 8 + length + end > size:
+            raise ValueError(f"data ends at byte {8 + length + end} but the file has {size}")
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise MmforgeError(
+            f"{path.name} is not a valid safetensors file ({e})",
+            "The download may be incomplete or corrupt: delete it and download again",
+        ) from e
+    if not isinstance(header, dict):
+        raise MmforgeError(f"{path.name} has a malformed safetensors header")
+    return header
+
+
+def _from_header(header: dict[str, dict[str, object]]) -> list[TensorInfo]:
+    out = []
+    for name, meta in header.items():
+        if name == "__metadata__":
+            continue
+        shape = tuple(int(d) for d in meta["shape"])  # type: ignore[attr-defined]
+        out.append(TensorInfo(name, shape, str(meta["dtype"])))
+    return out
+
+
+def local_tensors(folder: Path) -> list[TensorInfo] | None:
+    """Tensors from the safetensors files in `folder`, or None if it has none.
+
+    Raises:
+        MmforgeError: A shard named by the index is missing, or a file is corrupt.
+    """
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        except (ValueError, KeyError) as e:
+            raise MmforgeError(f"{index.name} is malformed ({e})", "Download it again") from e
+        shards = sorted(set(weight_map.values()))
+        present = [s for s in shards if (folder / s).is_file()]
+        if not present:
+            return None  # metadata-only folder (hub inspect): no shard fetched yet
+        missing = [s for s in shards if s not in present]
+        if missing:
+            raise MmforgeError(
+                f"Shard {missing[0]} named in {index.name} is missing",
+                "Download the model again; the copy is incomplete",
+            )
+        files = [folder / s for s in shards]
+    else:
+        files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    tensors: list[TensorInfo] = []
+    for f in files:
+        tensors.extend(_from_header(read_header(f)))
+    return tensors
+
+
+def hub_tensors(repo_id: str, revision: str | None, token: str | None) -> list[TensorInfo] | None:
+    """Tensors from the safetensors headers on the hub, fetched by range requests."""
+    from huggingface_hub import HfApi
+
+    from mmforge.backend.source import hub_endpoint
+
+    api = HfApi(endpoint=hub_endpoint(), token=token)
+    try:
+        meta = api.get_safetensors_metadata(repo_id, revision=revision)
+    except Exception:  # noqa: BLE001 - no safetensors on the hub: the caller falls back
+        return None
+    out: list[TensorInfo] = []
+    for file_meta in meta.files_metadata.values():
+        for name, info in file_meta.tensors.items():
+            out.append(TensorInfo(name, tuple(info.shape), info.dtype))
+    return out
+
+
+def meta_tensors(config: object, hf_class: str) -> list[TensorInfo]:
+    """Tensors of the model built from a transformers config on the meta device.
+
+    Nothing is allocated. Tied parameters are counted once, as a checkpoint stores them.
+    """
+    import torch
+    import transformers
+
+    cls = getattr(transformers, hf_class)
+    with torch.device("meta"):
+        model = cls._from_config(config)
+    dtype = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+    return [
+        TensorInfo(name, tuple(p.shape), dtype.get(p.dtype, "F32"))
+        for name, p in model.named_parameters()
+    ]

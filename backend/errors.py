@@ -1,0 +1,33 @@
+"""The one error type the user sees, and the cancel signal nobody sees."""
+
+from __future__ import annotations
+
+
+class MmforgeError(Exception):
+    """An error with a message for the user and what to do next.
+
+    The CLI prints `user_message` (and `hint`) as one line and exits 2; the GUI shows the
+    same in its error dialog with `details` behind a button.
+
+    Args:
+        user_message: What went wrong, in words a user can act on.
+        hint: What to do next.
+        details: Technical detail (an upstream message), shown on demand only.
+    """
+
+    def __init__(self, user_message: str, hint: str | None = None, details: str | None = None):
+        super().__init__(user_message)
+        self.user_message = user_message
+        self.hint = hint
+        self.details = details
+
+    def one_line(self) -> str:
+        """The message and hint as a single line."""
+        text = self.user_message.rstrip(".") + "."
+        if self.hint:
+            text += " " + self.hint.rstrip(".") + "."
+        return " ".join(text.split())
+
+
+class Cancelled(Exception):  # noqa: N818 - it is a signal, not an error
+    """Raised inside a job when its cancel token was set. Shown to nobody."""

@@ -1,0 +1,68 @@
+"""The family registry: one entry per Hugging Face model family.
+
+`lookup(model_type)` returns the family's entry; everything family-specific (projector
+choice, token ids, runtime pipeline type, known limitations) lives in that entry.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.families import gemma, lfm2, mistral, others, phi, qwen
+from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector
+
+__all__ = ["ALL", "Cfg", "Family", "ImageTokens", "Projector", "by_key", "lookup"]
+
+ALL: tuple[Family, ...] = (
+    *qwen.FAMILIES,
+    *gemma.FAMILIES,
+    *mistral.FAMILIES,
+    *phi.FAMILIES,
+    *lfm2.FAMILIES,
+    *others.FAMILIES,
+)
+
+_BY_TYPE = {t: f for f in ALL for t in f.model_types}
+_BY_KEY = {f.key: f for f in ALL}
+
+# Text-only relatives that people pick by mistake; they get a pointed message.
+_TEXT_ONLY = {
+    "qwen2": "Qwen2", "qwen3": "Qwen3", "qwen2_5_vl_text": "Qwen2.5-VL's text model",
+    "gemma": "Gemma", "gemma2": "Gemma 2", "gemma3_text": "Gemma 3 (text-only)",
+    "gemma4_text": "Gemma 4 (text-only)", "llama": "Llama", "mistral": "Mistral",
+    "phi3": "Phi-3", "phi": "Phi", "lfm2": "LFM2",
+}
+
+
+def by_key(key: str) -> Family:
+    """The family with this registry key."""
+    return _BY_KEY[key]
+
+
+def lookup(model_type: str | None) -> Family:
+    """The family for a config's `model_type`.
+
+    Raises:
+        MmforgeError: No model_type, a text-only model, or a type no entry knows; the
+            message suggests the closest known types.
+    """
+    if not model_type:
+        raise MmforgeError(
+            "config.json has no model_type",
+            "Is this a transformers model folder? mmforge needs model_type to pick the family",
+        )
+    family = _BY_TYPE.get(model_type)
+    if family is not None:
+        return family
+    if model_type in _TEXT_ONLY:
+        raise MmforgeError(
+            f"{_TEXT_ONLY[model_type]} (model_type '{model_type}') is a text-only model",
+            "mmforge converts vision/audio + language models; for text-only models use "
+            "onnxruntime_genai.models.builder",
+        )
+    close = difflib.get_close_matches(model_type, list(_BY_TYPE), n=3, cutoff=0.5)
+    hint = f"Did you mean {', '.join(close)}?" if close else (
+        "Supported families: " + ", ".join(sorted({f.name for f in ALL}))
+    )
+    raise MmforgeError(f"Unknown model_type '{model_type}': no multimodal family matches", hint)

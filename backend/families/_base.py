@@ -1,0 +1,162 @@
+"""What a family entry holds, and small helpers for reading configs.
+
+One `Family` per Hugging Face model family. Everything a stage needs to know about a
+family sits in its entry, so adding a family means adding one entry (and its tiny test
+checkpoint), not editing every stage.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Cfg:
+    """Read-only access to a config dict with dotted paths and defaults.
+
+    `Cfg(d).get("vision_config.patch_size", 14)` returns the nested value, or the default
+    when any part of the path is missing or None.
+    """
+
+    def __init__(self, data: Mapping[str, Any]):
+        self.data = data
+
+    def get(self, path: str, default: Any = None) -> Any:
+        """The value at a dotted path, or `default`."""
+        node: Any = self.data
+        for part in path.split("."):
+            if not isinstance(node, Mapping) or node.get(part) is None:
+                return default
+            node = node[part]
+        return node
+
+    def first(self, *paths: str, default: Any = None) -> Any:
+        """The value at the first of `paths` that is set."""
+        for p in paths:
+            value = self.get(p)
+            if value is not None:
+                return value
+        return default
+
+    def sub(self, path: str) -> Cfg:
+        """The nested config at `path` (empty when missing)."""
+        value = self.get(path)
+        return Cfg(value if isinstance(value, Mapping) else {})
+
+    def has(self, path: str) -> bool:
+        """Whether a non-null value exists at `path`."""
+        return self.get(path) is not None
+
+    @property
+    def text(self) -> Cfg:
+        """The language-model part: `text_config` (or `llm_config`), else the top level."""
+        for key in ("text_config", "llm_config"):
+            if isinstance(self.data.get(key), Mapping):
+                return Cfg(self.data[key])
+        return self
+
+
+@dataclass(frozen=True)
+class Projector:
+    """The projector variant from the seed table, and why it was chosen.
+
+    Attributes:
+        variant: Seed-table name, e.g. "MLPMultiModalProjector".
+        architecture: The layers, e.g. "Linear → GELU → Linear".
+        reason: One sentence naming the config fields that decided it.
+        fields: Those fields and their values.
+    """
+
+    variant: str
+    architecture: str
+    reason: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ImageTokens:
+    """How many placeholder tokens one image becomes.
+
+    Attributes:
+        fixed: The count when every image gives the same number.
+        minimum: The smallest count the processor settings allow (dynamic families).
+        maximum: The largest count the processor settings allow (dynamic families).
+        rule: How the count is computed, in words.
+    """
+
+    fixed: int | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+    rule: str = ""
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family: how to recognise it and what its package needs.
+
+    Attributes:
+        key: Stable identifier, e.g. "qwen2_5_vl".
+        name: Human name, e.g. "Qwen2.5-VL".
+        model_types: Hugging Face `model_type` values of this family.
+        pipeline_type: The ORT GenAI `model.type`, or None when the runtime has none.
+        no_pipeline_reason: Why the runtime cannot run it, when `pipeline_type` is None.
+        hf_class: transformers class for building the model (None: remote code only).
+        projector: Picks the projector variant from the config.
+        token_ids: Image, audio and boundary token ids from the config.
+        image_tokens: Placeholder tokens per image from config and processor config.
+        has_audio: Whether this config has an audio encoder.
+        runtime_token_strings: Exact strings the runtime's processor looks for.
+        notes: Known limitations and fixes, shown to the user.
+        remote_code_types: `model_type` values that exist only as remote code.
+    """
+
+    key: str
+    name: str
+    model_types: tuple[str, ...]
+    pipeline_type: str | None
+    projector: Callable[[Cfg], Projector]
+    token_ids: Callable[[Cfg], dict[str, int]]
+    image_tokens: Callable[[Cfg, Cfg], ImageTokens]
+    hf_class: str | None = None
+    no_pipeline_reason: str | None = None
+    has_audio: Callable[[Cfg], bool] = lambda cfg: False
+    runtime_token_strings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    remote_code_types: tuple[str, ...] = ()
+
+    def components(self, cfg: Cfg) -> tuple[str, ...]:
+        """The ONNX models to build, in the seeds' I/O contract names."""
+        parts = ["vision_encoder"]
+        if self.has_audio(cfg):
+            parts.append("audio_encoder")
+        return (*parts, "embedding", "decoder")
+
+
+def ids(cfg: Cfg, **paths: str | tuple[str, ...]) -> dict[str, int]:
+    """Collect token ids: each keyword names a token, its value the config path(s)."""
+    out: dict[str, int] = {}
+    for name, where in paths.items():
+        candidates = (where,) if isinstance(where, str) else where
+        value = cfg.first(*candidates)
+        if isinstance(value, int):
+            out[name] = value
+    return out
+
+
+def as_int(value: Any) -> int:
+    """A config size that may be given as an int or an [h, w] pair (the first is used)."""
+    if isinstance(value, list | tuple):
+        return int(value[0])
+    return int(value)
+
+
+def dynamic_tokens(factor: int, min_pixels: int, max_pixels: int, rule: str) -> ImageTokens:
+    """Token counts for a Qwen-style resize to multiples of `factor` within a pixel budget."""
+    per_token = factor * factor
+    return ImageTokens(
+        minimum=max(1, math.ceil(min_pixels / per_token)),
+        maximum=max(1, max_pixels // per_token),
+        rule=rule,
+    )

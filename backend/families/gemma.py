@@ -1,0 +1,111 @@
+"""Gemma 3 and Gemma 4 (vision, and audio on the small Gemma 4 sizes)."""
+
+from __future__ import annotations
+
+import math
+
+from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector, as_int, ids
+
+
+def _gemma3_projector(cfg: Cfg) -> Projector:
+    image = as_int(cfg.get("vision_config.image_size", 896))
+    patch = as_int(cfg.get("vision_config.patch_size", 14))
+    tokens = int(cfg.get("mm_tokens_per_image", 256))
+    side = image // patch
+    kernel = side // max(1, math.isqrt(tokens))
+    return Projector(
+        "Gemma3MultiModalProjector",
+        "AvgPool2d → RMSNorm → MatMul",
+        f"Gemma 3 pools the {side}×{side} patch grid (image_size={image}, patch_size={patch}) "
+        f"with a {kernel}×{kernel} AvgPool2d to mm_tokens_per_image={tokens}, then RMSNorm "
+        "and one MatMul",
+        {
+            "vision_config.image_size": image,
+            "vision_config.patch_size": patch,
+            "mm_tokens_per_image": tokens,
+        },
+    )
+
+
+def _gemma3_image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
+    tokens = int(cfg.get("mm_tokens_per_image", 256))
+    return ImageTokens(fixed=tokens, rule="mm_tokens_per_image, fixed (the runtime hard-codes 256)")
+
+
+GEMMA3 = Family(
+    key="gemma3",
+    name="Gemma 3",
+    model_types=("gemma3",),
+    pipeline_type="gemma3",
+    hf_class="Gemma3ForConditionalGeneration",
+    projector=_gemma3_projector,
+    token_ids=lambda cfg: ids(
+        cfg,
+        image_token_id=("image_token_index", "image_token_id"),
+        boi_token_id=("boi_token_index", "boi_token_id"),
+        eoi_token_id=("eoi_token_index", "eoi_token_id"),
+    ),
+    image_tokens=_gemma3_image_tokens,
+    runtime_token_strings=("<start_of_image>", "<image_soft_token>", "<end_of_image>"),
+    notes=(
+        "Image tokens attend to each other bidirectionally in HF; the decoder must build "
+        "that mask from input_ids, since token_type_ids never reach it in the runtime.",
+        "The runtime hard-codes 256 tokens per image.",
+    ),
+)
+
+
+def _gemma4_projector(cfg: Cfg) -> Projector:
+    clipped = bool(cfg.get("vision_config.use_clipped_linears", False))
+    pool = cfg.get("vision_config.pooling_kernel_size", 3)
+    return Projector(
+        "Gemma4MultimodalEmbedder",
+        "pool → RMSNorm → ClippableLinear",
+        f"Gemma 4 pools {pool}×{pool} patches, then embeds vision (and audio) features with "
+        f"RMSNorm and a ClippableLinear (use_clipped_linears={clipped}); a plain Linear "
+        "is wrong where clipping is learned",
+        {
+            "vision_config.pooling_kernel_size": pool,
+            "vision_config.use_clipped_linears": clipped,
+        },
+    )
+
+
+def _gemma4_image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
+    most = pre.first("max_soft_tokens", "image_seq_length", default=280)
+    return ImageTokens(
+        maximum=int(most),
+        rule=f"aspect-preserving resize, at most {most} soft tokens per image",
+    )
+
+
+GEMMA4 = Family(
+    key="gemma4",
+    name="Gemma 4",
+    model_types=("gemma4",),
+    pipeline_type="gemma4",
+    hf_class="Gemma4ForConditionalGeneration",
+    projector=_gemma4_projector,
+    token_ids=lambda cfg: ids(
+        cfg,
+        image_token_id="image_token_id",
+        boi_token_id="boi_token_id",
+        eoi_token_id="eoi_token_id",
+        audio_token_id="audio_token_id",
+        boa_token_id="boa_token_id",
+        eoa_token_id=("eoa_token_id", "eoa_token_index"),
+        video_token_id="video_token_id",
+    ),
+    image_tokens=_gemma4_image_tokens,
+    has_audio=lambda cfg: cfg.has("audio_config"),
+    runtime_token_strings=("<|image>", "<|image|>", "<image|>", "<|audio>", "<|audio|>", "<audio|>"),
+    notes=(
+        "The audio encoder exists only on the small sizes (config.audio_config set).",
+        "The embedding also outputs per_layer_inputs, listed in embedding.outputs and "
+        "decoder.inputs.",
+        "The runtime resizes images slightly differently from HF; vision parity is measured "
+        "on the runtime's own pixels.",
+    ),
+)
+
+FAMILIES = (GEMMA3, GEMMA4)

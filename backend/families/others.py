@@ -1,0 +1,271 @@
+"""Families the seeds name that ONNX Runtime GenAI 0.18 cannot chat with.
+
+`inspect` describes them fully; conversion and per-component parity on plain ONNX Runtime
+may come later, but the runtime has no pipeline type for any of them.
+"""
+
+from __future__ import annotations
+
+from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector, as_int, ids
+
+_NO_TYPE = "ONNX Runtime GenAI 0.18 has no {t} model type (its multimodal types are " \
+    "qwen2_5_vl, qwen3_vl, gemma3, gemma4, mistral3, phi3v, phi4mm, lfm2_vl and fara)"
+
+
+def _mlp(cfg: Cfg, who: str) -> Projector:
+    act = cfg.get("projector_hidden_act", "gelu")
+    bias = cfg.get("multimodal_projector_bias", True)
+    return Projector(
+        "MLPMultiModalProjector",
+        f"Linear → {str(act).upper()} → Linear",
+        f"{who} uses a two-layer MLP projector (projector_hidden_act={act}, "
+        f"multimodal_projector_bias={bias})",
+        {"projector_hidden_act": act, "multimodal_projector_bias": bias},
+    )
+
+
+def _clip_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
+    image = as_int(cfg.get("vision_config.image_size", 336))
+    patch = as_int(cfg.get("vision_config.patch_size", 14))
+    count = (image // patch) ** 2
+    strategy = cfg.get("vision_feature_select_strategy", "default")
+    if strategy == "full":
+        count += 1
+    return ImageTokens(
+        fixed=int(cfg.get("image_seq_length", count)),
+        rule=f"({image}/{patch})² patches, vision_feature_select_strategy={strategy}",
+    )
+
+
+def _llava_ids(cfg: Cfg) -> dict[str, int]:
+    return ids(cfg, image_token_id=("image_token_index", "image_token_id"))
+
+
+_CLIP_NOTE = (
+    "CLIP towers need the class token, pre_layrnorm and vision_feature_layer=-2, "
+    "which mobius 0.1 does not handle."
+)
+
+LLAVA = Family(
+    key="llava",
+    name="LLaVA",
+    model_types=("llava",),
+    pipeline_type=None,
+    no_pipeline_reason=_NO_TYPE.format(t="llava"),
+    hf_class="LlavaForConditionalGeneration",
+    projector=lambda cfg: _mlp(cfg, "LLaVA"),
+    token_ids=_llava_ids,
+    image_tokens=_clip_tokens,
+    notes=(_CLIP_NOTE,),
+)
+
+
+def _next_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
+    base = _clip_tokens(cfg, pre).fixed or 576
+    grids = cfg.get("image_grid_pinpoints") or [[336, 336]]
+    image = as_int(cfg.get("vision_config.image_size", 336))
+    most = max((h // image) * (w // image) for h, w in grids)
+    return ImageTokens(
+        minimum=base,
+        maximum=base * (most + 1) + image // 14 * most,
+        rule="anyres: a base view plus tiles from image_grid_pinpoints, with newline tokens",
+    )
+
+
+LLAVA_NEXT = Family(
+    key="llava_next",
+    name="LLaVA-NeXT",
+    model_types=("llava_next", "llava_onevision"),
+    pipeline_type=None,
+    no_pipeline_reason=_NO_TYPE.format(t="llava_next"),
+    hf_class="LlavaNextForConditionalGeneration",
+    projector=lambda cfg: _mlp(cfg, "LLaVA-NeXT"),
+    token_ids=_llava_ids,
+    image_tokens=_next_tokens,
+    notes=(_CLIP_NOTE,),
+)
+
+VIDEO_LLAVA = Family(
+    key="video_llava",
+    name="Video-LLaVA",
+    model_types=("video_llava",),
+    pipeline_type=None,
+    no_pipeline_reason=_NO_TYPE.format(t="video_llava"),
+    hf_class="VideoLlavaForConditionalGeneration",
+    projector=lambda cfg: _mlp(cfg, "Video-LLaVA"),
+    token_ids=lambda cfg: ids(
+        cfg,
+        image_token_id=("image_token_index", "image_token_id"),
+        video_token_id=("video_token_index", "video_token_id"),
+    ),
+    image_tokens=_clip_tokens,
+    notes=(_CLIP_NOTE,),
+)
+
+VIPLLAVA = Family(
+    key="vipllava",
+    name="VipLLaVA",
+    model_types=("vipllava",),
+    pipeline_type=None,
+    no_pipeline_reason=_NO_TYPE.format(t="vipllava"),
+    hf_class="VipLlavaForConditionalGeneration",
+    projector=lambda cfg: _mlp(cfg, "VipLLaVA"),
+    token_ids=_llava_ids,
+    image_tokens=_clip_tokens,
+)
+
+
+def _linear(cfg: Cfg, who: str, field: str, value: object) -> Projector:
+    return Projector(
+        "LinearMultiModalProjector",
+        "Linear",
+        f"{who} maps vision features to the text width with a single Linear ({field}={value})",
+        {field: value},
+    )
+
+
+PALIGEMMA = Family(
+    key="paligemma",
+    name="PaliGemma",
+    model_types=("paligemma",),
+    pipeline_type=None,
+    no_pipeline_reason=_NO_TYPE.format(t="paligemma"),
+    hf_class="PaliGemmaForConditionalGeneration",
+    projector=lambda cfg: _linear(
+        cfg, "PaliGemma", "vision_config.projection_dim", cfg.get("vision_config.projection_dim")
+    ),
+    token_ids=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
+    image_tokens=lambda cfg, pre: ImageTokens(
+        fixed=int(
+            cfg.first(
+                "text_config.num_image_tokens",
+                default=(as_int(cfg.get("vision_config.image_size", 224))
+                         // as_int(cfg.get("vision_config.patch_size", 14))) ** 2,
+            )
+        ),
+        rule="(image_size/patch_size)², all prefix tokens",
+    ),
+    notes=("The image prefix attends bidirectionally (prefix-LM mask).",),
+)
+
+
+def _internvl_projector(cfg: Cfg) -> Projector:
+    ratio = cfg.get("downsample_ratio", 0.5)
+    return Projector(
+        "MLPMultiModalProjector",
+        "pixel shuffle → LayerNorm → Linear → GELU → Linear",
+        f"InternVL shuffles pixels by downsample_ratio={ratio}, then a LayerNorm + two-layer MLP",
+        {"downsample_ratio": ratio},
+    )
+
+
+def _internvl_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
+    image = as_int(cfg.first("vision_config.image_size", "force_image_size", default=448))
+    patch = as_int(cfg.get("vision_config.patch_size", 14))
+    ratio = float(cfg.get("downsample_ratio", 0.5))
+    per_tile = int(cfg.get("image_seq_length", int((image // patch) ** 2 * ratio * ratio)))
+    tiles = int(pre.first("max_patches", default=12))
+    return ImageTokens(
+        minimum=per_tile,
+        maximum=per_tile * (tiles + 1),
+        rule=f"{per_tile} tokens per {image}px tile, up to {tiles} tiles plus a thumbnail",
+    )
+
+
+INTERNVL = Family(
+    key="internvl",
+    name="InternVL",
+    model_types=("internvl", "internvl_chat"),
+    remote_code_types=("internvl_chat",),
+    pipeline_type=None,
+    no_pipeline_reason=_NO_TYPE.format(t="internvl"),
+    hf_class="InternVLForConditionalGeneration",
+    projector=_internvl_projector,
+    token_ids=lambda cfg: ids(cfg, image_token_id=("image_token_id", "img_context_token_id")),
+    image_tokens=_internvl_tokens,
+)
+
+IDEFICS2 = Family(
+    key="idefics2",
+    name="Idefics2",
+    model_types=("idefics2",),
+    pipeline_type=None,
+    no_pipeline_reason=_NO_TYPE.format(t="idefics2"),
+    hf_class="Idefics2ForConditionalGeneration",
+    projector=lambda cfg: Projector(
+        "LinearMultiModalProjector",
+        "MLP modality projection → perceiver resampler",
+        "Idefics2 projects with its modality projection, then a perceiver resampler to "
+        f"resampler_n_latents={cfg.get('perceiver_config.resampler_n_latents', 64)}",
+        {"perceiver_config.resampler_n_latents": cfg.get("perceiver_config.resampler_n_latents", 64)},
+    ),
+    token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
+    image_tokens=lambda cfg, pre: ImageTokens(
+        fixed=int(cfg.get("perceiver_config.resampler_n_latents", 64)),
+        rule="resampler_n_latents per image (per split when do_image_splitting)",
+    ),
+)
+
+
+def _idefics3_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
+    image = as_int(cfg.get("vision_config.image_size", 224))
+    patch = as_int(cfg.get("vision_config.patch_size", 32))
+    scale = int(cfg.get("scale_factor", 2))
+    per = (image // patch) ** 2 // (scale * scale)
+    return ImageTokens(
+        minimum=per,
+        rule=f"{per} tokens per {image}px tile (pixel shuffle ×{scale}), tiles by longest edge",
+    )
+
+
+IDEFICS3 = Family(
+    key="idefics3",
+    name="Idefics3 / SmolVLM",
+    model_types=("idefics3", "smolvlm"),
+    pipeline_type=None,
+    no_pipeline_reason=_NO_TYPE.format(t="idefics3"),
+    hf_class="Idefics3ForConditionalGeneration",
+    projector=lambda cfg: _linear(cfg, "Idefics3", "scale_factor", cfg.get("scale_factor", 2)),
+    token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
+    image_tokens=_idefics3_tokens,
+)
+
+MOLMO = Family(
+    key="molmo",
+    name="Molmo",
+    model_types=("molmo", "molmo2"),
+    remote_code_types=("molmo",),
+    pipeline_type=None,
+    no_pipeline_reason=_NO_TYPE.format(t="molmo"),
+    hf_class="Molmo2ForConditionalGeneration",
+    projector=lambda cfg: _mlp(cfg, "Molmo"),
+    token_ids=lambda cfg: ids(
+        cfg,
+        image_token_id=("image_patch_id", "image_token_id"),
+        image_start_token_id="image_start_token_id",
+        image_end_token_id="image_end_token_id",
+    ),
+    image_tokens=lambda cfg, pre: ImageTokens(rule="multi-crop with pooled patches (dynamic)"),
+)
+
+FLORENCE2 = Family(
+    key="florence2",
+    name="Florence-2",
+    model_types=("florence2",),
+    pipeline_type=None,
+    no_pipeline_reason=(
+        "Florence-2 is an encoder-decoder (BART) model; ONNX Runtime GenAI 0.18 runs "
+        "decoder-only multimodal pipelines"
+    ),
+    hf_class="Florence2ForConditionalGeneration",
+    projector=lambda cfg: _linear(
+        cfg, "Florence-2", "vision_config.projection_dim", cfg.get("vision_config.projection_dim")
+    ),
+    token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
+    image_tokens=lambda cfg, pre: ImageTokens(rule="DaViT features of the 768px image plus a pooled token"),
+)
+
+FAMILIES = (
+    LLAVA, LLAVA_NEXT, VIDEO_LLAVA, VIPLLAVA, PALIGEMMA, INTERNVL, IDEFICS2, IDEFICS3, MOLMO,
+    FLORENCE2,
+)

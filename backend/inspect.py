@@ -1,0 +1,311 @@
+"""The architecture profile of a model, produced before any heavy work.
+
+`inspect_source` resolves a source (fetching metadata only), finds the family entry, and
+reports: the runtime pipeline type (or why there is none), the components to build, the
+projector variant with the fields that decided it, token ids, parameter counts, and size
+and memory estimates per dtype.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend import checkpoint, families
+from mmforge.backend.checkpoint import TensorInfo
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.families import Cfg, Family, ImageTokens, Projector
+from mmforge.backend.jobs import JobContext
+from mmforge.backend.source import ResolvedSource, read_json, resolve
+
+log = logging.getLogger(__name__)
+
+COMPONENTS = ("vision_encoder", "audio_encoder", "embedding", "decoder")
+DTYPES = ("f32", "f16", "int4")
+KV_CONTEXT = 4096  # tokens of KV cache assumed by the memory estimate
+
+_AUDIO_MARKS = ("audio", "speech")
+_VISION_MARKS = (
+    "visual", "vision", "multi_modal_projector", "mm_projector", "image_newline", "img_",
+    "image_embed", "image_projection", "connector.", "mlp1.", "patch_embed", "embed_vision",
+)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Parameter counts and size estimates.
+
+    Attributes:
+        source: Where the tensor list came from: "safetensors", "hub safetensors headers",
+            "config (meta device)" or "unknown".
+        parameters: Parameters per component and "total".
+        checkpoint_bytes: Bytes of the checkpoint weights.
+        package_bytes: Expected package size per dtype (f32, f16, int4 decoder).
+        memory_bytes: Expected runtime memory per dtype: weights plus a KV cache of
+            `KV_CONTEXT` tokens.
+        convert_peak_bytes: Expected peak memory of the conversion: the largest component
+            in f32 plus twice the largest tensor.
+    """
+
+    source: str
+    parameters: dict[str, int] = field(default_factory=dict)
+    checkpoint_bytes: int = 0
+    package_bytes: dict[str, int] = field(default_factory=dict)
+    memory_bytes: dict[str, int] = field(default_factory=dict)
+    convert_peak_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything `inspect` reports. Serialises to the `--json` output as is."""
+
+    source: str
+    folder: str
+    model_type: str
+    family: str
+    family_key: str
+    pipeline_type: str | None
+    runnable: bool
+    runtime_reason: str | None
+    components: tuple[str, ...]
+    projector: Projector
+    token_ids: dict[str, int]
+    token_strings: dict[str, str]
+    image_tokens: ImageTokens
+    dtype: str
+    remote_code: bool
+    sizes: Sizes
+    notes: tuple[str, ...]
+    warnings: tuple[str, ...]
+    commit: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+def component_of(name: str) -> str:
+    """Which ONNX component a checkpoint tensor ends up in (by its name)."""
+    low = name.lower()
+    if any(m in low for m in _AUDIO_MARKS):
+        return "audio_encoder"
+    if any(m in low for m in _VISION_MARKS):
+        return "vision_encoder"
+    if low.endswith("embed_tokens.weight") or "embed_tokens_per_layer" in low:
+        return "embedding"
+    return "decoder"
+
+
+def load_config(folder: Path, *, trust_remote_code: bool) -> tuple[dict[str, Any], bool]:
+    """Read a model config, filling defaults through transformers where it knows the type.
+
+    Returns:
+        The config dict, and whether the model type exists only as remote code.
+
+    Raises:
+        MmforgeError: Malformed or unreadable config, or remote code without consent.
+    """
+    raw = read_json(folder / "config.json", "model")
+    model_type = raw.get("model_type")
+    family = families.lookup(model_type)
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    native = model_type in CONFIG_MAPPING_NAMES and model_type not in family.remote_code_types
+    if not native:
+        if not trust_remote_code:
+            raise MmforgeError(
+                f"{family.name} (model_type '{model_type}') is defined only by code in its "
+                "repository, which mmforge does not run without your consent",
+                "If you trust the repository, rerun with --trust-remote-code",
+            )
+        return raw, True
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    except (ValueError, TypeError, KeyError, OSError) as e:
+        raise MmforgeError(
+            f"transformers cannot read {folder / 'config.json'}: {e}",
+            "The config is malformed; download the model again or fix the file",
+        ) from e
+    return config.to_dict(), False
+
+
+def _tensors(
+    resolved: ResolvedSource, family: Family, config_dict: dict[str, Any], remote: bool,
+    token: str | None,
+) -> tuple[list[TensorInfo] | None, str]:
+    found = checkpoint.local_tensors(resolved.folder)
+    if found is not None:
+        return found, "safetensors"
+    src = resolved.source
+    if src.repo_id is not None and not resolved.offline:
+        found = checkpoint.hub_tensors(src.repo_id, resolved.commit or src.revision, token)
+        if found is not None:
+            return found, "hub safetensors headers"
+    if not remote and family.hf_class:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(resolved.folder)
+        return checkpoint.meta_tensors(config, family.hf_class), "config (meta device)"
+    return None, "unknown"
+
+
+def estimate_sizes(tensors: list[TensorInfo] | None, source: str, cfg: Cfg) -> Sizes:
+    """Parameter counts per component and package/memory estimates per dtype."""
+    if not tensors:
+        return Sizes(source=source)
+    by_comp: dict[str, list[TensorInfo]] = {c: [] for c in COMPONENTS}
+    for t in tensors:
+        by_comp[component_of(t.name)].append(t)
+    if not any(t.name.endswith("lm_head.weight") for t in tensors):
+        # Tied embeddings: the decoder still needs its own copy of the output projection.
+        by_comp["decoder"] += [
+            TensorInfo("lm_head.weight (tied copy)", t.shape, t.dtype)
+            for t in by_comp["embedding"] if t.name.endswith("embed_tokens.weight")
+        ][:1]
+    params = {c: sum(t.numel for t in ts) for c, ts in by_comp.items() if ts}
+    params["total"] = sum(t.numel for t in tensors)
+
+    def package(dtype: str) -> int:
+        total = 0
+        for comp, ts in by_comp.items():
+            for t in ts:
+                if dtype == "f16":
+                    total += t.numel * 2
+                elif dtype == "int4" and comp == "decoder" and len(t.shape) == 2:
+                    total += t.numel * 5 // 8  # 4-bit weights + one f32 scale per 32
+                else:
+                    total += t.numel * 4
+        return total
+
+    text = cfg.text
+    layers = int(text.get("num_hidden_layers", 0))
+    heads = int(text.get("num_attention_heads", 1))
+    kv_heads = int(text.get("num_key_value_heads", heads))
+    head_dim = int(text.get("head_dim", 0) or int(text.get("hidden_size", 0)) // max(heads, 1))
+    kv_elems = 2 * layers * kv_heads * head_dim * KV_CONTEXT
+    pkg = {d: package(d) for d in DTYPES}
+    mem = {d: pkg[d] + kv_elems * (2 if d == "f16" else 4) for d in DTYPES}
+    largest_comp = max(sum(t.numel for t in ts) for ts in by_comp.values()) * 4
+    largest_tensor = max(t.numel for t in tensors) * 4
+    return Sizes(
+        source=source,
+        parameters=params,
+        checkpoint_bytes=sum(t.nbytes for t in tensors if "tied copy" not in t.name),
+        package_bytes=pkg,
+        memory_bytes=mem,
+        convert_peak_bytes=largest_comp + 2 * largest_tensor,
+    )
+
+
+def _token_strings(folder: Path, token_ids: dict[str, int]) -> dict[str, str]:
+    """Map the named token ids to their strings using the tokenizer files, when present."""
+    vocab: dict[int, str] = {}
+    tok_json = folder / "tokenizer.json"
+    if tok_json.is_file():
+        data = read_json(tok_json, "tokenizer")
+        for added in data.get("added_tokens", []):
+            vocab[int(added["id"])] = str(added["content"])
+        model_vocab = data.get("model", {}).get("vocab")
+        if isinstance(model_vocab, dict):
+            wanted = set(token_ids.values())
+            vocab.update({i: s for s, i in model_vocab.items() if i in wanted and i not in vocab})
+    tok_cfg = folder / "tokenizer_config.json"
+    if tok_cfg.is_file():
+        for i, added in read_json(tok_cfg, "tokenizer").get("added_tokens_decoder", {}).items():
+            vocab.setdefault(int(i), str(added.get("content")))
+    return {name: vocab[i] for name, i in token_ids.items() if i in vocab}
+
+
+def _dtype(cfg: Cfg) -> str:
+    value = cfg.first("dtype", "torch_dtype", "text_config.dtype", "text_config.torch_dtype")
+    return str(value).replace("torch.", "") if value else "float32"
+
+
+def _preprocessor(folder: Path) -> Cfg:
+    pre = folder / "preprocessor_config.json"
+    if pre.is_file():
+        return Cfg(read_json(pre, "model"))
+    proc = folder / "processor_config.json"
+    if proc.is_file():
+        return Cfg(read_json(proc, "model")).sub("image_processor")
+    return Cfg({})
+
+
+def profile_folder(
+    resolved: ResolvedSource, *, trust_remote_code: bool = False, token: str | None = None
+) -> Profile:
+    """Build the profile of a resolved source (its folder holds at least config.json)."""
+    folder = resolved.folder
+    config_dict, remote = load_config(folder, trust_remote_code=trust_remote_code)
+    cfg = Cfg(config_dict)
+    model_type = str(config_dict.get("model_type"))
+    family = families.lookup(model_type)
+    tensors, tensor_source = _tensors(resolved, family, config_dict, remote, token)
+    token_ids = family.token_ids(cfg)
+    token_strings = _token_strings(folder, token_ids)
+    warnings: list[str] = []
+    if family.pipeline_type is None:
+        warnings.append(f"Not runnable in ONNX Runtime GenAI: {family.no_pipeline_reason}.")
+    if remote:
+        warnings.append("Remote code: this model's classes come from its repository.")
+    if (folder / "tokenizer.json").is_file() and family.runtime_token_strings:
+        vocab = _all_token_strings(folder)
+        absent = [s for s in family.runtime_token_strings if s not in vocab]
+        if absent:
+            warnings.append(
+                "The tokenizer lacks tokens the runtime looks for: " + ", ".join(absent)
+            )
+    if tensors is None:
+        warnings.append("Parameter count unknown: no safetensors weights and no config class.")
+    if resolved.offline:
+        warnings.append("The hub was unreachable; the cached copy was used.")
+    return Profile(
+        source=resolved.source.spec,
+        folder=str(folder),
+        model_type=model_type,
+        family=family.name,
+        family_key=family.key,
+        pipeline_type=family.pipeline_type,
+        runnable=family.pipeline_type is not None,
+        runtime_reason=family.no_pipeline_reason,
+        components=family.components(cfg),
+        projector=family.projector(cfg),
+        token_ids=token_ids,
+        token_strings=token_strings,
+        image_tokens=family.image_tokens(cfg, _preprocessor(folder)),
+        dtype=_dtype(cfg),
+        remote_code=remote,
+        sizes=estimate_sizes(tensors, tensor_source, cfg),
+        notes=family.notes,
+        warnings=tuple(warnings),
+        commit=resolved.commit,
+    )
+
+
+def _all_token_strings(folder: Path) -> set[str]:
+    data = read_json(folder / "tokenizer.json", "tokenizer")
+    strings = {str(a.get("content")) for a in data.get("added_tokens", [])}
+    model_vocab = data.get("model", {}).get("vocab")
+    if isinstance(model_vocab, dict):
+        strings.update(model_vocab)
+    return strings
+
+
+def inspect_source(
+    spec: str,
+    ctx: JobContext | None = None,
+    *,
+    token: str | None = None,
+    trust_remote_code: bool = False,
+) -> Profile:
+    """Resolve a source (metadata only) and profile it. This is the `inspect` job."""
+    ctx = ctx or JobContext()
+    resolved = resolve(spec, ctx, purpose="inspect", token=token)
+    ctx.report("inspect", 0, 1, message="reading config", force=True)
+    profile = profile_folder(resolved, trust_remote_code=trust_remote_code, token=token)
+    ctx.report("inspect", 1, 1, message="done")
+    return profile

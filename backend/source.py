@@ -1,0 +1,436 @@
+"""Resolve a SOURCE (a local folder or a hub id) to a folder of checkpoint files.
+
+Downloads go through huggingface_hub into the standard cache, so the files are shared with
+transformers and resumed after an interruption. Only the files that the stage needs are
+fetched: small metadata files for `inspect`, the weights too for conversion.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from mmforge.backend.errors import Cancelled, MmforgeError
+from mmforge.backend.jobs import JobContext
+
+log = logging.getLogger(__name__)
+
+Purpose = Literal["inspect", "convert"]
+
+# Files worth having for any stage: small, and every later stage reads some of them.
+METADATA_PATTERNS = (
+    "config.json",
+    "generation_config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "video_preprocessor_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "chat_template.json",
+    "chat_template.jinja",
+    "model.safetensors.index.json",
+)
+SAFETENSORS_PATTERNS = ("*.safetensors",)
+PICKLE_PATTERNS = ("pytorch_model*.bin", "pytorch_model.bin.index.json")
+
+_HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<rev>[\w./-]+))?$")
+
+
+@dataclass(frozen=True)
+class Source:
+    """A parsed SOURCE argument.
+
+    Attributes:
+        spec: The text the user gave.
+        local_path: The folder, for a local source.
+        repo_id: The hub repository, for a hub source.
+        revision: Branch, tag or commit for a hub source (None means the default branch).
+    """
+
+    spec: str
+    local_path: Path | None = None
+    repo_id: str | None = None
+    revision: str | None = None
+
+    @property
+    def is_hub(self) -> bool:
+        """Whether the source is a hub repository."""
+        return self.repo_id is not None
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """A source whose files are on disk.
+
+    Attributes:
+        source: What the user asked for.
+        folder: The folder holding `config.json` and the other fetched files.
+        commit: The hub commit the files come from (None for a local folder).
+        offline: True when the hub could not be reached and the cache was used.
+        files: Names of the files fetched (hub) or found (local), relative to `folder`.
+    """
+
+    source: Source
+    folder: Path
+    commit: str | None = None
+    offline: bool = False
+    files: tuple[str, ...] = ()
+
+
+def parse_source(spec: str) -> Source:
+    """Tell a local folder from a hub id `org/name[@revision]`.
+
+    A path that exists on disk wins over a hub id of the same spelling.
+
+    Raises:
+        MmforgeError: The text is neither an existing folder nor a hub id.
+    """
+    text = spec.strip()
+    if not text:
+        raise MmforgeError("No model source given", "Pass a local folder or a hub id like org/name")
+    path = Path(text).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise MmforgeError(
+                f"{text} is a file, not a model folder",
+                "Pass the folder that holds config.json",
+            )
+        return Source(spec=text, local_path=path.resolve())
+    looks_like_path = text.startswith(("/", ".", "~")) or "\\" in text or text.count("/") > 1
+    match = _HUB_ID.match(text)
+    if looks_like_path or not match:
+        raise MmforgeError(
+            f"No such folder: {text}",
+            "Pass an existing model folder or a hub id like org/name[@revision]",
+        )
+    return Source(spec=text, repo_id=match.group("repo"), revision=match.group("rev"))
+
+
+def read_json(path: Path, what: str) -> dict[str, Any]:
+    """Read a JSON object file, turning every failure into a user message."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise MmforgeError(f"{path.parent} has no {path.name}", f"Is this a {what} folder?") from e
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MmforgeError(
+            f"{path} is not valid JSON ({e})",
+            "Re-download the model or fix the file",
+        ) from e
+    if not isinstance(data, dict):
+        raise MmforgeError(f"{path} does not hold a JSON object", "Re-download the model")
+    return data
+
+
+def check_model_folder(folder: Path) -> None:
+    """Fail with a clear message unless `folder` holds a readable `config.json`."""
+    config = folder / "config.json"
+    if not config.is_file():
+        raise MmforgeError(
+            f"{folder} has no config.json, so it is not a Hugging Face model folder",
+            "Pass the folder that holds config.json (for a hub model, its snapshot folder)",
+        )
+    read_json(config, "model")
+
+
+def hub_endpoint() -> str:
+    """The hub endpoint, read at call time so that HF_ENDPOINT set later still counts."""
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+
+
+def _offline_requested() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def wanted_files(names: list[str], purpose: Purpose, allow_pickle: bool) -> list[str]:
+    """Pick the repository files a stage needs.
+
+    Raises:
+        MmforgeError: Conversion was asked for a repo with only pickled weights and the
+            user did not allow them, or with no weights at all.
+    """
+    top = [n for n in names if "/" not in n]
+
+    def matching(patterns: tuple[str, ...]) -> list[str]:
+        return [n for n in top if any(fnmatch.fnmatch(n, p) for p in patterns)]
+
+    chosen = matching(METADATA_PATTERNS)
+    if purpose == "convert":
+        weights = matching(SAFETENSORS_PATTERNS)
+        if not weights:
+            pickled = matching(PICKLE_PATTERNS)
+            if pickled and not allow_pickle:
+                raise MmforgeError(
+                    "This model has only pickled .bin weights, which can run code when loaded",
+                    "If you trust it, pass --allow-pickle (loaded with weights_only=True)",
+                )
+            if not pickled:
+                raise MmforgeError("This repository has no model weights (*.safetensors)")
+            weights = pickled
+        chosen += weights
+    return sorted(set(chosen))
+
+
+class _ProgressBar:
+    """Stands in for tqdm inside huggingface_hub and turns bar updates into events.
+
+    huggingface_hub constructs it once per file (with `total` and `initial`, the resumed
+    byte count) and calls `update(n)` per chunk, so the cancel check sits between chunks.
+    """
+
+    def __init__(self, tally: _Tally, **kwargs: Any) -> None:
+        self._tally = tally
+        self._tally.add(int(kwargs.get("initial") or 0))
+
+    def update(self, n: float | None = 1) -> None:
+        self._tally.add(int(n or 0))
+
+    def __enter__(self) -> _ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class _Tally:
+    """Bytes and files done across one download, reported through the job context."""
+
+    def __init__(self, ctx: JobContext, total_bytes: int, total_files: int) -> None:
+        self.ctx = ctx
+        self.total_bytes = total_bytes
+        self.total_files = total_files
+        self.done_bytes = 0
+        self.done_files = 0
+        self.current = ""
+
+    def add(self, n: int) -> None:
+        self.done_bytes += n
+        self.ctx.report(
+            "download",
+            self.done_bytes,
+            self.total_bytes or None,
+            unit="bytes",
+            message=f"{self.current} ({self.done_files}/{self.total_files} files)",
+        )
+
+    def bar_class(self) -> type[_ProgressBar]:
+        tally = self
+
+        class Bar(_ProgressBar):
+            def __init__(self, **kwargs: Any) -> None:
+                super().__init__(tally, **kwargs)
+
+        return Bar
+
+
+def resolve(
+    spec: str,
+    ctx: JobContext | None = None,
+    *,
+    purpose: Purpose = "inspect",
+    token: str | None = None,
+    allow_pickle: bool = False,
+    cache_dir: Path | None = None,
+) -> ResolvedSource:
+    """Make the files of a source available on disk.
+
+    Args:
+        spec: A local folder or a hub id `org/name[@revision]`.
+        ctx: Progress and cancel; download progress is reported in bytes.
+        purpose: "inspect" fetches metadata only; "convert" fetches the weights too.
+        token: A hub token; None uses the standard Hugging Face token store.
+        allow_pickle: Accept pickled `.bin` weights when a repo has no safetensors.
+        cache_dir: Hub cache folder; None uses the standard cache.
+
+    Raises:
+        MmforgeError: With what to do next, for every failure the user can act on.
+        Cancelled: The job was cancelled; partial files stay in the cache and resume.
+    """
+    ctx = ctx or JobContext()
+    source = parse_source(spec)
+    if source.local_path is not None:
+        check_model_folder(source.local_path)
+        files = tuple(sorted(p.name for p in source.local_path.iterdir() if p.is_file()))
+        return ResolvedSource(source=source, folder=source.local_path, files=files)
+    return _resolve_hub(source, ctx, purpose, token, allow_pickle, cache_dir)
+
+
+def _resolve_hub(
+    source: Source,
+    ctx: JobContext,
+    purpose: Purpose,
+    token: str | None,
+    allow_pickle: bool,
+    cache_dir: Path | None,
+) -> ResolvedSource:
+    from huggingface_hub import HfApi
+
+    assert source.repo_id is not None
+    api = HfApi(endpoint=hub_endpoint(), token=token)
+    if _offline_requested():
+        return _from_cache(source, purpose, allow_pickle, cache_dir, reason="HF_HUB_OFFLINE is set")
+    ctx.report("download", 0, None, unit="bytes", message="asking the hub", force=True)
+    try:
+        info = api.model_info(source.repo_id, revision=source.revision, files_metadata=True)
+    except Exception as e:  # noqa: BLE001 - classified below, re-raised if unknown
+        if _is_connection_error(e):
+            return _from_cache(source, purpose, allow_pickle, cache_dir, reason=str(e))
+        raise _hub_error(source, e) from e
+    siblings = {s.rfilename: (s.size or 0) for s in (info.siblings or [])}
+    names = wanted_files(list(siblings), purpose, allow_pickle)
+    if "config.json" not in names:
+        raise MmforgeError(
+            f"{source.repo_id} has no config.json at its top level",
+            "Is it a transformers model repository?",
+        )
+    tally = _Tally(ctx, sum(siblings[n] for n in names), len(names))
+    folder: Path | None = None
+    for name in names:
+        ctx.check_cancel()
+        tally.current = name
+        path = _download_one(api, source, info.sha, name, token, cache_dir, tally)
+        tally.done_files += 1
+        folder = Path(path).parent
+    ctx.report("download", tally.done_bytes, tally.done_bytes, unit="bytes", force=True,
+               message=f"{len(names)} files ready")
+    assert folder is not None
+    return ResolvedSource(source=source, folder=folder, commit=info.sha, files=tuple(names))
+
+
+def _download_one(
+    api: Any,
+    source: Source,
+    commit: str | None,
+    name: str,
+    token: str | None,
+    cache_dir: Path | None,
+    tally: _Tally,
+) -> str:
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return str(
+            hf_hub_download(
+                source.repo_id or "",
+                name,
+                revision=commit or source.revision,
+                endpoint=api.endpoint,
+                token=token,
+                cache_dir=cache_dir,
+                tqdm_class=tally.bar_class(),  # type: ignore[arg-type]
+            )
+        )
+    except Cancelled:
+        raise
+    except Exception as e:  # noqa: BLE001 - classified below
+        if _is_connection_error(e):
+            raise MmforgeError(
+                f"The connection to the hub broke while fetching {name}",
+                "Run the same command again: the download resumes where it stopped",
+                details=str(e),
+            ) from e
+        raise _hub_error(source, e) from e
+
+
+def _from_cache(
+    source: Source,
+    purpose: Purpose,
+    allow_pickle: bool,
+    cache_dir: Path | None,
+    reason: str,
+) -> ResolvedSource:
+    """Use the files already in the cache when the hub cannot be reached."""
+    from huggingface_hub import snapshot_download
+
+    assert source.repo_id is not None
+    try:
+        folder = Path(
+            snapshot_download(
+                source.repo_id,
+                revision=source.revision,
+                cache_dir=cache_dir,
+                local_files_only=True,
+            )
+        )
+    except Exception as e:  # noqa: BLE001 - any failure here means "not cached"
+        raise MmforgeError(
+            f"Cannot reach the Hugging Face hub and {source.repo_id} is not in the local cache",
+            "Check the network connection (or HF_ENDPOINT / a proxy), or use a local folder",
+            details=reason,
+        ) from e
+    present = [p.name for p in folder.iterdir() if p.is_file()]
+    names = wanted_files(present, purpose, allow_pickle)
+    if purpose == "convert":
+        _check_cached_shards(folder)
+    log.info("hub unreachable (%s); using cached files of %s", reason, source.repo_id)
+    return ResolvedSource(source=source, folder=folder, offline=True, files=tuple(names))
+
+
+def _check_cached_shards(folder: Path) -> None:
+    index = folder / "model.safetensors.index.json"
+    if not index.is_file():
+        return
+    weight_map = read_json(index, "model").get("weight_map", {})
+    missing = sorted({f for f in weight_map.values() if not (folder / f).is_file()})
+    if missing:
+        raise MmforgeError(
+            f"The cached copy is incomplete: {', '.join(missing[:3])} missing",
+            "Connect to the network once so the download can finish",
+        )
+
+
+def _is_connection_error(e: BaseException) -> bool:
+    import httpx2  # huggingface_hub's HTTP client
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    return isinstance(e, httpx2.TransportError | OfflineModeIsEnabled | ConnectionError)
+
+
+def _hub_error(source: Source, e: BaseException) -> MmforgeError:
+    """Turn a huggingface_hub error into a message saying what to do."""
+    from huggingface_hub import errors as hf
+
+    repo = source.repo_id
+    if isinstance(e, hf.GatedRepoError):
+        return MmforgeError(
+            f"{repo} is gated: the hub refused access",
+            "Accept its terms on the model's hub page, then save a token with `hf auth login` "
+            "(or the GUI's token button)",
+            details=str(e),
+        )
+    if isinstance(e, hf.RevisionNotFoundError):
+        return MmforgeError(
+            f"Revision '{source.revision}' does not exist in {repo}",
+            "Check the branch, tag or commit after '@'",
+            details=str(e),
+        )
+    if isinstance(e, hf.RepositoryNotFoundError):
+        return MmforgeError(
+            f"{repo} was not found on the hub, or it is private",
+            "Check the spelling; for a private repo save a token with `hf auth login`",
+            details=str(e),
+        )
+    if isinstance(e, hf.EntryNotFoundError):
+        return MmforgeError(f"A file listed by {repo} is missing on the hub", details=str(e))
+    if isinstance(e, hf.HfHubHTTPError):
+        return MmforgeError(f"The hub answered with an error for {repo}", details=str(e))
+    if isinstance(e, OSError):
+        return MmforgeError(
+            f"Could not write the download of {repo}: {e.strerror or e}",
+            "Check the free disk space and permissions of the Hugging Face cache",
+        )
+    raise e

@@ -1,0 +1,1 @@
+"""Tiny random-weight checkpoints."""

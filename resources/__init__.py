@@ -1,0 +1,1 @@
+"""Files shipped with the app: probe image and audio, fonts, icons."""
