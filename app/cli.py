@@ -118,9 +118,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     _emit_profile(profile, as_json=args.json)
     if not args.json:
         print(
-            "\nThis is the built-in demo: a tiny random-weight model. It talks nonsense, but "
-            "its conversion and parity are exact.\nConversion, verify and chat arrive in the "
-            "next versions of mmforge."
+            "\nThis is the built-in demo: a tiny random-weight model, built offline. It talks "
+            "nonsense by design;\nit lets the whole flow run with no network. Conversion, "
+            "verify and chat are not built yet in this version."
         )
     return 0
 

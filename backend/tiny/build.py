@@ -1,0 +1,162 @@
+"""Writing a tiny random-weight checkpoint laid out like a hub repository.
+
+A family's spec (in `specs.py`) gives the config, the special tokens, the chat template
+and the preprocessor config; this module trains the tokenizer, builds the model with
+scaled random weights, and writes every file a hub repository would have.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend.tiny.tokenizer import TinyTokenizer, train_tokenizer
+
+# Matrices drawn from N(0, INIT_STD) give logits with a real spread, so greedy decoding
+# of a random model is not one token repeated and a token match means something.
+INIT_STD = 0.15
+
+
+@dataclass(frozen=True)
+class TinySpec:
+    """What a family's tiny checkpoint is made of.
+
+    Attributes:
+        family_key: Registry key of the family.
+        hf_class: transformers class name of the full model.
+        specials: Special tokens in id order (after the trained vocabulary).
+        make_config: Builds the transformers config from the special-token ids and the
+            vocabulary size.
+        chat_template: Jinja chat template (BOS included where the family uses one).
+        tokenizer_extra: Extra `tokenizer_config.json` keys (bos/eos/pad tokens, ...).
+        preprocessor: `preprocessor_config.json` contents (None: no file).
+        audio_preprocessor: The audio feature extractor settings, written under
+            "feature_extractor" in `processor_config.json` as transformers 5 does.
+        eos_tokens: Tokens that end generation.
+        pinned: Special tokens that must sit at exact ids.
+        embed_std: Standard deviation of the token embeddings, when it must differ from
+            `INIT_STD`: with tied embeddings and a sqrt(hidden) embedding scale (Gemma),
+            large embeddings make every token its own most likely successor.
+    """
+
+    family_key: str
+    hf_class: str
+    specials: list[str]
+    make_config: Callable[[dict[str, int], int], Any]
+    chat_template: str
+    tokenizer_extra: dict[str, Any]
+    preprocessor: dict[str, Any] | None
+    eos_tokens: list[str]
+    pinned: dict[str, int] = field(default_factory=dict)
+    embed_std: float | None = None
+    audio_preprocessor: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class TinyCheckpoint:
+    """A tiny checkpoint on disk.
+
+    Attributes:
+        folder: The checkpoint folder.
+        family_key: Its family.
+        special_ids: Each special token and its id.
+    """
+
+    folder: Path
+    family_key: str
+    special_ids: dict[str, int]
+
+
+def scale_init(model: Any, seed: int, embed_std: float | None = None) -> None:
+    """Redraw every matrix (and conv kernel) from N(0, INIT_STD); keep vectors as they are."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+            if p.ndim >= 2:
+                std = INIT_STD
+                if embed_std is not None and name.endswith("embed_tokens.weight"):
+                    std = embed_std
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32) * std)
+
+
+def write_tiny(spec: TinySpec, folder: Path, *, seed: int = 0) -> TinyCheckpoint:
+    """Build a family's tiny checkpoint into `folder` (replaced atomically if it exists)."""
+    import torch
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    tok = train_tokenizer(spec.specials, pinned=spec.pinned)
+    config = spec.make_config(tok.special_ids, tok.vocab_size)
+    config.dtype = "float32"
+    torch.manual_seed(seed)
+    model = getattr(transformers, spec.hf_class)(config).eval()
+    scale_init(model, seed, spec.embed_std)
+
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        model.save_pretrained(staging, safe_serialization=True)
+        _write_tokenizer(staging, spec, tok)
+        if spec.preprocessor is not None:
+            _write_json(staging / "preprocessor_config.json", spec.preprocessor)
+        if spec.audio_preprocessor is not None:
+            _write_json(
+                staging / "processor_config.json", {"feature_extractor": spec.audio_preprocessor}
+            )
+        eos = [tok.special_ids[t] for t in spec.eos_tokens]
+        generation = {
+            "eos_token_id": eos if len(eos) > 1 else eos[0],
+            "do_sample": False,
+            "max_new_tokens": 32,
+        }
+        for key in ("bos_token", "pad_token"):
+            name = spec.tokenizer_extra.get(key)
+            if name in tok.special_ids:
+                generation[key.replace("_token", "_token_id")] = tok.special_ids[name]
+        _write_json(staging / "generation_config.json", generation)
+        if folder.exists():
+            shutil.rmtree(folder)
+        staging.rename(folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return TinyCheckpoint(folder=folder, family_key=spec.family_key, special_ids=tok.special_ids)
+
+
+def _write_tokenizer(folder: Path, spec: TinySpec, tok: TinyTokenizer) -> None:
+    (folder / "tokenizer.json").write_text(tok.json_text, encoding="utf-8")
+    config = {
+        # PreTrainedTokenizerFast is read identically by HF and ORT GenAI for byte-level
+        # BPE; LlamaTokenizer would make ORT GenAI produce wrong ids.
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": 4096,
+        "clean_up_tokenization_spaces": False,
+        "add_bos_token": False,
+        "add_eos_token": False,
+        "added_tokens_decoder": {
+            str(i): {
+                "content": t,
+                "lstrip": False,
+                "normalized": False,
+                "rstrip": False,
+                "single_word": False,
+                "special": True,
+            }
+            for t, i in sorted(tok.special_ids.items(), key=lambda kv: kv[1])
+        },
+        **spec.tokenizer_extra,
+        "chat_template": spec.chat_template,
+    }
+    _write_json(folder / "tokenizer_config.json", config)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

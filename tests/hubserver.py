@@ -1,0 +1,179 @@
+"""A loopback HTTP server that speaks the parts of the hub protocol huggingface_hub uses.
+
+Endpoints: `GET /api/models/{repo}[/revision/{rev}]` (repo info with file sizes) and
+`HEAD`/`GET /{repo}/resolve/{rev}/{file}` (metadata headers, byte ranges). Errors carry the
+hub's `X-Error-Code` header so huggingface_hub raises its real exception types. A repo can
+be gated (needs a bearer token), and a file can be cut mid-transfer to test resume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+
+@dataclass
+class Repo:
+    files: dict[str, bytes]
+    sha: str = "0123456789abcdef0123456789abcdef01234567"
+    gated_token: str | None = None  # when set, file downloads need this bearer token
+
+
+@dataclass
+class HubState:
+    repos: dict[str, Repo] = field(default_factory=dict)
+    # (repo, filename) -> bytes to send before dropping the connection, once per entry
+    cut_after: dict[tuple[str, str], int] = field(default_factory=dict)
+    requests: list[tuple[str, str, str | None]] = field(default_factory=list)  # method, path, range
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_folder(self, repo_id: str, folder: Path, **kwargs: object) -> Repo:
+        files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+        repo = Repo(files=files, **kwargs)  # type: ignore[arg-type]
+        self.repos[repo_id] = repo
+        return repo
+
+
+_API = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/?]+))?$")
+_RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
+
+
+def _etag(data: bytes) -> str:
+    return '"' + hashlib.sha256(data).hexdigest() + '"'
+
+
+class _Handler(BaseHTTPRequestHandler):
+    state: HubState  # set on the subclass made per server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
+        return None
+
+    def _error(self, status: int, code: str, message: str) -> None:
+        body = json.dumps({"error": message}).encode()
+        self.send_response(status)
+        self.send_header("X-Error-Code", code)
+        self.send_header("X-Error-Message", message)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _repo(self, repo_id: str, rev: str | None) -> Repo | None:
+        repo = self.state.repos.get(repo_id)
+        if repo is None:
+            self._error(404, "RepoNotFound", "Repository not found")
+            return None
+        if rev not in (None, "main", repo.sha):
+            self._error(404, "RevisionNotFound", "Invalid rev id")
+            return None
+        return repo
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        self._serve(body=True)
+
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server naming
+        self._serve(body=False)
+
+    def _serve(self, body: bool) -> None:
+        path = unquote(urlparse(self.path).path)
+        with self.state.lock:
+            self.state.requests.append((self.command, path, self.headers.get("Range")))
+        if m := _API.match(path):
+            repo = self._repo(m["repo"], m["rev"])
+            if repo is None:
+                return
+            info = {
+                "id": m["repo"],
+                "modelId": m["repo"],
+                "sha": repo.sha,
+                "private": False,
+                "gated": "manual" if repo.gated_token else False,
+                "siblings": [
+                    {"rfilename": n, "size": len(d), "blobId": hashlib.sha1(d).hexdigest()}
+                    for n, d in repo.files.items()
+                ],
+            }
+            data = json.dumps(info).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if body:
+                self.wfile.write(data)
+            return
+        if m := _RESOLVE.match(path):
+            repo = self._repo(m["repo"], m["rev"])
+            if repo is None:
+                return
+            if repo.gated_token and self.headers.get("Authorization") != f"Bearer {repo.gated_token}":
+                self._error(401, "GatedRepo", "Access to this model is restricted")
+                return
+            data = repo.files.get(m["file"])
+            if data is None:
+                self._error(404, "EntryNotFound", "Entry not found")
+                return
+            self._send_file(m["repo"], m["file"], data, repo.sha, body)
+            return
+        self._error(404, "RepoNotFound", "Not found")
+
+    def _send_file(self, repo_id: str, name: str, data: bytes, sha: str, body: bool) -> None:
+        start, end = 0, len(data) - 1
+        status = 200
+        rng = self.headers.get("Range")
+        if rng and (m := re.match(r"bytes=(\d+)-(\d*)", rng)):
+            start = int(m[1])
+            end = min(int(m[2]), len(data) - 1) if m[2] else len(data) - 1
+            status = 206
+        chunk = data[start : end + 1]
+        self.send_response(status)
+        self.send_header("X-Repo-Commit", sha)
+        self.send_header("ETag", _etag(data))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Length", str(len(chunk)))
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+        self.end_headers()
+        if not body:
+            return
+        with self.state.lock:
+            cut = self.state.cut_after.pop((repo_id, name), None)
+        if cut is not None:
+            self.wfile.write(chunk[:cut])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        self.wfile.write(chunk)
+
+
+class HubServer:
+    """Run the fake hub on 127.0.0.1 in a thread; use as a context manager."""
+
+    def __init__(self) -> None:
+        self.state = HubState()
+        handler = type("Handler", (_Handler,), {"state": self.state})
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> HubServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
