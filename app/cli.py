@@ -84,7 +84,9 @@ def _progress_printer() -> Callable[[Any], None]:
 
     def show(event: Any) -> None:
         if event.unit == "bytes" and event.total:
-            text = f"{event.stage}: {event.done / 1e6:.1f}/{event.total / 1e6:.1f} MB {event.message}"
+            text = (
+                f"{event.stage}: {event.done / 1e6:.1f}/{event.total / 1e6:.1f} MB {event.message}"
+            )
         else:
             text = f"{event.stage}: {event.message}"
         sys.stderr.write("\r" + text[:100].ljust(100))
@@ -218,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (Cancelled, KeyboardInterrupt):
         print("mmforge: cancelled", file=sys.stderr)
         return EXIT_CANCELLED
-    except Exception as e:  # noqa: BLE001 - the last resort: one line, traceback to the log
+    except Exception as e:
         log_path = _log_file()
         with log_path.open("a", encoding="utf-8") as f:
             f.write(traceback.format_exc())

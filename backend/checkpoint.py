@@ -15,8 +15,18 @@ from pathlib import Path
 from mmforge.backend.errors import MmforgeError
 
 DTYPE_BYTES = {
-    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-    "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1,
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
 }
 _MAX_HEADER = 100 * 1024 * 1024
 
@@ -124,13 +134,12 @@ def local_tensors(folder: Path) -> list[TensorInfo] | None:
 def hub_tensors(repo_id: str, revision: str | None, token: str | None) -> list[TensorInfo] | None:
     """Tensors from the safetensors headers on the hub, fetched by range requests."""
     from huggingface_hub import HfApi
-
     from mmforge.backend.source import hub_endpoint
 
     api = HfApi(endpoint=hub_endpoint(), token=token)
     try:
         meta = api.get_safetensors_metadata(repo_id, revision=revision)
-    except Exception:  # noqa: BLE001 - no safetensors on the hub: the caller falls back
+    except Exception:
         return None
     out: list[TensorInfo] = []
     for file_meta in meta.files_metadata.values():

@@ -29,5 +29,5 @@ class MmforgeError(Exception):
         return " ".join(text.split())
 
 
-class Cancelled(Exception):  # noqa: N818 - it is a signal, not an error
+class Cancelled(Exception):
     """Raised inside a job when its cancel token was set. Shown to nobody."""

@@ -30,16 +30,18 @@ def resize(image: Any, height: int, width: int, mode: str, antialias: bool = Tru
     float and are rounded and clamped back, as torchvision does.
     """
     import torch
-    from torch.nn import functional as F  # noqa: N812
+    from torch.nn import functional as F
 
     batch = image.unsqueeze(0)
     if image.dtype == torch.uint8 and mode != "bilinear":
-        out = F.interpolate(batch.float(), size=(height, width), mode=mode, antialias=antialias,
-                            align_corners=False)
+        out = F.interpolate(
+            batch.float(), size=(height, width), mode=mode, antialias=antialias, align_corners=False
+        )
         return out.clamp_(0, 255).round_().to(torch.uint8)[0]
     align = None if mode in ("nearest",) else False
-    return F.interpolate(batch, size=(height, width), mode=mode, antialias=antialias,
-                         align_corners=align)[0]
+    return F.interpolate(
+        batch, size=(height, width), mode=mode, antialias=antialias, align_corners=align
+    )[0]
 
 
 def _normalize(image: Any, scale: float, mean: list[float], std: list[float]) -> Any:
@@ -82,9 +84,7 @@ def phi4mm_images(images: list[Any], settings: dict[str, Any]) -> dict[str, Any]
         mask_list.append(torch.cat([torch.ones(1, mask_size, mask_size), masks], dim=0))
         sizes.append([height, width])
     most = max(p.size(0) for p in pixel_list)
-    pixel_list = [
-        torch.cat([p, torch.zeros(most - p.size(0), *p.shape[1:])]) for p in pixel_list
-    ]
+    pixel_list = [torch.cat([p, torch.zeros(most - p.size(0), *p.shape[1:])]) for p in pixel_list]
     mask_list = [torch.cat([m, torch.ones(most - m.size(0), *m.shape[1:])]) for m in mask_list]
     return {
         "image_pixel_values": torch.stack(pixel_list),
@@ -102,8 +102,13 @@ def _phi4_dynamic(image: Any, crop: int, patch: int, mask_size: int, max_num: in
     h_crops = math.ceil(orig_h / crop)
     if w_crops * h_crops > max_num:
         ratios = sorted(
-            {(i, j) for n in range(1, max_num + 1) for i in range(1, n + 1)
-             for j in range(1, n + 1) if 1 <= i * j <= max_num},
+            {
+                (i, j)
+                for n in range(1, max_num + 1)
+                for i in range(1, n + 1)
+                for j in range(1, n + 1)
+                if 1 <= i * j <= max_num
+            },
             key=lambda r: r[0] * r[1],
         )
         aspect = orig_w / orig_h
@@ -124,9 +129,9 @@ def _phi4_dynamic(image: Any, crop: int, patch: int, mask_size: int, max_num: in
         pad_w, pad_h = target_w - new_w, 0
     mask = torch.ones(mask_size * h_crops, mask_size * w_crops)
     if pad_w >= patch:
-        mask[:, -math.floor(pad_w / patch):] = 0
+        mask[:, -math.floor(pad_w / patch) :] = 0
     if pad_h >= patch:
-        mask[-math.floor(pad_h / patch):, :] = 0
+        mask[-math.floor(pad_h / patch) :, :] = 0
     resized = resize(image, new_h, new_w, "bilinear")
     padded = torch.full((3, target_h, target_w), 255, dtype=torch.uint8)
     padded[:, :new_h, :new_w] = resized

@@ -97,9 +97,7 @@ def _encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def _finish(
-    tokenizer: Any, prompt: str, expanded: str, tensors: dict[str, Any]
-) -> ReferenceInputs:
+def _finish(tokenizer: Any, prompt: str, expanded: str, tensors: dict[str, Any]) -> ReferenceInputs:
     import torch
 
     ids = _encode(tokenizer, expanded)
@@ -123,7 +121,11 @@ def _replace_each(text: str, placeholder: str, replacements: list[str]) -> str:
 
 
 def _qwen(
-    folder: Path, cfg: families.Cfg, tokenizer: Any, prompt: str, images: list[Any],
+    folder: Path,
+    cfg: families.Cfg,
+    tokenizer: Any,
+    prompt: str,
+    images: list[Any],
     audios: list[Any],
 ) -> ReferenceInputs:
     pad = "<|image_pad|>"
@@ -139,7 +141,11 @@ def _qwen(
 
 
 def _gemma3(
-    folder: Path, cfg: families.Cfg, tokenizer: Any, prompt: str, images: list[Any],
+    folder: Path,
+    cfg: families.Cfg,
+    tokenizer: Any,
+    prompt: str,
+    images: list[Any],
     audios: list[Any],
 ) -> ReferenceInputs:
     boi, eoi, soft = "<start_of_image>", "<end_of_image>", "<image_soft_token>"
@@ -158,7 +164,11 @@ def _gemma3(
 
 
 def _mistral3(
-    folder: Path, cfg: families.Cfg, tokenizer: Any, prompt: str, images: list[Any],
+    folder: Path,
+    cfg: families.Cfg,
+    tokenizer: Any,
+    prompt: str,
+    images: list[Any],
     audios: list[Any],
 ) -> ReferenceInputs:
     tensors: dict[str, Any] = {}
@@ -191,7 +201,11 @@ def _audio_features(folder: Path, audios: list[Any]) -> Any:
 
 
 def _gemma4(
-    folder: Path, cfg: families.Cfg, tokenizer: Any, prompt: str, images: list[Any],
+    folder: Path,
+    cfg: families.Cfg,
+    tokenizer: Any,
+    prompt: str,
+    images: list[Any],
     audios: list[Any],
 ) -> ReferenceInputs:
     tensors: dict[str, Any] = {}
@@ -226,7 +240,11 @@ def _gemma4(
 
 
 def _phi4mm(
-    folder: Path, cfg: families.Cfg, tokenizer: Any, prompt: str, images: list[Any],
+    folder: Path,
+    cfg: families.Cfg,
+    tokenizer: Any,
+    prompt: str,
+    images: list[Any],
     audios: list[Any],
 ) -> ReferenceInputs:
     from mmforge.backend.hf_preprocess import phi4mm_images
@@ -251,7 +269,11 @@ def _phi4mm(
 
 
 def _lfm2_vl(
-    folder: Path, cfg: families.Cfg, tokenizer: Any, prompt: str, images: list[Any],
+    folder: Path,
+    cfg: families.Cfg,
+    tokenizer: Any,
+    prompt: str,
+    images: list[Any],
     audios: list[Any],
 ) -> ReferenceInputs:
     from mmforge.backend.hf_preprocess import lfm2_vl_images
@@ -285,4 +307,4 @@ def greedy_generate(model: Any, inputs: ReferenceInputs, max_new_tokens: int) ->
         out = model.generate(
             **inputs.tensors, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1
         )
-    return [int(t) for t in out[0, len(inputs.input_ids):]]
+    return [int(t) for t in out[0, len(inputs.input_ids) :]]

@@ -28,8 +28,18 @@ KV_CONTEXT = 4096  # tokens of KV cache assumed by the memory estimate
 
 _AUDIO_MARKS = ("audio", "speech")
 _VISION_MARKS = (
-    "visual", "vision", "multi_modal_projector", "mm_projector", "image_newline", "img_",
-    "image_embed", "image_projection", "connector.", "mlp1.", "patch_embed", "embed_vision",
+    "visual",
+    "vision",
+    "multi_modal_projector",
+    "mm_projector",
+    "image_newline",
+    "img_",
+    "image_embed",
+    "image_projection",
+    "connector.",
+    "mlp1.",
+    "patch_embed",
+    "embed_vision",
 )
 
 
@@ -134,7 +144,10 @@ def load_config(folder: Path, *, trust_remote_code: bool) -> tuple[dict[str, Any
 
 
 def _tensors(
-    resolved: ResolvedSource, family: Family, config_dict: dict[str, Any], remote: bool,
+    resolved: ResolvedSource,
+    family: Family,
+    config_dict: dict[str, Any],
+    remote: bool,
     token: str | None,
 ) -> tuple[list[TensorInfo] | None, str]:
     found = checkpoint.local_tensors(resolved.folder)
@@ -164,7 +177,8 @@ def estimate_sizes(tensors: list[TensorInfo] | None, source: str, cfg: Cfg) -> S
         # Tied embeddings: the decoder still needs its own copy of the output projection.
         by_comp["decoder"] += [
             TensorInfo("lm_head.weight (tied copy)", t.shape, t.dtype)
-            for t in by_comp["embedding"] if t.name.endswith("embed_tokens.weight")
+            for t in by_comp["embedding"]
+            if t.name.endswith("embed_tokens.weight")
         ][:1]
     params = {c: sum(t.numel for t in ts) for c, ts in by_comp.items() if ts}
     params["total"] = sum(t.numel for t in tensors)
@@ -259,6 +273,9 @@ def profile_folder(
             warnings.append(
                 "The tokenizer lacks tokens the runtime looks for: " + ", ".join(absent)
             )
+    components = family.components(cfg)
+    if not {"vision_encoder", "audio_encoder"} & set(components):
+        warnings.append("This config has no vision or audio encoder: it is a text-only model.")
     if tensors is None:
         warnings.append("Parameter count unknown: no safetensors weights and no config class.")
     if resolved.offline:
@@ -272,7 +289,7 @@ def profile_folder(
         pipeline_type=family.pipeline_type,
         runnable=family.pipeline_type is not None,
         runtime_reason=family.no_pipeline_reason,
-        components=family.components(cfg),
+        components=components,
         projector=family.projector(cfg),
         token_ids=token_ids,
         token_strings=token_strings,

@@ -149,6 +149,19 @@ def hub_endpoint() -> str:
     return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
 
 
+def hub_cache_dir() -> Path | None:
+    """The hub cache folder from HF_HUB_CACHE or HF_HOME, read at call time.
+
+    huggingface_hub reads these once at import; reading them here keeps a later change
+    (a test, a GUI setting) effective. None means the library's default.
+    """
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]) / "hub"
+    return None
+
+
 def _offline_requested() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -182,30 +195,6 @@ def wanted_files(names: list[str], purpose: Purpose, allow_pickle: bool) -> list
     return sorted(set(chosen))
 
 
-class _ProgressBar:
-    """Stands in for tqdm inside huggingface_hub and turns bar updates into events.
-
-    huggingface_hub constructs it once per file (with `total` and `initial`, the resumed
-    byte count) and calls `update(n)` per chunk, so the cancel check sits between chunks.
-    """
-
-    def __init__(self, tally: _Tally, **kwargs: Any) -> None:
-        self._tally = tally
-        self._tally.add(int(kwargs.get("initial") or 0))
-
-    def update(self, n: float | None = 1) -> None:
-        self._tally.add(int(n or 0))
-
-    def __enter__(self) -> _ProgressBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-
 class _Tally:
     """Bytes and files done across one download, reported through the job context."""
 
@@ -226,15 +215,6 @@ class _Tally:
             unit="bytes",
             message=f"{self.current} ({self.done_files}/{self.total_files} files)",
         )
-
-    def bar_class(self) -> type[_ProgressBar]:
-        tally = self
-
-        class Bar(_ProgressBar):
-            def __init__(self, **kwargs: Any) -> None:
-                super().__init__(tally, **kwargs)
-
-        return Bar
 
 
 def resolve(
@@ -262,6 +242,7 @@ def resolve(
     """
     ctx = ctx or JobContext()
     source = parse_source(spec)
+    cache_dir = cache_dir or hub_cache_dir()
     if source.local_path is not None:
         check_model_folder(source.local_path)
         files = tuple(sorted(p.name for p in source.local_path.iterdir() if p.is_file()))
@@ -286,10 +267,12 @@ def _resolve_hub(
     ctx.report("download", 0, None, unit="bytes", message="asking the hub", force=True)
     try:
         info = api.model_info(source.repo_id, revision=source.revision, files_metadata=True)
-    except Exception as e:  # noqa: BLE001 - classified below, re-raised if unknown
+    except Exception as e:
         if _is_connection_error(e):
             return _from_cache(source, purpose, allow_pickle, cache_dir, reason=str(e))
         raise _hub_error(source, e) from e
+    if not info.sha:
+        raise MmforgeError(f"The hub did not say which commit {source.repo_id} is at")
     siblings = {s.rfilename: (s.size or 0) for s in (info.siblings or [])}
     names = wanted_files(list(siblings), purpose, allow_pickle)
     if "config.json" not in names:
@@ -304,9 +287,15 @@ def _resolve_hub(
         tally.current = name
         path = _download_one(api, source, info.sha, name, token, cache_dir, tally)
         tally.done_files += 1
-        folder = Path(path).parent
-    ctx.report("download", tally.done_bytes, tally.done_bytes, unit="bytes", force=True,
-               message=f"{len(names)} files ready")
+        folder = path.parent
+    ctx.report(
+        "download",
+        tally.done_bytes,
+        tally.done_bytes,
+        unit="bytes",
+        force=True,
+        message=f"{len(names)} files ready",
+    )
     assert folder is not None
     return ResolvedSource(source=source, folder=folder, commit=info.sha, files=tuple(names))
 
@@ -314,29 +303,28 @@ def _resolve_hub(
 def _download_one(
     api: Any,
     source: Source,
-    commit: str | None,
+    commit: str,
     name: str,
     token: str | None,
     cache_dir: Path | None,
     tally: _Tally,
-) -> str:
-    from huggingface_hub import hf_hub_download
+) -> Path:
+    from mmforge.backend.download import default_cache, fetch_file
 
     try:
-        return str(
-            hf_hub_download(
-                source.repo_id or "",
-                name,
-                revision=commit or source.revision,
-                endpoint=api.endpoint,
-                token=token,
-                cache_dir=cache_dir,
-                tqdm_class=tally.bar_class(),  # type: ignore[arg-type]
-            )
+        return fetch_file(
+            endpoint=api.endpoint,
+            repo_id=source.repo_id or "",
+            commit=commit,
+            revision=source.revision or "main",
+            filename=name,
+            token=token,
+            cache_dir=cache_dir or default_cache(),
+            on_bytes=tally.add,
         )
-    except Cancelled:
+    except (Cancelled, MmforgeError):
         raise
-    except Exception as e:  # noqa: BLE001 - classified below
+    except Exception as e:
         if _is_connection_error(e):
             raise MmforgeError(
                 f"The connection to the hub broke while fetching {name}",
@@ -366,7 +354,7 @@ def _from_cache(
                 local_files_only=True,
             )
         )
-    except Exception as e:  # noqa: BLE001 - any failure here means "not cached"
+    except Exception as e:
         raise MmforgeError(
             f"Cannot reach the Hugging Face hub and {source.repo_id} is not in the local cache",
             "Check the network connection (or HF_ENDPOINT / a proxy), or use a local folder",

@@ -52,7 +52,7 @@ class _Handler(BaseHTTPRequestHandler):
     state: HubState  # set on the subclass made per server
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
+    def log_message(self, format: str, *args: object) -> None:
         return None
 
     def _error(self, status: int, code: str, message: str) -> None:
@@ -76,10 +76,10 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return repo
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+    def do_GET(self) -> None:
         self._serve(body=True)
 
-    def do_HEAD(self) -> None:  # noqa: N802 - http.server naming
+    def do_HEAD(self) -> None:
         self._serve(body=False)
 
     def _serve(self, body: bool) -> None:
@@ -113,7 +113,10 @@ class _Handler(BaseHTTPRequestHandler):
             repo = self._repo(m["repo"], m["rev"])
             if repo is None:
                 return
-            if repo.gated_token and self.headers.get("Authorization") != f"Bearer {repo.gated_token}":
+            if (
+                repo.gated_token
+                and self.headers.get("Authorization") != f"Bearer {repo.gated_token}"
+            ):
                 self._error(401, "GatedRepo", "Access to this model is restricted")
                 return
             data = repo.files.get(m["file"])

@@ -28,10 +28,18 @@ _BY_KEY = {f.key: f for f in ALL}
 
 # Text-only relatives that people pick by mistake; they get a pointed message.
 _TEXT_ONLY = {
-    "qwen2": "Qwen2", "qwen3": "Qwen3", "qwen2_5_vl_text": "Qwen2.5-VL's text model",
-    "gemma": "Gemma", "gemma2": "Gemma 2", "gemma3_text": "Gemma 3 (text-only)",
-    "gemma4_text": "Gemma 4 (text-only)", "llama": "Llama", "mistral": "Mistral",
-    "phi3": "Phi-3", "phi": "Phi", "lfm2": "LFM2",
+    "qwen2": "Qwen2",
+    "qwen3": "Qwen3",
+    "qwen2_5_vl_text": "Qwen2.5-VL's text model",
+    "gemma": "Gemma",
+    "gemma2": "Gemma 2",
+    "gemma3_text": "Gemma 3 (text-only)",
+    "gemma4_text": "Gemma 4 (text-only)",
+    "llama": "Llama",
+    "mistral": "Mistral",
+    "phi3": "Phi-3",
+    "phi": "Phi",
+    "lfm2": "LFM2",
 }
 
 
@@ -62,7 +70,9 @@ def lookup(model_type: str | None) -> Family:
             "onnxruntime_genai.models.builder",
         )
     close = difflib.get_close_matches(model_type, list(_BY_TYPE), n=3, cutoff=0.5)
-    hint = f"Did you mean {', '.join(close)}?" if close else (
-        "Supported families: " + ", ".join(sorted({f.name for f in ALL}))
+    hint = (
+        f"Did you mean {', '.join(close)}?"
+        if close
+        else ("Supported families: " + ", ".join(sorted({f.name for f in ALL})))
     )
     raise MmforgeError(f"Unknown model_type '{model_type}': no multimodal family matches", hint)

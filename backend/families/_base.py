@@ -106,6 +106,7 @@ class Family:
         projector: Picks the projector variant from the config.
         token_ids: Image, audio and boundary token ids from the config.
         image_tokens: Placeholder tokens per image from config and processor config.
+        has_vision: Whether this config has a vision encoder.
         has_audio: Whether this config has an audio encoder.
         runtime_token_strings: Exact strings the runtime's processor looks for.
         notes: Known limitations and fixes, shown to the user.
@@ -121,6 +122,7 @@ class Family:
     image_tokens: Callable[[Cfg, Cfg], ImageTokens]
     hf_class: str | None = None
     no_pipeline_reason: str | None = None
+    has_vision: Callable[[Cfg], bool] = lambda cfg: True
     has_audio: Callable[[Cfg], bool] = lambda cfg: False
     runtime_token_strings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
@@ -128,7 +130,9 @@ class Family:
 
     def components(self, cfg: Cfg) -> tuple[str, ...]:
         """The ONNX models to build, in the seeds' I/O contract names."""
-        parts = ["vision_encoder"]
+        parts = []
+        if self.has_vision(cfg):
+            parts.append("vision_encoder")
         if self.has_audio(cfg):
             parts.append("audio_encoder")
         return (*parts, "embedding", "decoder")

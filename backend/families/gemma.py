@@ -97,10 +97,19 @@ GEMMA4 = Family(
         video_token_id="video_token_id",
     ),
     image_tokens=_gemma4_image_tokens,
+    has_vision=lambda cfg: cfg.has("vision_config"),
     has_audio=lambda cfg: cfg.has("audio_config"),
-    runtime_token_strings=("<|image>", "<|image|>", "<image|>", "<|audio>", "<|audio|>", "<audio|>"),
+    runtime_token_strings=(
+        "<|image>",
+        "<|image|>",
+        "<image|>",
+        "<|audio>",
+        "<|audio|>",
+        "<audio|>",
+    ),
     notes=(
-        "The audio encoder exists only on the small sizes (config.audio_config set).",
+        "The audio encoder exists only on the small sizes (config.audio_config set); "
+        "a config without vision_config is text-only.",
         "The embedding also outputs per_layer_inputs, listed in embedding.outputs and "
         "decoder.inputs.",
         "The runtime resizes images slightly differently from HF; vision parity is measured "

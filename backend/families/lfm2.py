@@ -25,7 +25,8 @@ def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     return ImageTokens(
         minimum=low,
         maximum=high,
-        rule=f"⌈rows/2⌉·⌈cols/2⌉ of 16px patches, kept within [{low}, {high}] (no tiling in the runtime)",
+        rule=f"⌈rows/2⌉·⌈cols/2⌉ of 16px patches, kept within [{low}, {high}] "
+        "(no tiling in the runtime)",
     )
 
 

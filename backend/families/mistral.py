@@ -20,7 +20,11 @@ def _projector(cfg: Cfg) -> Projector:
 
 
 def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
-    patch = as_int(pre.first("patch_size.height", "patch_size", default=cfg.get("vision_config.patch_size", 14)))
+    patch = as_int(
+        pre.first(
+            "patch_size.height", "patch_size", default=cfg.get("vision_config.patch_size", 14)
+        )
+    )
     merge = int(cfg.get("spatial_merge_size", 2))
     edge = int(pre.first("size.longest_edge", default=cfg.get("vision_config.image_size", 1540)))
     side = math.ceil(edge / (patch * merge))

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector, as_int, ids
 
-_NO_TYPE = "ONNX Runtime GenAI 0.18 has no {t} model type (its multimodal types are " \
+_NO_TYPE = (
+    "ONNX Runtime GenAI 0.18 has no {t} model type (its multimodal types are "
     "qwen2_5_vl, qwen3_vl, gemma3, gemma4, mistral3, phi3v, phi4mm, lfm2_vl and fara)"
+)
 
 
 def _mlp(cfg: Cfg, who: str) -> Projector:
@@ -139,8 +141,11 @@ PALIGEMMA = Family(
         fixed=int(
             cfg.first(
                 "text_config.num_image_tokens",
-                default=(as_int(cfg.get("vision_config.image_size", 224))
-                         // as_int(cfg.get("vision_config.patch_size", 14))) ** 2,
+                default=(
+                    as_int(cfg.get("vision_config.image_size", 224))
+                    // as_int(cfg.get("vision_config.patch_size", 14))
+                )
+                ** 2,
             )
         ),
         rule="(image_size/patch_size)², all prefix tokens",
@@ -197,7 +202,11 @@ IDEFICS2 = Family(
         "MLP modality projection → perceiver resampler",
         "Idefics2 projects with its modality projection, then a perceiver resampler to "
         f"resampler_n_latents={cfg.get('perceiver_config.resampler_n_latents', 64)}",
-        {"perceiver_config.resampler_n_latents": cfg.get("perceiver_config.resampler_n_latents", 64)},
+        {
+            "perceiver_config.resampler_n_latents": cfg.get(
+                "perceiver_config.resampler_n_latents", 64
+            )
+        },
     ),
     token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
     image_tokens=lambda cfg, pre: ImageTokens(
@@ -262,10 +271,20 @@ FLORENCE2 = Family(
         cfg, "Florence-2", "vision_config.projection_dim", cfg.get("vision_config.projection_dim")
     ),
     token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
-    image_tokens=lambda cfg, pre: ImageTokens(rule="DaViT features of the 768px image plus a pooled token"),
+    image_tokens=lambda cfg, pre: ImageTokens(
+        rule="DaViT features of the 768px image plus a pooled token"
+    ),
 )
 
 FAMILIES = (
-    LLAVA, LLAVA_NEXT, VIDEO_LLAVA, VIPLLAVA, PALIGEMMA, INTERNVL, IDEFICS2, IDEFICS3, MOLMO,
+    LLAVA,
+    LLAVA_NEXT,
+    VIDEO_LLAVA,
+    VIPLLAVA,
+    PALIGEMMA,
+    INTERNVL,
+    IDEFICS2,
+    IDEFICS3,
+    MOLMO,
     FLORENCE2,
 )

@@ -21,7 +21,9 @@ def _merger(cfg: Cfg) -> Projector:
     if deepstack:
         reason += f"; DeepStack mergers also tap layers {deepstack}"
         fields["vision_config.deepstack_visual_indexes"] = deepstack
-    return Projector("PatchMerger", "spatial merge → LayerNorm → Linear → GELU → Linear", reason, fields)
+    return Projector(
+        "PatchMerger", "spatial merge → LayerNorm → Linear → GELU → Linear", reason, fields
+    )
 
 
 def _qwen_tokens(cfg: Cfg) -> dict[str, int]:

@@ -30,5 +30,7 @@ def demo_checkpoint() -> Path:
         except ValueError:
             pass
     build_tiny(DEMO_FAMILY, folder)
-    marker.write_text(json.dumps({"version": DEMO_VERSION, "family": DEMO_FAMILY}), encoding="utf-8")
+    marker.write_text(
+        json.dumps({"version": DEMO_VERSION, "family": DEMO_FAMILY}), encoding="utf-8"
+    )
     return folder

@@ -37,8 +37,13 @@ _QWEN_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 _QWEN_SPECIALS = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-    "<|image_pad|>", "<|video_pad|>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
 ]
 
 
@@ -57,7 +62,11 @@ def _qwen2_5_vl_config(s: dict[str, int], vocab: int) -> Any:
     text = {
         **TEXT,
         "vocab_size": vocab,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": 10000.0,
+            "mrope_section": [2, 3, 3],
+        },
         "bos_token_id": s["<|endoftext|>"],
         "eos_token_id": s["<|im_end|>"],
         "tie_word_embeddings": False,
@@ -76,7 +85,9 @@ def _qwen2_5_vl_config(s: dict[str, int], vocab: int) -> Any:
         "fullatt_block_indexes": [1],
         "tokens_per_second": 2,
     }
-    return Qwen2_5_VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=False, **_qwen_ids(s))
+    return Qwen2_5_VLConfig(
+        text_config=text, vision_config=vision, tie_word_embeddings=False, **_qwen_ids(s)
+    )
 
 
 QWEN2_5_VL = TinySpec(
@@ -135,7 +146,9 @@ def _qwen3_vl_config(s: dict[str, int], vocab: int) -> Any:
         "num_position_embeddings": 64,
         "deepstack_visual_indexes": [0, 1],
     }
-    return Qwen3VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=False, **_qwen_ids(s))
+    return Qwen3VLConfig(
+        text_config=text, vision_config=vision, tie_word_embeddings=False, **_qwen_ids(s)
+    )
 
 
 QWEN3_VL = TinySpec(
@@ -206,8 +219,14 @@ GEMMA3 = TinySpec(
     family_key="gemma3",
     hf_class="Gemma3ForConditionalGeneration",
     specials=[
-        "<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>",
-        "<end_of_image>", "<image_soft_token>",
+        "<pad>",
+        "<eos>",
+        "<bos>",
+        "<start_of_turn>",
+        "<end_of_turn>",
+        "<start_of_image>",
+        "<end_of_image>",
+        "<image_soft_token>",
     ],
     make_config=_gemma3_config,
     chat_template=_GEMMA_TEMPLATE.replace("{{ IMAGE }}", "<start_of_image>").replace(
@@ -273,20 +292,37 @@ def _mistral3_config(s: dict[str, int], vocab: int) -> Any:
 MISTRAL3 = TinySpec(
     family_key="mistral3",
     hf_class="Mistral3ForConditionalGeneration",
-    specials=["<unk>", "<s>", "</s>", "<pad>", "[INST]", "[/INST]", "[IMG]", "[IMG_BREAK]", "[IMG_END]"],
+    specials=[
+        "<unk>",
+        "<s>",
+        "</s>",
+        "<pad>",
+        "[INST]",
+        "[/INST]",
+        "[IMG]",
+        "[IMG_BREAK]",
+        "[IMG_END]",
+    ],
     make_config=_mistral3_config,
     chat_template=(
         "{{ bos_token }}{% for message in messages %}"
         "{% if message['role'] == 'user' %}[INST]"
         "{% if message['content'] is string %}{{ message['content'] }}"
         "{% else %}{% for part in message['content'] %}"
-        "{% if part['type'] == 'image' %}[IMG]{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+        "{% if part['type'] == 'image' %}[IMG]"
+        "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
         "{% endfor %}{% endif %}[/INST]"
         "{% else %}{% if message['content'] is string %}{{ message['content'] }}"
-        "{% else %}{% for part in message['content'] %}{% if part['type'] == 'text' %}{{ part['text'] }}"
-        "{% endif %}{% endfor %}{% endif %}{{ eos_token }}{% endif %}{% endfor %}"
+        "{% else %}{% for part in message['content'] %}"
+        "{% if part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+        "{% endfor %}{% endif %}{{ eos_token }}{% endif %}{% endfor %}"
     ),
-    tokenizer_extra={"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"},
+    tokenizer_extra={
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "pad_token": "<pad>",
+        "unk_token": "<unk>",
+    },
     preprocessor={
         "image_processor_type": "PixtralImageProcessor",
         "do_convert_rgb": True,
@@ -360,11 +396,23 @@ GEMMA4 = TinySpec(
     family_key="gemma4",
     hf_class="Gemma4ForConditionalGeneration",
     specials=[
-        "<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>", "<|image>", "<|image|>",
-        "<image|>", "<|audio>", "<|audio|>", "<audio|>", "<|video|>",
+        "<pad>",
+        "<eos>",
+        "<bos>",
+        "<start_of_turn>",
+        "<end_of_turn>",
+        "<|image>",
+        "<|image|>",
+        "<image|>",
+        "<|audio>",
+        "<|audio|>",
+        "<audio|>",
+        "<|video|>",
     ],
     make_config=_gemma4_config,
-    chat_template=_GEMMA_TEMPLATE.replace("{{ IMAGE }}", "<|image|>").replace("{{ AUDIO }}", "<|audio|>"),
+    chat_template=_GEMMA_TEMPLATE.replace("{{ IMAGE }}", "<|image|>").replace(
+        "{{ AUDIO }}", "<|audio|>"
+    ),
     tokenizer_extra={
         "bos_token": "<bos>",
         "eos_token": "<eos>",
@@ -545,8 +593,15 @@ LFM2_VL = TinySpec(
     family_key="lfm2_vl",
     hf_class="Lfm2VlForConditionalGeneration",
     specials=[
-        "<|pad|>", "<|startoftext|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>",
-        "<|image_start|>", "<|image_end|>", "<|img_thumbnail|>",
+        "<|pad|>",
+        "<|startoftext|>",
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<image>",
+        "<|image_start|>",
+        "<|image_end|>",
+        "<|img_thumbnail|>",
     ],
     make_config=_lfm2_vl_config,
     chat_template=(
@@ -589,6 +644,5 @@ LFM2_VL = TinySpec(
 )
 
 SPECS: dict[str, TinySpec] = {
-    s.family_key: s
-    for s in (QWEN2_5_VL, QWEN3_VL, GEMMA3, MISTRAL3, GEMMA4, PHI4MM, LFM2_VL)
+    s.family_key: s for s in (QWEN2_5_VL, QWEN3_VL, GEMMA3, MISTRAL3, GEMMA4, PHI4MM, LFM2_VL)
 }

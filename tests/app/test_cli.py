@@ -1,0 +1,127 @@
+"""The command line: exit codes, one-line errors, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mmforge.app.cli import main
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_clear_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    assert lines[0].startswith("mmforge: error: ")
+    return lines[0]
+
+
+def _folder(tmp_path: Path, config: str | None) -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    if config is not None:
+        (folder / "config.json").write_text(config)
+    return folder
+
+
+@pytest.mark.parametrize(
+    "case,expect",
+    [
+        ("missing", "No such folder"),
+        ("no_config", "has no config.json"),
+        ("bad_json", "not valid JSON"),
+        ("unknown_type", "Unknown model_type 'wizard_vl'"),
+        ("text_only", "text-only model"),
+        ("remote_code", "--trust-remote-code"),
+        ("not_a_dict", "does not hold a JSON object"),
+    ],
+)
+def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, case, expect):
+    configs = {
+        "no_config": None,
+        "bad_json": '{"model_type": "qwen2_5_vl",',
+        "unknown_type": '{"model_type": "wizard_vl"}',
+        "text_only": '{"model_type": "qwen2"}',
+        "remote_code": '{"model_type": "phi3_v", "auto_map": {"AutoConfig": "x.Y"}}',
+        "not_a_dict": "[1, 2]",
+    }
+    target = str(tmp_path / "nope") if case == "missing" else str(_folder(tmp_path, configs[case]))
+    code, out, err = _run(capsys, "inspect", target)
+    assert code == 2
+    assert expect in _one_clear_line(err)
+    assert out == ""
+
+
+def test_gated_repo_exits_2(hub, tiny, capsys, tmp_path):
+    hub.state.add_folder("org/gated", tiny("qwen2_5_vl"), gated_token="hf_secret")
+    # inspect reads config.json, which a gated repo withholds without a token.
+    code, _, err = _run(capsys, "inspect", "org/gated")
+    assert code == 2
+    line = _one_clear_line(err)
+    assert "gated" in line and "hf_secret" not in line
+
+
+def test_unknown_hub_repo_exits_2(hub, capsys):
+    code, _, err = _run(capsys, "inspect", "org/does-not-exist")
+    assert code == 2
+    assert "not found on the hub" in _one_clear_line(err)
+
+
+def test_usage_mistake_is_one_line(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["inspect"])
+    assert e.value.code == 2
+    _one_clear_line(capsys.readouterr().err)
+
+
+def test_inspect_json_prints_one_object(tiny, capsys):
+    code, out, _ = _run(capsys, "inspect", str(tiny("gemma3")), "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["family_key"] == "gemma3"
+    assert data["pipeline_type"] == "gemma3"
+    assert data["components"] == ["vision_encoder", "embedding", "decoder"]
+    assert data["projector"]["variant"] == "Gemma3MultiModalProjector"
+
+
+def test_inspect_text_output(tiny, capsys):
+    code, out, _ = _run(capsys, "inspect", str(tiny("gemma4")))
+    assert code == 0
+    assert "Gemma 4" in out and "vision_encoder + audio_encoder + embedding + decoder" in out
+    assert "Gemma4MultimodalEmbedder" in out
+
+
+def test_stages_not_built_yet_say_so(capsys):
+    code, _, err = _run(capsys, "convert", "x", "-o", "y")
+    assert code == 2
+    assert "not built yet" in _one_clear_line(err)
+
+
+def test_the_installed_script_runs_demo_offline(tmp_path):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    script = Path(sys.executable).with_name("mmforge")
+    proc = subprocess.run(
+        [str(script), "demo", "--json"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["family_key"] == "qwen2_5_vl" and data["runnable"]
+    bad = subprocess.run(
+        [str(script), "inspect", str(tmp_path / "missing")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 2
+    assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
