@@ -49,13 +49,42 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_inspect)
 
+    p = sub.add_parser("convert", help="convert a model to an ONNX Runtime GenAI package")
+    p.add_argument("source", metavar="SOURCE", help="hub id org/name[@revision] or a local folder")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        type=Path,
+        metavar="OUT",
+        help="package folder (replaced atomically if it holds an mmforge package)",
+    )
+    p.add_argument(
+        "--dtype",
+        choices=("f32", "f16", "int4"),
+        default="f32",
+        help="f32, f16 (all components) or int4 (decoder MatMuls); default f32",
+    )
+    p.add_argument("--ep", choices=("cpu", "cuda"), default="cpu", help="target; default cpu")
+    p.add_argument("--json", action="store_true", help="print the manifest as one JSON object")
+    p.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="accept models whose classes exist only as code in their repository",
+    )
+    p.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="accept pickled .bin weights (loaded with weights_only=True)",
+    )
+    p.set_defaults(func=_cmd_convert)
+
     p = sub.add_parser("demo", help="build the offline demo checkpoint and inspect it")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=_cmd_demo)
 
     for name, text in (
         ("gui", "open the desktop app"),
-        ("convert", "convert a model to an ONNX Runtime GenAI package"),
         ("verify", "compare a package with its Hugging Face reference, stage by stage"),
         ("chat", "chat with a package"),
     ):
@@ -71,7 +100,7 @@ def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
 
         raise MmforgeError(
             f"`mmforge {name}` is not built yet in this version",
-            "Use `mmforge inspect SOURCE` or `mmforge demo` for now",
+            "Use `mmforge inspect`, `mmforge convert` or `mmforge demo` for now",
         )
 
     return run
@@ -107,6 +136,37 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         trust_remote_code=args.trust_remote_code,
     )
     _emit_profile(profile, as_json=args.json)
+    return 0
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    from mmforge.backend.convert import convert
+    from mmforge.backend.jobs import JobContext
+
+    manifest = convert(
+        args.source,
+        args.output,
+        JobContext(on_progress=_progress_printer()),
+        dtype=args.dtype,
+        ep=args.ep,
+        trust_remote_code=args.trust_remote_code,
+        allow_pickle=args.allow_pickle,
+    )
+    if args.json:
+        print(json.dumps(manifest.to_dict(), indent=2))
+        return 0
+    total = sum(size for name, size in manifest.files.items())
+    print(
+        f"{manifest.family} → ONNX Runtime GenAI '{manifest.pipeline_type}' package "
+        f"({manifest.dtype}, {manifest.ep})"
+    )
+    print(f"  written to   {args.output}")
+    print(f"  components   {' + '.join(manifest.components)}")
+    print(f"  size         {_size(total)} in {len(manifest.files)} files")
+    w = manifest.weights
+    print(f"  weights      {w['mapped']} mapped, {w['unused']} unused, 0 missing")
+    print(f"  runtime      runs; {manifest.validation['image_tokens']} image tokens for the probe")
+    print("  timings      " + ", ".join(f"{k} {v:.1f}s" for k, v in manifest.timings_s.items()))
     return 0
 
 
@@ -220,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (Cancelled, KeyboardInterrupt):
         print("mmforge: cancelled", file=sys.stderr)
         return EXIT_CANCELLED
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - the last resort: one line, traceback to the log
         log_path = _log_file()
         with log_path.open("a", encoding="utf-8") as f:
             f.write(traceback.format_exc())

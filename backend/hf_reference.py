@@ -137,7 +137,22 @@ def _qwen(
         counts = [int(g.prod()) // (merge * merge) for g in out["image_grid_thw"]]
         tensors = {"pixel_values": out["pixel_values"], "image_grid_thw": out["image_grid_thw"]}
     expanded = _replace_each(prompt, pad, [pad * n for n in counts])
-    return _finish(tokenizer, prompt, expanded, tensors)
+    result = _finish(tokenizer, prompt, expanded, tensors)
+    # transformers 5 builds 3-D M-RoPE positions only when mm_token_type_ids marks the
+    # image tokens (its processor returns it); without it HF silently uses 1-D positions.
+    result.tensors["mm_token_type_ids"] = _token_types(result, cfg)
+    return result
+
+
+def _token_types(result: ReferenceInputs, cfg: families.Cfg) -> Any:
+    """HF's mm_token_type_ids: 0 text, 1 image, 2 video, 3 audio."""
+    ids = result.tensors["input_ids"]
+    types = ids.new_zeros(ids.shape)
+    for key, kind in (("image_token_id", 1), ("video_token_id", 2), ("audio_token_id", 3)):
+        token = cfg.get(key)
+        if isinstance(token, int):
+            types[ids == token] = kind
+    return types
 
 
 def _gemma3(
@@ -232,10 +247,7 @@ def _gemma4(
     expanded = _replace_each(prompt, "<|image|>", image_reps)
     expanded = _replace_each(expanded, "<|audio|>", audio_reps)
     result = _finish(tokenizer, prompt, expanded, tensors)
-    ids = result.tensors["input_ids"]
-    types = (ids == int(cfg.get("image_token_id"))).long()
-    types[ids == int(cfg.get("audio_token_id"))] = 3
-    result.tensors["mm_token_type_ids"] = types
+    result.tensors["mm_token_type_ids"] = _token_types(result, cfg)
     return result
 
 
@@ -296,6 +308,46 @@ _PREPARERS: dict[str, Callable[..., ReferenceInputs]] = {
     "gemma4": _gemma4,
     "phi4mm": _phi4mm,
     "lfm2_vl": _lfm2_vl,
+}
+
+
+def from_runtime(folder: Path, prompt: str, arrays: dict[str, Any]) -> ReferenceInputs:
+    """HF inputs holding exactly the runtime processor's token ids and pixel values.
+
+    End-to-end parity feeds both sides the same ids and pixels, so a token mismatch means
+    the models differ, not the preprocessing (which parity compares on its own).
+    """
+    import torch
+
+    config = read_json(folder / "config.json", "model")
+    family = families.lookup(config.get("model_type"))
+    convert = _FROM_RUNTIME.get(family.key)
+    if convert is None:
+        raise MmforgeError(f"No runtime-to-HF input mapping for {family.name} yet")
+    ids = torch.from_numpy(arrays["input_ids"].astype("int64")).reshape(1, -1)
+    result = ReferenceInputs(
+        prompt=prompt,
+        input_ids=[int(t) for t in ids[0]],
+        tensors={"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+    )
+    convert(families.Cfg(config), arrays, result)
+    return result
+
+
+def _qwen_from_runtime(cfg: families.Cfg, arrays: dict[str, Any], result: ReferenceInputs) -> None:
+    import torch
+
+    if "pixel_values" in arrays:
+        result.tensors["pixel_values"] = torch.from_numpy(arrays["pixel_values"].astype("float32"))
+        result.tensors["image_grid_thw"] = torch.from_numpy(
+            arrays["image_grid_thw"].astype("int64")
+        )
+    result.tensors["mm_token_type_ids"] = _token_types(result, cfg)
+
+
+_FROM_RUNTIME: dict[str, Callable[[families.Cfg, dict[str, Any], ReferenceInputs], None]] = {
+    "qwen2_5_vl": _qwen_from_runtime,
+    "qwen3_vl": _qwen_from_runtime,
 }
 
 

@@ -239,7 +239,8 @@ def _dtype(cfg: Cfg) -> str:
     return str(value).replace("torch.", "") if value else "float32"
 
 
-def _preprocessor(folder: Path) -> Cfg:
+def read_preprocessor(folder: Path) -> Cfg:
+    """The image processor settings: preprocessor_config.json, else processor_config.json."""
     pre = folder / "preprocessor_config.json"
     if pre.is_file():
         return Cfg(read_json(pre, "model"))
@@ -293,7 +294,7 @@ def profile_folder(
         projector=family.projector(cfg),
         token_ids=token_ids,
         token_strings=token_strings,
-        image_tokens=family.image_tokens(cfg, _preprocessor(folder)),
+        image_tokens=family.image_tokens(cfg, read_preprocessor(folder)),
         dtype=_dtype(cfg),
         remote_code=remote,
         sizes=estimate_sizes(tensors, tensor_source, cfg),

@@ -1,1 +1,17 @@
-"""Files shipped with the app: probe image and audio, fonts, icons."""
+"""Files shipped with the app: the probe image and audio clip, fonts, icons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def probe_image() -> Path:
+    """A 160×120 PNG with pure red, green and blue regions (a channel swap shows)."""
+    return HERE / "probe.png"
+
+
+def probe_audio() -> Path:
+    """A 1.5 s, 16 kHz mono chirp."""
+    return HERE / "probe.wav"

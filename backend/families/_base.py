@@ -93,6 +93,25 @@ class ImageTokens:
 
 
 @dataclass(frozen=True)
+class PackageSpec:
+    """How a family's ONNX Runtime GenAI package differs from the common layout.
+
+    Attributes:
+        model_fields: Extra `model.*` keys of genai_config (token ids the runtime needs).
+        vision_fields: Extra `model.vision.*` keys (patch and merge sizes, ...).
+        vision_inputs: `model.vision.inputs` (runtime name to graph input name).
+        processor_json: The image processor JSON from config and preprocessor config.
+        notes: What this family's packaging fixes or cannot express, for the manifest.
+    """
+
+    model_fields: Callable[[Cfg], dict[str, Any]]
+    vision_fields: Callable[[Cfg, Cfg], dict[str, Any]]
+    vision_inputs: dict[str, str]
+    processor_json: Callable[[Cfg, Cfg], dict[str, Any]]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Family:
     """One model family: how to recognise it and what its package needs.
 
@@ -111,6 +130,7 @@ class Family:
         runtime_token_strings: Exact strings the runtime's processor looks for.
         notes: Known limitations and fixes, shown to the user.
         remote_code_types: `model_type` values that exist only as remote code.
+        package: How to package it for the runtime (None: conversion not supported yet).
     """
 
     key: str
@@ -127,6 +147,7 @@ class Family:
     runtime_token_strings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     remote_code_types: tuple[str, ...] = ()
+    package: PackageSpec | None = None
 
     def components(self, cfg: Cfg) -> tuple[str, ...]:
         """The ONNX models to build, in the seeds' I/O contract names."""

@@ -102,7 +102,7 @@ def test_inspect_text_output(tiny, capsys):
 
 
 def test_stages_not_built_yet_say_so(capsys):
-    code, _, err = _run(capsys, "convert", "x", "-o", "y")
+    code, _, err = _run(capsys, "verify", "pkg", "--reference", "x")
     assert code == 2
     assert "not built yet" in _one_clear_line(err)
 

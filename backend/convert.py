@@ -1,0 +1,227 @@
+"""The conversion job: source → ONNX Runtime GenAI package, written atomically.
+
+Stages: resolve (download), inspect, build graphs, apply weights, quantize (int4),
+write ONNX, package (genai_config, processor JSON, tokenizer), validate in the runtime.
+Everything is built in a temporary folder beside OUT and renamed at the end, so a failed
+or cancelled conversion leaves no partial package and leaves an existing OUT untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend import families
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.inspect import load_config, profile_folder, read_preprocessor
+from mmforge.backend.jobs import JobContext
+from mmforge.backend.source import read_json, resolve
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "mmforge_manifest.json"
+DTYPES = ("f32", "f16", "int4")
+EPS = ("cpu", "cuda")
+
+
+@dataclass
+class Manifest:
+    """What a conversion produced. Written into the package as mmforge_manifest.json."""
+
+    source: str
+    family: str
+    family_key: str
+    pipeline_type: str
+    components: list[str]
+    dtype: str
+    ep: str
+    files: dict[str, int] = field(default_factory=dict)
+    timings_s: dict[str, float] = field(default_factory=dict)
+    weights: dict[str, int] = field(default_factory=dict)
+    validation: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    commit: str | None = None
+    mmforge_version: str = "0.1.0"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+@contextmanager
+def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = round(time.perf_counter() - start, 3)
+
+
+def check_output(out: Path) -> None:
+    """Refuse an OUT that would destroy something that is not an mmforge package.
+
+    Raises:
+        MmforgeError: OUT is a file, or a non-empty folder without an mmforge manifest.
+    """
+    if not out.exists():
+        if not out.parent.exists():
+            raise MmforgeError(f"The folder {out.parent} does not exist", "Create it first")
+        return
+    if not out.is_dir():
+        raise MmforgeError(f"{out} is a file", "Choose a folder for the package")
+    if any(out.iterdir()) and not (out / MANIFEST).is_file():
+        raise MmforgeError(
+            f"{out} is not empty and is not an mmforge package",
+            "Choose an empty or new folder; mmforge only replaces its own packages",
+        )
+
+
+def convert(
+    spec: str,
+    out: Path,
+    ctx: JobContext | None = None,
+    *,
+    dtype: str = "f32",
+    ep: str = "cpu",
+    token: str | None = None,
+    allow_pickle: bool = False,
+    trust_remote_code: bool = False,
+) -> Manifest:
+    """Convert a hub id or local folder into an ONNX Runtime GenAI package at `out`.
+
+    Raises:
+        MmforgeError: Anything the user can act on (unsupported family, corrupt weights,
+            the runtime rejecting the result).
+        Cancelled: The job was cancelled; nothing was written.
+    """
+    ctx = ctx or JobContext()
+    if dtype not in DTYPES:
+        raise MmforgeError(f"Unknown dtype '{dtype}'", f"Choose one of {', '.join(DTYPES)}")
+    if ep not in EPS:
+        raise MmforgeError(f"Unknown target '{ep}'", f"Choose one of {', '.join(EPS)}")
+    out = Path(out).expanduser().resolve()
+    check_output(out)
+    timings: dict[str, float] = {}
+    with _timed(timings, "resolve"):
+        resolved = resolve(spec, ctx, purpose="convert", token=token, allow_pickle=allow_pickle)
+    with _timed(timings, "inspect"):
+        profile = profile_folder(resolved, trust_remote_code=trust_remote_code, token=token)
+    family = families.by_key(profile.family_key)
+    if not profile.runnable or family.pipeline_type is None:
+        raise MmforgeError(
+            f"{family.name} cannot be converted for ONNX Runtime GenAI: {profile.runtime_reason}"
+        )
+    if family.package is None:
+        raise MmforgeError(
+            f"Converting {family.name} is not supported yet in this version of mmforge",
+            "Supported now: " + ", ".join(f.name for f in families.ALL if f.package),
+        )
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.mmforge-", dir=out.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; a package is an ordinary folder
+    try:
+        manifest = _build_into(staging, resolved.folder, family, profile, dtype, ep, ctx, timings)
+        manifest.source = spec
+        manifest.commit = resolved.commit
+        from mmforge.backend.package import write_json
+
+        write_json(staging / MANIFEST, manifest.to_dict())
+        ctx.check_cancel()
+        _publish(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    ctx.report("done", 1, 1, message=f"package written to {out}", force=True)
+    return manifest
+
+
+def _build_into(
+    staging: Path,
+    folder: Path,
+    family: families.Family,
+    profile: Any,
+    dtype: str,
+    ep: str,
+    ctx: JobContext,
+    timings: dict[str, float],
+) -> Manifest:
+    from mmforge.backend import package
+    from mmforge.backend.graphs import build_graphs
+    from mmforge.backend.validate import validate_package
+    from mmforge.backend.weights import apply_weights, load_state_dict
+
+    assert family.package is not None and family.pipeline_type is not None
+    cfg = families.Cfg(load_config(folder, trust_remote_code=False)[0])
+    pre = read_preprocessor(folder)
+    generation = (
+        read_json(folder / "generation_config.json", "model")
+        if (folder / "generation_config.json").is_file()
+        else {}
+    )
+    with _timed(timings, "build"):
+        ctx.report("build", 0, 1, message="building graphs", force=True)
+        graphs = build_graphs(folder, family, dtype, ep)
+        ctx.report("build", 1, 1, message=", ".join(graphs.models))
+    with _timed(timings, "weights"):
+        state = load_state_dict(folder, ctx)
+        report = apply_weights(graphs, state, ctx)
+        del state
+    if dtype == "int4":
+        with _timed(timings, "quantize"):
+            from mmforge.backend.quantize import quantize_decoder
+
+            graphs.models["decoder"] = quantize_decoder(graphs.models["decoder"], ctx)
+    with _timed(timings, "write"):
+        files = package.save_onnx(graphs.models, staging, ctx)
+    with _timed(timings, "package"):
+        ctx.report("package", 0, 1, message="genai_config, processor and tokenizer", force=True)
+        config = package.genai_config(family, cfg, pre, generation, graphs.models)
+        package.write_json(staging / "genai_config.json", config)
+        package.write_json(
+            staging / package.PROCESSOR_FILE, family.package.processor_json(cfg, pre)
+        )
+        package.write_tokenizer(folder, staging)
+        package.write_json(staging / "weights_report.json", report.to_dict())
+        ctx.report("package", 1, 1)
+    with _timed(timings, "validate"):
+        image_token = config["model"].get("image_token_id")
+        checked = validate_package(staging, image_token, ctx)
+    for path in staging.iterdir():
+        files[path.name] = path.stat().st_size
+    return Manifest(
+        source="",
+        family=family.name,
+        family_key=family.key,
+        pipeline_type=family.pipeline_type,
+        components=list(graphs.models),
+        dtype=dtype,
+        ep=ep,
+        files=dict(sorted(files.items())),
+        timings_s=timings,
+        weights=report.summary(),
+        validation=asdict(checked),
+        notes=list(family.package.notes),
+    )
+
+
+def _publish(staging: Path, out: Path) -> None:
+    """Move the finished package into place; an old package is replaced only at the end."""
+    if not out.exists():
+        os.rename(staging, out)
+        return
+    backup = out.parent / f".{out.name}.mmforge-old-{uuid.uuid4().hex[:8]}"
+    os.rename(out, backup)
+    try:
+        os.rename(staging, out)
+    except BaseException:
+        os.rename(backup, out)
+        raise
+    shutil.rmtree(backup, ignore_errors=True)

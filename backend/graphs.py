@@ -1,0 +1,112 @@
+"""Graph building: mobius-onnx as the engine, behind this one module.
+
+mobius builds numerically right graphs for several families. Everything around it is
+ours: the config normalisation before the build, the weight application with its report,
+and the whole ONNX Runtime GenAI packaging. Only this module imports mobius, so a mobius
+upgrade or a replacement graph builder touches one file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.families import Family
+
+log = logging.getLogger(__name__)
+
+# mobius names the components as in the seeds' I/O contract.
+COMPONENT_NAMES = ("vision_encoder", "audio_encoder", "embedding", "decoder")
+_DTYPES = {"f32": "f32", "f16": "f16", "int4": "f32"}  # int4 quantizes an f32 decoder
+
+
+@dataclass
+class BuiltGraphs:
+    """Graphs without weights, and what is needed to route checkpoint weights to them.
+
+    Attributes:
+        models: Component name to `onnx_ir.Model`.
+        module: The mobius module that built them (it knows the weight renames).
+    """
+
+    models: dict[str, Any]
+    module: Any
+
+    def rename_weights(self, state_dict: dict[str, Any]) -> dict[str, Any]:
+        """Map checkpoint names to initializer names (mobius's per-family renames)."""
+        if hasattr(self.module, "preprocess_weights"):
+            return dict(self.module.preprocess_weights(dict(state_dict)))
+        return dict(state_dict)
+
+
+@contextlib.contextmanager
+def quiet_library() -> Iterator[None]:
+    """Swallow what a library prints or draws (mobius uses print and tqdm)."""
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        yield
+    text = sink.getvalue().strip()
+    if text:
+        log.debug("library output:\n%s", text[-4000:])
+
+
+def build_graphs(folder: Path, family: Family, dtype: str, ep: str) -> BuiltGraphs:
+    """Build the component graphs of a checkpoint, without weights.
+
+    Args:
+        folder: Checkpoint folder (config.json).
+        family: Its family entry.
+        dtype: "f32", "f16" or "int4" (int4 builds f32; the decoder is quantized later).
+        ep: "cpu" or "cuda": steers mobius's EP-specific fusions.
+
+    Raises:
+        MmforgeError: mobius does not know the model type, or its build failed.
+    """
+    import transformers
+
+    with quiet_library():
+        from mobius._builder import build_from_module, resolve_dtype
+        from mobius._config_resolver import _config_from_hf, _default_task_for_model
+        from mobius._registry import registry
+
+    hf_config = transformers.AutoConfig.from_pretrained(folder)
+    model_type = hf_config.model_type
+    if model_type not in registry:
+        raise MmforgeError(
+            f"The graph builder (mobius) has no {family.name} model ({model_type})",
+            "This family cannot be converted yet",
+        )
+    module_class = registry.get(model_type)
+    text_config = getattr(hf_config, "text_config", None) or hf_config
+    config = _config_from_hf(text_config, parent_config=hf_config, module_class=module_class)
+    config = dataclasses.replace(config, dtype=resolve_dtype(_DTYPES[dtype]))
+    task = _default_task_for_model(model_type)
+    try:
+        with quiet_library():
+            module = module_class(config)
+            package = build_from_module(module, config, task, execution_provider=ep)
+    except Exception as e:
+        raise MmforgeError(
+            f"Building the {family.name} graphs failed: {type(e).__name__}: {e}",
+            "This checkpoint's configuration is not supported yet",
+        ) from e
+    models = {name: package[name] for name in package}
+    unknown = set(models) - set(COMPONENT_NAMES)
+    if unknown:
+        raise MmforgeError(f"Unexpected components from the graph builder: {sorted(unknown)}")
+    return BuiltGraphs(models=models, module=module)
+
+
+def fold_after_weights(model: Any) -> None:
+    """Fold the weight transposes and concats mobius leaves until weights are known."""
+    with quiet_library():
+        from mobius._optimizations import fold_initializers_after_weights
+
+        fold_initializers_after_weights(model)

@@ -1,0 +1,233 @@
+"""Packaging for ONNX Runtime GenAI: ONNX files, genai_config.json, processor JSON, tokenizer.
+
+The common layout lives here; what differs per family (token ids the runtime needs, vision
+fields, the processor pipeline) comes from the family's `PackageSpec`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.families import Cfg, Family
+from mmforge.backend.jobs import JobContext
+from mmforge.backend.source import read_json
+
+log = logging.getLogger(__name__)
+
+# Component name (seeds' contract) -> file name in the package.
+ONNX_FILES = {
+    "vision_encoder": "vision.onnx",
+    "audio_encoder": "speech.onnx",
+    "embedding": "embedding.onnx",
+    "decoder": "decoder.onnx",
+}
+PROCESSOR_FILE = "processor_config.json"
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+)
+# tokenizer_config classes that ORT GenAI 0.18 reads with the wrong algorithm for a
+# byte-level BPE tokenizer.json (it then produces different ids from HF).
+_BAD_BPE_CLASSES = {"LlamaTokenizer", "LlamaTokenizerFast", "CLIPTokenizer", "CLIPTokenizerFast"}
+
+
+def save_onnx(models: dict[str, Any], out: Path, ctx: JobContext) -> dict[str, int]:
+    """Write each component as `<name>.onnx` + `<name>.onnx.data`; returns file sizes."""
+    import onnx_ir as ir
+
+    total = sum(len(m.graph.initializers) for m in models.values())
+    done = 0
+    sizes: dict[str, int] = {}
+    for component, model in models.items():
+        filename = ONNX_FILES[component]
+
+        def progress(tensor: Any, info: Any, name: str = filename, base: int = done) -> None:
+            ctx.report("write", base + info.index + 1, total, unit="tensors", message=name)
+
+        ir.save(model, out / filename, external_data=filename + ".data", callback=progress)
+        done += len(model.graph.initializers)
+        for path in (out / filename, out / (filename + ".data")):
+            if path.exists():
+                sizes[path.name] = path.stat().st_size
+    return sizes
+
+
+def genai_config(
+    family: Family, cfg: Cfg, pre: Cfg, generation: dict[str, Any], models: dict[str, Any]
+) -> dict[str, Any]:
+    """The genai_config.json of a package.
+
+    Raises:
+        MmforgeError: The family cannot be packaged, or a field the runtime needs is absent.
+    """
+    spec = family.package
+    if spec is None or family.pipeline_type is None:
+        raise MmforgeError(f"Packaging {family.name} for ONNX Runtime GenAI is not supported yet")
+    text = cfg.text
+    heads = int(text.get("num_attention_heads"))
+    hidden = int(text.get("hidden_size"))
+    eos = generation.get("eos_token_id", text.get("eos_token_id"))
+    eos_list = [int(e) for e in (eos if isinstance(eos, list) else [eos]) if e is not None]
+    if not eos_list:
+        raise MmforgeError("Neither generation_config.json nor config.json names an eos_token_id")
+    bos = generation.get("bos_token_id", text.get("bos_token_id"))
+    pad = generation.get("pad_token_id", text.get("pad_token_id"))
+    context = int(text.get("max_position_embeddings", 4096))
+    try:
+        model_fields = spec.model_fields(cfg)
+    except ValueError as e:
+        raise MmforgeError(str(e), "The checkpoint's config.json is incomplete") from e
+    model: dict[str, Any] = {
+        "type": family.pipeline_type,
+        "vocab_size": int(text.get("vocab_size")),
+        "context_length": context,
+        "eos_token_id": eos_list,
+        "pad_token_id": int(pad if pad is not None else eos_list[0]),
+        **model_fields,
+    }
+    if bos is not None:
+        model["bos_token_id"] = int(bos)
+    model["decoder"] = {
+        "filename": ONNX_FILES["decoder"],
+        "head_size": int(text.get("head_dim") or hidden // heads),
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_hidden_layers": int(text.get("num_hidden_layers")),
+        "num_key_value_heads": int(text.get("num_key_value_heads", heads)),
+        **_decoder_io(models["decoder"]),
+    }
+    model["embedding"] = {
+        "filename": ONNX_FILES["embedding"],
+        "inputs": _pick(
+            models["embedding"].graph.inputs, ("input_ids", "image_features", "audio_features")
+        ),
+        "outputs": {"inputs_embeds": "inputs_embeds"},
+    }
+    if "vision_encoder" in models:
+        graph_inputs = {v.name for v in models["vision_encoder"].graph.inputs}
+        absent = set(spec.vision_inputs.values()) - graph_inputs
+        if absent:
+            raise MmforgeError(f"The vision graph lacks the inputs {sorted(absent)}")
+        model["vision"] = {
+            "filename": ONNX_FILES["vision_encoder"],
+            "config_filename": PROCESSOR_FILE,
+            **spec.vision_fields(cfg, pre),
+            "inputs": dict(spec.vision_inputs),
+            "outputs": {"image_features": models["vision_encoder"].graph.outputs[0].name},
+        }
+    return {"model": model, "search": _search(generation, context)}
+
+
+def _decoder_io(decoder: Any) -> dict[str, Any]:
+    names = [v.name for v in decoder.graph.inputs]
+    outs = [v.name for v in decoder.graph.outputs]
+    for needed in ("inputs_embeds", "attention_mask"):
+        if needed not in names:
+            raise MmforgeError(f"The decoder graph has no {needed} input")
+    inputs: dict[str, str] = {
+        n: n for n in ("inputs_embeds", "attention_mask", "position_ids", "input_ids") if n in names
+    }
+    inputs["past_key_names"] = "past_key_values.%d.key"
+    inputs["past_value_names"] = "past_key_values.%d.value"
+    if "past_key_values.0.key" not in names or "present.0.key" not in outs:
+        raise MmforgeError("The decoder graph has no KV cache inputs/outputs in the expected names")
+    return {
+        "inputs": inputs,
+        "outputs": {
+            "logits": "logits",
+            "present_key_names": "present.%d.key",
+            "present_value_names": "present.%d.value",
+        },
+    }
+
+
+def _pick(values: Any, wanted: tuple[str, ...]) -> dict[str, str]:
+    names = {v.name for v in values}
+    return {n: n for n in wanted if n in names}
+
+
+def _search(generation: dict[str, Any], context: int) -> dict[str, Any]:
+    """Search defaults from generation_config.json (greedy when it says nothing)."""
+    return {
+        "do_sample": bool(generation.get("do_sample", False)),
+        "temperature": float(generation.get("temperature", 1.0)),
+        "top_k": int(generation.get("top_k", 50 if generation.get("do_sample") else 1)),
+        "top_p": float(generation.get("top_p", 1.0)),
+        "repetition_penalty": float(generation.get("repetition_penalty", 1.0)),
+        "max_length": context,
+        "min_length": 0,
+        "num_beams": 1,
+        "num_return_sequences": 1,
+        "past_present_share_buffer": False,
+        "early_stopping": True,
+        "length_penalty": 1.0,
+        "no_repeat_ngram_size": 0,
+        "diversity_penalty": 0.0,
+    }
+
+
+def write_tokenizer(src: Path, out: Path) -> list[str]:
+    """Copy the tokenizer files, in a form ORT GenAI tokenizes exactly like HF.
+
+    - the chat template moves into tokenizer_config.json when it sits in a separate file;
+    - a byte-level BPE declared as LlamaTokenizer/CLIPTokenizer is relabelled
+      PreTrainedTokenizerFast (ORT GenAI 0.18 gives wrong ids for it otherwise).
+
+    Raises:
+        MmforgeError: There is no tokenizer.json or no chat template.
+    """
+    if not (src / "tokenizer.json").is_file():
+        raise MmforgeError(
+            f"{src} has no tokenizer.json",
+            "ONNX Runtime GenAI needs the fast tokenizer file; download it with the model",
+        )
+    copied = []
+    for name in TOKENIZER_FILES:
+        if (src / name).is_file():
+            shutil.copyfile(src / name, out / name)
+            copied.append(name)
+    config_path = out / "tokenizer_config.json"
+    config = read_json(config_path, "tokenizer") if config_path.is_file() else {}
+    if not config.get("chat_template"):
+        template = _separate_template(src)
+        if template is None:
+            raise MmforgeError(
+                "The model has no chat template",
+                "Chat needs one: add chat_template to tokenizer_config.json",
+            )
+        config["chat_template"] = template
+    tokenizer = read_json(out / "tokenizer.json", "tokenizer")
+    byte_level = "ByteLevel" in json.dumps(tokenizer.get("pre_tokenizer"))
+    if byte_level and config.get("tokenizer_class") in _BAD_BPE_CLASSES:
+        log.info("relabelling %s as PreTrainedTokenizerFast", config["tokenizer_class"])
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
+    if "tokenizer_config.json" not in copied:
+        copied.append("tokenizer_config.json")
+    return copied
+
+
+def _separate_template(src: Path) -> str | None:
+    jinja = src / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    as_json = src / "chat_template.json"
+    if as_json.is_file():
+        value = read_json(as_json, "model").get("chat_template")
+        return str(value) if value else None
+    return None
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write a JSON file the way every package file is written."""
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,0 +1,103 @@
+"""Running a package with ONNX Runtime GenAI: load, prompt, process attachments, generate.
+
+Shared by validation, parity and chat, so all three feed the runtime the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class RuntimeInputs:
+    """What the runtime's processor produced, kept as numpy arrays for comparison.
+
+    Attributes:
+        prompt: The chat-template text given to the processor.
+        arrays: Each named tensor of the processor output as a numpy array.
+        named: The processor output itself, to hand to a generator.
+    """
+
+    prompt: str
+    arrays: dict[str, Any]
+    named: Any
+
+    @property
+    def input_ids(self) -> list[int]:
+        """The prompt's token ids after placeholder expansion."""
+        return [int(t) for t in self.arrays["input_ids"].reshape(-1)]
+
+
+class Runtime:
+    """A loaded package (model, tokenizer, processor) on one execution provider."""
+
+    def __init__(self, folder: Path, ep: str = "cpu"):
+        import onnxruntime_genai as og
+
+        config = og.Config(str(folder))
+        if ep != "cpu":
+            config.clear_providers()
+            config.append_provider(ep)
+        self.og = og
+        self.folder = folder
+        self.model = og.Model(config)
+        self.tokenizer = og.Tokenizer(self.model)
+        self._processor: Any = None
+
+    @property
+    def processor(self) -> Any:
+        """The multimodal processor (created on first use)."""
+        if self._processor is None:
+            self._processor = self.model.create_multimodal_processor()
+        return self._processor
+
+    def prompt(self, messages: list[dict[str, Any]]) -> str:
+        """Apply the package's chat template."""
+        return str(
+            self.tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True)
+        )
+
+    def process(
+        self, prompt: str, images: Sequence[Path] = (), audios: Sequence[Path] = ()
+    ) -> RuntimeInputs:
+        """Run the runtime's processor on the prompt and attachment files."""
+        kwargs: dict[str, Any] = {}
+        if images:
+            kwargs["images"] = self.og.Images.open(*[str(p) for p in images])
+        if audios:
+            kwargs["audios"] = self.og.Audios.open(*[str(p) for p in audios])
+        if kwargs:
+            named = self.processor(prompt, **kwargs)
+        else:
+            ids = self.tokenizer.encode(prompt)
+            named = None
+            return RuntimeInputs(prompt, {"input_ids": _as_array(ids)}, named)
+        arrays = {key: named[key].as_numpy() for key in named.keys()}  # noqa: SIM118 - not a dict
+        return RuntimeInputs(prompt, arrays, named)
+
+    def greedy(self, inputs: RuntimeInputs, max_new_tokens: int) -> list[int]:
+        """Greedy tokens after the prompt (stops at EOS or after max_new_tokens)."""
+        params = self.og.GeneratorParams(self.model)
+        params.set_search_options(
+            max_length=len(inputs.input_ids) + max_new_tokens, do_sample=False, top_k=1
+        )
+        generator = self.og.Generator(self.model, params)
+        if inputs.named is not None:
+            generator.set_inputs(inputs.named)
+        else:
+            generator.append_tokens(inputs.arrays["input_ids"])
+        out: list[int] = []
+        while not generator.is_done() and len(out) < max_new_tokens:
+            generator.generate_next_token()
+            out.append(int(generator.get_next_tokens()[0]))
+        return out
+
+
+def _as_array(ids: Any) -> Any:
+    import numpy as np
+
+    return np.asarray(ids, dtype=np.int32).reshape(1, -1)

@@ -1,0 +1,166 @@
+"""Conversion: packages load in ONNX Runtime GenAI and match transformers token for token."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from mmforge import resources
+from mmforge.backend import hf_reference
+from mmforge.backend.convert import MANIFEST, convert
+from mmforge.backend.errors import Cancelled, MmforgeError
+from mmforge.backend.jobs import JobContext, Progress
+from mmforge.backend.runtime import Runtime
+
+CONVERTIBLE = ["qwen2_5_vl"]
+_packages: dict[tuple[str, str], Path] = {}
+
+
+@pytest.fixture(scope="session")
+def package(tiny, tmp_path_factory):
+    """package(family, dtype="f32") -> folder of the converted tiny checkpoint, built once."""
+
+    def get(family: str, dtype: str = "f32") -> Path:
+        key = (family, dtype)
+        if key not in _packages:
+            out = tmp_path_factory.mktemp("pkg") / f"{family}-{dtype}"
+            convert(str(tiny(family)), out, dtype=dtype)
+            _packages[key] = out
+        return _packages[key]
+
+    return get
+
+
+@pytest.mark.parametrize("family", CONVERTIBLE)
+def test_package_generates_the_same_32_greedy_tokens_as_transformers(tiny, package, family):
+    folder = package(family)
+    rt = Runtime(folder)
+    messages = hf_reference.messages_for("Describe this image.", n_images=1)
+    inputs = rt.process(rt.prompt(messages), images=[resources.probe_image()])
+    ort_tokens = rt.greedy(inputs, 32)
+
+    model = hf_reference.load_model(tiny(family))
+    ref = hf_reference.from_runtime(tiny(family), inputs.prompt, inputs.arrays)
+    hf_tokens = hf_reference.greedy_generate(model, ref, 32)
+    assert len(set(hf_tokens)) >= 4, "the reference is degenerate; the test would prove nothing"
+    assert ort_tokens == hf_tokens
+
+
+@pytest.mark.parametrize("family", CONVERTIBLE)
+def test_runtime_preprocessing_matches_the_hf_processor(tiny, package, family):
+    from PIL import Image
+
+    rt = Runtime(package(family))
+    messages = hf_reference.messages_for("Describe this image.", n_images=1)
+    inputs = rt.process(rt.prompt(messages), images=[resources.probe_image()])
+    ref = hf_reference.prepare(tiny(family), messages, [Image.open(resources.probe_image())])
+    assert inputs.input_ids == ref.input_ids
+    hf_pixels = ref.tensors["pixel_values"].numpy()
+    ort_pixels = inputs.arrays["pixel_values"]
+    assert ort_pixels.shape == hf_pixels.shape
+    assert (inputs.arrays["image_grid_thw"] == ref.tensors["image_grid_thw"].numpy()).all()
+    # The runtime's bicubic resize keeps the overshoot at sharp edges that PIL clamps to
+    # uint8 (documented in the family notes): rare edge pixels differ, the rest agree.
+    diff = abs(ort_pixels - hf_pixels)
+    assert diff.mean() < 2e-3
+    assert (diff > 0.02).mean() < 0.01
+    assert diff.max() < 0.25
+    # Channel order: swapping red and blue in the HF pixels must make them differ a lot.
+    swapped = hf_pixels.reshape(hf_pixels.shape[0], 2, 3, -1)[:, :, ::-1].reshape(hf_pixels.shape)
+    assert abs(ort_pixels - swapped).max() > 0.5
+
+
+def test_manifest_and_weight_report(package):
+    folder = package("qwen2_5_vl")
+    manifest = json.loads((folder / MANIFEST).read_text())
+    assert manifest["pipeline_type"] == "qwen2_5_vl"
+    assert set(manifest["components"]) == {"vision_encoder", "embedding", "decoder"}
+    assert manifest["files"]["decoder.onnx.data"] > 0
+    report = json.loads((folder / "weights_report.json").read_text())
+    assert report["summary"]["missing"] == 0 and report["summary"]["shape_mismatch"] == 0
+    assert report["summary"]["mapped"] == 57
+    config = json.loads((folder / "genai_config.json").read_text())["model"]
+    # The fields mobius forgets: without them the runtime silently uses 1-D positions.
+    assert config["vision_start_token_id"] == 387 and config["image_token_id"] == 389
+    assert config["type"] == "qwen2_5_vl"
+    steps = json.loads((folder / "processor_config.json").read_text())["processor"]["transforms"]
+    assert steps[-1]["operation"]["type"] == "PatchImage"
+
+
+def test_cancel_mid_build_leaves_nothing(tiny, tmp_path):
+    out = tmp_path / "pkg"
+    ctx = JobContext(min_interval_s=0)
+
+    def cancel_when_writing(e: Progress) -> None:
+        if e.stage == "write":
+            ctx.cancel.cancel()
+
+    ctx.on_progress = cancel_when_writing
+    with pytest.raises(Cancelled):
+        convert(str(tiny("qwen2_5_vl")), out, ctx)
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failure_mid_write_keeps_the_old_package(tiny, package, tmp_path, monkeypatch):
+    out = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    from mmforge.backend import package as package_module
+
+    def broken_tokenizer(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(package_module, "write_tokenizer", broken_tokenizer)
+    with pytest.raises(OSError):
+        convert(str(tiny("qwen2_5_vl")), out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pkg"]
+
+
+def test_a_folder_that_is_not_a_package_is_never_replaced(tiny, tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "thesis.txt").write_text("precious")
+    with pytest.raises(MmforgeError, match="not an mmforge package"):
+        convert(str(tiny("qwen2_5_vl")), out)
+    assert (out / "thesis.txt").read_text() == "precious"
+
+
+def test_corrupt_safetensors(tiny, tmp_path):
+    src = tmp_path / "ck"
+    shutil.copytree(tiny("qwen2_5_vl"), src)
+    data = (src / "model.safetensors").read_bytes()
+    (src / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(MmforgeError, match="not a valid safetensors file"):
+        convert(str(src), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_shard(tiny, tmp_path):
+    src = tmp_path / "ck"
+    shutil.copytree(tiny("qwen2_5_vl"), src)
+    (src / "model.safetensors").rename(src / "model-00001-of-00002.safetensors")
+    index = {"metadata": {}, "weight_map": {"lm_head.weight": "model-00002-of-00002.safetensors"}}
+    from safetensors import safe_open
+
+    with safe_open(str(src / "model-00001-of-00002.safetensors"), "pt") as f:
+        for name in f.keys():  # noqa: SIM118
+            index["weight_map"].setdefault(name, "model-00001-of-00002.safetensors")
+    (src / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(MmforgeError, match=r"model-00002-of-00002\.safetensors"):
+        convert(str(src), tmp_path / "out")
+
+
+def test_unsupported_family_exits_2(tmp_path, capsys):
+    import transformers
+    from mmforge.app.cli import main
+
+    transformers.LlavaConfig().save_pretrained(tmp_path / "llava")
+    assert main(["convert", str(tmp_path / "llava"), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "LLaVA cannot be converted" in err[0]
+    assert not (tmp_path / "out").exists()
