@@ -169,6 +169,7 @@ def _build_into(
     with _timed(timings, "build"):
         ctx.report("build", 0, 1, message="building graphs", force=True)
         graphs = build_graphs(folder, family, dtype, ep)
+        fixes = [fix(graphs.models, cfg) for fix in family.package.graph_fixes]
         ctx.report("build", 1, 1, message=", ".join(graphs.models))
     with _timed(timings, "weights"):
         state = load_state_dict(folder, ctx)
@@ -208,7 +209,7 @@ def _build_into(
         timings_s=timings,
         weights=report.summary(),
         validation=asdict(checked),
-        notes=list(family.package.notes),
+        notes=[*fixes, *family.package.notes],
     )
 
 

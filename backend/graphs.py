@@ -101,7 +101,47 @@ def build_graphs(folder: Path, family: Family, dtype: str, ep: str) -> BuiltGrap
     unknown = set(models) - set(COMPONENT_NAMES)
     if unknown:
         raise MmforgeError(f"Unexpected components from the graph builder: {sorted(unknown)}")
+    ensure_f32_encoder_inputs(models)
     return BuiltGraphs(models=models, module=module)
+
+
+ENCODERS = ("vision_encoder", "audio_encoder")
+
+
+def ensure_f32_encoder_inputs(models: dict[str, Any]) -> list[str]:
+    """Give every floating encoder input the float32 type, with a Cast inside the graph.
+
+    Preprocessing produces float32 in every runtime (PIL, ORT GenAI processors, audio
+    front-ends), so encoders take float32 whatever their weights' dtype (seed rule).
+    mobius 0.1 declares f16 inputs on f16 builds; this rewrites them.
+
+    Returns:
+        "component/input" for each input that was rewritten.
+    """
+    import onnx_ir as ir
+
+    low = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
+    changed = []
+    for component in ENCODERS:
+        model = models.get(component)
+        if model is None:
+            continue
+        graph = model.graph
+        for position, old in enumerate(list(graph.inputs)):
+            if old.dtype not in low:
+                continue
+            name = old.name
+            old.name = f"{name}_{old.dtype.name.lower()}_in"
+            new = ir.Value(name=name, type=ir.TensorType(ir.DataType.FLOAT), shape=old.shape)
+            cast = ir.node("Cast", inputs=[new], attributes={"to": old.dtype}, name=f"{name}_cast")
+            old.replace_all_uses_with(cast.outputs[0])
+            cast.outputs[0].name = f"{name}_{old.dtype.name.lower()}"
+            cast.outputs[0].dtype = old.dtype
+            cast.outputs[0].shape = old.shape
+            graph.inputs[position] = new
+            graph.insert_before(graph.node(0), cast)
+            changed.append(f"{component}/{name}")
+    return changed
 
 
 def fold_after_weights(model: Any) -> None:

@@ -87,7 +87,8 @@ def prepare(
     return prep(folder, families.Cfg(config), tokenizer, prompt, list(images), list(audios))
 
 
-def _image_processor(folder: Path) -> Any:
+def image_processor(folder: Path) -> Any:
+    """The checkpoint's HF image processor (the PIL implementation without torchvision)."""
     from transformers import AutoImageProcessor
 
     return AutoImageProcessor.from_pretrained(folder)
@@ -132,7 +133,7 @@ def _qwen(
     tensors: dict[str, Any] = {}
     counts: list[int] = []
     if images:
-        out = _image_processor(folder)(images=images, return_tensors="pt")
+        out = image_processor(folder)(images=images, return_tensors="pt")
         merge = int(cfg.get("vision_config.spatial_merge_size", 2))
         counts = [int(g.prod()) // (merge * merge) for g in out["image_grid_thw"]]
         tensors = {"pixel_values": out["pixel_values"], "image_grid_thw": out["image_grid_thw"]}
@@ -166,7 +167,7 @@ def _gemma3(
     boi, eoi, soft = "<start_of_image>", "<end_of_image>", "<image_soft_token>"
     tensors: dict[str, Any] = {}
     if images:
-        out = _image_processor(folder)(images=images, return_tensors="pt")
+        out = image_processor(folder)(images=images, return_tensors="pt")
         tensors["pixel_values"] = out["pixel_values"]
     per_image = int(cfg.get("mm_tokens_per_image", 256))
     full = f"\n\n{boi}{soft * per_image}{eoi}\n\n"
@@ -190,7 +191,7 @@ def _mistral3(
     reps: list[str] = []
     if images:
         block = int(cfg.get("vision_config.patch_size", 14)) * int(cfg.get("spatial_merge_size", 2))
-        out = _image_processor(folder)(
+        out = image_processor(folder)(
             images=images, patch_size={"height": block, "width": block}, return_tensors="pt"
         )
         tensors = {"pixel_values": out["pixel_values"], "image_sizes": out["image_sizes"]}
@@ -227,7 +228,7 @@ def _gemma4(
     image_reps: list[str] = []
     audio_reps: list[str] = []
     if images:
-        out = _image_processor(folder)(images=images, return_tensors="pt")
+        out = image_processor(folder)(images=images, return_tensors="pt")
         tensors["pixel_values"] = out["pixel_values"]
         tensors["image_position_ids"] = out["image_position_ids"]
         image_reps = [
@@ -345,9 +346,24 @@ def _qwen_from_runtime(cfg: families.Cfg, arrays: dict[str, Any], result: Refere
     result.tensors["mm_token_type_ids"] = _token_types(result, cfg)
 
 
+def _pixtral_from_runtime(
+    cfg: families.Cfg, arrays: dict[str, Any], result: ReferenceInputs
+) -> None:
+    import torch
+
+    if "pixel_values" in arrays:
+        pixels = torch.from_numpy(arrays["pixel_values"].astype("float32"))
+        result.tensors["pixel_values"] = pixels
+        sizes = arrays.get("image_sizes")
+        if sizes is None:
+            sizes = [list(pixels.shape[-2:])] * pixels.shape[0]
+        result.tensors["image_sizes"] = torch.as_tensor(sizes, dtype=torch.int64).reshape(-1, 2)
+
+
 _FROM_RUNTIME: dict[str, Callable[[families.Cfg, dict[str, Any], ReferenceInputs], None]] = {
     "qwen2_5_vl": _qwen_from_runtime,
     "qwen3_vl": _qwen_from_runtime,
+    "mistral3": _pixtral_from_runtime,
 }
 
 

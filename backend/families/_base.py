@@ -101,6 +101,8 @@ class PackageSpec:
         vision_fields: Extra `model.vision.*` keys (patch and merge sizes, ...).
         vision_inputs: `model.vision.inputs` (runtime name to graph input name).
         processor_json: The image processor JSON from config and preprocessor config.
+        graph_fixes: Surgery applied to the built graphs (see graph_fixes.py); each takes
+            the component models and the config and returns a line for the manifest.
         notes: What this family's packaging fixes or cannot express, for the manifest.
     """
 
@@ -108,6 +110,7 @@ class PackageSpec:
     vision_fields: Callable[[Cfg, Cfg], dict[str, Any]]
     vision_inputs: dict[str, str]
     processor_json: Callable[[Cfg, Cfg], dict[str, Any]]
+    graph_fixes: tuple[Callable[[dict[str, Any], Cfg], str], ...] = ()
     notes: tuple[str, ...] = ()
 
 
@@ -185,3 +188,11 @@ def dynamic_tokens(factor: int, min_pixels: int, max_pixels: int, rule: str) -> 
         maximum=max(1, max_pixels // per_token),
         rule=rule,
     )
+
+
+def processor_op(name: str, kind: str, attrs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One step of an ort-extensions processor pipeline."""
+    op: dict[str, Any] = {"name": name, "type": kind}
+    if attrs:
+        op["attrs"] = attrs
+    return {"operation": op}

@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector, as_int, ids
+from mmforge.backend.families._base import (
+    Cfg,
+    Family,
+    ImageTokens,
+    PackageSpec,
+    Projector,
+    as_int,
+    ids,
+    processor_op,
+)
 
 
 def _projector(cfg: Cfg) -> Projector:
@@ -36,6 +46,89 @@ def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     )
 
 
+def _patch(cfg: Cfg, pre: Cfg) -> int:
+    return as_int(
+        pre.first(
+            "patch_size.height", "patch_size", default=cfg.get("vision_config.patch_size", 14)
+        )
+    )
+
+
+def _vision_fields(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    # The runtime reads patch_size from genai_config, not from the processor JSON, and
+    # defaults it to 14 (ORT GenAI 0.18).
+    return {
+        "patch_size": _patch(cfg, pre),
+        "spatial_merge_size": int(cfg.get("spatial_merge_size", 2)),
+    }
+
+
+def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    """The runtime's Pixtral pipeline, with the checkpoint's normalisation.
+
+    DecodeImage already yields RGB: adding ConvertRGB would swap red and blue (mobius 0.1
+    does that). The runtime resizes Qwen-style within a pixel budget; the budget is the
+    square of HF's longest edge.
+    """
+    block = _patch(cfg, pre) * int(cfg.get("spatial_merge_size", 2))
+    edge = int(pre.first("size.longest_edge", default=cfg.get("vision_config.image_size", 1540)))
+    return {
+        "processor": {
+            "name": "pixtral_image_processor",
+            "transforms": [
+                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
+                processor_op(
+                    "resize",
+                    "Resize",
+                    {
+                        "smart_resize": 1,
+                        "min_pixels": block * block,
+                        "max_pixels": edge * edge,
+                        "patch_size": _patch(cfg, pre),
+                        "merge_size": int(cfg.get("spatial_merge_size", 2)),
+                        "interpolation": "CUBIC",
+                    },
+                ),
+                processor_op(
+                    "rescale",
+                    "Rescale",
+                    {"rescale_factor": float(pre.get("rescale_factor", 1 / 255))},
+                ),
+                processor_op(
+                    "normalize",
+                    "Normalize",
+                    {
+                        "mean": list(pre.get("image_mean", [0.48145466, 0.4578275, 0.40821073])),
+                        "std": list(pre.get("image_std", [0.26862954, 0.26130258, 0.27577711])),
+                    },
+                ),
+                processor_op("to_chw", "Permute3D", {"dims": [2, 0, 1]}),
+                processor_op("image_sizes", "PixtralImageSizes"),
+            ],
+        }
+    }
+
+
+def _fix_rope(models: dict[str, Any], cfg: Cfg) -> str:
+    from mmforge.backend.graph_fixes import pixtral_rope_any_grid
+
+    return pixtral_rope_any_grid(models, cfg)
+
+
+MISTRAL3_PACKAGE = PackageSpec(
+    model_fields=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
+    vision_fields=_vision_fields,
+    vision_inputs={"pixel_values": "pixel_values"},
+    processor_json=_processor,
+    graph_fixes=(_fix_rope,),
+    notes=(
+        "genai_config carries model.vision.patch_size (the runtime defaults to 14).",
+        "No ConvertRGB after DecodeImage (it would swap red and blue).",
+        "The runtime resizes within a pixel budget instead of HF's longest-edge rule, so "
+        "its pixels differ from HF's by design; vision parity uses the runtime's pixels.",
+    ),
+)
+
 MISTRAL3 = Family(
     key="mistral3",
     name="Mistral 3",
@@ -51,6 +144,7 @@ MISTRAL3 = Family(
     ),
     image_tokens=_image_tokens,
     runtime_token_strings=("[IMG]", "[IMG_BREAK]", "[IMG_END]", "[INST]"),
+    package=MISTRAL3_PACKAGE,
     notes=(
         "The runtime resizes Qwen-style (multiples of patch·merge within a pixel budget), "
         "not with Pixtral's longest-edge rule: the vision encoder must take any patch grid.",

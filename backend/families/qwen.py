@@ -12,6 +12,7 @@ from mmforge.backend.families._base import (
     Projector,
     dynamic_tokens,
     ids,
+    processor_op,
 )
 
 # Qwen2VLImageProcessor defaults, used when the checkpoint has no preprocessor config.
@@ -112,9 +113,9 @@ def _qwen_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
         "processor": {
             "name": "qwen2_5_image_processor",
             "transforms": [
-                _op("decode_image", "DecodeImage", {"color_space": "RGB"}),
-                _op("convert_to_rgb", "ConvertRGB"),
-                _op(
+                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
+                processor_op("convert_to_rgb", "ConvertRGB"),
+                processor_op(
                     "resize",
                     "Resize",
                     {
@@ -125,17 +126,17 @@ def _qwen_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
                         "merge_size": merge,
                     },
                 ),
-                _op(
+                processor_op(
                     "rescale",
                     "Rescale",
                     {"rescale_factor": float(pre.get("rescale_factor", 1 / 255))},
                 ),
-                _op(
+                processor_op(
                     "normalize",
                     "Normalize",
                     {"mean": list(mean), "std": list(std), "qwen2_5_vl": 1},
                 ),
-                _op(
+                processor_op(
                     "patch_image",
                     "PatchImage",
                     {
@@ -147,13 +148,6 @@ def _qwen_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
             ],
         }
     }
-
-
-def _op(name: str, kind: str, attrs: dict[str, Any] | None = None) -> dict[str, Any]:
-    op: dict[str, Any] = {"name": name, "type": kind}
-    if attrs:
-        op["attrs"] = attrs
-    return {"operation": op}
 
 
 QWEN_PACKAGE = PackageSpec(

@@ -277,6 +277,7 @@ def _mistral3_config(s: dict[str, int], vocab: int) -> Any:
         "head_dim": 16,
         "image_size": 128,
         "patch_size": 8,
+        "hidden_act": "silu",  # as in released Mistral 3 checkpoints
     }
     return Mistral3Config(
         text_config=text,
