@@ -134,6 +134,7 @@ def local_tensors(folder: Path) -> list[TensorInfo] | None:
 def hub_tensors(repo_id: str, revision: str | None, token: str | None) -> list[TensorInfo] | None:
     """Tensors from the safetensors headers on the hub, fetched by range requests."""
     from huggingface_hub import HfApi
+
     from mmforge.backend.source import hub_endpoint
 
     api = HfApi(endpoint=hub_endpoint(), token=token)

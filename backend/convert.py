@@ -154,6 +154,7 @@ def _build_into(
     timings: dict[str, float],
 ) -> Manifest:
     from mmforge.backend import package
+    from mmforge.backend.graph_fixes import text_embedding_without_features
     from mmforge.backend.graphs import build_graphs
     from mmforge.backend.validate import validate_package
     from mmforge.backend.weights import apply_weights, load_state_dict
@@ -168,12 +169,14 @@ def _build_into(
     )
     with _timed(timings, "build"):
         ctx.report("build", 0, 1, message="building graphs", force=True)
-        graphs = build_graphs(folder, family, dtype, ep)
-        fixes = [fix(graphs.models, cfg) for fix in family.package.graph_fixes]
+        build_ep = ep if family.package.fused_attention else "default"
+        graphs = build_graphs(folder, family, dtype, build_ep)
+        fixes: list[str | None] = [fix(graphs.models, cfg) for fix in family.package.graph_fixes]
+        fixes.append(text_embedding_without_features(graphs.models, cfg))
         ctx.report("build", 1, 1, message=", ".join(graphs.models))
     with _timed(timings, "weights"):
         state = load_state_dict(folder, ctx)
-        report = apply_weights(graphs, state, ctx)
+        report = apply_weights(graphs, state, ctx, family.package.rename_checkpoint)
         del state
     if dtype == "int4":
         with _timed(timings, "quantize"):
@@ -209,7 +212,7 @@ def _build_into(
         timings_s=timings,
         weights=report.summary(),
         validation=asdict(checked),
-        notes=[*fixes, *family.package.notes],
+        notes=[*(f for f in fixes if f), *family.package.notes],
     )
 
 

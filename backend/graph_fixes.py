@@ -27,7 +27,9 @@ def pixtral_rope_any_grid(models: dict[str, Any], cfg: Cfg) -> str:
 
     graph = models["vision_encoder"].graph
     vision = cfg.sub("vision_config")
-    head_dim = int(vision.get("head_dim") or vision.get("hidden_size") // vision.get("num_attention_heads"))
+    head_dim = int(
+        vision.get("head_dim") or vision.get("hidden_size") // vision.get("num_attention_heads")
+    )
     theta = float(vision.get("rope_parameters.rope_theta", vision.get("rope_theta", 10000.0)))
     inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
     f_h = inv_freq[0::2].astype(np.float32)
@@ -70,7 +72,9 @@ def pixtral_rope_any_grid(models: dict[str, Any], cfg: Cfg) -> str:
     axis1 = const("mmforge_pixtral_axis1", np.array([1], dtype=np.int64))
     axis0 = const("mmforge_pixtral_axis0", np.array([0], dtype=np.int64))
     quarter = const("mmforge_pixtral_quarter", np.array([len(f_h)], dtype=np.int64))
-    flat_shape = const("mmforge_pixtral_flat_shape", np.array([1, -1, head_dim // 2], dtype=np.int64))
+    flat_shape = const(
+        "mmforge_pixtral_flat_shape", np.array([1, -1, head_dim // 2], dtype=np.int64)
+    )
 
     h = add("Cast", [rows], to=ir.DataType.FLOAT)
     w = add("Cast", [cols], to=ir.DataType.FLOAT)
@@ -102,3 +106,126 @@ def _drop_dead(model: Any) -> None:
     for name, value in list(graph.initializers.items()):
         if not value.uses() and not value.is_graph_output():
             del graph.initializers[name]
+
+
+def gemma3_bidirectional_image_attention(models: dict[str, Any], cfg: Cfg) -> str:
+    """Gemma 3: image tokens of one image attend to each other in both directions.
+
+    HF builds this from token_type_ids, which the runtime never passes to the decoder. The
+    decoder gets an `input_ids` input instead (ORT GenAI 0.18 feeds it the prompt ids at
+    prefill and one id per step) and builds the same mask from it: allowed = the causal
+    mask OR (query and key are image tokens of the same image). Image numbers count
+    <start_of_image> tokens; past positions count as text, which is exact while the
+    multimodal prefill runs in one pass (search.chunk_size unset).
+    """
+    import onnx_ir as ir
+
+    graph = models["decoder"].graph
+    image_id = int(cfg.first("image_token_index", "image_token_id"))
+    boi_id = int(cfg.first("boi_token_index", "boi_token_id"))
+    attention = [n for n in graph if n.op_type == "Attention"]
+    if not attention:
+        raise MmforgeError("The Gemma 3 decoder has no Attention nodes to make bidirectional")
+    conditions = {}
+    for node in attention:
+        where = node.inputs[3].producer() if node.inputs[3] is not None else None
+        while where is not None and where.op_type in ("Unsqueeze", "Cast"):
+            where = where.inputs[0].producer()
+        if where is None or where.op_type != "Where":
+            raise MmforgeError("The Gemma 3 attention mask has an unexpected form")
+        conditions[where.name] = where
+    mask_input = next(v for v in graph.inputs if v.name == "attention_mask")
+    ids = ir.Value(
+        name="input_ids",
+        type=ir.TensorType(ir.DataType.INT64),
+        shape=ir.Shape([graph.inputs[0].shape[0], graph.inputs[0].shape[1]]),
+    )
+    graph.inputs.append(ids)
+
+    nodes: list[ir.Node] = []
+
+    def add(op: str, inputs: list[Any], **attrs: Any) -> Any:
+        node = ir.node(op, inputs=inputs, attributes=attrs)
+        nodes.append(node)
+        return node.outputs[0]
+
+    def const(name: str, array: np.ndarray) -> Any:
+        value = ir.Value(name=name, const_value=ir.tensor(array, name=name))
+        graph.register_initializer(value)
+        return value
+
+    image = const("mmforge_image_token_id", np.array(image_id, dtype=np.int64))
+    boi = const("mmforge_boi_token_id", np.array(boi_id, dtype=np.int64))
+    one = const("mmforge_axis_1", np.array(1, dtype=np.int64))
+    axes1 = const("mmforge_axes_1", np.array([1], dtype=np.int64))
+    axes2 = const("mmforge_axes_2", np.array([2], dtype=np.int64))
+
+    is_image = add("Equal", [ids, image])  # [B, S]
+    number = add("CumSum", [add("Cast", [add("Equal", [ids, boi])], to=ir.DataType.INT64), one])
+    same = add("Equal", [add("Unsqueeze", [number, axes2]), add("Unsqueeze", [number, axes1])])
+    both = add("And", [add("Unsqueeze", [is_image, axes2]), add("Unsqueeze", [is_image, axes1])])
+    block = add("And", [same, both])  # [B, S, S]
+    # Left-pad with "not allowed" for the past keys: [B, S, P + S].
+    ids_shape = add("Shape", [ids])
+    total = add("Shape", [mask_input], start=1, end=2)
+    past = add("Sub", [total, add("Shape", [ids], start=1, end=2)])
+    pad_shape = add("Concat", [ids_shape, past], axis=0)
+    pad = add("ConstantOfShape", [pad_shape], value=ir.tensor(np.array([False])))
+    extra = add("Concat", [pad, block], axis=2)
+    keep = add("Cast", [add("Unsqueeze", [mask_input, axes1])], to=ir.DataType.BOOL)
+    extra = add("And", [extra, keep])  # padding stays masked
+
+    first = min(graph.index(w) for w in conditions.values())
+    anchor = graph.node(first)
+    for node in nodes:
+        graph.insert_before(anchor, node)
+    for where in conditions.values():
+        combined = ir.node("Or", inputs=[where.inputs[0], extra])
+        graph.insert_before(where, combined)
+        where.replace_input_with(0, combined.outputs[0])
+    for node in attention:
+        node.attributes["is_causal"] = ir.AttrInt64("is_causal", 0)
+    return (
+        "Gemma 3 decoder: image tokens attend bidirectionally within their image, the mask "
+        "built from input_ids (the runtime never passes token_type_ids)"
+    )
+
+
+def text_embedding_without_features(models: dict[str, Any], cfg: Cfg) -> str | None:
+    """Keep the token embedding for placeholder ids when no features come with them.
+
+    mobius's InputMixer writes zero vectors at every placeholder id when the feature input
+    is empty, as on every decode step. HF replaces placeholders only when pixel values
+    are given, so a generated placeholder token embeds as text there. The replacement
+    condition gets "and there are features" added.
+    """
+    import onnx_ir as ir
+
+    graph = models["embedding"].graph
+    features = {v.name: v for v in graph.inputs}.get("image_features")
+    if features is None:
+        return None
+    changed = 0
+    for where in [n for n in graph if n.op_type == "Where"]:
+        condition = where.inputs[0]
+        producer = condition.producer() if condition is not None else None
+        source = producer.inputs[0].producer() if producer is not None else None
+        if producer is None or producer.op_type != "Unsqueeze" or source is None:
+            continue
+        if source.op_type != "Equal" or source.inputs[0].name != "input_ids":
+            continue
+        count = ir.node("Shape", inputs=[features], attributes={"start": 0, "end": 1})
+        zero = ir.Value(
+            name=f"mmforge_zero_{changed}",
+            const_value=ir.tensor(np.array([0], dtype=np.int64)),
+        )
+        graph.register_initializer(zero)
+        has = ir.node("Greater", inputs=[count.outputs[0], zero])
+        both = ir.node("And", inputs=[condition, has.outputs[0]])
+        for node in (count, has, both):
+            graph.insert_before(where, node)
+        where.replace_input_with(0, both.outputs[0])
+        changed += 1
+    if not changed:
+        raise MmforgeError("The embedding graph has no placeholder replacement to guard")
+    return "Embedding: placeholder ids keep their text embedding when no features are given"

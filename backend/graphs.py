@@ -64,7 +64,8 @@ def build_graphs(folder: Path, family: Family, dtype: str, ep: str) -> BuiltGrap
         folder: Checkpoint folder (config.json).
         family: Its family entry.
         dtype: "f32", "f16" or "int4" (int4 builds f32; the decoder is quantized later).
-        ep: "cpu" or "cuda": steers mobius's EP-specific fusions.
+        ep: "cpu" or "cuda" steer mobius's EP-specific fusions; "default" builds the
+            portable graph without them.
 
     Raises:
         MmforgeError: mobius does not know the model type, or its build failed.

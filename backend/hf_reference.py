@@ -360,10 +360,23 @@ def _pixtral_from_runtime(
         result.tensors["image_sizes"] = torch.as_tensor(sizes, dtype=torch.int64).reshape(-1, 2)
 
 
+def _gemma3_from_runtime(
+    cfg: families.Cfg, arrays: dict[str, Any], result: ReferenceInputs
+) -> None:
+    import torch
+
+    if "pixel_values" in arrays:
+        result.tensors["pixel_values"] = torch.from_numpy(arrays["pixel_values"].astype("float32"))
+    ids = result.tensors["input_ids"]
+    # HF lets image tokens attend to each other bidirectionally (token_type_ids == 1).
+    result.tensors["token_type_ids"] = (ids == int(cfg.get("image_token_index"))).long()
+
+
 _FROM_RUNTIME: dict[str, Callable[[families.Cfg, dict[str, Any], ReferenceInputs], None]] = {
     "qwen2_5_vl": _qwen_from_runtime,
     "qwen3_vl": _qwen_from_runtime,
     "mistral3": _pixtral_from_runtime,
+    "gemma3": _gemma3_from_runtime,
 }
 
 

@@ -37,6 +37,7 @@ def validate_package(
         MmforgeError: The runtime rejected the package; the message is the runtime's.
     """
     import onnxruntime_genai as og
+
     from mmforge import resources
 
     ctx.report("validate", 0, 3, message="loading the package in ONNX Runtime GenAI", force=True)

@@ -8,6 +8,7 @@ a shape mismatch is a conversion error, not a warning: the package would compute
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,8 +61,9 @@ def load_state_dict(folder: Path, ctx: JobContext) -> dict[str, Any]:
     Raises:
         MmforgeError: No safetensors, a missing shard or a corrupt file.
     """
-    from mmforge.backend import checkpoint
     from safetensors import safe_open
+
+    from mmforge.backend import checkpoint
 
     infos = checkpoint.local_tensors(folder)  # validates headers and shards
     if not infos:
@@ -93,8 +95,20 @@ def load_state_dict(folder: Path, ctx: JobContext) -> dict[str, Any]:
     return state
 
 
-def apply_weights(graphs: BuiltGraphs, state: dict[str, Any], ctx: JobContext) -> WeightReport:
+def apply_weights(
+    graphs: BuiltGraphs,
+    state: dict[str, Any],
+    ctx: JobContext,
+    normalise: Callable[[str], str] | None = None,
+) -> WeightReport:
     """Assign checkpoint tensors to graph initializers and report the mapping.
+
+    Args:
+        graphs: The built graphs.
+        state: Checkpoint tensors by name.
+        ctx: Progress and cancel.
+        normalise: The family's checkpoint-name normalisation, applied before the graph
+            builder's own renames (the report keeps the original names).
 
     Raises:
         MmforgeError: A graph initializer has no weight, or shapes disagree.
@@ -102,7 +116,11 @@ def apply_weights(graphs: BuiltGraphs, state: dict[str, Any], ctx: JobContext) -
     from onnx_ir import tensor_adapters
 
     origin = {id(t): name for name, t in state.items()}
-    renamed = graphs.rename_weights(state)
+    if normalise is not None:
+        state_for_graph = {normalise(name): t for name, t in state.items()}
+    else:
+        state_for_graph = state
+    renamed = graphs.rename_weights(state_for_graph)
     report = WeightReport()
     targets: dict[str, list[str]] = {}
     used: set[str] = set()

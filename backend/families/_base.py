@@ -103,6 +103,11 @@ class PackageSpec:
         processor_json: The image processor JSON from config and preprocessor config.
         graph_fixes: Surgery applied to the built graphs (see graph_fixes.py); each takes
             the component models and the config and returns a line for the manifest.
+        rename_checkpoint: Maps a checkpoint tensor name to the layout the graph builder
+            expects (transformers 5 saves some towers in a newer layout than the hub's).
+        fused_attention: Whether the graph builder's EP-specific attention fusion
+            (GroupQueryAttention with built-in rotary) is right for this family; when not,
+            the portable Attention + RotaryEmbedding graph is built instead.
         notes: What this family's packaging fixes or cannot express, for the manifest.
     """
 
@@ -111,6 +116,8 @@ class PackageSpec:
     vision_inputs: dict[str, str]
     processor_json: Callable[[Cfg, Cfg], dict[str, Any]]
     graph_fixes: tuple[Callable[[dict[str, Any], Cfg], str], ...] = ()
+    rename_checkpoint: Callable[[str], str] | None = None
+    fused_attention: bool = True
     notes: tuple[str, ...] = ()
 
 
@@ -188,6 +195,10 @@ def dynamic_tokens(factor: int, min_pixels: int, max_pixels: int, rule: str) -> 
         maximum=max(1, max_pixels // per_token),
         rule=rule,
     )
+
+
+# PIL resample codes in preprocessor configs -> ort-extensions Resize interpolation.
+RESAMPLE = {0: "NEAREST", 1: "LANCZOS", 2: "LINEAR", 3: "CUBIC"}
 
 
 def processor_op(name: str, kind: str, attrs: dict[str, Any] | None = None) -> dict[str, Any]:

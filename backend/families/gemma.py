@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector, as_int, ids
+from mmforge.backend.families._base import (
+    RESAMPLE,
+    Cfg,
+    Family,
+    ImageTokens,
+    PackageSpec,
+    Projector,
+    as_int,
+    ids,
+    processor_op,
+)
 
 
 def _gemma3_projector(cfg: Cfg) -> Projector:
@@ -32,6 +43,81 @@ def _gemma3_image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     return ImageTokens(fixed=tokens, rule="mm_tokens_per_image, fixed (the runtime hard-codes 256)")
 
 
+def _gemma3_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    """Fixed-size resize and normalisation, channels first.
+
+    DecodeImage already yields RGB; ConvertRGB after it would swap red and blue.
+    """
+    size = int(pre.first("size.height", default=cfg.get("vision_config.image_size", 896)))
+    return {
+        "processor": {
+            "name": "gemma_3_image_processing",
+            "transforms": [
+                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
+                processor_op(
+                    "resize",
+                    "Resize",
+                    {
+                        "interpolation": RESAMPLE.get(int(pre.get("resample", 2)), "LINEAR"),
+                        "width": size,
+                        "height": size,
+                        "keep_aspect_ratio": 0,
+                    },
+                ),
+                processor_op(
+                    "rescale",
+                    "Rescale",
+                    {"rescale_factor": float(pre.get("rescale_factor", 1 / 255))},
+                ),
+                processor_op(
+                    "normalize",
+                    "Normalize",
+                    {
+                        "mean": list(pre.get("image_mean", [0.5, 0.5, 0.5])),
+                        "std": list(pre.get("image_std", [0.5, 0.5, 0.5])),
+                    },
+                ),
+                processor_op("to_channel_first", "Permute3D", {"dims": [2, 0, 1]}),
+            ],
+        }
+    }
+
+
+def _siglip_hub_layout(name: str) -> str:
+    # transformers 5 saves `vision_tower.embeddings...`; hub checkpoints (and mobius) use
+    # `vision_tower.vision_model.embeddings...`.
+    for prefix in ("vision_tower.", "model.vision_tower."):
+        if name.startswith(prefix) and not name.startswith(prefix + "vision_model."):
+            return prefix + "vision_model." + name[len(prefix) :]
+    return name
+
+
+def _bidirectional(models: dict[str, Any], cfg: Cfg) -> str:
+    from mmforge.backend.graph_fixes import gemma3_bidirectional_image_attention
+
+    return gemma3_bidirectional_image_attention(models, cfg)
+
+
+GEMMA3_PACKAGE = PackageSpec(
+    model_fields=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
+    vision_fields=lambda cfg, pre: {},
+    vision_inputs={"pixel_values": "pixel_values"},
+    processor_json=_gemma3_processor,
+    rename_checkpoint=_siglip_hub_layout,
+    graph_fixes=(_bidirectional,),
+    # mobius 0.1's GroupQueryAttention fusion gives every layer the sliding-window RoPE
+    # table (theta 1e4), also the global layers (1e6): logits off by 0.4 on the tiny
+    # checkpoint. The portable graph keeps both tables and matches HF to 3e-6.
+    fused_attention=False,
+    notes=(
+        "Built without mobius's GroupQueryAttention fusion, which applies the local RoPE "
+        "table to the global layers too.",
+        "No ConvertRGB after DecodeImage (it would swap red and blue).",
+        "Keep search.chunk_size unset: the bidirectional image mask needs the image in "
+        "one prefill pass.",
+    ),
+)
+
 GEMMA3 = Family(
     key="gemma3",
     name="Gemma 3",
@@ -47,6 +133,7 @@ GEMMA3 = Family(
     ),
     image_tokens=_gemma3_image_tokens,
     runtime_token_strings=("<start_of_image>", "<image_soft_token>", "<end_of_image>"),
+    package=GEMMA3_PACKAGE,
     notes=(
         "Image tokens attend to each other bidirectionally in HF; the decoder must build "
         "that mask from input_ids, since token_type_ids never reach it in the runtime.",

@@ -42,6 +42,8 @@ class TinySpec:
         embed_std: Standard deviation of the token embeddings, when it must differ from
             `INIT_STD`: with tied embeddings and a sqrt(hidden) embedding scale (Gemma),
             large embeddings make every token its own most likely successor.
+        logit_gain: Scale of the final text norm. Small tied embeddings make the logits
+            nearly flat, so greedy picks hinge on near-ties; a gain spreads them.
     """
 
     family_key: str
@@ -54,6 +56,7 @@ class TinySpec:
     eos_tokens: list[str]
     pinned: dict[str, int] = field(default_factory=dict)
     embed_std: float | None = None
+    logit_gain: float | None = None
     audio_preprocessor: dict[str, Any] | None = None
 
 
@@ -86,6 +89,27 @@ def scale_init(model: Any, seed: int, embed_std: float | None = None) -> None:
                 p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32) * std)
 
 
+def _scale_final_norm(model: Any, gain: float) -> None:
+    """Multiply the output of the text model's final norm by `gain`."""
+    import torch
+
+    finals = [
+        p
+        for n, p in model.named_parameters()
+        if n.endswith(("language_model.norm.weight", "model.norm.weight"))
+        and "vision" not in n
+        and "audio" not in n
+    ]
+    if len(finals) != 1:
+        raise ValueError(f"expected one final text norm, found {len(finals)}")
+    with torch.no_grad():
+        weight = finals[0]
+        if bool((weight == 0).all()):  # Gemma-style norms scale by (1 + weight)
+            weight.fill_(gain - 1.0)
+        else:
+            weight.mul_(gain)
+
+
 def write_tiny(spec: TinySpec, folder: Path, *, seed: int = 0) -> TinyCheckpoint:
     """Build a family's tiny checkpoint into `folder` (replaced atomically if it exists)."""
     import torch
@@ -98,6 +122,8 @@ def write_tiny(spec: TinySpec, folder: Path, *, seed: int = 0) -> TinyCheckpoint
     torch.manual_seed(seed)
     model = getattr(transformers, spec.hf_class)(config).eval()
     scale_init(model, seed, spec.embed_std)
+    if spec.logit_gain is not None:
+        _scale_final_norm(model, spec.logit_gain)
 
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)

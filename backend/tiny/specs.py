@@ -191,7 +191,7 @@ def _gemma3_config(s: dict[str, int], vocab: int) -> Any:
         **TEXT,
         "vocab_size": vocab,
         "query_pre_attn_scalar": 16,
-        "sliding_window": 64,
+        "sliding_window": 512,
         "layer_types": ["sliding_attention", "full_attention"],
         "bos_token_id": s["<bos>"],
         "eos_token_id": [s["<eos>"], s["<end_of_turn>"]],
@@ -254,7 +254,8 @@ GEMMA3 = TinySpec(
         "size": {"height": 64, "width": 64},
     },
     eos_tokens=["<end_of_turn>", "<eos>"],
-    embed_std=0.02,
+    embed_std=0.005,
+    logit_gain=10.0,
 )
 
 
@@ -455,6 +456,7 @@ GEMMA4 = TinySpec(
     },
     eos_tokens=["<end_of_turn>", "<eos>"],
     embed_std=0.02,
+    logit_gain=10.0,
 )
 
 

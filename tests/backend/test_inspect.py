@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.inspect import inspect_source
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from mmforge.backend.download import CHUNK
 from mmforge.backend.errors import Cancelled, MmforgeError
 from mmforge.backend.jobs import JobContext, Progress

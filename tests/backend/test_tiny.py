@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from PIL import Image
+from tokenizers import Tokenizer
+
+from mmforge import resources
 from mmforge.backend import hf_reference
 from mmforge.backend.tiny import FAMILIES
 from mmforge.backend.tiny.tokenizer import train_tokenizer
-from tokenizers import Tokenizer
-
-from tests.images import make_image, make_tone
+from tests.images import make_tone
 
 AUDIO_FAMILIES = {"gemma4", "phi4mm"}
 
@@ -63,8 +65,8 @@ def test_tiny_checkpoint_generates_with_attachments(tiny, family):
     model = hf_reference.load_model(folder)
     inputs = hf_reference.prepare(
         folder,
-        hf_reference.messages_for("Describe this.", n_images=1, n_audios=n_audio),
-        images=[make_image()],
+        hf_reference.messages_for("Describe this image.", n_images=1, n_audios=n_audio),
+        images=[Image.open(resources.probe_image()).convert("RGB")],
         audios=[make_tone()] * n_audio,
     )
     image_id = token_ids["image_token_id"]
