@@ -166,7 +166,11 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     w = manifest.weights
     print(f"  weights      {w['mapped']} mapped, {w['unused']} unused, 0 missing")
     print(f"  runtime      runs; {manifest.validation['image_tokens']} image tokens for the probe")
-    print("  timings      " + ", ".join(f"{k} {v:.1f}s" for k, v in manifest.timings_s.items()))
+    stages: dict[str, float] = {}
+    for name, seconds in manifest.timings_s.items():
+        stage = name.split("/")[0]
+        stages[stage] = stages.get(stage, 0.0) + seconds
+    print("  timings      " + ", ".join(f"{k} {v:.1f}s" for k, v in stages.items()))
     return 0
 
 

@@ -157,7 +157,7 @@ def _build_into(
     from mmforge.backend.graph_fixes import text_embedding_without_features
     from mmforge.backend.graphs import build_graphs
     from mmforge.backend.validate import validate_package
-    from mmforge.backend.weights import apply_weights, load_state_dict
+    from mmforge.backend.weights import apply_component, checkpoint_refs, plan_weights
 
     assert family.package is not None and family.pipeline_type is not None
     cfg = families.Cfg(load_config(folder, trust_remote_code=False)[0])
@@ -174,26 +174,32 @@ def _build_into(
         fixes: list[str | None] = [fix(graphs.models, cfg) for fix in family.package.graph_fixes]
         fixes.append(text_embedding_without_features(graphs.models, cfg))
         ctx.report("build", 1, 1, message=", ".join(graphs.models))
-    with _timed(timings, "weights"):
-        state = load_state_dict(folder, ctx)
-        report = apply_weights(graphs, state, ctx, family.package.rename_checkpoint)
-        del state
-    if dtype == "int4":
-        with _timed(timings, "quantize"):
-            from mmforge.backend.quantize import quantize_decoder
+    with _timed(timings, "plan"):
+        plan = plan_weights(graphs, checkpoint_refs(folder), family.package.rename_checkpoint)
+    # One component at a time: read its tensors, (quantize,) write it, let it go. Peak
+    # memory follows the largest component, not the checkpoint.
+    files: dict[str, int] = {}
+    io_names = {name: _io_names(model) for name, model in graphs.models.items()}
+    for component in list(graphs.models):
+        with _timed(timings, f"weights/{component}"):
+            apply_component(graphs, component, plan, ctx)
+        if dtype == "int4" and component == "decoder":
+            with _timed(timings, "quantize"):
+                from mmforge.backend.quantize import quantize_decoder
 
-            graphs.models["decoder"] = quantize_decoder(graphs.models["decoder"], ctx)
-    with _timed(timings, "write"):
-        files = package.save_onnx(graphs.models, staging, ctx)
+                graphs.models[component] = quantize_decoder(graphs.models[component], ctx)
+        with _timed(timings, f"write/{component}"):
+            files.update(package.save_component(graphs.models[component], component, staging, ctx))
+        graphs.models[component] = io_names[component]
     with _timed(timings, "package"):
         ctx.report("package", 0, 1, message="genai_config, processor and tokenizer", force=True)
-        config = package.genai_config(family, cfg, pre, generation, graphs.models)
+        config = package.genai_config(family, cfg, pre, generation, io_names)
         package.write_json(staging / "genai_config.json", config)
         package.write_json(
             staging / package.PROCESSOR_FILE, family.package.processor_json(cfg, pre)
         )
         package.write_tokenizer(folder, staging)
-        package.write_json(staging / "weights_report.json", report.to_dict())
+        package.write_json(staging / "weights_report.json", plan.report.to_dict())
         ctx.report("package", 1, 1)
     with _timed(timings, "validate"):
         image_token = config["model"].get("image_token_id")
@@ -210,10 +216,17 @@ def _build_into(
         ep=ep,
         files=dict(sorted(files.items())),
         timings_s=timings,
-        weights=report.summary(),
+        weights=plan.report.summary(),
         validation=asdict(checked),
         notes=[*(f for f in fixes if f), *family.package.notes],
     )
+
+
+def _io_names(model: Any) -> Any:
+    """What packaging needs of a graph once its weights are written: input/output names."""
+    from mmforge.backend.package import GraphIO
+
+    return GraphIO.of(model)
 
 
 def _publish(staging: Path, out: Path) -> None:

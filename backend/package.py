@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,29 +42,41 @@ TOKENIZER_FILES = (
 _BAD_BPE_CLASSES = {"LlamaTokenizer", "LlamaTokenizerFast", "CLIPTokenizer", "CLIPTokenizerFast"}
 
 
-def save_onnx(models: dict[str, Any], out: Path, ctx: JobContext) -> dict[str, int]:
-    """Write each component as `<name>.onnx` + `<name>.onnx.data`; returns file sizes."""
+@dataclass(frozen=True)
+class GraphIO:
+    """The input and output names of a component graph (all packaging needs of it)."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    @classmethod
+    def of(cls, model: Any) -> GraphIO:
+        """Read the names off an onnx_ir model."""
+        return cls(
+            tuple(v.name for v in model.graph.inputs), tuple(v.name for v in model.graph.outputs)
+        )
+
+
+def save_component(model: Any, component: str, out: Path, ctx: JobContext) -> dict[str, int]:
+    """Write one component as `<name>.onnx` + `<name>.onnx.data`; returns the file sizes."""
     import onnx_ir as ir
 
-    total = sum(len(m.graph.initializers) for m in models.values())
-    done = 0
-    sizes: dict[str, int] = {}
-    for component, model in models.items():
-        filename = ONNX_FILES[component]
+    filename = ONNX_FILES[component]
+    total = len(model.graph.initializers)
 
-        def progress(tensor: Any, info: Any, name: str = filename, base: int = done) -> None:
-            ctx.report("write", base + info.index + 1, total, unit="tensors", message=name)
+    def progress(tensor: Any, info: Any) -> None:
+        ctx.report("write", info.index + 1, total, unit="tensors", message=filename)
 
-        ir.save(model, out / filename, external_data=filename + ".data", callback=progress)
-        done += len(model.graph.initializers)
-        for path in (out / filename, out / (filename + ".data")):
-            if path.exists():
-                sizes[path.name] = path.stat().st_size
-    return sizes
+    ir.save(model, out / filename, external_data=filename + ".data", callback=progress)
+    return {
+        path.name: path.stat().st_size
+        for path in (out / filename, out / (filename + ".data"))
+        if path.exists()
+    }
 
 
 def genai_config(
-    family: Family, cfg: Cfg, pre: Cfg, generation: dict[str, Any], models: dict[str, Any]
+    family: Family, cfg: Cfg, pre: Cfg, generation: dict[str, Any], graphs: dict[str, GraphIO]
 ) -> dict[str, Any]:
     """The genai_config.json of a package.
 
@@ -104,18 +117,17 @@ def genai_config(
         "num_attention_heads": heads,
         "num_hidden_layers": int(text.get("num_hidden_layers")),
         "num_key_value_heads": int(text.get("num_key_value_heads", heads)),
-        **_decoder_io(models["decoder"]),
+        **_decoder_io(graphs["decoder"]),
     }
     model["embedding"] = {
         "filename": ONNX_FILES["embedding"],
         "inputs": _pick(
-            models["embedding"].graph.inputs, ("input_ids", "image_features", "audio_features")
+            graphs["embedding"].inputs, ("input_ids", "image_features", "audio_features")
         ),
         "outputs": {"inputs_embeds": "inputs_embeds"},
     }
-    if "vision_encoder" in models:
-        graph_inputs = {v.name for v in models["vision_encoder"].graph.inputs}
-        absent = set(spec.vision_inputs.values()) - graph_inputs
+    if "vision_encoder" in graphs:
+        absent = set(spec.vision_inputs.values()) - set(graphs["vision_encoder"].inputs)
         if absent:
             raise MmforgeError(f"The vision graph lacks the inputs {sorted(absent)}")
         model["vision"] = {
@@ -123,14 +135,13 @@ def genai_config(
             "config_filename": PROCESSOR_FILE,
             **spec.vision_fields(cfg, pre),
             "inputs": dict(spec.vision_inputs),
-            "outputs": {"image_features": models["vision_encoder"].graph.outputs[0].name},
+            "outputs": {"image_features": graphs["vision_encoder"].outputs[0]},
         }
     return {"model": model, "search": _search(generation, context)}
 
 
-def _decoder_io(decoder: Any) -> dict[str, Any]:
-    names = [v.name for v in decoder.graph.inputs]
-    outs = [v.name for v in decoder.graph.outputs]
+def _decoder_io(decoder: GraphIO) -> dict[str, Any]:
+    names, outs = decoder.inputs, decoder.outputs
     for needed in ("inputs_embeds", "attention_mask"):
         if needed not in names:
             raise MmforgeError(f"The decoder graph has no {needed} input")
@@ -151,8 +162,7 @@ def _decoder_io(decoder: Any) -> dict[str, Any]:
     }
 
 
-def _pick(values: Any, wanted: tuple[str, ...]) -> dict[str, str]:
-    names = {v.name for v in values}
+def _pick(names: tuple[str, ...], wanted: tuple[str, ...]) -> dict[str, str]:
     return {n: n for n in wanted if n in names}
 
 

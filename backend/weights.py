@@ -3,10 +3,15 @@
 Every checkpoint tensor ends up mapped (to one or more initializers), unused, or in a
 shape mismatch; every graph initializer without a value is missing. A missing weight or
 a shape mismatch is a conversion error, not a warning: the package would compute garbage.
+
+The plan is made from the safetensors headers alone (names, shapes, dtypes). Tensors are
+then read one component at a time, so peak memory follows the largest component rather
+than the whole checkpoint.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -18,6 +23,19 @@ from mmforge.backend.graphs import BuiltGraphs, fold_after_weights
 from mmforge.backend.jobs import JobContext
 
 log = logging.getLogger(__name__)
+
+_TORCH_DTYPES = {
+    "F64": "float64",
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U8": "uint8",
+    "BOOL": "bool",
+}
 
 
 @dataclass
@@ -55,129 +73,31 @@ class WeightReport:
         return {"summary": self.summary(), **asdict(self)}
 
 
-def load_state_dict(folder: Path, ctx: JobContext) -> dict[str, Any]:
-    """Read every safetensors tensor of a checkpoint (pickled weights are never read here).
+class TensorRef:
+    """A checkpoint tensor known by its header: name, shape and dtype, no data.
 
-    Raises:
-        MmforgeError: No safetensors, a missing shard or a corrupt file.
+    It stands in for the tensor while the graph builder renames the state dict, so the
+    renames cost nothing; `load` reads the data when its component is written.
     """
-    from safetensors import safe_open
 
-    from mmforge.backend import checkpoint
+    def __init__(self, name: str, shape: tuple[int, ...], dtype: str, file: Path):
+        import torch
 
-    infos = checkpoint.local_tensors(folder)  # validates headers and shards
-    if not infos:
-        raise MmforgeError(
-            f"{folder} has no safetensors weights",
-            "Download the model's *.safetensors files (pickled .bin weights are not converted)",
-        )
-    files = sorted(folder.glob("*.safetensors"))
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        import json
+        self.name = name
+        self.shape = torch.Size(shape)
+        self.dtype = getattr(torch, _TORCH_DTYPES.get(dtype, "float32"))
+        self.file = file
 
-        files = [
-            folder / s for s in sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        ]
-    state: dict[str, Any] = {}
-    total = len(infos)
-    for path in files:
-        try:
-            with safe_open(str(path), framework="pt") as f:
-                for name in f.keys():  # noqa: SIM118 - safe_open has no __iter__
-                    state[name] = f.get_tensor(name)
-                    ctx.report("weights", len(state), total, unit="tensors", message=name)
-        except (OSError, RuntimeError, ValueError) as e:
-            raise MmforgeError(
-                f"{path.name} could not be read ({e})",
-                "The file is corrupt: delete it and download the model again",
-            ) from e
-    return state
+    def __repr__(self) -> str:
+        return f"TensorRef({self.name}, {list(self.shape)})"
 
 
-def apply_weights(
-    graphs: BuiltGraphs,
-    state: dict[str, Any],
-    ctx: JobContext,
-    normalise: Callable[[str], str] | None = None,
-) -> WeightReport:
-    """Assign checkpoint tensors to graph initializers and report the mapping.
+@dataclass
+class WeightPlan:
+    """Which checkpoint tensor feeds which initializer, per component."""
 
-    Args:
-        graphs: The built graphs.
-        state: Checkpoint tensors by name.
-        ctx: Progress and cancel.
-        normalise: The family's checkpoint-name normalisation, applied before the graph
-            builder's own renames (the report keeps the original names).
-
-    Raises:
-        MmforgeError: A graph initializer has no weight, or shapes disagree.
-    """
-    from onnx_ir import tensor_adapters
-
-    origin = {id(t): name for name, t in state.items()}
-    if normalise is not None:
-        state_for_graph = {normalise(name): t for name, t in state.items()}
-    else:
-        state_for_graph = state
-    renamed = graphs.rename_weights(state_for_graph)
-    report = WeightReport()
-    targets: dict[str, list[str]] = {}
-    used: set[str] = set()
-    for component, model in graphs.models.items():
-        for init_name, value in model.graph.initializers.items():
-            ctx.check_cancel()
-            tensor = renamed.get(init_name)
-            if tensor is None:
-                if value.const_value is None:
-                    report.missing.append(
-                        {
-                            "component": component,
-                            "initializer": init_name,
-                            "shape": _shape(value.shape),
-                        }
-                    )
-                continue
-            source = origin.get(id(tensor), f"(derived) {init_name}")
-            expected = _shape(value.shape)
-            actual = list(tensor.shape)
-            if expected is not None and expected != actual:
-                report.mismatched.append(
-                    {
-                        "checkpoint": source,
-                        "component": component,
-                        "initializer": init_name,
-                        "expected": expected,
-                        "actual": actual,
-                    }
-                )
-                continue
-            target_dtype = tensor_adapters.to_torch_dtype(value.dtype)
-            if tensor.dtype != target_dtype:
-                tensor = tensor.to(target_dtype)
-            value.const_value = tensor_adapters.TorchTensor(tensor, init_name)
-            targets.setdefault(source, []).append(f"{component}/{init_name}")
-            used.add(source)
-    for name, tensor in state.items():
-        if name in used:
-            report.mapped.append(
-                {
-                    "checkpoint": name,
-                    "shape": list(tensor.shape),
-                    "targets": targets[name],
-                }
-            )
-        else:
-            report.unused.append({"checkpoint": name, "shape": list(tensor.shape)})
-    for source, where in targets.items():
-        if source not in state:
-            report.mapped.append({"checkpoint": source, "shape": None, "targets": where})
-    if not report.ok:
-        first = (report.missing or report.mismatched)[0]
-        raise WeightMappingError(report, first)
-    for model in graphs.models.values():
-        fold_after_weights(model)
-    return report
+    report: WeightReport
+    assignments: dict[str, list[tuple[str, TensorRef]]]
 
 
 class WeightMappingError(MmforgeError):
@@ -192,9 +112,154 @@ class WeightMappingError(MmforgeError):
         )
         super().__init__(
             f"The checkpoint does not fit the graphs: {what} (first: {first})",
-            "The checkpoint's layout is not supported yet; see weights_report.json",
+            "This checkpoint's layout is not supported yet",
+            details=json.dumps(report.summary()),
         )
         self.report = report
+
+
+def checkpoint_refs(folder: Path) -> dict[str, TensorRef]:
+    """References to every safetensors tensor of a checkpoint, from the headers.
+
+    Raises:
+        MmforgeError: No safetensors, a missing shard or a corrupt header.
+    """
+    from mmforge.backend import checkpoint
+
+    if checkpoint.local_tensors(folder) is None:  # validates headers and shards
+        raise MmforgeError(
+            f"{folder} has no safetensors weights",
+            "Download the model's *.safetensors files (pickled .bin weights are not converted)",
+        )
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        files = [folder / s for s in shards]
+    else:
+        files = sorted(folder.glob("*.safetensors"))
+    refs: dict[str, TensorRef] = {}
+    for path in files:
+        for name, meta in checkpoint.read_header(path).items():
+            if name != "__metadata__":
+                refs[name] = TensorRef(name, tuple(meta["shape"]), str(meta["dtype"]), path)  # type: ignore[arg-type]
+    return refs
+
+
+def plan_weights(
+    graphs: BuiltGraphs,
+    refs: dict[str, TensorRef],
+    normalise: Callable[[str], str] | None = None,
+) -> WeightPlan:
+    """Route checkpoint tensors to graph initializers and report the mapping.
+
+    Args:
+        graphs: The built graphs.
+        refs: Checkpoint tensors by name.
+        normalise: The family's checkpoint-name normalisation, applied before the graph
+            builder's own renames (the report keeps the original names).
+
+    Raises:
+        WeightMappingError: A graph initializer has no weight, or shapes disagree.
+    """
+    named = {normalise(n) if normalise else n: r for n, r in refs.items()}
+    try:
+        renamed = graphs.rename_weights(named)
+    except (TypeError, AttributeError, RuntimeError) as e:
+        raise MmforgeError(
+            "The graph builder transforms this checkpoint's tensors instead of renaming them",
+            "This layout is not supported yet",
+            details=repr(e),
+        ) from e
+    report = WeightReport()
+    assignments: dict[str, list[tuple[str, TensorRef]]] = {}
+    targets: dict[str, list[str]] = {}
+    for component, model in graphs.models.items():
+        for init_name, value in model.graph.initializers.items():
+            ref = renamed.get(init_name)
+            if not isinstance(ref, TensorRef):
+                if value.const_value is None:
+                    report.missing.append(
+                        {
+                            "component": component,
+                            "initializer": init_name,
+                            "shape": _shape(value.shape),
+                        }
+                    )
+                continue
+            expected = _shape(value.shape)
+            if expected is not None and expected != list(ref.shape):
+                report.mismatched.append(
+                    {
+                        "checkpoint": ref.name,
+                        "component": component,
+                        "initializer": init_name,
+                        "expected": expected,
+                        "actual": list(ref.shape),
+                    }
+                )
+                continue
+            assignments.setdefault(component, []).append((init_name, ref))
+            targets.setdefault(ref.name, []).append(f"{component}/{init_name}")
+    for name, ref in refs.items():
+        if name in targets:
+            report.mapped.append(
+                {"checkpoint": name, "shape": list(ref.shape), "targets": targets[name]}
+            )
+        else:
+            report.unused.append({"checkpoint": name, "shape": list(ref.shape)})
+    if not report.ok:
+        raise WeightMappingError(report, (report.missing or report.mismatched)[0])
+    return WeightPlan(report=report, assignments=assignments)
+
+
+def apply_component(graphs: BuiltGraphs, component: str, plan: WeightPlan, ctx: JobContext) -> None:
+    """Read the tensors of one component from disk, assign them and fold the graph.
+
+    Raises:
+        MmforgeError: A safetensors file cannot be read.
+    """
+    from onnx_ir import tensor_adapters
+    from safetensors import safe_open
+
+    model = graphs.models[component]
+    todo = plan.assignments.get(component, [])
+    by_file: dict[Path, list[tuple[str, TensorRef]]] = {}
+    for init_name, ref in todo:
+        by_file.setdefault(ref.file, []).append((init_name, ref))
+    done = 0
+    first: dict[int, Any] = {}
+    for path, items in by_file.items():
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                for init_name, ref in items:
+                    value = model.graph.initializers[init_name]
+                    shared = first.get(id(ref))
+                    if shared is not None and shared.dtype == value.dtype:
+                        # Tied weights (embedding and LM head): one initializer, two uses.
+                        value.replace_all_uses_with(shared)
+                        del model.graph.initializers[init_name]
+                        done += 1
+                        continue
+                    first[id(ref)] = value
+                    tensor = f.get_tensor(ref.name)
+                    target = tensor_adapters.to_torch_dtype(value.dtype)
+                    if tensor.dtype != target:
+                        tensor = tensor.to(target)
+                    value.const_value = tensor_adapters.TorchTensor(tensor.contiguous(), init_name)
+                    done += 1
+                    ctx.report(
+                        "weights",
+                        done,
+                        len(todo),
+                        unit="tensors",
+                        message=f"{component}: {ref.name}",
+                    )
+        except (OSError, RuntimeError, ValueError) as e:
+            raise MmforgeError(
+                f"{path.name} could not be read ({e})",
+                "The file is corrupt: delete it and download the model again",
+            ) from e
+    fold_after_weights(model)
 
 
 def _shape(shape: Any) -> list[int] | None:
