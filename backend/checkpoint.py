@@ -11,6 +11,7 @@ import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 
@@ -165,3 +166,44 @@ def meta_tensors(config: object, hf_class: str) -> list[TensorInfo]:
         TensorInfo(name, tuple(p.shape), dtype.get(p.dtype, "F32"))
         for name, p in model.named_parameters()
     ]
+
+
+_NUMPY = {
+    "F64": "float64",
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "uint16",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U8": "uint8",
+    "BOOL": "bool",
+}
+
+
+def read_tensor(path: Path, name: str, header: dict[str, Any] | None = None) -> Any:
+    """Read one tensor from a safetensors file with a plain read (no mmap) as torch.
+
+    Reading instead of mapping keeps the checkpoint out of the process's resident set:
+    only the tensor being converted occupies memory.
+    """
+    import numpy as np
+    import torch
+
+    header = header if header is not None else read_header(path)
+    meta = header[name]
+    dtype = str(meta["dtype"])
+    start, end = (int(x) for x in meta["data_offsets"])  # type: ignore[union-attr]
+    base = 8 + _header_length(path)
+    count = (end - start) // np.dtype(_NUMPY[dtype]).itemsize
+    array = np.fromfile(path, dtype=_NUMPY[dtype], count=count, offset=base + start)
+    tensor = torch.from_numpy(array)
+    if dtype == "BF16":
+        tensor = tensor.view(torch.bfloat16)
+    return tensor.reshape([int(d) for d in meta["shape"]])  # type: ignore[union-attr]
+
+
+def _header_length(path: Path) -> int:
+    with path.open("rb") as f:
+        return int(struct.unpack("<Q", f.read(8))[0])

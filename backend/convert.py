@@ -48,6 +48,7 @@ class Manifest:
     timings_s: dict[str, float] = field(default_factory=dict)
     weights: dict[str, int] = field(default_factory=dict)
     validation: dict[str, int] = field(default_factory=dict)
+    peak_rss_mb: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     commit: str | None = None
     mmforge_version: str = "0.1.0"
@@ -201,6 +202,7 @@ def _build_into(
         package.write_tokenizer(folder, staging)
         package.write_json(staging / "weights_report.json", plan.report.to_dict())
         ctx.report("package", 1, 1)
+    peak = {"before_validation": _peak_rss_mb()}
     with _timed(timings, "validate"):
         image_token = config["model"].get("image_token_id")
         checked = validate_package(staging, image_token, ctx)
@@ -218,8 +220,19 @@ def _build_into(
         timings_s=timings,
         weights=plan.report.summary(),
         validation=asdict(checked),
+        peak_rss_mb={**peak, "with_validation": _peak_rss_mb()},
         notes=[*(f for f in fixes if f), *family.package.notes],
     )
+
+
+def _peak_rss_mb() -> int:
+    """This process's peak resident memory so far, in MB (0 where unknown)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak / 1024) if os.uname().sysname != "Darwin" else int(peak / 1024 / 1024)
 
 
 def _io_names(model: Any) -> Any:

@@ -213,53 +213,93 @@ def plan_weights(
 
 
 def apply_component(graphs: BuiltGraphs, component: str, plan: WeightPlan, ctx: JobContext) -> None:
-    """Read the tensors of one component from disk, assign them and fold the graph.
+    """Attach one component's weights as lazy tensors and fold the graph.
 
-    Raises:
-        MmforgeError: A safetensors file cannot be read.
+    No tensor data is read here: each initializer gets a LazyTensor that reads its
+    tensor from the safetensors file when the component is written, so only one tensor
+    at a time is in memory.
     """
-    from onnx_ir import tensor_adapters
-    from safetensors import safe_open
+    import onnx_ir as ir
+
+    from mmforge.backend.checkpoint import read_header
 
     model = graphs.models[component]
     todo = plan.assignments.get(component, [])
-    by_file: dict[Path, list[tuple[str, TensorRef]]] = {}
-    for init_name, ref in todo:
-        by_file.setdefault(ref.file, []).append((init_name, ref))
-    done = 0
+    headers: dict[Path, dict[str, Any]] = {}
     first: dict[int, Any] = {}
-    for path, items in by_file.items():
+    for done, (init_name, ref) in enumerate(todo, start=1):
+        value = model.graph.initializers[init_name]
+        shared = first.get(id(ref))
+        if shared is not None and shared.dtype == value.dtype:
+            # Tied weights (embedding and LM head): one initializer, two uses.
+            value.replace_all_uses_with(shared)
+            del model.graph.initializers[init_name]
+            continue
+        first[id(ref)] = value
+        if ref.file not in headers:
+            headers[ref.file] = read_header(ref.file)
+        value.const_value = ir.LazyTensor(
+            _loader(ref, headers[ref.file], value.dtype, init_name),
+            dtype=value.dtype,
+            shape=ir.Shape(list(ref.shape)),
+            name=init_name,
+        )
+        ctx.report("weights", done, len(todo), unit="tensors", message=f"{component}: {ref.name}")
+    fold_after_weights(model)
+    _contiguous_on_write(model)
+
+
+def _loader(
+    ref: TensorRef, header: dict[str, Any], dtype: Any, init_name: str
+) -> Callable[[], Any]:
+    """Read one tensor, in the initializer's dtype, when the writer asks for it."""
+
+    def load() -> Any:
+        from onnx_ir import tensor_adapters
+
+        from mmforge.backend.checkpoint import read_tensor
+
         try:
-            with safe_open(str(path), framework="pt") as f:
-                for init_name, ref in items:
-                    value = model.graph.initializers[init_name]
-                    shared = first.get(id(ref))
-                    if shared is not None and shared.dtype == value.dtype:
-                        # Tied weights (embedding and LM head): one initializer, two uses.
-                        value.replace_all_uses_with(shared)
-                        del model.graph.initializers[init_name]
-                        done += 1
-                        continue
-                    first[id(ref)] = value
-                    tensor = f.get_tensor(ref.name)
-                    target = tensor_adapters.to_torch_dtype(value.dtype)
-                    if tensor.dtype != target:
-                        tensor = tensor.to(target)
-                    value.const_value = tensor_adapters.TorchTensor(tensor.contiguous(), init_name)
-                    done += 1
-                    ctx.report(
-                        "weights",
-                        done,
-                        len(todo),
-                        unit="tensors",
-                        message=f"{component}: {ref.name}",
-                    )
-        except (OSError, RuntimeError, ValueError) as e:
+            tensor = read_tensor(ref.file, ref.name, header)
+        except (OSError, ValueError) as e:
             raise MmforgeError(
-                f"{path.name} could not be read ({e})",
+                f"{ref.file.name} could not be read ({e})",
                 "The file is corrupt: delete it and download the model again",
             ) from e
-    fold_after_weights(model)
+        target = tensor_adapters.to_torch_dtype(dtype)
+        if tensor.dtype != target:
+            tensor = tensor.to(target)
+        return tensor_adapters.TorchTensor(tensor.contiguous(), init_name)
+
+    return load
+
+
+def _contiguous_on_write(model: Any) -> None:
+    """Make lazily transposed weights contiguous before they are written.
+
+    mobius folds Transpose(weight) into a lazy `.T` view; numpy writes a non-contiguous
+    array element by element (about 5x slower than a contiguous copy plus write). torch
+    makes the copy about 4x faster than numpy (blocked and multi-threaded).
+    """
+    import onnx_ir as ir
+
+    def contiguous(tensor: Any) -> Any:
+        import torch
+
+        array = tensor.numpy()
+        if not array.flags.c_contiguous:
+            array = torch.from_numpy(array).contiguous().numpy()
+        return ir.tensor(array, name=tensor.name)
+
+    for value in model.graph.initializers.values():
+        tensor = value.const_value
+        if isinstance(tensor, ir.LazyTensor):
+            value.const_value = ir.LazyTensor(
+                lambda t=tensor: contiguous(t),
+                dtype=tensor.dtype,
+                shape=tensor.shape,
+                name=tensor.name,
+            )
 
 
 def _shape(shape: Any) -> list[int] | None:

@@ -1,0 +1,125 @@
+"""Conversion speed and memory against `mobius build` and a plain copy of the same bytes.
+
+Builds synthetic Qwen2.5-VL checkpoints of increasing size (random weights, offline),
+then for each one measures, in fresh processes:
+  - copy:    `cp -r` of the checkpoint folder plus `sync` (the floor for moving the bytes);
+  - mmforge: `mmforge convert` (f32, CPU), a loadable and validated GenAI package;
+  - mobius:  `mobius build --config DIR --runtime ort-genai --ep cpu` (ONNX only).
+It prints wall time, peak RSS and the ratio to the copy. Run it by hand:
+
+    python benchmarks/convert.py [--sizes 50M,200M,800M] [--work /tmp/mmforge-bench]
+
+Targets (issue #3): peak memory grows with the largest component, not the whole model;
+conversion time within 3x of the copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SIZES = {
+    # name: (hidden, layers, intermediate, vision hidden, vision depth)
+    "50M": (512, 8, 1408, 256, 4),
+    "200M": (1024, 12, 2816, 512, 4),
+    "800M": (1536, 24, 4096, 768, 8),
+}
+VOCAB = 32000
+
+_MEASURE = (
+    "import resource, subprocess, sys, time\n"
+    "t = time.perf_counter()\n"
+    "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode\n"
+    "dt = time.perf_counter() - t\n"
+    "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+    "print(rc, dt, rss)\n"
+)
+
+
+def build_checkpoint(name: str, folder: Path) -> int:
+    """Write a synthetic Qwen2.5-VL checkpoint; returns its parameter count."""
+    from mmforge.backend.tiny import specs
+    from mmforge.backend.tiny.build import write_tiny
+
+    hidden, layers, inter, v_hidden, v_depth = SIZES[name]
+    base = specs.QWEN2_5_VL
+
+    def make_config(special: dict[str, int], vocab: int):  # noqa: ANN202
+        config = base.make_config(special, vocab)
+        t = config.text_config
+        t.hidden_size, t.num_hidden_layers, t.intermediate_size = hidden, layers, inter
+        t.num_attention_heads, t.num_key_value_heads = hidden // 64, max(1, hidden // 256)
+        t.vocab_size = VOCAB
+        t.rope_parameters["mrope_section"] = [8, 12, 12]
+        t.layer_types = ["full_attention"] * layers
+        t.max_window_layers = layers
+        v = config.vision_config
+        v.hidden_size, v.depth, v.intermediate_size = v_hidden, v_depth, v_hidden * 2
+        v.num_heads, v.out_hidden_size = v_hidden // 64, hidden
+        v.fullatt_block_indexes = [v_depth - 1]
+        return config
+
+    spec = dataclasses.replace(base, make_config=make_config)
+    write_tiny(spec, folder)
+    from mmforge.backend.checkpoint import local_tensors
+
+    return sum(t.numel for t in local_tensors(folder) or [])
+
+
+def measure(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (GB) of one command, run in a fresh child process."""
+    out = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True)
+    rc, seconds, rss_kb = out.stdout.split()
+    if rc != "0":
+        raise SystemExit(f"failed ({rc}): {' '.join(cmd)}\n{out.stderr[-2000:]}")
+    return float(seconds), int(rss_kb) / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="50M,200M,800M")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/mmforge-bench"))
+    parser.add_argument("--rounds", type=int, default=1, help="median over this many runs")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    mmforge = str(Path(sys.executable).with_name("mmforge"))
+    mobius = str(Path(sys.executable).with_name("mobius"))
+    rows = []
+    for name in args.sizes.split(","):
+        ck = args.work / f"qwen25vl-{name}"
+        t = time.perf_counter()
+        params = build_checkpoint(name, ck)
+        print(f"[{name}] built {params / 1e6:.0f}M parameters in {time.perf_counter() - t:.0f}s", flush=True)
+        gb = sum(p.stat().st_size for p in ck.glob("*.safetensors")) / 1e9
+        results: dict[str, list[tuple[float, float]]] = {"copy": [], "mmforge": [], "mobius": []}
+        for _ in range(args.rounds):
+            for tool, cmd, out in (
+                ("copy", ["sh", "-c", f"cp -r {ck} {args.work}/copy && sync"], args.work / "copy"),
+                ("mmforge", [mmforge, "convert", str(ck), "-o", str(args.work / "pkg")], args.work / "pkg"),
+                ("mobius", [mobius, "build", "--config", str(ck), "--runtime", "ort-genai", "--ep", "cpu",
+                            str(args.work / "mob")], args.work / "mob"),
+            ):
+                shutil.rmtree(out, ignore_errors=True)
+                subprocess.run(["sync"], check=False)
+                results[tool].append(measure(cmd))
+                shutil.rmtree(out, ignore_errors=True)
+        med = {k: sorted(v)[len(v) // 2] for k, v in results.items()}
+        rows.append((name, params, gb, med))
+        shutil.rmtree(ck, ignore_errors=True)
+    print()
+    print(f"{'size':>6} {'params':>8} {'GB':>6} | {'tool':>8} {'wall s':>8} {'x copy':>7} {'peak RSS GB':>12}")
+    for name, params, gb, med in rows:
+        base = med["copy"][0]
+        for tool in ("copy", "mmforge", "mobius"):
+            seconds, rss = med[tool]
+            print(f"{name:>6} {params / 1e6:>7.0f}M {gb:>6.2f} | {tool:>8} {seconds:>8.1f} "
+                  f"{seconds / base:>7.1f} {rss:>12.2f}")
+
+
+if __name__ == "__main__":
+    main()
