@@ -57,6 +57,29 @@ def quiet_library() -> Iterator[None]:
         log.debug("library output:\n%s", text[-4000:])
 
 
+def _deepstack_vision(module: Any) -> None:
+    """Qwen3-VL: the vision graph outputs [merged ‖ DeepStack level 1 ‖ … ‖ level K].
+
+    mobius computes the DeepStack mergers but its 3-model vision encoder returns only
+    the merged features. The runtime has one image_features tensor, so the K levels
+    travel as extra columns (see graph_fixes.qwen3_deepstack_* for the other ends).
+    """
+    from mobius.models.qwen_vl import Qwen3VLVisionEncoderModel
+
+    class DeepStackVisionEncoder(Qwen3VLVisionEncoderModel):  # type: ignore[misc]
+        def forward(self, op: Any, pixel_values: Any, image_grid_thw: Any) -> Any:
+            outputs = self.visual(op, hidden_states=pixel_values, grid_thw=image_grid_thw)
+            if isinstance(outputs, tuple) and len(outputs) > 1:
+                return op.Concat(*outputs, axis=-1)
+            return outputs[0] if isinstance(outputs, tuple) else outputs
+
+    module.vision_encoder.__class__ = DeepStackVisionEncoder
+
+
+# Adaptations of mobius modules, named by PackageSpec.module_patch.
+MODULE_PATCHES = {"qwen3_deepstack": _deepstack_vision}
+
+
 def build_graphs(folder: Path, family: Family, dtype: str, ep: str) -> BuiltGraphs:
     """Build the component graphs of a checkpoint, without weights.
 
@@ -92,6 +115,9 @@ def build_graphs(folder: Path, family: Family, dtype: str, ep: str) -> BuiltGrap
     try:
         with quiet_library():
             module = module_class(config)
+            patch = family.package.module_patch if family.package else None
+            if patch:
+                MODULE_PATCHES[patch](module)
             package = build_from_module(module, config, task, execution_provider=ep)
     except Exception as e:
         raise MmforgeError(

@@ -113,7 +113,7 @@ def genai_config(
     model["decoder"] = {
         "filename": ONNX_FILES["decoder"],
         "head_size": int(text.get("head_dim") or hidden // heads),
-        "hidden_size": hidden,
+        "hidden_size": hidden * spec.hidden_multiple(cfg),
         "num_attention_heads": heads,
         "num_hidden_layers": int(text.get("num_hidden_layers")),
         "num_key_value_heads": int(text.get("num_key_value_heads", heads)),

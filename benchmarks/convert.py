@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import shutil
 import subprocess
 import sys
@@ -34,10 +35,11 @@ VOCAB = 32000
 _MEASURE = (
     "import resource, subprocess, sys, time\n"
     "t = time.perf_counter()\n"
-    "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode\n"
+    "p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)\n"
     "dt = time.perf_counter() - t\n"
     "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-    "print(rc, dt, rss)\n"
+    "open(sys.argv[0] + '.out', 'wb').write(p.stdout)\n"
+    "print(p.returncode, dt, rss)\n"
 )
 
 
@@ -49,7 +51,7 @@ def build_checkpoint(name: str, folder: Path) -> int:
     hidden, layers, inter, v_hidden, v_depth = SIZES[name]
     base = specs.QWEN2_5_VL
 
-    def make_config(special: dict[str, int], vocab: int):  # noqa: ANN202
+    def make_config(special: dict[str, int], vocab: int):
         config = base.make_config(special, vocab)
         t = config.text_config
         t.hidden_size, t.num_hidden_layers, t.intermediate_size = hidden, layers, inter
@@ -71,13 +73,16 @@ def build_checkpoint(name: str, folder: Path) -> int:
     return sum(t.numel for t in local_tensors(folder) or [])
 
 
-def measure(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (GB) of one command, run in a fresh child process."""
-    out = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True)
+def measure(cmd: list[str], work: Path) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (GB) and stdout of one command, in a fresh child process."""
+    script = work / "measure.py"
+    script.write_text(_MEASURE)
+    out = subprocess.run([sys.executable, str(script), *cmd], capture_output=True, text=True)
     rc, seconds, rss_kb = out.stdout.split()
     if rc != "0":
         raise SystemExit(f"failed ({rc}): {' '.join(cmd)}\n{out.stderr[-2000:]}")
-    return float(seconds), int(rss_kb) / 1e6
+    stdout = Path(str(script) + ".out").read_text(errors="replace")
+    return float(seconds), int(rss_kb) / 1e6, stdout
 
 
 def main() -> None:
@@ -94,31 +99,67 @@ def main() -> None:
         ck = args.work / f"qwen25vl-{name}"
         t = time.perf_counter()
         params = build_checkpoint(name, ck)
-        print(f"[{name}] built {params / 1e6:.0f}M parameters in {time.perf_counter() - t:.0f}s", flush=True)
+        print(
+            f"[{name}] built {params / 1e6:.0f}M parameters in {time.perf_counter() - t:.0f}s",
+            flush=True,
+        )
         gb = sum(p.stat().st_size for p in ck.glob("*.safetensors")) / 1e9
         results: dict[str, list[tuple[float, float]]] = {"copy": [], "mmforge": [], "mobius": []}
+        inner: list[tuple[float, float]] = []  # mmforge without the runtime validation
         for _ in range(args.rounds):
             for tool, cmd, out in (
                 ("copy", ["sh", "-c", f"cp -r {ck} {args.work}/copy && sync"], args.work / "copy"),
-                ("mmforge", [mmforge, "convert", str(ck), "-o", str(args.work / "pkg")], args.work / "pkg"),
-                ("mobius", [mobius, "build", "--config", str(ck), "--runtime", "ort-genai", "--ep", "cpu",
-                            str(args.work / "mob")], args.work / "mob"),
+                (
+                    "mmforge",
+                    [mmforge, "convert", str(ck), "-o", str(args.work / "pkg"), "--json"],
+                    args.work / "pkg",
+                ),
+                (
+                    "mobius",
+                    [
+                        mobius,
+                        "build",
+                        "--config",
+                        str(ck),
+                        "--runtime",
+                        "ort-genai",
+                        "--ep",
+                        "cpu",
+                        str(args.work / "mob"),
+                    ],
+                    args.work / "mob",
+                ),
             ):
                 shutil.rmtree(out, ignore_errors=True)
                 subprocess.run(["sync"], check=False)
-                results[tool].append(measure(cmd))
+                seconds, rss, stdout = measure(cmd, args.work)
+                results[tool].append((seconds, rss))
+                if tool == "mmforge":
+                    manifest = json.loads(stdout)
+                    inner.append(
+                        (
+                            seconds - manifest["timings_s"]["validate"],
+                            manifest["peak_rss_mb"]["before_validation"] / 1e3,
+                        )
+                    )
                 shutil.rmtree(out, ignore_errors=True)
+        results["mmforge w/o validate"] = inner
         med = {k: sorted(v)[len(v) // 2] for k, v in results.items()}
         rows.append((name, params, gb, med))
         shutil.rmtree(ck, ignore_errors=True)
     print()
-    print(f"{'size':>6} {'params':>8} {'GB':>6} | {'tool':>8} {'wall s':>8} {'x copy':>7} {'peak RSS GB':>12}")
+    print(
+        f"{'size':>6} {'params':>8} {'GB':>6} | {'tool':>20} {'wall s':>8} {'x copy':>7}"
+        f" {'peak RSS GB':>12}"
+    )
     for name, params, gb, med in rows:
         base = med["copy"][0]
-        for tool in ("copy", "mmforge", "mobius"):
+        for tool in ("copy", "mmforge", "mmforge w/o validate", "mobius"):
             seconds, rss = med[tool]
-            print(f"{name:>6} {params / 1e6:>7.0f}M {gb:>6.2f} | {tool:>8} {seconds:>8.1f} "
-                  f"{seconds / base:>7.1f} {rss:>12.2f}")
+            print(
+                f"{name:>6} {params / 1e6:>7.0f}M {gb:>6.2f} | {tool:>20} {seconds:>8.1f} "
+                f"{seconds / base:>7.1f} {rss:>12.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -105,6 +105,10 @@ class PackageSpec:
             the component models and the config and returns a line for the manifest.
         rename_checkpoint: Maps a checkpoint tensor name to the layout the graph builder
             expects (transformers 5 saves some towers in a newer layout than the hub's).
+        module_patch: Name of an adaptation of the graph builder's module (graphs.py
+            MODULE_PATCHES), applied before the build.
+        hidden_multiple: The decoder takes inputs_embeds this many times the hidden size
+            wide (Qwen3-VL carries DeepStack levels as extra columns).
         fused_attention: Whether the graph builder's EP-specific attention fusion
             (GroupQueryAttention with built-in rotary) is right for this family; when not,
             the portable Attention + RotaryEmbedding graph is built instead.
@@ -118,6 +122,8 @@ class PackageSpec:
     graph_fixes: tuple[Callable[[dict[str, Any], Cfg], str], ...] = ()
     rename_checkpoint: Callable[[str], str] | None = None
     fused_attention: bool = True
+    module_patch: str | None = None
+    hidden_multiple: Callable[[Cfg], int] = lambda cfg: 1
     notes: tuple[str, ...] = ()
 
 
