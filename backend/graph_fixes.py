@@ -229,3 +229,124 @@ def text_embedding_without_features(models: dict[str, Any], cfg: Cfg) -> str | N
     if not changed:
         raise MmforgeError("The embedding graph has no placeholder replacement to guard")
     return "Embedding: placeholder ids keep their text embedding when no features are given"
+
+
+def qwen3_deepstack(models: dict[str, Any], cfg: Cfg) -> str:
+    """Qwen3-VL: carry the DeepStack levels from the vision encoder to the decoder.
+
+    ORT GenAI 0.18 passes one image_features tensor to the embedding and one
+    inputs_embeds tensor to the decoder. The vision graph (see graphs._deepstack_vision)
+    emits [merged ‖ level 1 ‖ … ‖ level K] per image token; the embedding writes all of
+    it at image positions and zeros in the extra columns at text positions; the decoder
+    uses the first H columns as embeddings and adds column block k after layer k-1, as
+    HF adds deepstack_visual_embeds[k-1] at image positions. decoder.hidden_size in
+    genai_config becomes (1 + K)·H; the KV cache is unaffected.
+    """
+    import onnx_ir as ir
+
+    levels = len(cfg.get("vision_config.deepstack_visual_indexes") or [])
+    hidden = int(cfg.text.get("hidden_size"))
+    layers = int(cfg.text.get("num_hidden_layers"))
+    if levels == 0:
+        return "Qwen3-VL without DeepStack levels"
+    if levels > layers:
+        raise MmforgeError(f"{levels} DeepStack levels for {layers} decoder layers")
+    wide = (1 + levels) * hidden
+    _widen_embedding(models["embedding"].graph, hidden, wide)
+    decoder = models["decoder"].graph
+    old = next(v for v in decoder.inputs if v.name == "inputs_embeds")
+    new = ir.Value(
+        name="inputs_embeds",
+        type=ir.TensorType(old.dtype),
+        shape=ir.Shape([old.shape[0], old.shape[1], wide]),
+    )
+    old.name = "inputs_embeds_main"
+    front = decoder.node(0)
+
+    def columns(start: int, stop: int) -> Any:
+        bounds = [
+            _const(decoder, f"mmforge_ds_{start}_{name}", np.array([v], dtype=np.int64))
+            for name, v in (("start", start), ("stop", stop), ("axis", 2))
+        ]
+        node = ir.node("Slice", inputs=[new, *bounds])
+        decoder.insert_before(front, node)  # depends only on the graph input
+        return node.outputs[0]
+
+    main = columns(0, hidden)
+    old.replace_all_uses_with(main)
+    decoder.inputs[decoder.inputs.index(old)] = new
+    skips = [n for n in decoder if n.op_type == "SkipSimplifiedLayerNormalization"]
+    for k in range(levels):
+        # The fused norm that opens layer k+1 (or the final norm) sums the residual
+        # stream with layer k's MLP output: adding level k+1 to that MLP output puts it
+        # into the residual stream exactly where HF adds it.
+        marker = f"layers.{k + 1}.input_layernorm" if k + 1 < layers else "model.norm"
+        opening = [n for n in skips if marker in n.outputs[0].name]
+        if len(opening) != 1:
+            raise MmforgeError("The Qwen3-VL decoder has an unexpected layer structure")
+        level = columns((k + 1) * hidden, (k + 2) * hidden)
+        add = ir.node("Add", inputs=[opening[0].inputs[1], level])
+        decoder.insert_before(opening[0], add)
+        opening[0].replace_input_with(1, add.outputs[0])
+    return f"Qwen3-VL DeepStack: {levels} levels carried as extra embedding columns"
+
+
+def _widen_embedding(graph: Any, hidden: int, wide: int) -> None:
+    """Take [N, wide] image features and output [B, S, wide] embeddings."""
+    import onnx_ir as ir
+
+    features = next(v for v in graph.inputs if v.name == "image_features")
+    features.shape = ir.Shape([features.shape[0], wide])
+    where = [n for n in graph if n.op_type == "Where"]
+    concat = [n for n in graph if n.op_type == "Concat" and n.inputs[0] is features]
+    if len(where) != 1 or len(concat) != 1 or concat[0].inputs[1].const_value is None:
+        raise MmforgeError("The Qwen3-VL embedding graph has an unexpected form")
+    zero_row = concat[0].inputs[1]
+    zero_row.const_value = ir.tensor(np.zeros((1, wide), dtype=zero_row.const_value.numpy().dtype))
+    zero_row.shape = ir.Shape([1, wide])
+    text = where[0].inputs[2]
+    zeros = ir.node(
+        "ConstantOfShape",
+        inputs=[
+            ir.node(
+                "Concat",
+                inputs=[
+                    ir.node("Shape", inputs=[text], attributes={"start": 0, "end": 2}).outputs[0],
+                    _const(graph, "mmforge_ds_extra", np.array([wide - hidden], dtype=np.int64)),
+                ],
+                attributes={"axis": 0},
+            ).outputs[0]
+        ],
+        attributes={"value": ir.tensor(np.zeros(1, dtype=zero_row.const_value.numpy().dtype))},
+    )
+    padded = ir.node("Concat", inputs=[text, zeros.outputs[0]], attributes={"axis": 2})
+    for node in [*_producers_chain(zeros), padded]:
+        graph.insert_before(where[0], node)
+    where[0].replace_input_with(2, padded.outputs[0])
+    graph.outputs[0].shape = ir.Shape([graph.outputs[0].shape[0], graph.outputs[0].shape[1], wide])
+    # Shapes recorded at build time still say `hidden` wide; ORT plans buffers by them.
+    for node in graph:
+        for value in node.outputs:
+            if not value.is_graph_output():
+                value.shape = None
+
+
+def _producers_chain(node: Any) -> list[Any]:
+    """The not-yet-inserted producer nodes of `node`, in dependency order, then `node`."""
+    chain: list[Any] = []
+    for value in node.inputs:
+        producer = value.producer() if value is not None else None
+        if producer is not None and producer.graph is None:
+            chain.extend(_producers_chain(producer))
+    chain.append(node)
+    return chain
+
+
+def _const(graph: Any, name: str, array: np.ndarray) -> Any:
+    import onnx_ir as ir
+
+    if name in graph.initializers:
+        return graph.initializers[name]
+    value = ir.Value(name=name, const_value=ir.tensor(array, name=name))
+    graph.register_initializer(value)
+    return value

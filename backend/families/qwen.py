@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from mmforge.backend.families._base import (
@@ -183,6 +184,32 @@ QWEN2_5_VL = Family(
     ),
 )
 
+
+def _deepstack_levels(cfg: Cfg) -> int:
+    return len(cfg.get("vision_config.deepstack_visual_indexes") or [])
+
+
+def _qwen3_hub_layout(name: str) -> str:
+    # The untied LM head sits at the top level; mobius looks for it under the language
+    # model (mobius 0.1 otherwise leaves decoder.lm_head.weight without weights).
+    return "model.language_model.lm_head.weight" if name == "lm_head.weight" else name
+
+
+def _fix_deepstack(models: dict[str, Any], cfg: Cfg) -> str:
+    from mmforge.backend.graph_fixes import qwen3_deepstack
+
+    return qwen3_deepstack(models, cfg)
+
+
+QWEN3_PACKAGE = dataclasses.replace(
+    QWEN_PACKAGE,
+    graph_fixes=(_fix_deepstack,),
+    module_patch="qwen3_deepstack",
+    hidden_multiple=lambda cfg: 1 + _deepstack_levels(cfg),
+    rename_checkpoint=_qwen3_hub_layout,
+    fused_attention=False,
+)
+
 QWEN3_VL = Family(
     key="qwen3_vl",
     name="Qwen3-VL",
@@ -193,6 +220,7 @@ QWEN3_VL = Family(
     token_ids=_qwen_tokens,
     image_tokens=_qwen_image_tokens,
     runtime_token_strings=QWEN_STRINGS,
+    package=QWEN3_PACKAGE,
     notes=(
         "The runtime has no DeepStack: the vision output carries the DeepStack levels as "
         "extra feature slots and the decoder adds them after the first layers.",

@@ -15,7 +15,7 @@ from mmforge.backend.errors import Cancelled, MmforgeError
 from mmforge.backend.jobs import JobContext, Progress
 from mmforge.backend.runtime import Runtime
 
-CONVERTIBLE = ["qwen2_5_vl", "mistral3", "gemma3"]
+CONVERTIBLE = ["qwen2_5_vl", "qwen3_vl", "mistral3", "gemma3"]
 _packages: dict[tuple[str, str], Path] = {}
 
 
@@ -91,12 +91,13 @@ def _assert_same_pixels_and_channel_order(ort_pixels, hf_pixels, channel_axis):
     assert abs(ort_pixels - swapped).mean() > 0.1
 
 
-def test_qwen_preprocessing_matches_the_hf_processor(tiny, package):
-    messages, inputs = _runtime_inputs(package("qwen2_5_vl"))
-    ref = hf_reference.prepare(tiny("qwen2_5_vl"), messages, [_probe()])
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl"])
+def test_qwen_preprocessing_matches_the_hf_processor(tiny, package, family):
+    messages, inputs = _runtime_inputs(package(family))
+    ref = hf_reference.prepare(tiny(family), messages, [_probe()])
     assert inputs.input_ids == ref.input_ids
     assert (inputs.arrays["image_grid_thw"] == ref.tensors["image_grid_thw"].numpy()).all()
-    # Each flattened patch is (channel 3, temporal 2, 14, 14), channel outermost.
+    # Each flattened patch is (channel 3, temporal 2, patch, patch), channel outermost.
     n = ref.tensors["pixel_values"].shape[0]
     _assert_same_pixels_and_channel_order(
         inputs.arrays["pixel_values"].reshape(n, 3, -1),
@@ -247,3 +248,17 @@ def test_f16_and_int4_packages_load_and_generate(package, family, dtype):
     inputs = rt.process(rt.prompt(messages), images=[resources.probe_image()])
     tokens = rt.greedy(inputs, 16)
     assert len(tokens) >= 1 and all(0 <= t < 100_000 for t in tokens)
+
+
+def test_qwen3_deepstack_travels_as_extra_columns(package):
+    import onnx
+
+    folder = package("qwen3_vl")
+    config = json.loads((folder / "genai_config.json").read_text())["model"]
+    # Two DeepStack levels: the decoder takes 3 x 64 columns; the KV cache keeps head 16.
+    assert config["decoder"]["hidden_size"] == 192 and config["decoder"]["head_size"] == 16
+    vision = onnx.load(str(folder / "vision.onnx"), load_external_data=False)
+    assert vision.graph.output[0].type.tensor_type.shape.dim[1].dim_value == 192
+    report = json.loads((folder / "weights_report.json").read_text())
+    assert report["summary"]["unused"] == 0  # the DeepStack mergers are used
+    assert any("deepstack_merger_list" in m["checkpoint"] for m in report["mapped"])
