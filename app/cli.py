@@ -79,7 +79,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_convert)
 
-    p = sub.add_parser("demo", help="build the offline demo checkpoint and inspect it")
+    p = sub.add_parser("demo", help="build the offline demo checkpoint, inspect and convert it")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=_cmd_demo)
 
@@ -175,19 +175,37 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from platformdirs import user_data_dir
+
+    from mmforge.backend.convert import convert
     from mmforge.backend.inspect import inspect_source
     from mmforge.backend.jobs import JobContext
     from mmforge.backend.tiny.demo import demo_checkpoint
 
     folder = demo_checkpoint()
-    profile = inspect_source(str(folder), JobContext(on_progress=_progress_printer()))
-    _emit_profile(profile, as_json=args.json)
-    if not args.json:
+    ctx = JobContext(on_progress=_progress_printer())
+    profile = inspect_source(str(folder), ctx)
+    out = Path(user_data_dir("mmforge", appauthor=False)) / "packages" / "demo-qwen2_5_vl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    manifest = convert(str(folder), out, ctx)
+    if args.json:
         print(
-            "\nThis is the built-in demo: a tiny random-weight model, built offline. It talks "
-            "nonsense by design;\nit lets the whole flow run with no network. Conversion, "
-            "verify and chat are not built yet in this version."
+            json.dumps(
+                {"profile": profile.to_dict(), "package": str(out), "manifest": manifest.to_dict()},
+                indent=2,
+            )
         )
+        return 0
+    print(render_profile(profile))
+    print(
+        f"\nConverted to {out}: {' + '.join(manifest.components)}; ONNX Runtime GenAI "
+        f"loads it and generates."
+    )
+    print(
+        "\nThis is the built-in demo: a tiny random-weight model, built offline. It talks "
+        "nonsense by design;\nit lets the whole flow run with no network. Verify and chat "
+        "are not built yet in this version."
+    )
     return 0
 
 

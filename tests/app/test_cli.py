@@ -109,14 +109,21 @@ def test_stages_not_built_yet_say_so(capsys):
 
 
 def test_the_installed_script_runs_demo_offline(tmp_path):
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "HF_HUB_OFFLINE": "1",
+    }
     script = Path(sys.executable).with_name("mmforge")
     proc = subprocess.run(
         [str(script), "demo", "--json"], env=env, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert data["family_key"] == "qwen2_5_vl" and data["runnable"]
+    assert data["profile"]["family_key"] == "qwen2_5_vl" and data["profile"]["runnable"]
+    assert data["manifest"]["validation"]["image_tokens"] > 0
+    assert (Path(data["package"]) / "genai_config.json").is_file()
     bad = subprocess.run(
         [str(script), "inspect", str(tmp_path / "missing")],
         env=env,
