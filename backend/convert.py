@@ -22,7 +22,12 @@ from typing import Any
 
 from mmforge.backend import families
 from mmforge.backend.errors import MmforgeError
-from mmforge.backend.inspect import load_config, profile_folder, read_preprocessor
+from mmforge.backend.inspect import (
+    load_config,
+    profile_folder,
+    read_audio_preprocessor,
+    read_preprocessor,
+)
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.source import read_json, resolve
 
@@ -199,6 +204,11 @@ def _build_into(
         package.write_json(
             staging / package.PROCESSOR_FILE, family.package.processor_json(cfg, pre)
         )
+        if "audio_encoder" in io_names and family.package.audio_processor_json is not None:
+            package.write_json(
+                staging / package.AUDIO_PROCESSOR_FILE,
+                family.package.audio_processor_json(cfg, read_audio_preprocessor(folder)),
+            )
         package.write_tokenizer(folder, staging)
         package.write_json(staging / "weights_report.json", plan.report.to_dict())
         ctx.report("package", 1, 1)

@@ -196,14 +196,14 @@ def text_embedding_without_features(models: dict[str, Any], cfg: Cfg) -> str | N
 
     mobius's InputMixer writes zero vectors at every placeholder id when the feature input
     is empty, as on every decode step. HF replaces placeholders only when pixel values
-    are given, so a generated placeholder token embeds as text there. The replacement
-    condition gets "and there are features" added.
+    (or audio) are given, so a generated placeholder token embeds as text there. Each
+    replacement condition gets "and its feature input is not empty" added.
     """
     import onnx_ir as ir
 
     graph = models["embedding"].graph
-    features = {v.name: v for v in graph.inputs}.get("image_features")
-    if features is None:
+    feature_inputs = {v.name: v for v in graph.inputs if v.name.endswith("_features")}
+    if not feature_inputs:
         return None
     changed = 0
     for where in [n for n in graph if n.op_type == "Where"]:
@@ -214,12 +214,11 @@ def text_embedding_without_features(models: dict[str, Any], cfg: Cfg) -> str | N
             continue
         if source.op_type != "Equal" or source.inputs[0].name != "input_ids":
             continue
+        features = _feature_source(where.inputs[1], feature_inputs)
+        if features is None:
+            raise MmforgeError("An embedding replacement draws from no known feature input")
         count = ir.node("Shape", inputs=[features], attributes={"start": 0, "end": 1})
-        zero = ir.Value(
-            name=f"mmforge_zero_{changed}",
-            const_value=ir.tensor(np.array([0], dtype=np.int64)),
-        )
-        graph.register_initializer(zero)
+        zero = _const(graph, "mmforge_zero", np.array([0], dtype=np.int64))
         has = ir.node("Greater", inputs=[count.outputs[0], zero])
         both = ir.node("And", inputs=[condition, has.outputs[0]])
         for node in (count, has, both):
@@ -229,6 +228,22 @@ def text_embedding_without_features(models: dict[str, Any], cfg: Cfg) -> str | N
     if not changed:
         raise MmforgeError("The embedding graph has no placeholder replacement to guard")
     return "Embedding: placeholder ids keep their text embedding when no features are given"
+
+
+def _feature_source(value: Any, inputs: dict[str, Any], depth: int = 0) -> Any:
+    """The feature graph input that `value` is computed from (breadth-limited search)."""
+    if value is None or depth > 6:
+        return None
+    if value.name in inputs and value.producer() is None:
+        return value
+    producer = value.producer()
+    if producer is None:
+        return None
+    for source in producer.inputs:
+        found = _feature_source(source, inputs, depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def qwen3_deepstack(models: dict[str, Any], cfg: Cfg) -> str:

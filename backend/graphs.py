@@ -76,6 +76,30 @@ def _deepstack_vision(module: Any) -> None:
     module.vision_encoder.__class__ = DeepStackVisionEncoder
 
 
+def _flat_head_dims(hf_config: Any) -> None:
+    """Gemma 4: give mobius the flat `global_head_dim` it reads.
+
+    transformers 5 moves the global layers' head size into `per_layer_config` and makes
+    `head_dim` raise AmbiguousGlobalPerLayerAttributeError when read globally.
+    """
+    audio = getattr(hf_config, "audio_config", None)
+    if audio is not None and getattr(audio, "num_attention_heads", 8) != 8:
+        raise MmforgeError(
+            f"This Gemma 4 audio encoder has {audio.num_attention_heads} attention heads",
+            "The graph builder (mobius 0.1) supports the released layout with 8",
+        )
+    text = getattr(hf_config, "text_config", hf_config)
+    text.allow_global_per_layer_attribute_access = True
+    per_layer = text.to_dict().get("per_layer_config") or {}
+    sizes = {v["head_dim"] for v in per_layer.values() if isinstance(v, dict) and "head_dim" in v}
+    if len(sizes) > 1:
+        raise MmforgeError(f"Several global head sizes in per_layer_config: {sorted(sizes)}")
+    object.__setattr__(text, "global_head_dim", sizes.pop() if sizes else text.head_dim)
+
+
+# Config normalisations before the build, named by PackageSpec.config_patch.
+CONFIG_PATCHES = {"gemma4_flat_head_dims": _flat_head_dims}
+
 # Adaptations of mobius modules, named by PackageSpec.module_patch.
 MODULE_PATCHES = {"qwen3_deepstack": _deepstack_vision}
 
@@ -101,6 +125,8 @@ def build_graphs(folder: Path, family: Family, dtype: str, ep: str) -> BuiltGrap
         from mobius._registry import registry
 
     hf_config = transformers.AutoConfig.from_pretrained(folder)
+    if family.package and family.package.config_patch:
+        CONFIG_PATCHES[family.package.config_patch](hf_config)
     model_type = hf_config.model_type
     if model_type not in registry:
         raise MmforgeError(

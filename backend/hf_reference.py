@@ -372,11 +372,32 @@ def _gemma3_from_runtime(
     result.tensors["token_type_ids"] = (ids == int(cfg.get("image_token_index"))).long()
 
 
+def _gemma4_from_runtime(
+    cfg: families.Cfg, arrays: dict[str, Any], result: ReferenceInputs
+) -> None:
+    import torch
+
+    if "pixel_values" in arrays:
+        result.tensors["pixel_values"] = torch.from_numpy(arrays["pixel_values"].astype("float32"))
+        result.tensors["image_position_ids"] = torch.from_numpy(
+            arrays["pixel_position_ids"].astype("int64")
+        )
+    if "audio_embeds" in arrays:
+        result.tensors["input_features"] = torch.from_numpy(
+            arrays["audio_embeds"].astype("float32")
+        )
+        result.tensors["input_features_mask"] = torch.from_numpy(
+            arrays["audio_attention_mask"].astype(bool)
+        )
+    result.tensors["mm_token_type_ids"] = _token_types(result, cfg)
+
+
 _FROM_RUNTIME: dict[str, Callable[[families.Cfg, dict[str, Any], ReferenceInputs], None]] = {
     "qwen2_5_vl": _qwen_from_runtime,
     "qwen3_vl": _qwen_from_runtime,
     "mistral3": _pixtral_from_runtime,
     "gemma3": _gemma3_from_runtime,
+    "gemma4": _gemma4_from_runtime,
 }
 
 

@@ -250,6 +250,19 @@ def read_preprocessor(folder: Path) -> Cfg:
     return Cfg({})
 
 
+def read_audio_preprocessor(folder: Path) -> Cfg:
+    """The audio feature extractor settings (processor_config.json's feature_extractor)."""
+    proc = folder / "processor_config.json"
+    if proc.is_file():
+        found = Cfg(read_json(proc, "model")).sub("feature_extractor")
+        if found.data:
+            return found
+    pre = folder / "preprocessor_config.json"
+    if pre.is_file() and "feature_extractor_type" in read_json(pre, "model"):
+        return Cfg(read_json(pre, "model"))
+    return Cfg({})
+
+
 def profile_folder(
     resolved: ResolvedSource, *, trust_remote_code: bool = False, token: str | None = None
 ) -> Profile:

@@ -28,6 +28,7 @@ ONNX_FILES = {
     "decoder": "decoder.onnx",
 }
 PROCESSOR_FILE = "processor_config.json"
+AUDIO_PROCESSOR_FILE = "audio_processor_config.json"
 TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -124,8 +125,18 @@ def genai_config(
         "inputs": _pick(
             graphs["embedding"].inputs, ("input_ids", "image_features", "audio_features")
         ),
-        "outputs": {"inputs_embeds": "inputs_embeds"},
+        "outputs": _pick(graphs["embedding"].outputs, ("inputs_embeds", "per_layer_inputs")),
     }
+    if "audio_encoder" in graphs:
+        absent = set(spec.speech_inputs.values()) - set(graphs["audio_encoder"].inputs)
+        if absent or not spec.speech_inputs:
+            raise MmforgeError(f"The audio graph lacks the inputs {sorted(absent)}")
+        model["speech"] = {
+            "filename": ONNX_FILES["audio_encoder"],
+            "config_filename": AUDIO_PROCESSOR_FILE,
+            "inputs": dict(spec.speech_inputs),
+            "outputs": {"audio_features": graphs["audio_encoder"].outputs[0]},
+        }
     if "vision_encoder" in graphs:
         absent = set(spec.vision_inputs.values()) - set(graphs["vision_encoder"].inputs)
         if absent:
@@ -146,7 +157,15 @@ def _decoder_io(decoder: GraphIO) -> dict[str, Any]:
         if needed not in names:
             raise MmforgeError(f"The decoder graph has no {needed} input")
     inputs: dict[str, str] = {
-        n: n for n in ("inputs_embeds", "attention_mask", "position_ids", "input_ids") if n in names
+        n: n
+        for n in (
+            "inputs_embeds",
+            "attention_mask",
+            "position_ids",
+            "input_ids",
+            "per_layer_inputs",
+        )
+        if n in names
     }
     inputs["past_key_names"] = "past_key_values.%d.key"
     inputs["past_value_names"] = "past_key_values.%d.value"

@@ -101,12 +101,17 @@ class PackageSpec:
         vision_fields: Extra `model.vision.*` keys (patch and merge sizes, ...).
         vision_inputs: `model.vision.inputs` (runtime name to graph input name).
         processor_json: The image processor JSON from config and preprocessor config.
+        speech_inputs: `model.speech.inputs` (runtime name to graph input name), for
+            families with an audio encoder.
+        audio_processor_json: The audio feature extraction JSON, for those families.
         graph_fixes: Surgery applied to the built graphs (see graph_fixes.py); each takes
             the component models and the config and returns a line for the manifest.
         rename_checkpoint: Maps a checkpoint tensor name to the layout the graph builder
             expects (transformers 5 saves some towers in a newer layout than the hub's).
         module_patch: Name of an adaptation of the graph builder's module (graphs.py
             MODULE_PATCHES), applied before the build.
+        config_patch: Name of a config normalisation (graphs.py CONFIG_PATCHES) applied
+            to the transformers config before the build.
         hidden_multiple: The decoder takes inputs_embeds this many times the hidden size
             wide (Qwen3-VL carries DeepStack levels as extra columns).
         fused_attention: Whether the graph builder's EP-specific attention fusion
@@ -119,10 +124,13 @@ class PackageSpec:
     vision_fields: Callable[[Cfg, Cfg], dict[str, Any]]
     vision_inputs: dict[str, str]
     processor_json: Callable[[Cfg, Cfg], dict[str, Any]]
+    speech_inputs: dict[str, str] = field(default_factory=dict)
+    audio_processor_json: Callable[[Cfg, Cfg], dict[str, Any]] | None = None
     graph_fixes: tuple[Callable[[dict[str, Any], Cfg], str], ...] = ()
     rename_checkpoint: Callable[[str], str] | None = None
     fused_attention: bool = True
     module_patch: str | None = None
+    config_patch: str | None = None
     hidden_multiple: Callable[[Cfg], int] = lambda cfg: 1
     notes: tuple[str, ...] = ()
 

@@ -166,6 +166,85 @@ def _gemma4_image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     )
 
 
+def _gemma4_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    """The runtime's Gemma 4 transform (resize, patchify, position ids) in one op."""
+    return {
+        "processor": {
+            "name": "gemma4_image_processor",
+            "transforms": [
+                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
+                processor_op(
+                    "gemma4_image_transform",
+                    "Gemma4ImageTransform",
+                    {
+                        "patch_size": int(
+                            pre.get("patch_size", cfg.get("vision_config.patch_size", 16))
+                        ),
+                        "max_soft_tokens": int(pre.get("max_soft_tokens", 280)),
+                        "pooling_kernel_size": int(
+                            pre.get(
+                                "pooling_kernel_size",
+                                cfg.get("vision_config.pooling_kernel_size", 3),
+                            )
+                        ),
+                    },
+                ),
+            ],
+        }
+    }
+
+
+def _gemma4_audio_processor(cfg: Cfg, audio: Cfg) -> dict[str, Any]:
+    """Gemma4LogMel with the checkpoint's feature extractor settings."""
+    rate = int(audio.get("sampling_rate", 16000))
+    return {
+        "feature_extraction": {
+            "sequence": [
+                processor_op("audio_decoder", "AudioDecoder"),
+                processor_op(
+                    "gemma4_log_mel",
+                    "Gemma4LogMel",
+                    {
+                        "feature_size": int(audio.get("feature_size", 128)),
+                        "sampling_rate": rate,
+                        "frame_length_ms": 1000.0 * int(audio.get("frame_length", 320)) / rate,
+                        "hop_length_ms": 1000.0 * int(audio.get("hop_length", 160)) / rate,
+                        "min_frequency": float(audio.get("min_frequency", 0.0)),
+                        "max_frequency": float(audio.get("max_frequency", rate / 2)),
+                        "preemphasis": float(audio.get("preemphasis", 0.0)),
+                        "preemphasis_htk_flavor": int(
+                            bool(audio.get("preemphasis_htk_flavor", True))
+                        ),
+                        "fft_overdrive": int(bool(audio.get("fft_overdrive", False))),
+                        "mel_floor": float(audio.get("mel_floor", 0.001)),
+                    },
+                ),
+            ]
+        }
+    }
+
+
+GEMMA4_PACKAGE = PackageSpec(
+    model_fields=lambda cfg: ids(
+        cfg,
+        image_token_id="image_token_id",
+        audio_token_id="audio_token_id",
+        boa_token_id="boa_token_id",
+    ),
+    vision_fields=lambda cfg, pre: {},
+    vision_inputs={"pixel_values": "pixel_values", "pixel_position_ids": "pixel_position_ids"},
+    processor_json=_gemma4_processor,
+    speech_inputs={"audio_embeds": "input_features", "attention_mask": "input_features_mask"},
+    audio_processor_json=_gemma4_audio_processor,
+    config_patch="gemma4_flat_head_dims",
+    fused_attention=False,
+    notes=(
+        "genai_config gets a flat global head size (transformers 5 keeps it in "
+        "per_layer_config) and per_layer_inputs in embedding outputs and decoder inputs.",
+        "Built without mobius's GroupQueryAttention fusion, as for Gemma 3.",
+    ),
+)
+
 GEMMA4 = Family(
     key="gemma4",
     name="Gemma 4",
@@ -186,6 +265,7 @@ GEMMA4 = Family(
     image_tokens=_gemma4_image_tokens,
     has_vision=lambda cfg: cfg.has("vision_config"),
     has_audio=lambda cfg: cfg.has("audio_config"),
+    package=GEMMA4_PACKAGE,
     runtime_token_strings=(
         "<|image>",
         "<|image|>",

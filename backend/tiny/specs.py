@@ -371,7 +371,7 @@ def _gemma4_config(s: dict[str, int], vocab: int) -> Any:
     audio = {
         "hidden_size": 32,
         "num_hidden_layers": 2,
-        "num_attention_heads": 2,
+        "num_attention_heads": 8,  # as released Gemma 4 (mobius 0.1 assumes 8)
         "subsampling_conv_channels": [128, 8],  # HF ties channel 0 to the 128 mel bins
         "conv_kernel_size": 5,
         "attention_chunk_size": 12,

@@ -15,7 +15,7 @@ from mmforge.backend.errors import Cancelled, MmforgeError
 from mmforge.backend.jobs import JobContext, Progress
 from mmforge.backend.runtime import Runtime
 
-CONVERTIBLE = ["qwen2_5_vl", "qwen3_vl", "mistral3", "gemma3"]
+CONVERTIBLE = ["qwen2_5_vl", "qwen3_vl", "mistral3", "gemma3", "gemma4"]
 _packages: dict[tuple[str, str], Path] = {}
 
 
@@ -46,6 +46,23 @@ def test_package_generates_the_same_32_greedy_tokens_as_transformers(tiny, packa
     ref = hf_reference.from_runtime(tiny(family), inputs.prompt, inputs.arrays)
     hf_tokens = hf_reference.greedy_generate(model, ref, 32)
     assert len(set(hf_tokens)) >= 4, "the reference is degenerate; the test would prove nothing"
+    assert ort_tokens == hf_tokens
+
+
+@pytest.mark.parametrize("family,n_images,n_audios", [("gemma4", 0, 1), ("gemma4", 1, 1)])
+def test_audio_generation_matches_transformers(tiny, package, family, n_images, n_audios):
+    rt = Runtime(package(family))
+    messages = hf_reference.messages_for("Describe this.", n_images=n_images, n_audios=n_audios)
+    inputs = rt.process(
+        rt.prompt(messages),
+        images=[resources.probe_image()] * n_images,
+        audios=[resources.probe_audio()] * n_audios,
+    )
+    assert "audio_embeds" in inputs.arrays
+    ort_tokens = rt.greedy(inputs, 32)
+    ref = hf_reference.from_runtime(tiny(family), inputs.prompt, inputs.arrays)
+    hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(tiny(family)), ref, 32)
+    assert len(set(hf_tokens)) >= 4
     assert ort_tokens == hf_tokens
 
 
@@ -129,6 +146,44 @@ def test_gemma3_preprocessing_matches_the_hf_processor(tiny, package):
     _assert_same_pixels_and_channel_order(
         inputs.arrays["pixel_values"], ref.tensors["pixel_values"].numpy(), channel_axis=1
     )
+
+
+def test_gemma4_preprocessing_matches_hf(tiny, package):
+    import numpy as np
+    import soundfile as sf
+
+    rt = Runtime(package("gemma4"))
+    messages = hf_reference.messages_for("Describe this.", n_images=1, n_audios=1)
+    inputs = rt.process(
+        rt.prompt(messages), images=[resources.probe_image()], audios=[resources.probe_audio()]
+    )
+    samples, rate = sf.read(resources.probe_audio(), dtype="float32")
+    ref = hf_reference.prepare(tiny("gemma4"), messages, [_probe()], [(samples, rate)])
+    # Same patches at the same positions; HF pads to the maximum patch count.
+    positions = ref.tensors["image_position_ids"].numpy()[0]
+    valid = int((positions[:, 0] >= 0).sum())
+    assert inputs.arrays["pixel_values"].shape[1] == valid
+    assert (inputs.arrays["pixel_position_ids"][0] == positions[:valid]).all()
+    hf_pixels = ref.tensors["pixel_values"].numpy()[0, :valid]
+    diff = abs(inputs.arrays["pixel_values"][0] - hf_pixels)
+    # The runtime's resize differs slightly from HF's (documented): bounded, rare.
+    assert diff.mean() < 3e-3 and diff.max() < 0.25
+    # Each patch is (16, 16, 3) channel-last: red/blue swapped would differ strongly.
+    as_rgb = lambda a: a.reshape(-1, 256, 3)  # noqa: E731
+    swapped = as_rgb(hf_pixels)[..., ::-1]
+    assert abs(as_rgb(inputs.arrays["pixel_values"][0]) - swapped).mean() > 0.05
+    # Log-mel features agree on every frame the runtime produced.
+    ort_audio = inputs.arrays["audio_embeds"][0]
+    hf_audio = ref.tensors["input_features"].numpy()[0, : ort_audio.shape[0]]
+    assert np.abs(ort_audio - hf_audio).max() < 1e-4
+    assert int(inputs.arrays["audio_attention_mask"].sum()) == int(
+        ref.tensors["input_features_mask"].sum()
+    )
+    # The runtime wraps each image and audio sequence in "\n\n" (HF does not); the
+    # placeholder counts agree.
+    ids = json.loads((package("gemma4") / "genai_config.json").read_text())["model"]
+    for name in ("image_token_id", "audio_token_id"):
+        assert inputs.input_ids.count(ids[name]) == ref.input_ids.count(ids[name]) > 0
 
 
 def test_manifest_and_weight_report(package):
