@@ -77,19 +77,88 @@ class TensorRef:
     """A checkpoint tensor known by its header: name, shape and dtype, no data.
 
     It stands in for the tensor while the graph builder renames the state dict, so the
-    renames cost nothing; `load` reads the data when its component is written.
+    renames cost nothing. Shape-only operations the builder applies (slicing a fused
+    QKV weight, squeezing a batch axis) are recorded and replayed when the tensor is
+    read, one tensor at a time, as its component is written.
     """
 
-    def __init__(self, name: str, shape: tuple[int, ...], dtype: str, file: Path):
+    _LAZY_OPS = ("squeeze", "unsqueeze", "reshape", "view", "t", "transpose", "contiguous", "chunk")
+
+    def __init__(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        dtype: str | Any,
+        file: Path,
+        ops: tuple[tuple[str, tuple[Any, ...]], ...] = (),
+    ):
         import torch
 
         self.name = name
         self.shape = torch.Size(shape)
-        self.dtype = getattr(torch, _TORCH_DTYPES.get(dtype, "float32"))
+        self.dtype = (
+            getattr(torch, _TORCH_DTYPES.get(dtype, "float32")) if isinstance(dtype, str) else dtype
+        )
         self.file = file
+        self.ops = ops
 
     def __repr__(self) -> str:
         return f"TensorRef({self.name}, {list(self.shape)})"
+
+    def dim(self) -> int:
+        """Number of axes."""
+        return len(self.shape)
+
+    def size(self, axis: int | None = None) -> Any:
+        """The shape, or one of its sizes."""
+        return self.shape if axis is None else self.shape[axis]
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return len(self.shape)
+
+    def _derive(self, op: str, args: tuple[Any, ...]) -> Any:
+        import torch
+
+        meta = torch.empty(self.shape, device="meta", dtype=self.dtype)
+        out = meta[args[0]] if op == "__getitem__" else getattr(meta, op)(*args)
+        if isinstance(out, tuple):  # chunk
+            return tuple(
+                TensorRef(
+                    self.name,
+                    tuple(o.shape),
+                    self.dtype,
+                    self.file,
+                    (*self.ops, (op, args), ("__pick__", (i,))),
+                )
+                for i, o in enumerate(out)
+            )
+        return TensorRef(
+            self.name, tuple(out.shape), self.dtype, self.file, (*self.ops, (op, args))
+        )
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._derive("__getitem__", (key,))
+
+    def __getattr__(self, op: str) -> Any:
+        if op in TensorRef._LAZY_OPS:
+            return lambda *args: self._derive(op, args)
+        raise AttributeError(op)
+
+    def read(self, header: dict[str, Any]) -> Any:
+        """The tensor's data, read from its file, with the recorded operations applied."""
+        from mmforge.backend.checkpoint import read_tensor
+
+        tensor: Any = read_tensor(self.file, self.name, header)
+        for op, args in self.ops:
+            if op == "__getitem__":
+                tensor = tensor[args[0]]
+            elif op == "__pick__":
+                tensor = tensor[args[0]]
+            else:
+                tensor = getattr(tensor, op)(*args)
+        return tensor
 
 
 @dataclass
@@ -257,10 +326,8 @@ def _loader(
     def load() -> Any:
         from onnx_ir import tensor_adapters
 
-        from mmforge.backend.checkpoint import read_tensor
-
         try:
-            tensor = read_tensor(ref.file, ref.name, header)
+            tensor = ref.read(header)
         except (OSError, ValueError) as e:
             raise MmforgeError(
                 f"{ref.file.name} could not be read ({e})",
