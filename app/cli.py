@@ -165,7 +165,13 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     print(f"  size         {_size(total)} in {len(manifest.files)} files")
     w = manifest.weights
     print(f"  weights      {w['mapped']} mapped, {w['unused']} unused, 0 missing")
-    print(f"  runtime      runs; {manifest.validation['image_tokens']} image tokens for the probe")
+    if manifest.validation["ep"].startswith("not run"):
+        print("  runtime      NOT RUN: this machine has no CUDA device (config and graphs checked)")
+    else:
+        print(
+            f"  runtime      runs on {manifest.validation['ep']}; "
+            f"{manifest.validation['image_tokens']} image tokens for the probe"
+        )
     stages: dict[str, float] = {}
     for name, seconds in manifest.timings_s.items():
         stage = name.split("/")[0]

@@ -52,7 +52,7 @@ class Manifest:
     files: dict[str, int] = field(default_factory=dict)
     timings_s: dict[str, float] = field(default_factory=dict)
     weights: dict[str, int] = field(default_factory=dict)
-    validation: dict[str, int] = field(default_factory=dict)
+    validation: dict[str, Any] = field(default_factory=dict)
     peak_rss_mb: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     commit: str | None = None
@@ -199,7 +199,7 @@ def _build_into(
         graphs.models[component] = io_names[component]
     with _timed(timings, "package"):
         ctx.report("package", 0, 1, message="genai_config, processor and tokenizer", force=True)
-        config = package.genai_config(family, cfg, pre, generation, io_names)
+        config = package.genai_config(family, cfg, pre, generation, io_names, ep)
         package.write_json(staging / "genai_config.json", config)
         package.write_json(
             staging / package.PROCESSOR_FILE, family.package.processor_json(cfg, pre)
@@ -215,7 +215,7 @@ def _build_into(
     peak = {"before_validation": _peak_rss_mb()}
     with _timed(timings, "validate"):
         image_token = config["model"].get("image_token_id")
-        checked = validate_package(staging, image_token, ctx)
+        checked = validate_package(staging, image_token, ctx, ep=ep)
     for path in staging.iterdir():
         files[path.name] = path.stat().st_size
     return Manifest(

@@ -77,7 +77,12 @@ def save_component(model: Any, component: str, out: Path, ctx: JobContext) -> di
 
 
 def genai_config(
-    family: Family, cfg: Cfg, pre: Cfg, generation: dict[str, Any], graphs: dict[str, GraphIO]
+    family: Family,
+    cfg: Cfg,
+    pre: Cfg,
+    generation: dict[str, Any],
+    graphs: dict[str, GraphIO],
+    ep: str = "cpu",
 ) -> dict[str, Any]:
     """The genai_config.json of a package.
 
@@ -148,6 +153,10 @@ def genai_config(
             "inputs": dict(spec.vision_inputs),
             "outputs": {"image_features": graphs["vision_encoder"].outputs[0]},
         }
+    if ep != "cpu":
+        # The package asks for its target; the other sessions inherit the decoder's
+        # options. (Validation on a machine without CUDA clears them via og.Config.)
+        model["decoder"]["session_options"] = {"provider_options": [{ep: {}}]}
     return {"model": model, "search": _search(generation, context)}
 
 

@@ -21,17 +21,27 @@ class Validation:
         prompt_tokens: Tokens the runtime's processor produced for the probe prompt.
         image_tokens: Image placeholder tokens among them.
         first_token: The first generated token id.
+        ep: The execution provider the check ran on.
     """
 
     prompt_tokens: int
     image_tokens: int
     first_token: int
+    ep: str = "cpu"
 
 
 def validate_package(
-    folder: Path, image_token_id: int | None, ctx: JobContext, *, image: Path | None = None
+    folder: Path,
+    image_token_id: int | None,
+    ctx: JobContext,
+    *,
+    image: Path | None = None,
+    ep: str = "cpu",
 ) -> Validation:
     """Load the package in ORT GenAI, run its processor on the probe image, generate a token.
+
+    A CUDA package holds CUDA-only kernels; on a machine without CUDA only its
+    configuration and ONNX structure are checked, and the result says so.
 
     Raises:
         MmforgeError: The runtime rejected the package; the message is the runtime's.
@@ -41,6 +51,8 @@ def validate_package(
     from mmforge import resources
 
     ctx.report("validate", 0, 3, message="loading the package in ONNX Runtime GenAI", force=True)
+    if ep == "cuda" and not og.is_cuda_available():
+        return _check_without_cuda(folder, ctx)
     try:
         model = og.Model(str(folder))
         tokenizer = og.Tokenizer(model)
@@ -77,5 +89,26 @@ def validate_package(
             "The chat template or processor configuration is wrong for this family",
         )
     return Validation(
-        prompt_tokens=int(ids.shape[-1]), image_tokens=image_tokens, first_token=first
+        prompt_tokens=int(ids.shape[-1]), image_tokens=image_tokens, first_token=first, ep=ep
     )
+
+
+def _check_without_cuda(folder: Path, ctx: JobContext) -> Validation:
+    """What can be checked of a CUDA package without CUDA: config and graph structure."""
+    import onnx
+    import onnxruntime_genai as og
+
+    ctx.report(
+        "validate", 0, 1, message="no CUDA here: checking config and graphs only", force=True
+    )
+    try:
+        og.Config(str(folder))
+        for path in sorted(folder.glob("*.onnx")):
+            onnx.checker.check_model(str(path))
+    except Exception as e:
+        raise MmforgeError(
+            f"The CUDA package is malformed: {e}",
+            "This is a conversion bug for this model; the package was not written",
+        ) from e
+    ctx.report("validate", 1, 1, message="not run: this machine has no CUDA device")
+    return Validation(prompt_tokens=0, image_tokens=0, first_token=-1, ep="not run (no CUDA here)")

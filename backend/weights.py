@@ -152,9 +152,7 @@ class TensorRef:
 
         tensor: Any = read_tensor(self.file, self.name, header)
         for op, args in self.ops:
-            if op == "__getitem__":
-                tensor = tensor[args[0]]
-            elif op == "__pick__":
+            if op in ("__getitem__", "__pick__"):
                 tensor = tensor[args[0]]
             else:
                 tensor = getattr(tensor, op)(*args)

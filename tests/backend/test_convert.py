@@ -317,3 +317,29 @@ def test_qwen3_deepstack_travels_as_extra_columns(package):
     report = json.loads((folder / "weights_report.json").read_text())
     assert report["summary"]["unused"] == 0  # the DeepStack mergers are used
     assert any("deepstack_merger_list" in m["checkpoint"] for m in report["mapped"])
+
+
+def test_cuda_package_names_its_provider_and_says_when_it_was_not_run(tiny, tmp_path):
+    import onnxruntime_genai as og
+
+    manifest = convert(str(tiny("qwen2_5_vl")), tmp_path / "cuda", ep="cuda")
+    config = json.loads((tmp_path / "cuda" / "genai_config.json").read_text())["model"]
+    assert config["decoder"]["session_options"]["provider_options"] == [{"cuda": {}}]
+    if og.is_cuda_available():
+        assert manifest.validation["ep"] == "cuda" and manifest.validation["image_tokens"] > 0
+    else:
+        assert manifest.validation["ep"].startswith("not run")
+
+
+def test_convert_from_the_hub_downloads_then_converts(hub, tiny, tmp_path):
+    hub.state.add_folder("tiny-org/qwen", tiny("qwen2_5_vl"))
+    events: list[Progress] = []
+    manifest = convert(
+        "tiny-org/qwen", tmp_path / "pkg", JobContext(on_progress=events.append, min_interval_s=0)
+    )
+    assert manifest.commit == hub.state.repos["tiny-org/qwen"].sha
+    stages = [e.stage for e in events]
+    for stage in ("download", "build", "weights", "write", "package", "validate", "done"):
+        assert stage in stages, stage
+    assert stages.index("download") < stages.index("build") < stages.index("validate")
+    assert (tmp_path / "pkg" / "genai_config.json").is_file()
