@@ -15,6 +15,31 @@ from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families import Cfg
 
 
+class _Nodes:
+    """Collects new nodes and constants for one graph edit."""
+
+    def __init__(self, graph: Any):
+        self.graph = graph
+        self.nodes: list[Any] = []
+
+    def add(self, op: str, inputs: list[Any], **attrs: Any) -> Any:
+        """A new node (not yet inserted); returns its first output."""
+        import onnx_ir as ir
+
+        node = ir.node(op, inputs=inputs, attributes=attrs)
+        self.nodes.append(node)
+        return node.outputs[0]
+
+    def const(self, name: str, array: np.ndarray) -> Any:
+        """An initializer, shared by name."""
+        return _const(self.graph, name, array)
+
+    def insert_before(self, anchor: Any) -> None:
+        """Insert every collected node, in order, before `anchor`."""
+        for node in self.nodes:
+            self.graph.insert_before(anchor, node)
+
+
 def pixtral_rope_any_grid(models: dict[str, Any], cfg: Cfg) -> str:
     """Mistral 3: compute the vision 2-D RoPE angles from the patch grid itself.
 
@@ -55,17 +80,8 @@ def pixtral_rope_any_grid(models: dict[str, Any], cfg: Cfg) -> str:
         raise MmforgeError("The Mistral 3 vision RoPE indexing has an unexpected form") from e
 
     dtype = gathers["cos"].outputs[0].dtype or ir.DataType.FLOAT
-    nodes: list[ir.Node] = []
-
-    def add(op: str, inputs: list[Any], **attrs: Any) -> Any:
-        node = ir.node(op, inputs=inputs, attributes=attrs)
-        nodes.append(node)
-        return node.outputs[0]
-
-    def const(name: str, array: np.ndarray) -> Any:
-        value = ir.Value(name=name, const_value=ir.tensor(array, name=name))
-        graph.register_initializer(value)
-        return value
+    edit = _Nodes(graph)
+    add, const = edit.add, edit.const
 
     freq_h = const("mmforge_pixtral_rope_freq_h", f_h.reshape(1, -1))
     freq_w = const("mmforge_pixtral_rope_freq_w", f_w.reshape(1, -1))
@@ -87,9 +103,7 @@ def pixtral_rope_any_grid(models: dict[str, Any], cfg: Cfg) -> str:
     results = {"cos": add("Cos", [angles]), "sin": add("Sin", [angles])}
     if dtype != ir.DataType.FLOAT:
         results = {k: add("Cast", [v], to=dtype) for k, v in results.items()}
-    anchor = gathers["cos"]
-    for node in nodes:
-        graph.insert_before(anchor, node)
+    edit.insert_before(gathers["cos"])
     for kind, node in gathers.items():
         node.outputs[0].replace_all_uses_with(results[kind])
         graph.remove(node, safe=True)
@@ -141,18 +155,8 @@ def gemma3_bidirectional_image_attention(models: dict[str, Any], cfg: Cfg) -> st
         shape=ir.Shape([graph.inputs[0].shape[0], graph.inputs[0].shape[1]]),
     )
     graph.inputs.append(ids)
-
-    nodes: list[ir.Node] = []
-
-    def add(op: str, inputs: list[Any], **attrs: Any) -> Any:
-        node = ir.node(op, inputs=inputs, attributes=attrs)
-        nodes.append(node)
-        return node.outputs[0]
-
-    def const(name: str, array: np.ndarray) -> Any:
-        value = ir.Value(name=name, const_value=ir.tensor(array, name=name))
-        graph.register_initializer(value)
-        return value
+    edit = _Nodes(graph)
+    add, const = edit.add, edit.const
 
     image = const("mmforge_image_token_id", np.array(image_id, dtype=np.int64))
     boi = const("mmforge_boi_token_id", np.array(boi_id, dtype=np.int64))
@@ -175,10 +179,7 @@ def gemma3_bidirectional_image_attention(models: dict[str, Any], cfg: Cfg) -> st
     keep = add("Cast", [add("Unsqueeze", [mask_input, axes1])], to=ir.DataType.BOOL)
     extra = add("And", [extra, keep])  # padding stays masked
 
-    first = min(graph.index(w) for w in conditions.values())
-    anchor = graph.node(first)
-    for node in nodes:
-        graph.insert_before(anchor, node)
+    edit.insert_before(graph.node(min(graph.index(w) for w in conditions.values())))
     for where in conditions.values():
         combined = ir.node("Or", inputs=[where.inputs[0], extra])
         graph.insert_before(where, combined)

@@ -1,17 +1,8 @@
-"""Small deterministic test inputs."""
+"""Small deterministic test inputs (images come from mmforge.resources.probe_image)."""
 
 from __future__ import annotations
 
 import numpy as np
-from PIL import Image
-
-
-def make_image(width: int = 90, height: int = 60, seed: int = 0) -> Image.Image:
-    """A noisy RGB image with a distinct colour in each channel."""
-    rng = np.random.default_rng(seed)
-    data = (rng.random((height, width, 3)) * 255).astype("uint8")
-    data[: height // 2, : width // 2, 0] = 250  # a red block: channel order is visible
-    return Image.fromarray(data)
 
 
 def make_tone(

@@ -211,6 +211,10 @@ def dynamic_tokens(factor: int, min_pixels: int, max_pixels: int, rule: str) -> 
     )
 
 
+# OpenAI CLIP normalisation, the default of many HF image processors.
+CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
+CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+
 # PIL resample codes in preprocessor configs -> ort-extensions Resize interpolation.
 RESAMPLE = {0: "NEAREST", 1: "LANCZOS", 2: "LINEAR", 3: "CUBIC"}
 
@@ -221,3 +225,21 @@ def processor_op(name: str, kind: str, attrs: dict[str, Any] | None = None) -> d
     if attrs:
         op["attrs"] = attrs
     return {"operation": op}
+
+
+def rescale_and_normalize(
+    pre: Cfg, mean: list[float], std: list[float], *, qwen: bool = False
+) -> list[dict[str, Any]]:
+    """Rescale and Normalize steps with the checkpoint's values (defaults as given)."""
+    normalize: dict[str, Any] = {
+        "mean": list(pre.get("image_mean", mean)),
+        "std": list(pre.get("image_std", std)),
+    }
+    if qwen:
+        normalize["qwen2_5_vl"] = 1
+    return [
+        processor_op(
+            "rescale", "Rescale", {"rescale_factor": float(pre.get("rescale_factor", 1 / 255))}
+        ),
+        processor_op("normalize", "Normalize", normalize),
+    ]

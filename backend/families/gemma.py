@@ -15,6 +15,7 @@ from mmforge.backend.families._base import (
     as_int,
     ids,
     processor_op,
+    rescale_and_normalize,
 )
 
 
@@ -64,19 +65,7 @@ def _gemma3_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
                         "keep_aspect_ratio": 0,
                     },
                 ),
-                processor_op(
-                    "rescale",
-                    "Rescale",
-                    {"rescale_factor": float(pre.get("rescale_factor", 1 / 255))},
-                ),
-                processor_op(
-                    "normalize",
-                    "Normalize",
-                    {
-                        "mean": list(pre.get("image_mean", [0.5, 0.5, 0.5])),
-                        "std": list(pre.get("image_std", [0.5, 0.5, 0.5])),
-                    },
-                ),
+                *rescale_and_normalize(pre, [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]),
                 processor_op("to_channel_first", "Permute3D", {"dims": [2, 0, 1]}),
             ],
         }

@@ -6,6 +6,8 @@ import math
 from typing import Any
 
 from mmforge.backend.families._base import (
+    CLIP_MEAN,
+    CLIP_STD,
     Cfg,
     Family,
     ImageTokens,
@@ -14,6 +16,7 @@ from mmforge.backend.families._base import (
     as_int,
     ids,
     processor_op,
+    rescale_and_normalize,
 )
 
 
@@ -89,19 +92,7 @@ def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
                         "interpolation": "CUBIC",
                     },
                 ),
-                processor_op(
-                    "rescale",
-                    "Rescale",
-                    {"rescale_factor": float(pre.get("rescale_factor", 1 / 255))},
-                ),
-                processor_op(
-                    "normalize",
-                    "Normalize",
-                    {
-                        "mean": list(pre.get("image_mean", [0.48145466, 0.4578275, 0.40821073])),
-                        "std": list(pre.get("image_std", [0.26862954, 0.26130258, 0.27577711])),
-                    },
-                ),
+                *rescale_and_normalize(pre, CLIP_MEAN, CLIP_STD),
                 processor_op("to_chw", "Permute3D", {"dims": [2, 0, 1]}),
                 processor_op("image_sizes", "PixtralImageSizes"),
             ],

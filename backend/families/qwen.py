@@ -6,6 +6,8 @@ import dataclasses
 from typing import Any
 
 from mmforge.backend.families._base import (
+    CLIP_MEAN,
+    CLIP_STD,
     Cfg,
     Family,
     ImageTokens,
@@ -14,6 +16,7 @@ from mmforge.backend.families._base import (
     dynamic_tokens,
     ids,
     processor_op,
+    rescale_and_normalize,
 )
 
 # Qwen2VLImageProcessor defaults, used when the checkpoint has no preprocessor config.
@@ -108,8 +111,6 @@ def _qwen_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     )
     low = int(pre.first("min_pixels", "size.shortest_edge", default=_MIN_PIXELS))
     high = int(pre.first("max_pixels", "size.longest_edge", default=_MAX_PIXELS))
-    mean = pre.get("image_mean", [0.48145466, 0.4578275, 0.40821073])
-    std = pre.get("image_std", [0.26862954, 0.26130258, 0.27577711])
     return {
         "processor": {
             "name": "qwen2_5_image_processor",
@@ -127,24 +128,11 @@ def _qwen_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
                         "merge_size": merge,
                     },
                 ),
-                processor_op(
-                    "rescale",
-                    "Rescale",
-                    {"rescale_factor": float(pre.get("rescale_factor", 1 / 255))},
-                ),
-                processor_op(
-                    "normalize",
-                    "Normalize",
-                    {"mean": list(mean), "std": list(std), "qwen2_5_vl": 1},
-                ),
+                *rescale_and_normalize(pre, CLIP_MEAN, CLIP_STD, qwen=True),
                 processor_op(
                     "patch_image",
                     "PatchImage",
-                    {
-                        "patch_size": patch,
-                        "temporal_patch_size": temporal,
-                        "merge_size": merge,
-                    },
+                    {"patch_size": patch, "temporal_patch_size": temporal, "merge_size": merge},
                 ),
             ],
         }
