@@ -83,6 +83,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=_cmd_demo)
 
+    p = sub.add_parser("worker", help="run one job for a client over JSON lines (internal)")
+    p.set_defaults(func=_cmd_worker)
+
     for name, text in (
         ("gui", "open the desktop app"),
         ("verify", "compare a package with its Hugging Face reference, stage by stage"),
@@ -137,6 +140,12 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     )
     _emit_profile(profile, as_json=args.json)
     return 0
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from mmforge.backend.worker import serve
+
+    return serve()
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:

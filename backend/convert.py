@@ -131,7 +131,8 @@ def convert(
             f"Converting {family.name} is not supported yet in this version of mmforge",
             "Supported now: " + ", ".join(f.name for f in families.ALL if f.package),
         )
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.mmforge-", dir=out.parent))
+    _remove_stale_staging(out)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.mmforge-{os.getpid()}-", dir=out.parent))
     staging.chmod(0o755)  # mkdtemp makes it private; a package is an ordinary folder
     try:
         manifest = _build_into(staging, resolved.folder, family, profile, dtype, ep, ctx, timings)
@@ -250,6 +251,21 @@ def _io_names(model: Any) -> Any:
     from mmforge.backend.package import GraphIO
 
     return GraphIO.of(model)
+
+
+def _remove_stale_staging(out: Path) -> None:
+    """Delete staging folders left by a conversion whose process was killed."""
+    for path in out.parent.glob(f".{out.name}.mmforge-*"):
+        parts = path.name.rsplit(".mmforge-", 1)[-1].split("-")
+        pid = int(parts[0]) if parts and parts[0].isdigit() else None
+        if pid is None or pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:
+            continue  # another user's live process
 
 
 def _publish(staging: Path, out: Path) -> None:

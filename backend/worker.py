@@ -1,0 +1,219 @@
+"""Running jobs in a worker process that speaks JSON lines on stdin/stdout.
+
+The GUI (and any client that must stay responsive) starts `mmforge worker`, writes one
+`run` command, and reads events until `result`, `error` or `cancelled`. A `cancel`
+command stops the job at its next check; terminating the process is the hard cancel.
+Heavy libraries (torch, transformers, onnxruntime-genai) are imported in the worker only.
+
+Commands, one JSON object a line:
+    {"cmd": "run", "job": "convert", "args": {...}}
+    {"cmd": "cancel"}
+Events, one JSON object a line:
+    {"event": "progress", "stage", "done", "total", "unit", "message"}
+    {"event": "result", "job", "value": {...}}
+    {"event": "error", "message", "hint", "details"}
+    {"event": "cancelled"}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, Any
+
+from mmforge.backend.errors import Cancelled, MmforgeError
+from mmforge.backend.jobs import JobContext, Progress
+
+log = logging.getLogger(__name__)
+
+
+def _inspect(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    from mmforge.backend.inspect import inspect_source
+
+    profile = inspect_source(
+        str(args["source"]), ctx, trust_remote_code=bool(args.get("trust_remote_code", False))
+    )
+    return profile.to_dict()
+
+
+def _convert(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    from mmforge.backend.convert import convert
+
+    manifest = convert(
+        str(args["source"]),
+        Path(args["output"]),
+        ctx,
+        dtype=str(args.get("dtype", "f32")),
+        ep=str(args.get("ep", "cpu")),
+        trust_remote_code=bool(args.get("trust_remote_code", False)),
+        allow_pickle=bool(args.get("allow_pickle", False)),
+    )
+    return manifest.to_dict()
+
+
+JOBS: dict[str, Callable[[dict[str, Any], JobContext], dict[str, Any]]] = {
+    "inspect": _inspect,
+    "convert": _convert,
+}
+
+
+class _Channel:
+    """Writes protocol events to the real stdout, one line each, from any thread."""
+
+    def __init__(self, stream: IO[str]):
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def send(self, event: dict[str, Any]) -> None:
+        line = json.dumps(event, default=str)
+        with self._lock:
+            self._stream.write(line + "\n")
+            self._stream.flush()
+
+
+def serve(stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
+    """Run one job as the commands on stdin say; report on stdout. Returns an exit code.
+
+    Anything else that writes to stdout (a library's print) is redirected to stderr, so
+    the event stream stays parseable.
+    """
+    stdin = stdin or sys.stdin
+    channel = _Channel(stdout or sys.stdout)
+    sys.stdout = sys.stderr
+    first = _read(stdin)
+    if first is None or first.get("cmd") != "run" or first.get("job") not in JOBS:
+        channel.send({"event": "error", "message": f"Expected a run command, got {first}"})
+        return 2
+    ctx = JobContext(on_progress=lambda p: channel.send({"event": "progress", **asdict(p)}))
+    # Terminating the worker is the hard cancel: stop at the next check and clean up.
+    signal.signal(signal.SIGTERM, lambda *_: ctx.cancel.cancel())
+    listener = threading.Thread(target=_listen, args=(stdin, ctx), daemon=True)
+    listener.start()
+    job = str(first["job"])
+    try:
+        value = JOBS[job](dict(first.get("args") or {}), ctx)
+    except Cancelled:
+        channel.send({"event": "cancelled"})
+        return 130
+    except MmforgeError as e:
+        channel.send(
+            {"event": "error", "message": e.user_message, "hint": e.hint, "details": e.details}
+        )
+        return 2
+    except Exception as e:  # noqa: BLE001 - reported as an event; the client shows it
+        channel.send(
+            {
+                "event": "error",
+                "message": f"Internal error: {type(e).__name__}: {e}",
+                "details": traceback.format_exc(),
+            }
+        )
+        return 1
+    channel.send({"event": "result", "job": job, "value": value})
+    return 0
+
+
+def _read(stdin: IO[str]) -> dict[str, Any] | None:
+    line = stdin.readline()
+    if not line:
+        return None
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _listen(stdin: IO[str], ctx: JobContext) -> None:
+    """Set the cancel flag on a cancel command, or when the client goes away."""
+    while True:
+        command = _read(stdin)
+        if command is None or command.get("cmd") == "cancel":
+            ctx.cancel.cancel()
+            return
+
+
+def worker_command() -> list[str]:
+    """How to start a worker: the frozen app's own executable, else this interpreter."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, "worker"]
+    return [sys.executable, "-m", "mmforge.app", "worker"]
+
+
+class WorkerJob:
+    """Client side: one job in a worker process, events read as they come.
+
+    Args:
+        job: A name from JOBS.
+        args: The job's arguments (JSON-serialisable).
+        env: Extra environment for the worker.
+    """
+
+    def __init__(self, job: str, args: dict[str, Any], env: dict[str, str] | None = None):
+        import subprocess
+
+        self.process = subprocess.Popen(
+            worker_command(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"cmd": "run", "job": job, "args": args}) + "\n")
+        self.process.stdin.flush()
+
+    def events(self) -> Any:
+        """Yield each event until the job ends; then the process is reaped."""
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            line = line.strip()
+            if not line:
+                continue
+            event = json.loads(line)
+            if event.get("event") == "progress":
+                yield Progress(**{k: v for k, v in event.items() if k != "event"})
+                continue
+            yield event
+            if event.get("event") in ("result", "error", "cancelled"):
+                break
+        self.close()
+
+    def cancel(self) -> None:
+        """Ask the job to stop at its next check."""
+        if self.process.poll() is None and self.process.stdin is not None:
+            try:
+                self.process.stdin.write(json.dumps({"cmd": "cancel"}) + "\n")
+                self.process.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass
+
+    def kill(self) -> None:
+        """Hard cancel: terminate the worker (nothing it was writing is published)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+        self.close()
+
+    def close(self, timeout: float = 30) -> None:
+        """Wait for the process and release its pipes."""
+        import subprocess
+
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
