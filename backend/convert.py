@@ -135,7 +135,9 @@ def convert(
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.mmforge-{os.getpid()}-", dir=out.parent))
     staging.chmod(0o755)  # mkdtemp makes it private; a package is an ordinary folder
     try:
-        manifest = _build_into(staging, resolved.folder, family, profile, dtype, ep, ctx, timings)
+        manifest = _build_into(
+            staging, resolved.folder, family, profile, dtype, ep, ctx, timings, allow_pickle
+        )
         manifest.source = spec
         manifest.commit = resolved.commit
         from mmforge.backend.package import write_json
@@ -159,6 +161,7 @@ def _build_into(
     ep: str,
     ctx: JobContext,
     timings: dict[str, float],
+    allow_pickle: bool = False,
 ) -> Manifest:
     from mmforge.backend import package
     from mmforge.backend.graph_fixes import text_embedding_without_features
@@ -182,7 +185,8 @@ def _build_into(
         fixes.append(text_embedding_without_features(graphs.models, cfg))
         ctx.report("build", 1, 1, message=", ".join(graphs.models))
     with _timed(timings, "plan"):
-        plan = plan_weights(graphs, checkpoint_refs(folder), family.package.rename_checkpoint)
+        refs = checkpoint_refs(folder, allow_pickle=allow_pickle)
+        plan = plan_weights(graphs, refs, family.package.rename_checkpoint)
     # One component at a time: read its tensors, (quantize,) write it, let it go. Peak
     # memory follows the largest component, not the checkpoint.
     files: dict[str, int] = {}

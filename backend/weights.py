@@ -185,8 +185,13 @@ class WeightMappingError(MmforgeError):
         self.report = report
 
 
-def checkpoint_refs(folder: Path) -> dict[str, TensorRef]:
+def checkpoint_refs(folder: Path, *, allow_pickle: bool = False) -> dict[str, TensorRef]:
     """References to every safetensors tensor of a checkpoint, from the headers.
+
+    Args:
+        folder: The checkpoint folder.
+        allow_pickle: Read pytorch_model*.bin when there is no safetensors file (with
+            torch.load(weights_only=True), which refuses anything but tensors).
 
     Raises:
         MmforgeError: No safetensors, a missing shard or a corrupt header.
@@ -194,9 +199,14 @@ def checkpoint_refs(folder: Path) -> dict[str, TensorRef]:
     from mmforge.backend import checkpoint
 
     if checkpoint.local_tensors(folder) is None:  # validates headers and shards
+        pickled = sorted(folder.glob("pytorch_model*.bin"))
+        if pickled and allow_pickle:
+            return _pickled_refs(pickled)
         raise MmforgeError(
             f"{folder} has no safetensors weights",
-            "Download the model's *.safetensors files (pickled .bin weights are not converted)",
+            "Pickled .bin weights are read only with --allow-pickle"
+            if pickled
+            else "Download the model's *.safetensors files",
         )
     index = folder / "model.safetensors.index.json"
     if index.is_file():
@@ -209,6 +219,36 @@ def checkpoint_refs(folder: Path) -> dict[str, TensorRef]:
         for name, meta in checkpoint.read_header(path).items():
             if name != "__metadata__":
                 refs[name] = TensorRef(name, tuple(meta["shape"]), str(meta["dtype"]), path)  # type: ignore[arg-type]
+    return refs
+
+
+class _LoadedRef(TensorRef):
+    """A tensor already in memory (from a pickled checkpoint)."""
+
+    def __init__(self, name: str, tensor: Any, file: Path):
+        super().__init__(name, tuple(tensor.shape), tensor.dtype, file)
+        self._tensor = tensor
+
+    def read(self, header: dict[str, Any]) -> Any:
+        return self._tensor
+
+
+def _pickled_refs(files: list[Path]) -> dict[str, TensorRef]:
+    import pickle
+
+    import torch
+
+    refs: dict[str, TensorRef] = {}
+    for path in files:
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except (pickle.UnpicklingError, RuntimeError, OSError, ValueError) as e:
+            raise MmforgeError(
+                f"{path.name} could not be loaded safely ({e})",
+                "It holds more than tensors, or it is corrupt; use a safetensors checkpoint",
+            ) from e
+        for name, tensor in state.items():
+            refs[name] = _LoadedRef(name, tensor, path)
     return refs
 
 
@@ -304,7 +344,7 @@ def apply_component(graphs: BuiltGraphs, component: str, plan: WeightPlan, ctx: 
             continue
         first[id(ref)] = value
         if ref.file not in headers:
-            headers[ref.file] = read_header(ref.file)
+            headers[ref.file] = read_header(ref.file) if ref.file.suffix == ".safetensors" else {}
         value.const_value = ir.LazyTensor(
             _loader(ref, headers[ref.file], value.dtype, init_name),
             dtype=value.dtype,

@@ -343,3 +343,39 @@ def test_convert_from_the_hub_downloads_then_converts(hub, tiny, tmp_path):
         assert stage in stages, stage
     assert stages.index("download") < stages.index("build") < stages.index("validate")
     assert (tmp_path / "pkg" / "genai_config.json").is_file()
+
+
+def test_pickled_weights_convert_only_with_consent(tiny, tmp_path):
+    import shutil as sh
+
+    import torch
+    from safetensors.torch import load_file
+
+    src = tmp_path / "ck"
+    sh.copytree(tiny("qwen2_5_vl"), src)
+    state = load_file(src / "model.safetensors")
+    (src / "model.safetensors").unlink()
+    torch.save(state, src / "pytorch_model.bin")
+    with pytest.raises(MmforgeError) as e:
+        convert(str(src), tmp_path / "out")
+    assert "--allow-pickle" in e.value.one_line()
+    assert not (tmp_path / "out").exists()
+    manifest = convert(str(src), tmp_path / "out", allow_pickle=True)
+    assert manifest.weights["mapped"] == len(state) and manifest.weights["missing"] == 0
+
+
+def test_a_pickle_with_code_is_refused_even_with_consent(tiny, tmp_path):
+    import pickle
+    import shutil as sh
+
+    src = tmp_path / "ck"
+    sh.copytree(tiny("qwen2_5_vl"), src)
+    (src / "model.safetensors").unlink()
+
+    class Payload:
+        def __reduce__(self):
+            return (print, ("this must never run",))
+
+    (src / "pytorch_model.bin").write_bytes(pickle.dumps({"x": Payload()}))
+    with pytest.raises(MmforgeError, match="could not be loaded safely"):
+        convert(str(src), tmp_path / "out", allow_pickle=True)
