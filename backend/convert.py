@@ -136,7 +136,7 @@ def convert(
     staging.chmod(0o755)  # mkdtemp makes it private; a package is an ordinary folder
     try:
         manifest = _build_into(
-            staging, resolved.folder, family, profile, dtype, ep, ctx, timings, allow_pickle
+            staging, resolved.folder, family, dtype, ep, ctx, timings, allow_pickle
         )
         manifest.source = spec
         manifest.commit = resolved.commit
@@ -156,7 +156,6 @@ def _build_into(
     staging: Path,
     folder: Path,
     family: families.Family,
-    profile: Any,
     dtype: str,
     ep: str,
     ctx: JobContext,
@@ -190,8 +189,8 @@ def _build_into(
     # One component at a time: read its tensors, (quantize,) write it, let it go. Peak
     # memory follows the largest component, not the checkpoint.
     files: dict[str, int] = {}
-    io_names = {name: _io_names(model) for name, model in graphs.models.items()}
-    for component in list(graphs.models):
+    io_names = {name: package.GraphIO.of(model) for name, model in graphs.models.items()}
+    for component in io_names:
         with _timed(timings, f"weights/{component}"):
             apply_component(graphs, component, plan, ctx)
         if dtype == "int4" and component == "decoder":
@@ -201,7 +200,7 @@ def _build_into(
                 graphs.models[component] = quantize_decoder(graphs.models[component], ctx)
         with _timed(timings, f"write/{component}"):
             files.update(package.save_component(graphs.models[component], component, staging, ctx))
-        graphs.models[component] = io_names[component]
+        del graphs.models[component]  # written: let its tensors go
     with _timed(timings, "package"):
         ctx.report("package", 0, 1, message="genai_config, processor and tokenizer", force=True)
         config = package.genai_config(family, cfg, pre, generation, io_names, ep)
@@ -228,7 +227,7 @@ def _build_into(
         family=family.name,
         family_key=family.key,
         pipeline_type=family.pipeline_type,
-        components=list(graphs.models),
+        components=list(io_names),
         dtype=dtype,
         ep=ep,
         files=dict(sorted(files.items())),
@@ -248,13 +247,6 @@ def _peak_rss_mb() -> int:
         return 0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak / 1024) if os.uname().sysname != "Darwin" else int(peak / 1024 / 1024)
-
-
-def _io_names(model: Any) -> Any:
-    """What packaging needs of a graph once its weights are written: input/output names."""
-    from mmforge.backend.package import GraphIO
-
-    return GraphIO.of(model)
 
 
 def _remove_stale_staging(out: Path) -> None:
