@@ -89,6 +89,14 @@ def _flat_head_dims(hf_config: Any) -> None:
             "The graph builder (mobius 0.1) supports the released layout with 8",
         )
     text = getattr(hf_config, "text_config", hf_config)
+    if getattr(text, "use_bidirectional_attention", None):
+        # HF then lets vision tokens attend both ways; the decoder built here is causal,
+        # so the package would silently differ. Refuse until that mask is carried over.
+        raise MmforgeError(
+            "This Gemma 4 checkpoint uses bidirectional attention over image tokens, which "
+            "mmforge does not reproduce yet",
+            "Conversion is refused rather than producing a package that differs from HF",
+        )
     text.allow_global_per_layer_attribute_access = True
     per_layer = text.to_dict().get("per_layer_config") or {}
     sizes = {v["head_dim"] for v in per_layer.values() if isinstance(v, dict) and "head_dim" in v}

@@ -379,3 +379,16 @@ def test_a_pickle_with_code_is_refused_even_with_consent(tiny, tmp_path):
     (src / "pytorch_model.bin").write_bytes(pickle.dumps({"x": Payload()}))
     with pytest.raises(MmforgeError, match="could not be loaded safely"):
         convert(str(src), tmp_path / "out", allow_pickle=True)
+
+
+def test_gemma4_with_bidirectional_vision_attention_is_refused_not_mis_converted(tiny, tmp_path):
+    import shutil as sh
+
+    src = tmp_path / "ck"
+    sh.copytree(tiny("gemma4"), src)
+    config = json.loads((src / "config.json").read_text())
+    config["text_config"]["use_bidirectional_attention"] = "vision"
+    (src / "config.json").write_text(json.dumps(config))
+    with pytest.raises(MmforgeError, match="bidirectional attention over image tokens"):
+        convert(str(src), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
