@@ -168,11 +168,13 @@ def meta_tensors(config: object, hf_class: str) -> list[TensorInfo]:
     ]
 
 
-_NUMPY = {
+# safetensors dtype -> torch dtype name; numpy reads the same names, except bfloat16,
+# which numpy lacks: its bits are read as uint16 and viewed as bfloat16 in torch.
+TORCH_DTYPES = {
     "F64": "float64",
     "F32": "float32",
     "F16": "float16",
-    "BF16": "uint16",
+    "BF16": "bfloat16",
     "I64": "int64",
     "I32": "int32",
     "I16": "int16",
@@ -180,6 +182,7 @@ _NUMPY = {
     "U8": "uint8",
     "BOOL": "bool",
 }
+_NUMPY = {**TORCH_DTYPES, "BF16": "uint16"}
 
 
 def read_tensor(path: Path, name: str, header: dict[str, Any] | None = None) -> Any:

@@ -24,19 +24,6 @@ from mmforge.backend.jobs import JobContext
 
 log = logging.getLogger(__name__)
 
-_TORCH_DTYPES = {
-    "F64": "float64",
-    "F32": "float32",
-    "F16": "float16",
-    "BF16": "bfloat16",
-    "I64": "int64",
-    "I32": "int32",
-    "I16": "int16",
-    "I8": "int8",
-    "U8": "uint8",
-    "BOOL": "bool",
-}
-
 
 @dataclass
 class WeightReport:
@@ -96,9 +83,11 @@ class TensorRef:
 
         self.name = name
         self.shape = torch.Size(shape)
-        self.dtype = (
-            getattr(torch, _TORCH_DTYPES.get(dtype, "float32")) if isinstance(dtype, str) else dtype
-        )
+        if isinstance(dtype, str):
+            from mmforge.backend.checkpoint import TORCH_DTYPES
+
+            dtype = getattr(torch, TORCH_DTYPES.get(dtype, "float32"))
+        self.dtype = dtype
         self.file = file
         self.ops = ops
 
