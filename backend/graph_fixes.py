@@ -181,7 +181,15 @@ def gemma3_bidirectional_image_attention(models: dict[str, Any], cfg: Cfg) -> st
 
     edit.insert_before(graph.node(min(graph.index(w) for w in conditions.values())))
     for where in conditions.values():
-        combined = ir.node("Or", inputs=[where.inputs[0], extra])
+        allowed = extra
+        window = _window_check(where.inputs[0])
+        if window is not None:
+            # Sliding layers: HF keeps the window on the image block too,
+            # AND(window, OR(causal, block)).
+            limit = ir.node("And", inputs=[extra, window])
+            graph.insert_before(where, limit)
+            allowed = limit.outputs[0]
+        combined = ir.node("Or", inputs=[where.inputs[0], allowed])
         graph.insert_before(where, combined)
         where.replace_input_with(0, combined.outputs[0])
     for node in attention:
@@ -190,6 +198,27 @@ def gemma3_bidirectional_image_attention(models: dict[str, Any], cfg: Cfg) -> st
         "Gemma 3 decoder: image tokens attend bidirectionally within their image, the mask "
         "built from input_ids (the runtime never passes token_type_ids)"
     )
+
+
+def _window_check(condition: Any, depth: int = 0) -> Any:
+    """The `q - k < window` boolean inside a sliding-window mask condition, if any."""
+    producer = condition.producer() if condition is not None else None
+    if producer is None or depth > 8:
+        return None
+    if producer.op_type == "Less" and _is_constant(producer.inputs[1]):
+        return producer.outputs[0]
+    for source in producer.inputs:
+        found = _window_check(source, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_constant(value: Any) -> bool:
+    if value is None:
+        return False
+    source = value.producer()
+    return value.const_value is not None or (source is not None and source.op_type == "Constant")
 
 
 def text_embedding_without_features(models: dict[str, Any], cfg: Cfg) -> str | None:
