@@ -247,8 +247,9 @@ def text_embedding_without_features(models: dict[str, Any], cfg: Cfg) -> str | N
         features = _feature_source(where.inputs[1], feature_inputs)
         if features is None:
             raise MmforgeError("An embedding replacement draws from no known feature input")
-        count = ir.node("Shape", inputs=[features], attributes={"start": 0, "end": 1})
-        zero = _const(graph, "mmforge_zero", np.array([0], dtype=np.int64))
+        # Element count, not rows: batched features arrive as [images, tokens, hidden].
+        count = ir.node("Size", inputs=[features])
+        zero = _const(graph, "mmforge_zero", np.array(0, dtype=np.int64))
         has = ir.node("Greater", inputs=[count.outputs[0], zero])
         both = ir.node("And", inputs=[condition, has.outputs[0]])
         for node in (count, has, both):
@@ -395,3 +396,76 @@ def _const(graph: Any, name: str, array: np.ndarray) -> Any:
     value = ir.Value(name=name, const_value=ir.tensor(array, name=name))
     graph.register_initializer(value)
     return value
+
+
+def gemma3_batched_images(models: dict[str, Any], cfg: Cfg) -> str:
+    """Gemma 3: several images per prompt.
+
+    The runtime sizes the vision output by its rank: rank 3 is [images, 256, hidden]; rank
+    2 is [256, hidden], one image's worth (the Gemma 3 processor always reports 256). The
+    vision graph keeps the image axis (mobius squeezes it), and the embedding flattens
+    [images, 256, hidden] to rows before the placeholder replacement.
+    """
+    import onnx_ir as ir
+
+    vision = models["vision_encoder"].graph
+    out = vision.outputs[0]
+    squeeze = out.producer()
+    if squeeze is None or squeeze.op_type != "Squeeze":
+        raise MmforgeError("The Gemma 3 vision output has an unexpected form")
+    batched = squeeze.inputs[0]
+    hidden = int(cfg.text.get("hidden_size"))
+    vision.outputs[vision.outputs.index(out)] = batched
+    vision.remove(squeeze, safe=False)
+    batched.name = "image_features"
+    batched.shape = ir.Shape([ir.SymbolicDim("num_images"), ir.SymbolicDim("image_tokens"), hidden])
+
+    embedding = models["embedding"].graph
+    old = next(v for v in embedding.inputs if v.name == "image_features")
+    # No declared rank: with images the runtime passes [images, 256, hidden], without
+    # (text only, decode steps) an empty [0, hidden].
+    new = ir.Value(name="image_features", type=ir.TensorType(old.dtype), shape=None)
+    old.name = "image_features_rows"
+    rows = _const(embedding, "mmforge_rows_shape", np.array([-1, int(hidden)], dtype=np.int64))
+    flatten = ir.node("Reshape", inputs=[new, rows])
+    old.replace_all_uses_with(flatten.outputs[0])
+    flatten.outputs[0].name = "image_features_rows"
+    embedding.inputs[embedding.inputs.index(old)] = new
+    embedding.insert_before(embedding.node(0), flatten)
+    return "Gemma 3 vision keeps the image axis, so one prompt can hold several images"
+
+
+def qwen_unpad_images(models: dict[str, Any], cfg: Cfg) -> str:
+    """Qwen-VL: several images of different sizes in one prompt.
+
+    The runtime stacks the patches of each image padded to the largest image
+    ([images · max_patches, dim]), while the vision graph reads the patches of image i
+    right after those of image i-1. The graph now first keeps, per image, the rows its
+    grid (t·h·w) accounts for, in order, and drops the padding.
+    """
+    graph = models["vision_encoder"].graph
+    inputs = {v.name: v for v in graph.inputs}
+    pixels, grid = inputs.get("pixel_values"), inputs.get("image_grid_thw")
+    if pixels is None or grid is None:
+        raise MmforgeError("The Qwen vision graph lacks pixel_values or image_grid_thw")
+    edit = _Nodes(graph)
+    add, const = edit.add, edit.const
+    zero = const("mmforge_i64_0", np.array(0, dtype=np.int64))
+    one = const("mmforge_i64_1", np.array(1, dtype=np.int64))
+    axis0 = const("mmforge_axes_0", np.array([0], dtype=np.int64))
+    axis1 = const("mmforge_axes_1_", np.array([1], dtype=np.int64))
+    flat = const("mmforge_flat", np.array([-1], dtype=np.int64))
+    counts = add("ReduceProd", [grid, axis1], keepdims=0)  # [N] patches per image
+    images = add("Shape", [grid], start=0, end=1)  # [1]
+    rows = add("Shape", [pixels], start=0, end=1)  # [1]
+    longest = add("Squeeze", [add("Div", [rows, images]), axis0])  # scalar max patches
+    slots = add("Range", [zero, longest, one])  # [P]
+    keep = add("Less", [add("Unsqueeze", [slots, axis0]), add("Unsqueeze", [counts, axis1])])
+    index = add("Squeeze", [add("NonZero", [add("Reshape", [keep, flat])]), axis0])
+    # Clean value for the graph's consumers of pixel_values.
+    unpadded = add("Gather", [pixels, index], axis=0)
+    for use in list(pixels.uses()):
+        if use.node not in edit.nodes:
+            use.node.replace_input_with(use.idx, unpadded)
+    edit.insert_before(graph.node(0))
+    return "Qwen vision: per-image padding of the runtime's stacked patches is removed"

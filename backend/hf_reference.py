@@ -336,13 +336,17 @@ def from_runtime(folder: Path, prompt: str, arrays: dict[str, Any]) -> Reference
 
 
 def _qwen_from_runtime(cfg: families.Cfg, arrays: dict[str, Any], result: ReferenceInputs) -> None:
+    import numpy as np
     import torch
 
     if "pixel_values" in arrays:
-        result.tensors["pixel_values"] = torch.from_numpy(arrays["pixel_values"].astype("float32"))
-        result.tensors["image_grid_thw"] = torch.from_numpy(
-            arrays["image_grid_thw"].astype("int64")
-        )
+        grid = arrays["image_grid_thw"].astype("int64")
+        pixels = arrays["pixel_values"].astype("float32")
+        # The runtime pads each image's patches to the largest image; HF concatenates.
+        longest = pixels.shape[0] // grid.shape[0]
+        rows = [pixels[i * longest : i * longest + int(g.prod())] for i, g in enumerate(grid)]
+        result.tensors["pixel_values"] = torch.from_numpy(np.concatenate(rows))
+        result.tensors["image_grid_thw"] = torch.from_numpy(grid)
     result.tensors["mm_token_type_ids"] = _token_types(result, cfg)
 
 

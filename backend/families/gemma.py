@@ -87,13 +87,19 @@ def _bidirectional(models: dict[str, Any], cfg: Cfg) -> str:
     return gemma3_bidirectional_image_attention(models, cfg)
 
 
+def _batched_images(models: dict[str, Any], cfg: Cfg) -> str:
+    from mmforge.backend.graph_fixes import gemma3_batched_images
+
+    return gemma3_batched_images(models, cfg)
+
+
 GEMMA3_PACKAGE = PackageSpec(
     model_fields=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
     vision_fields=lambda cfg, pre: {},
     vision_inputs={"pixel_values": "pixel_values"},
     processor_json=_gemma3_processor,
     rename_checkpoint=_siglip_hub_layout,
-    graph_fixes=(_bidirectional,),
+    graph_fixes=(_bidirectional, _batched_images),
     # mobius 0.1's GroupQueryAttention fusion gives every layer the sliding-window RoPE
     # table (theta 1e4), also the global layers (1e6): logits off by 0.4 on the tiny
     # checkpoint. The portable graph keeps both tables and matches HF to 3e-6.

@@ -139,11 +139,18 @@ def _qwen_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     }
 
 
+def _fix_unpad(models: dict[str, Any], cfg: Cfg) -> str:
+    from mmforge.backend.graph_fixes import qwen_unpad_images
+
+    return qwen_unpad_images(models, cfg)
+
+
 QWEN_PACKAGE = PackageSpec(
     model_fields=_qwen_model_fields,
     vision_fields=_qwen_vision_fields,
     vision_inputs={"pixel_values": "pixel_values", "image_grid_thw": "image_grid_thw"},
     processor_json=_qwen_processor,
+    graph_fixes=(_fix_unpad,),
     notes=(
         "genai_config names vision_start_token_id, image_token_id and video_token_id "
         "(mobius omits them; the runtime then silently uses 1-D positions).",
@@ -191,7 +198,7 @@ def _fix_deepstack(models: dict[str, Any], cfg: Cfg) -> str:
 
 QWEN3_PACKAGE = dataclasses.replace(
     QWEN_PACKAGE,
-    graph_fixes=(_fix_deepstack,),
+    graph_fixes=(_fix_unpad, _fix_deepstack),
     module_patch="qwen3_deepstack",
     hidden_multiple=lambda cfg: 1 + _deepstack_levels(cfg),
     rename_checkpoint=_qwen3_hub_layout,

@@ -398,3 +398,20 @@ def test_gemma4_with_bidirectional_vision_attention_is_refused_not_mis_converted
     with pytest.raises(MmforgeError, match="bidirectional attention over image tokens"):
         convert(str(src), tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("family", CONVERTIBLE)
+def test_three_images_of_two_sizes_match_transformers(tiny, package, family, tmp_path):
+    """The runtime stacks images padded to the largest one; the graphs must not read the
+    padding (Qwen) nor drop the image axis (Gemma 3)."""
+    small = tmp_path / "small.png"
+    _probe().resize((96, 64)).save(small)
+    rt = Runtime(package(family))
+    messages = hf_reference.messages_for("Compare these.", n_images=3)
+    inputs = rt.process(
+        rt.prompt(messages), images=[resources.probe_image(), small, resources.probe_image()]
+    )
+    ort_tokens = rt.greedy(inputs, 32)
+    ref = hf_reference.from_runtime(tiny(family), inputs.prompt, inputs.arrays)
+    hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(tiny(family)), ref, 32)
+    assert ort_tokens == hf_tokens
