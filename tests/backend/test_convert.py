@@ -415,3 +415,22 @@ def test_three_images_of_two_sizes_match_transformers(tiny, package, family, tmp
     ref = hf_reference.from_runtime(tiny(family), inputs.prompt, inputs.arrays)
     hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(tiny(family)), ref, 32)
     assert ort_tokens == hf_tokens
+
+
+def test_byte_level_tokenizer_declared_as_llama_is_relabelled_so_ids_match(tiny, tmp_path):
+    import shutil as sh
+
+    from transformers import AutoTokenizer
+
+    src = tmp_path / "ck"
+    sh.copytree(tiny("qwen2_5_vl"), src)
+    config = json.loads((src / "tokenizer_config.json").read_text())
+    config["tokenizer_class"] = "LlamaTokenizerFast"
+    (src / "tokenizer_config.json").write_text(json.dumps(config))
+    convert(str(src), tmp_path / "pkg")
+    packaged = json.loads((tmp_path / "pkg" / "tokenizer_config.json").read_text())
+    assert packaged["tokenizer_class"] == "PreTrainedTokenizerFast"
+    text = "The sky is blue, 12 birds sang 345 songs!"
+    hf_ids = AutoTokenizer.from_pretrained(tiny("qwen2_5_vl"))(text, add_special_tokens=False)
+    ort_ids = list(Runtime(tmp_path / "pkg").tokenizer.encode(text))
+    assert ort_ids == hf_ids["input_ids"]
