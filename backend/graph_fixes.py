@@ -122,15 +122,16 @@ def _drop_dead(model: Any) -> None:
             del graph.initializers[name]
 
 
-def gemma3_bidirectional_image_attention(models: dict[str, Any], cfg: Cfg) -> str:
-    """Gemma 3: image tokens of one image attend to each other in both directions.
+def bidirectional_image_attention(models: dict[str, Any], cfg: Cfg) -> str:
+    """Gemma 3 and 4: image tokens of one image attend to each other in both directions.
 
     HF builds this from token_type_ids, which the runtime never passes to the decoder. The
     decoder gets an `input_ids` input instead (ORT GenAI 0.18 feeds it the prompt ids at
     prefill and one id per step) and builds the same mask from it: allowed = the causal
-    mask OR (query and key are image tokens of the same image). Image numbers count
-    <start_of_image> tokens; past positions count as text, which is exact while the
-    multimodal prefill runs in one pass (search.chunk_size unset).
+    mask OR (query and key are image tokens of the same image), inside the sliding window
+    on local layers. Image numbers count begin-of-image tokens; past positions count as
+    text, which is exact while the multimodal prefill runs in one pass (search.chunk_size
+    unset).
     """
     import onnx_ir as ir
 
@@ -139,22 +140,24 @@ def gemma3_bidirectional_image_attention(models: dict[str, Any], cfg: Cfg) -> st
     boi_id = int(cfg.first("boi_token_index", "boi_token_id"))
     attention = [n for n in graph if n.op_type == "Attention"]
     if not attention:
-        raise MmforgeError("The Gemma 3 decoder has no Attention nodes to make bidirectional")
+        raise MmforgeError("The decoder has no Attention nodes to make bidirectional")
     conditions = {}
     for node in attention:
         where = node.inputs[3].producer() if node.inputs[3] is not None else None
         while where is not None and where.op_type in ("Unsqueeze", "Cast"):
             where = where.inputs[0].producer()
         if where is None or where.op_type != "Where":
-            raise MmforgeError("The Gemma 3 attention mask has an unexpected form")
+            raise MmforgeError("The decoder's attention mask has an unexpected form")
         conditions[where.name] = where
     mask_input = next(v for v in graph.inputs if v.name == "attention_mask")
-    ids = ir.Value(
-        name="input_ids",
-        type=ir.TensorType(ir.DataType.INT64),
-        shape=ir.Shape([graph.inputs[0].shape[0], graph.inputs[0].shape[1]]),
-    )
-    graph.inputs.append(ids)
+    ids = next((v for v in graph.inputs if v.name == "input_ids"), None)
+    if ids is None:  # Gemma 4's decoder already takes input_ids (per-layer embeddings)
+        ids = ir.Value(
+            name="input_ids",
+            type=ir.TensorType(ir.DataType.INT64),
+            shape=ir.Shape([graph.inputs[0].shape[0], graph.inputs[0].shape[1]]),
+        )
+        graph.inputs.append(ids)
     edit = _Nodes(graph)
     add, const = edit.add, edit.const
 
@@ -195,8 +198,8 @@ def gemma3_bidirectional_image_attention(models: dict[str, Any], cfg: Cfg) -> st
     for node in attention:
         node.attributes["is_causal"] = ir.AttrInt64("is_causal", 0)
     return (
-        "Gemma 3 decoder: image tokens attend bidirectionally within their image, the mask "
-        "built from input_ids (the runtime never passes token_type_ids)"
+        "Decoder: image tokens attend bidirectionally within their image, the mask built "
+        "from input_ids (the runtime never passes token_type_ids)"
     )
 
 

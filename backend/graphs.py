@@ -89,13 +89,11 @@ def _flat_head_dims(hf_config: Any) -> None:
             "The graph builder (mobius 0.1) supports the released layout with 8",
         )
     text = getattr(hf_config, "text_config", hf_config)
-    if getattr(text, "use_bidirectional_attention", None):
-        # HF then lets vision tokens attend both ways; the decoder built here is causal,
-        # so the package would silently differ. Refuse until that mask is carried over.
+    if getattr(text, "use_bidirectional_attention", None) == "all":
+        # Every token attends both ways: not a generative decoder the runtime can drive.
         raise MmforgeError(
-            "This Gemma 4 checkpoint uses bidirectional attention over image tokens, which "
-            "mmforge does not reproduce yet",
-            "Conversion is refused rather than producing a package that differs from HF",
+            "This Gemma 4 checkpoint attends bidirectionally over all tokens",
+            "Only causal (or image-bidirectional) Gemma 4 checkpoints can be converted",
         )
     text.allow_global_per_layer_attribute_access = True
     per_layer = text.to_dict().get("per_layer_config") or {}

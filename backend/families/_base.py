@@ -126,7 +126,7 @@ class PackageSpec:
     processor_json: Callable[[Cfg, Cfg], dict[str, Any]]
     speech_inputs: dict[str, str] = field(default_factory=dict)
     audio_processor_json: Callable[[Cfg, Cfg], dict[str, Any]] | None = None
-    graph_fixes: tuple[Callable[[dict[str, Any], Cfg], str], ...] = ()
+    graph_fixes: tuple[Callable[[dict[str, Any], Cfg], str | None], ...] = ()
     rename_checkpoint: Callable[[str], str] | None = None
     fused_attention: bool = True
     module_patch: str | None = None

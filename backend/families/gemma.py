@@ -82,9 +82,17 @@ def _siglip_hub_layout(name: str) -> str:
 
 
 def _bidirectional(models: dict[str, Any], cfg: Cfg) -> str:
-    from mmforge.backend.graph_fixes import gemma3_bidirectional_image_attention
+    from mmforge.backend.graph_fixes import bidirectional_image_attention
 
-    return gemma3_bidirectional_image_attention(models, cfg)
+    return bidirectional_image_attention(models, cfg)
+
+
+def _gemma4_vision_bidirectional(models: dict[str, Any], cfg: Cfg) -> str | None:
+    # The larger Gemma 4 checkpoints let an image's tokens attend both ways
+    # (use_bidirectional_attention="vision"); the small ones are causal.
+    if cfg.get("text_config.use_bidirectional_attention") != "vision":
+        return None
+    return _bidirectional(models, cfg)
 
 
 def _batched_images(models: dict[str, Any], cfg: Cfg) -> str:
@@ -232,6 +240,7 @@ GEMMA4_PACKAGE = PackageSpec(
     speech_inputs={"audio_embeds": "input_features", "attention_mask": "input_features_mask"},
     audio_processor_json=_gemma4_audio_processor,
     config_patch="gemma4_flat_head_dims",
+    graph_fixes=(_gemma4_vision_bidirectional,),
     fused_attention=False,
     notes=(
         "genai_config gets a flat global head size (transformers 5 keeps it in "
