@@ -85,7 +85,10 @@ def read_header(path: Path) -> dict[str, dict[str, object]]:
             "The download may be incomplete or corrupt: delete it and download again",
         ) from e
     if not isinstance(header, dict):
-        raise MmforgeError(f"{path.name} has a malformed safetensors header")
+        raise MmforgeError(
+            f"{path.name} has a malformed safetensors header",
+            "The file is corrupt: delete it and download the model again",
+        )
     return header
 
 

@@ -137,7 +137,10 @@ def _download(
                 ) from e
             log.warning("download interrupted (%s); resuming at byte %d", e, have)
     if size is not None and have != size:
-        raise MmforgeError(f"Downloaded {have} bytes where the hub announced {size}")
+        raise MmforgeError(
+            f"Downloaded {have} bytes where the hub announced {size}",
+            "Run the same command again to download the file afresh",
+        )
 
 
 def _check_sha256(path: Path, expected: str, filename: str) -> None:

@@ -29,5 +29,17 @@ class MmforgeError(Exception):
         return " ".join(text.split())
 
 
+class LayoutError(MmforgeError):
+    """A built graph or checkpoint is not shaped the way a conversion step expects."""
+
+    def __init__(self, user_message: str, details: str | None = None):
+        super().__init__(
+            user_message,
+            "This checkpoint's layout is not supported yet, so no package was written; "
+            "please report the model id",
+            details,
+        )
+
+
 class Cancelled(Exception):
     """Raised inside a job when its cancel token was set. Shown to nobody."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from mmforge.backend.errors import MmforgeError
+from mmforge.backend.errors import LayoutError
 from mmforge.backend.families import Cfg
 
 
@@ -68,7 +68,7 @@ def pixtral_rope_any_grid(models: dict[str, Any], cfg: Cfg) -> str:
         if node.inputs[0] is not None and node.inputs[0].name.endswith(f"rope.{kind}_cache")
     }
     if set(gathers) != {"cos", "sin"}:
-        raise MmforgeError("The Mistral 3 vision graph does not have the expected RoPE tables")
+        raise LayoutError("The Mistral 3 vision graph does not have the expected RoPE tables")
     try:
         flat = gathers["cos"].inputs[1].producer()  # Reshape(grid, [1, -1])
         grid = flat.inputs[0].producer()  # Add(Unsqueeze(h * width), Unsqueeze(w))
@@ -77,7 +77,7 @@ def pixtral_rope_any_grid(models: dict[str, Any], cfg: Cfg) -> str:
         assert flat.op_type == "Reshape" and grid.op_type == "Add"
         assert rows.producer().op_type == "Range" and cols.producer().op_type == "Range"
     except (AttributeError, AssertionError, IndexError) as e:
-        raise MmforgeError("The Mistral 3 vision RoPE indexing has an unexpected form") from e
+        raise LayoutError("The Mistral 3 vision RoPE indexing has an unexpected form") from e
 
     dtype = gathers["cos"].outputs[0].dtype or ir.DataType.FLOAT
     edit = _Nodes(graph)
@@ -140,14 +140,14 @@ def bidirectional_image_attention(models: dict[str, Any], cfg: Cfg) -> str:
     boi_id = int(cfg.first("boi_token_index", "boi_token_id"))
     attention = [n for n in graph if n.op_type == "Attention"]
     if not attention:
-        raise MmforgeError("The decoder has no Attention nodes to make bidirectional")
+        raise LayoutError("The decoder has no Attention nodes to make bidirectional")
     conditions = {}
     for node in attention:
         where = node.inputs[3].producer() if node.inputs[3] is not None else None
         while where is not None and where.op_type in ("Unsqueeze", "Cast"):
             where = where.inputs[0].producer()
         if where is None or where.op_type != "Where":
-            raise MmforgeError("The decoder's attention mask has an unexpected form")
+            raise LayoutError("The decoder's attention mask has an unexpected form")
         conditions[where.name] = where
     mask_input = next(v for v in graph.inputs if v.name == "attention_mask")
     ids = next((v for v in graph.inputs if v.name == "input_ids"), None)
@@ -249,7 +249,7 @@ def text_embedding_without_features(models: dict[str, Any], cfg: Cfg) -> str | N
             continue
         features = _feature_source(where.inputs[1], feature_inputs)
         if features is None:
-            raise MmforgeError("An embedding replacement draws from no known feature input")
+            raise LayoutError("An embedding replacement draws from no known feature input")
         # Element count, not rows: batched features arrive as [images, tokens, hidden].
         count = ir.node("Size", inputs=[features])
         zero = _const(graph, "mmforge_zero", np.array(0, dtype=np.int64))
@@ -260,7 +260,7 @@ def text_embedding_without_features(models: dict[str, Any], cfg: Cfg) -> str | N
         where.replace_input_with(0, both.outputs[0])
         changed += 1
     if not changed:
-        raise MmforgeError("The embedding graph has no placeholder replacement to guard")
+        raise LayoutError("The embedding graph has no placeholder replacement to guard")
     return "Embedding: placeholder ids keep their text embedding when no features are given"
 
 
@@ -299,7 +299,7 @@ def qwen3_deepstack(models: dict[str, Any], cfg: Cfg) -> str:
     if levels == 0:
         return "Qwen3-VL without DeepStack levels"
     if levels > layers:
-        raise MmforgeError(f"{levels} DeepStack levels for {layers} decoder layers")
+        raise LayoutError(f"{levels} DeepStack levels for {layers} decoder layers")
     wide = (1 + levels) * hidden
     _widen_embedding(models["embedding"].graph, hidden, wide)
     decoder = models["decoder"].graph
@@ -332,7 +332,7 @@ def qwen3_deepstack(models: dict[str, Any], cfg: Cfg) -> str:
         marker = f"layers.{k + 1}.input_layernorm" if k + 1 < layers else "model.norm"
         opening = [n for n in skips if marker in n.outputs[0].name]
         if len(opening) != 1:
-            raise MmforgeError("The Qwen3-VL decoder has an unexpected layer structure")
+            raise LayoutError("The Qwen3-VL decoder has an unexpected layer structure")
         level = columns((k + 1) * hidden, (k + 2) * hidden)
         add = ir.node("Add", inputs=[opening[0].inputs[1], level])
         decoder.insert_before(opening[0], add)
@@ -349,7 +349,7 @@ def _widen_embedding(graph: Any, hidden: int, wide: int) -> None:
     where = [n for n in graph if n.op_type == "Where"]
     concat = [n for n in graph if n.op_type == "Concat" and n.inputs[0] is features]
     if len(where) != 1 or len(concat) != 1 or concat[0].inputs[1].const_value is None:
-        raise MmforgeError("The Qwen3-VL embedding graph has an unexpected form")
+        raise LayoutError("The Qwen3-VL embedding graph has an unexpected form")
     zero_row = concat[0].inputs[1]
     zero_row.const_value = ir.tensor(np.zeros((1, wide), dtype=zero_row.const_value.numpy().dtype))
     zero_row.shape = ir.Shape([1, wide])
@@ -415,7 +415,7 @@ def gemma3_batched_images(models: dict[str, Any], cfg: Cfg) -> str:
     out = vision.outputs[0]
     squeeze = out.producer()
     if squeeze is None or squeeze.op_type != "Squeeze":
-        raise MmforgeError("The Gemma 3 vision output has an unexpected form")
+        raise LayoutError("The Gemma 3 vision output has an unexpected form")
     batched = squeeze.inputs[0]
     hidden = int(cfg.text.get("hidden_size"))
     vision.outputs[vision.outputs.index(out)] = batched
@@ -450,7 +450,7 @@ def qwen_unpad_images(models: dict[str, Any], cfg: Cfg) -> str:
     inputs = {v.name: v for v in graph.inputs}
     pixels, grid = inputs.get("pixel_values"), inputs.get("image_grid_thw")
     if pixels is None or grid is None:
-        raise MmforgeError("The Qwen vision graph lacks pixel_values or image_grid_thw")
+        raise LayoutError("The Qwen vision graph lacks pixel_values or image_grid_thw")
     edit = _Nodes(graph)
     add, const = edit.add, edit.const
     zero = const("mmforge_i64_0", np.array(0, dtype=np.int64))

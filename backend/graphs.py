@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend.errors import MmforgeError
+from mmforge.backend.errors import LayoutError, MmforgeError
 from mmforge.backend.families import Family
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def _flat_head_dims(hf_config: Any) -> None:
     per_layer = text.to_dict().get("per_layer_config") or {}
     sizes = {v["head_dim"] for v in per_layer.values() if isinstance(v, dict) and "head_dim" in v}
     if len(sizes) > 1:
-        raise MmforgeError(f"Several global head sizes in per_layer_config: {sorted(sizes)}")
+        raise LayoutError(f"Several global head sizes in per_layer_config: {sorted(sizes)}")
     object.__setattr__(text, "global_head_dim", sizes.pop() if sizes else text.head_dim)
 
 
@@ -159,7 +159,7 @@ def build_graphs(folder: Path, family: Family, dtype: str, ep: str) -> BuiltGrap
     models = {name: package[name] for name in package}
     unknown = set(models) - set(COMPONENT_NAMES)
     if unknown:
-        raise MmforgeError(f"Unexpected components from the graph builder: {sorted(unknown)}")
+        raise LayoutError(f"Unexpected components from the graph builder: {sorted(unknown)}")
     ensure_f32_encoder_inputs(models)
     return BuiltGraphs(models=models, module=module)
 

@@ -43,7 +43,10 @@ def load_model(folder: Path) -> Any:
 
     family = families.lookup(read_json(folder / "config.json", "model").get("model_type"))
     if family.hf_class is None:
-        raise MmforgeError(f"{family.name} has no transformers class to compare against")
+        raise MmforgeError(
+            f"{family.name} has no transformers class to compare against",
+            "Parity checks need a family that transformers implements natively",
+        )
     cls = getattr(transformers, family.hf_class)
     return cls.from_pretrained(folder, dtype="float32", use_safetensors=True).eval()
 
@@ -81,7 +84,10 @@ def prepare(
     family = families.lookup(config.get("model_type"))
     prep = _PREPARERS.get(family.key)
     if prep is None:
-        raise MmforgeError(f"No HF reference inputs for {family.name} yet")
+        raise MmforgeError(
+            f"No HF reference inputs for {family.name} yet",
+            "Parity checks are not available for this family yet",
+        )
     tokenizer = load_tokenizer(folder)
     prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     return prep(folder, families.Cfg(config), tokenizer, prompt, list(images), list(audios))
@@ -212,7 +218,10 @@ def _audio_features(folder: Path, audios: list[Any]) -> Any:
     rate = extractor.sampling_rate
     for _, sr in audios:
         if sr != rate:
-            raise MmforgeError(f"Audio must be {rate} Hz for this model, got {sr} Hz")
+            raise MmforgeError(
+                f"Audio must be {rate} Hz for this model, got {sr} Hz",
+                f"Resample the clip to {rate} Hz",
+            )
     return extractor([a for a, _ in audios], sampling_rate=rate, return_tensors="pt")
 
 
@@ -324,7 +333,10 @@ def from_runtime(folder: Path, prompt: str, arrays: dict[str, Any]) -> Reference
     family = families.lookup(config.get("model_type"))
     convert = _FROM_RUNTIME.get(family.key)
     if convert is None:
-        raise MmforgeError(f"No runtime-to-HF input mapping for {family.name} yet")
+        raise MmforgeError(
+            f"No runtime-to-HF input mapping for {family.name} yet",
+            "Parity checks are not available for this family yet",
+        )
     ids = torch.from_numpy(arrays["input_ids"].astype("int64")).reshape(1, -1)
     result = ReferenceInputs(
         prompt=prompt,

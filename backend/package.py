@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend.errors import MmforgeError
+from mmforge.backend.errors import LayoutError, MmforgeError
 from mmforge.backend.families import Cfg, Family
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.source import read_json
@@ -91,14 +91,20 @@ def genai_config(
     """
     spec = family.package
     if spec is None or family.pipeline_type is None:
-        raise MmforgeError(f"Packaging {family.name} for ONNX Runtime GenAI is not supported yet")
+        raise MmforgeError(
+            f"Packaging {family.name} for ONNX Runtime GenAI is not supported yet",
+            "See `mmforge inspect` for the families that convert",
+        )
     text = cfg.text
     heads = int(text.get("num_attention_heads"))
     hidden = int(text.get("hidden_size"))
     eos = generation.get("eos_token_id", text.get("eos_token_id"))
     eos_list = [int(e) for e in (eos if isinstance(eos, list) else [eos]) if e is not None]
     if not eos_list:
-        raise MmforgeError("Neither generation_config.json nor config.json names an eos_token_id")
+        raise MmforgeError(
+            "Neither generation_config.json nor config.json names an eos_token_id",
+            "Add eos_token_id to generation_config.json",
+        )
     bos = generation.get("bos_token_id", text.get("bos_token_id"))
     pad = generation.get("pad_token_id", text.get("pad_token_id"))
     context = int(text.get("max_position_embeddings", 4096))
@@ -135,7 +141,7 @@ def genai_config(
     if "audio_encoder" in graphs:
         absent = set(spec.speech_inputs.values()) - set(graphs["audio_encoder"].inputs)
         if absent or not spec.speech_inputs:
-            raise MmforgeError(f"The audio graph lacks the inputs {sorted(absent)}")
+            raise LayoutError(f"The audio graph lacks the inputs {sorted(absent)}")
         model["speech"] = {
             "filename": ONNX_FILES["audio_encoder"],
             "config_filename": AUDIO_PROCESSOR_FILE,
@@ -145,7 +151,7 @@ def genai_config(
     if "vision_encoder" in graphs:
         absent = set(spec.vision_inputs.values()) - set(graphs["vision_encoder"].inputs)
         if absent:
-            raise MmforgeError(f"The vision graph lacks the inputs {sorted(absent)}")
+            raise LayoutError(f"The vision graph lacks the inputs {sorted(absent)}")
         model["vision"] = {
             "filename": ONNX_FILES["vision_encoder"],
             "config_filename": PROCESSOR_FILE,
@@ -164,7 +170,7 @@ def _decoder_io(decoder: GraphIO) -> dict[str, Any]:
     names, outs = decoder.inputs, decoder.outputs
     for needed in ("inputs_embeds", "attention_mask"):
         if needed not in names:
-            raise MmforgeError(f"The decoder graph has no {needed} input")
+            raise LayoutError(f"The decoder graph has no {needed} input")
     inputs: dict[str, str] = {
         n: n
         for n in (
@@ -179,7 +185,7 @@ def _decoder_io(decoder: GraphIO) -> dict[str, Any]:
     inputs["past_key_names"] = "past_key_values.%d.key"
     inputs["past_value_names"] = "past_key_values.%d.value"
     if "past_key_values.0.key" not in names or "present.0.key" not in outs:
-        raise MmforgeError("The decoder graph has no KV cache inputs/outputs in the expected names")
+        raise LayoutError("The decoder graph has no KV cache inputs/outputs in the expected names")
     return {
         "inputs": inputs,
         "outputs": {

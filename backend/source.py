@@ -189,7 +189,10 @@ def wanted_files(names: list[str], purpose: Purpose, allow_pickle: bool) -> list
                     "If you trust it, pass --allow-pickle (loaded with weights_only=True)",
                 )
             if not pickled:
-                raise MmforgeError("This repository has no model weights (*.safetensors)")
+                raise MmforgeError(
+                    "This repository has no model weights (*.safetensors)",
+                    "Check that the id names a model repository",
+                )
             weights = pickled
         chosen += weights
     return sorted(set(chosen))
@@ -272,7 +275,10 @@ def _resolve_hub(
             return _from_cache(source, purpose, allow_pickle, cache_dir, reason=str(e))
         raise _hub_error(source, e) from e
     if not info.sha:
-        raise MmforgeError(f"The hub did not say which commit {source.repo_id} is at")
+        raise MmforgeError(
+            f"The hub did not say which commit {source.repo_id} is at",
+            "Try again later",
+        )
     siblings = {s.rfilename: (s.size or 0) for s in (info.siblings or [])}
     names = wanted_files(list(siblings), purpose, allow_pickle)
     if "config.json" not in names:
