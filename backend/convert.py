@@ -124,7 +124,8 @@ def convert(
     family = families.by_key(profile.family_key)
     if not profile.runnable or family.pipeline_type is None:
         raise MmforgeError(
-            f"{family.name} cannot be converted for ONNX Runtime GenAI: {profile.runtime_reason}"
+            f"{family.name} cannot be converted for ONNX Runtime GenAI: {profile.runtime_reason}",
+            "`mmforge inspect` still describes it; choose a family the runtime runs",
         )
     if family.package is None:
         raise MmforgeError(

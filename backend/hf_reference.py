@@ -119,7 +119,8 @@ def _replace_each(text: str, placeholder: str, replacements: list[str]) -> str:
     if len(pieces) - 1 != len(replacements):
         raise MmforgeError(
             f"The prompt has {len(pieces) - 1} placeholders {placeholder} for "
-            f"{len(replacements)} attachments"
+            f"{len(replacements)} attachments",
+            "Give one attachment per placeholder in the messages",
         )
     out = pieces[0]
     for rep, rest in zip(replacements, pieces[1:], strict=True):

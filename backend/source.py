@@ -419,9 +419,17 @@ def _hub_error(source: Source, e: BaseException) -> MmforgeError:
             details=str(e),
         )
     if isinstance(e, hf.EntryNotFoundError):
-        return MmforgeError(f"A file listed by {repo} is missing on the hub", details=str(e))
+        return MmforgeError(
+            f"A file listed by {repo} is missing on the hub",
+            "The repository may be changing: try again later",
+            details=str(e),
+        )
     if isinstance(e, hf.HfHubHTTPError):
-        return MmforgeError(f"The hub answered with an error for {repo}", details=str(e))
+        return MmforgeError(
+            f"The hub answered with an error for {repo}",
+            "Try again later; run with -v to see the hub's answer",
+            details=str(e),
+        )
     if isinstance(e, OSError):
         return MmforgeError(
             f"Could not write the download of {repo}: {e.strerror or e}",
