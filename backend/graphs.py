@@ -103,8 +103,35 @@ def _flat_head_dims(hf_config: Any) -> None:
     object.__setattr__(text, "global_head_dim", sizes.pop() if sizes else text.head_dim)
 
 
+def _phi4mm_remote_style(hf_config: Any) -> None:
+    """Phi-4-multimodal: describe the native config's audio encoder the way mobius reads it.
+
+    mobius 0.1 reads the remote-code `audio_processor.config` block; the native
+    transformers config keeps the same sizes in `audio_config` under other names.
+    """
+    audio = getattr(hf_config, "audio_config", None)
+    if audio is None:
+        return
+    hf_config.audio_processor = {
+        "config": {
+            "attention_dim": audio.hidden_size,
+            "attention_heads": audio.num_attention_heads,
+            "num_blocks": audio.num_blocks,
+            "linear_units": audio.intermediate_size,
+            "kernel_size": audio.kernel_size,
+            "input_size": audio.input_size,
+            "nemo_conv_settings": {"conv_channels": audio.nemo_conv_channels},
+            "relative_attention_bias_args": {"t5_bias_max_distance": audio.bias_max_distance},
+        }
+    }
+    hf_config.embd_layer = {"image_embd_layer": {}, "audio_embd_layer": {}}
+
+
 # Config normalisations before the build, named by PackageSpec.config_patch.
-CONFIG_PATCHES = {"gemma4_flat_head_dims": _flat_head_dims}
+CONFIG_PATCHES = {
+    "gemma4_flat_head_dims": _flat_head_dims,
+    "phi4mm_remote_style": _phi4mm_remote_style,
+}
 
 # Adaptations of mobius modules, named by PackageSpec.module_patch.
 MODULE_PATCHES = {"qwen3_deepstack": _deepstack_vision}

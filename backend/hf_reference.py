@@ -270,23 +270,30 @@ def _phi4mm(
     images: list[Any],
     audios: list[Any],
 ) -> ReferenceInputs:
+    import re
+
     from mmforge.backend.hf_preprocess import phi4mm_images
 
     tensors: dict[str, Any] = {}
     image_reps: list[str] = []
     audio_reps: list[str] = []
+    image_token = tokenizer.convert_ids_to_tokens(int(cfg.get("vision_config.image_token_id")))
+    audio_token = tokenizer.convert_ids_to_tokens(int(cfg.get("audio_config.audio_token_id")))
     if images:
         out = phi4mm_images(images, read_json(folder / "preprocessor_config.json", "model"))
-        image_reps = ["<|image|>" * n for n in out.pop("num_img_tokens")]
+        image_reps = [image_token * n for n in out.pop("num_img_tokens")]
         tensors.update(out)
     if audios:
         feats = _audio_features(folder, audios)
-        audio_reps = ["<|audio|>" * int(n) for n in feats["audio_embed_sizes"]]
+        audio_reps = [audio_token * int(n) for n in feats["audio_embed_sizes"]]
         tensors["audio_input_features"] = feats["audio_input_features"]
         tensors["audio_embed_sizes"] = feats["audio_embed_sizes"]
         if "audio_attention_mask" in feats:
             tensors["audio_attention_mask"] = feats["audio_attention_mask"]
-    expanded = _replace_each(prompt, "<|image|>", image_reps)
+    # The prompt numbers attachments (<|image_1|>, ...); each stands for one expansion.
+    expanded = re.sub(r"<\|image_\d+\|>", "<|image|>", prompt)
+    expanded = re.sub(r"<\|audio_\d+\|>", "<|audio|>", expanded)
+    expanded = _replace_each(expanded, "<|image|>", image_reps)
     expanded = _replace_each(expanded, "<|audio|>", audio_reps)
     return _finish(tokenizer, prompt, expanded, tensors)
 
@@ -409,12 +416,38 @@ def _gemma4_from_runtime(
     result.tensors["mm_token_type_ids"] = _token_types(result, cfg)
 
 
+def _phi4mm_from_runtime(
+    cfg: families.Cfg, arrays: dict[str, Any], result: ReferenceInputs
+) -> None:
+    import torch
+
+    if "pixel_values" in arrays:
+        result.tensors["image_pixel_values"] = torch.from_numpy(
+            arrays["pixel_values"].astype("float32")
+        )
+        result.tensors["image_sizes"] = torch.from_numpy(arrays["image_sizes"].astype("int64"))
+        result.tensors["image_attention_mask"] = torch.from_numpy(
+            arrays["image_attention_mask"].astype("float32")
+        )
+    if "audio_embeds" in arrays:
+        result.tensors["audio_input_features"] = torch.from_numpy(
+            arrays["audio_embeds"].astype("float32")
+        )
+        result.tensors["audio_embed_sizes"] = torch.from_numpy(
+            arrays["audio_sizes"].astype("int64")
+        )
+        result.tensors["audio_attention_mask"] = torch.from_numpy(
+            arrays["audio_attention_mask"].astype(bool)
+        )
+
+
 _FROM_RUNTIME: dict[str, Callable[[families.Cfg, dict[str, Any], ReferenceInputs], None]] = {
     "qwen2_5_vl": _qwen_from_runtime,
     "qwen3_vl": _qwen_from_runtime,
     "mistral3": _pixtral_from_runtime,
     "gemma3": _gemma3_from_runtime,
     "gemma4": _gemma4_from_runtime,
+    "phi4mm": _phi4mm_from_runtime,
 }
 
 

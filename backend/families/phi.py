@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector, as_int, ids
+from typing import Any
+
+from mmforge.backend.families._base import (
+    Cfg,
+    Family,
+    ImageTokens,
+    PackageSpec,
+    Projector,
+    as_int,
+    ids,
+    processor_op,
+)
 
 # ORT GenAI 0.18 rewrites <|image_N|> / <|audio_N|> to these fixed ids.
 PHI4MM_IMAGE_TOKEN_ID = 200010
@@ -47,6 +58,164 @@ def _phi4_image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     )
 
 
+_PHI4MM_RENAMES = (
+    # native transformers name -> remote-code name (what mobius 0.1 maps)
+    (".image_embed.global_img_feature_extensor", ".image_embed.glb_GN"),
+    (".image_embed.sub_img_feature_extensor", ".image_embed.sub_GN"),
+    (".image_embed.img_projection_up.", ".image_embed.img_projection.0."),
+    (".image_embed.img_projection_down.", ".image_embed.img_projection.2."),
+    (".audio_embed.up_proj_for_speech.", ".audio_embed.audio_projection.speech.0."),
+    (".audio_embed.down_proj_for_speech.", ".audio_embed.audio_projection.speech.2."),
+    (".audio_embed.up_proj_for_vision_speech.", ".audio_embed.audio_projection.vision.0."),
+    (".audio_embed.down_proj_for_vision_speech.", ".audio_embed.audio_projection.vision.2."),
+)
+_PHI4MM_AUDIO_BLOCK_RENAMES = (
+    (".gate_up_proj.", ".net.0.linear."),
+    (".down_proj.", ".net.2."),
+    (".self_attn.q_proj.", ".self_attn.linear_q."),
+    (".self_attn.k_proj.", ".self_attn.linear_k."),
+    (".self_attn.v_proj.", ".self_attn.linear_v."),
+    (".self_attn.o_proj.", ".self_attn.linear_out."),
+)
+
+
+def _phi4mm_remote_names(name: str) -> str:
+    """The remote-code checkpoint names mobius maps, from the native transformers ones."""
+    for native, remote in _PHI4MM_RENAMES:
+        name = name.replace(native, remote)
+    if ".audio_embed.encoder.encoders." in name:
+        for native, remote in _PHI4MM_AUDIO_BLOCK_RENAMES:
+            name = name.replace(native, remote)
+    return name
+
+
+def _phi4mm_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    """The runtime's Phi-4 HD transform: dynamic crops plus a global view."""
+    crop = as_int(pre.first("size.height", default=cfg.get("vision_config.crop_size", 448)))
+    return {
+        "processor": {
+            "name": "phi_4_vision_processor",
+            "transforms": [
+                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
+                processor_op(
+                    "phi4_vision_dynamic_preprocess",
+                    "Phi4VisionDynamicPreprocess",
+                    {
+                        "dynamic_hd": int(pre.get("dynamic_hd", 36)),
+                        "dyhd_base_resolution": crop,
+                    },
+                ),
+                {"operation": {"name": "rescale", "type": "Rescale", "inputs": [":0"]}},
+                processor_op(
+                    "normalize",
+                    "Normalize",
+                    {
+                        "mean": list(pre.get("image_mean", [0.5, 0.5, 0.5])),
+                        "std": list(pre.get("image_std", [0.5, 0.5, 0.5])),
+                    },
+                ),
+                {
+                    "operation": {
+                        "name": "phi4_vision_processor",
+                        "type": "Phi4VisionProcessor",
+                        "inputs": [":0", "phi4_vision_dynamic_preprocess:1"],
+                        "attrs": {"dyhd_base_resolution": crop, "interpolation": "CUBIC"},
+                    }
+                },
+            ],
+            "output_aligner": "phi4-vision-aligner",
+        }
+    }
+
+
+def _phi4mm_audio_processor(cfg: Cfg, audio: Cfg) -> dict[str, Any]:
+    """The runtime's Phi-4 log-mel front end with the checkpoint's settings."""
+    n_fft = int(audio.get("n_fft", 512))
+    hop = int(audio.get("hop_length", 160))
+    window = int(audio.get("win_length", 400))
+    mels = int(audio.get("feature_size", 80))
+    return {
+        "feature_extraction": {
+            "sequence": [
+                processor_op(
+                    "audio_decoder", "AudioDecoderEx", {"target_sample_rates": [8000, 16000]}
+                ),
+                processor_op(
+                    "phi_4_audio_embed",
+                    "Phi4AudioEmbed",
+                    {
+                        "audio_compression_rate": int(audio.get("audio_compression_rate", 8)),
+                        "stft_normal/n_fft": n_fft,
+                        "stft_normal/frame_length": window,
+                        "stft_normal/hop_length": hop,
+                        "stft_normal/win_fn": "hamming",
+                        "logmel/chunk_size": 30,
+                        "logmel/hop_length": hop,
+                        "logmel/n_fft": n_fft,
+                        "logmel/n_mel": mels,
+                        "logmel/feature_first": 0,
+                        "logmel/no_padding": 1,
+                        "stft_normal_8k/n_fft": n_fft // 2,
+                        "stft_normal_8k/frame_length": window // 2,
+                        "stft_normal_8k/hop_length": hop // 2,
+                        "stft_normal_8k/win_fn": "hamming",
+                        "logmel_8k/chunk_size": 30,
+                        "logmel_8k/hop_length": hop // 2,
+                        "logmel_8k/n_fft": n_fft,
+                        "logmel_8k/n_mel": mels,
+                        "logmel_8k/feature_first": 0,
+                        "logmel_8k/no_padding": 1,
+                    },
+                ),
+            ],
+            "output_aligner": "phi4-audio-aligner",
+        }
+    }
+
+
+def _fix_audio_sizes(models: dict[str, Any], cfg: Cfg) -> str | None:
+    from mmforge.backend.graph_fixes import phi4mm_audio_sizes_input
+
+    return phi4mm_audio_sizes_input(models, cfg)
+
+
+def _fix_crops(models: dict[str, Any], cfg: Cfg) -> str:
+    from mmforge.backend.graph_fixes import phi4mm_crops_as_batch
+
+    return phi4mm_crops_as_batch(models, cfg)
+
+
+def _fix_projection_mode(models: dict[str, Any], cfg: Cfg) -> str | None:
+    from mmforge.backend.graph_fixes import phi4mm_projection_mode
+
+    return phi4mm_projection_mode(models, cfg)
+
+
+PHI4MM_PACKAGE = PackageSpec(
+    model_fields=_phi4_tokens,
+    vision_fields=lambda cfg, pre: {},
+    vision_inputs={
+        "pixel_values": "pixel_values",
+        "attention_mask": "image_attention_mask",
+        "image_sizes": "image_sizes",
+    },
+    processor_json=_phi4mm_processor,
+    speech_inputs={
+        "audio_embeds": "audio_embeds",
+        "audio_sizes": "audio_sizes",
+        "audio_projection_mode": "audio_projection_mode",
+    },
+    graph_fixes=(_fix_audio_sizes, _fix_crops, _fix_projection_mode),
+    audio_processor_json=_phi4mm_audio_processor,
+    config_patch="phi4mm_remote_style",
+    rename_checkpoint=_phi4mm_remote_names,
+    fused_attention=False,
+    notes=(
+        "Native transformers checkpoint names are mapped to the remote-code layout mobius "
+        "builds; the audio encoder sizes come from audio_config.",
+    ),
+)
+
 PHI4MM = Family(
     key="phi4mm",
     name="Phi-4-multimodal",
@@ -58,11 +227,14 @@ PHI4MM = Family(
     token_ids=_phi4_tokens,
     image_tokens=_phi4_image_tokens,
     has_audio=lambda cfg: cfg.has("audio_config") or cfg.has("embd_layer.audio_embd_layer"),
-    runtime_token_strings=("<|image|>", "<|audio|>"),
+    runtime_token_strings=("<|endoftext10|>", "<|endoftext11|>"),
+    package=PHI4MM_PACKAGE,
     notes=(
-        "The runtime hard-codes image id 200010 and audio id 200011; the vocab is padded so "
-        "the tokens land there.",
-        "Vision and speech LoRA adapters must be activated explicitly.",
+        "The runtime rewrites <|image_N|> and <|audio_N|> in the prompt to the tokens at "
+        "ids 200010 and 200011 (<|endoftext10|>, <|endoftext11|>).",
+        "Packages take one image per prompt: mobius 0.1 builds the HD transform for one image.",
+        "Remote-code checkpoints carry vision/speech LoRA adapters, which are not "
+        "converted; native transformers checkpoints have none.",
     ),
 )
 

@@ -473,7 +473,7 @@ def _phi4mm_config(s: dict[str, int], vocab: int) -> Any:
         "image_size": 448,
         "patch_size": 14,
         "crop_size": 448,
-        "image_token_id": s["<|image|>"],
+        "image_token_id": s["<|endoftext10|>"],
         "feature_layer": -2,
     }
     audio = {
@@ -486,7 +486,7 @@ def _phi4mm_config(s: dict[str, int], vocab: int) -> Any:
         "nemo_conv_channels": 32,
         "input_size": 80,
         "time_reduction": 8,
-        "audio_token_id": s["<|audio|>"],
+        "audio_token_id": s["<|endoftext11|>"],
     }
     return Phi4MultimodalConfig(
         **text,
@@ -504,14 +504,21 @@ PHI4MM = TinySpec(
     family_key="phi4mm",
     hf_class="Phi4MultimodalForCausalLM",
     specials=["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"],
-    # The runtime hard-codes these two ids: filler vocabulary pads up to them.
-    pinned={"<|image|>": 200010, "<|audio|>": 200011},
+    # The runtime hard-codes these two ids and token strings (as in the released
+    # tokenizer): filler vocabulary pads up to them.
+    pinned={"<|endoftext10|>": 200010, "<|endoftext11|>": 200011},
     make_config=_phi4mm_config,
+    # Attachments are numbered <|image_1|>, <|audio_1|>, ... as Phi-4-multimodal's prompt
+    # format has them; the runtime rewrites those to the two special tokens.
     chat_template=(
+        "{% set counts = namespace(image=0, audio=0) %}"
         "{% for message in messages %}<|{{ message['role'] }}|>"
         "{% if message['content'] is string %}{{ message['content'] }}"
         "{% else %}{% for part in message['content'] %}"
-        "{% if part['type'] == 'image' %}<|image|>{% elif part['type'] == 'audio' %}<|audio|>"
+        "{% if part['type'] == 'image' %}{% set counts.image = counts.image + 1 %}"
+        "<|image_{{ counts.image }}|>"
+        "{% elif part['type'] == 'audio' %}{% set counts.audio = counts.audio + 1 %}"
+        "<|audio_{{ counts.audio }}|>"
         "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
         "{% endfor %}{% endif %}<|end|>{% endfor %}"
         "{% if add_generation_prompt %}<|assistant|>{% endif %}"
@@ -520,8 +527,8 @@ PHI4MM = TinySpec(
         "bos_token": "<|endoftext|>",
         "eos_token": "<|endoftext|>",
         "pad_token": "<|endoftext|>",
-        "image_token": "<|image|>",
-        "audio_token": "<|audio|>",
+        "image_token": "<|endoftext10|>",
+        "audio_token": "<|endoftext11|>",
     },
     preprocessor={
         "image_processor_type": "Phi4MultimodalImageProcessor",

@@ -15,7 +15,7 @@ from mmforge.backend.errors import Cancelled, MmforgeError
 from mmforge.backend.jobs import JobContext, Progress
 from mmforge.backend.runtime import Runtime
 
-CONVERTIBLE = ["qwen2_5_vl", "qwen3_vl", "mistral3", "gemma3", "gemma4"]
+CONVERTIBLE = ["qwen2_5_vl", "qwen3_vl", "mistral3", "gemma3", "gemma4", "phi4mm"]
 _packages: dict[tuple[str, str], Path] = {}
 
 
@@ -49,7 +49,10 @@ def test_package_generates_the_same_32_greedy_tokens_as_transformers(tiny, packa
     assert ort_tokens == hf_tokens
 
 
-@pytest.mark.parametrize("family,n_images,n_audios", [("gemma4", 0, 1), ("gemma4", 1, 1)])
+@pytest.mark.parametrize(
+    "family,n_images,n_audios",
+    [("gemma4", 0, 1), ("gemma4", 1, 1), ("phi4mm", 0, 1), ("phi4mm", 1, 1)],
+)
 def test_audio_generation_matches_transformers(tiny, package, family, n_images, n_audios):
     rt = Runtime(package(family))
     messages = hf_reference.messages_for("Describe this.", n_images=n_images, n_audios=n_audios)
@@ -192,6 +195,36 @@ def test_gemma4_preprocessing_matches_hf(tiny, package):
         assert inputs.input_ids.count(ids[name]) == ref.input_ids.count(ids[name]) > 0
 
 
+def test_phi4mm_preprocessing_matches_hf(tiny, package):
+    import numpy as np
+    import soundfile as sf
+
+    rt = Runtime(package("phi4mm"))
+    messages = hf_reference.messages_for("Describe this.", n_images=1, n_audios=1)
+    inputs = rt.process(
+        rt.prompt(messages), images=[resources.probe_image()], audios=[resources.probe_audio()]
+    )
+    samples, rate = sf.read(resources.probe_audio(), dtype="float32")
+    ref = hf_reference.prepare(tiny("phi4mm"), messages, [_probe()], [(samples, rate)])
+    # Same prompt ids: <|image_1|>/<|audio_1|> become as many 200010/200011 tokens as HF.
+    assert inputs.input_ids == ref.input_ids
+    assert (
+        inputs.arrays["image_attention_mask"] == ref.tensors["image_attention_mask"].numpy()
+    ).all()
+    assert (inputs.arrays["image_sizes"] == ref.tensors["image_sizes"].numpy()).all()
+    _assert_same_pixels_and_channel_order(
+        inputs.arrays["pixel_values"][0],
+        ref.tensors["image_pixel_values"].numpy()[0],
+        channel_axis=1,
+    )
+    # The runtime's log-mel front end differs slightly from HF's (documented, bounded).
+    ort_audio = inputs.arrays["audio_embeds"][0]
+    hf_audio = ref.tensors["audio_input_features"].numpy()[0]
+    assert ort_audio.shape == hf_audio.shape
+    diff = np.abs(ort_audio - hf_audio)
+    assert diff.mean() < 3e-3 and diff.max() < 0.1
+
+
 def test_manifest_and_weight_report(package):
     folder = package("qwen2_5_vl")
     manifest = json.loads((folder / MANIFEST).read_text())
@@ -308,7 +341,8 @@ def test_f16_and_int4_packages_load_and_generate(package, family, dtype):
     messages = hf_reference.messages_for("Describe this image.", n_images=1)
     inputs = rt.process(rt.prompt(messages), images=[resources.probe_image()])
     tokens = rt.greedy(inputs, 16)
-    assert len(tokens) >= 1 and all(0 <= t < 100_000 for t in tokens)
+    vocab = json.loads((folder / "genai_config.json").read_text())["model"]["vocab_size"]
+    assert len(tokens) >= 1 and all(0 <= t < vocab for t in tokens)
 
 
 def test_qwen3_deepstack_travels_as_extra_columns(package):
@@ -411,7 +445,21 @@ def test_gemma4_with_bidirectional_vision_attention_matches_transformers(tiny, t
     assert hf_reference.greedy_generate(model, ref, 32) != hf_tokens
 
 
-@pytest.mark.parametrize("family", CONVERTIBLE)
+MULTI_IMAGE = [
+    pytest.param(
+        f,
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="mobius 0.1 builds Phi-4's HD transform for one image per prompt",
+        ),
+    )
+    if f == "phi4mm"
+    else f
+    for f in CONVERTIBLE
+]
+
+
+@pytest.mark.parametrize("family", MULTI_IMAGE)
 def test_three_images_of_two_sizes_match_transformers(tiny, package, family, tmp_path):
     """The runtime stacks images padded to the largest one; the graphs must not read the
     padding (Qwen) nor drop the image axis (Gemma 3)."""
@@ -445,3 +493,10 @@ def test_byte_level_tokenizer_declared_as_llama_is_relabelled_so_ids_match(tiny,
     hf_ids = AutoTokenizer.from_pretrained(tiny("qwen2_5_vl"))(text, add_special_tokens=False)
     ort_ids = list(Runtime(tmp_path / "pkg").tokenizer.encode(text))
     assert ort_ids == hf_ids["input_ids"]
+
+
+def test_a_runtime_family_without_a_converter_says_so(tiny, tmp_path):
+    with pytest.raises(MmforgeError) as e:
+        convert(str(tiny("lfm2_vl")), tmp_path / "out")
+    assert "Converting LFM2-VL is not supported yet" in e.value.one_line()
+    assert not (tmp_path / "out").exists()

@@ -231,7 +231,7 @@ EXPECTED_TINY = {
     "phi4mm": (
         "phi4mm",
         (V, A, E, D),
-        {"image_token_id": "<|image|>", "audio_token_id": "<|audio|>"},
+        {"image_token_id": "<|endoftext10|>", "audio_token_id": "<|endoftext11|>"},
     ),
     "lfm2_vl": ("lfm2_vl", (V, E, D), {"image_token_id": "<image>"}),
 }
