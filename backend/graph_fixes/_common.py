@@ -52,6 +52,7 @@ def is_constant(value: Any) -> bool:
 
 
 def initializer(graph: Any, name: str, array: np.ndarray) -> Any:
+    """An initializer of `graph`, created once per name."""
     import onnx_ir as ir
 
     if name in graph.initializers:
