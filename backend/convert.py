@@ -127,6 +127,13 @@ def convert(
             f"{family.name} cannot be converted for ONNX Runtime GenAI: {profile.runtime_reason}",
             "`mmforge inspect` still describes it; choose a family the runtime runs",
         )
+    if profile.remote_code:
+        raise MmforgeError(
+            f"This {family.name} checkpoint is defined by remote code, which mmforge does "
+            "not convert",
+            "Use the model's native transformers version (model_type "
+            f"{', '.join(t for t in family.model_types if t not in family.remote_code_types)})",
+        )
     if family.package is None:
         raise MmforgeError(
             f"Converting {family.name} is not supported yet in this version of mmforge",

@@ -500,3 +500,23 @@ def test_a_runtime_family_without_a_converter_says_so(tiny, tmp_path):
         convert(str(tiny("lfm2_vl")), tmp_path / "out")
     assert "Converting LFM2-VL is not supported yet" in e.value.one_line()
     assert not (tmp_path / "out").exists()
+
+
+def test_remote_code_checkpoints_are_refused_with_the_native_alternative(tmp_path):
+    folder = tmp_path / "remote"
+    folder.mkdir()
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "phi4mm",
+                "auto_map": {"AutoConfig": "configuration_phi4mm.Phi4MMConfig"},
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+            }
+        )
+    )
+    with pytest.raises(MmforgeError) as e:
+        convert(str(folder), tmp_path / "out", trust_remote_code=True)
+    assert "phi4_multimodal" in e.value.one_line()
+    assert not (tmp_path / "out").exists()
