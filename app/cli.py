@@ -278,7 +278,10 @@ def render_profile(p: Any) -> str:
                 f"  package {d:<4} {_size(s.package_bytes[d])}, "
                 f"runtime memory ≈ {_size(s.memory_bytes[d])}"
             )
-        lines.append(f"  convert peak ≈ {_size(s.convert_peak_bytes)}")
+        lines.append(
+            f"  convert peak ≈ {_size(s.convert_peak_bytes)} "
+            f"(then ≈ {_size(s.package_bytes['f32'])} while the runtime check loads the package)"
+        )
     else:
         lines.append("  parameters   unknown")
     lines.append(f"  remote code  {'needed' if p.remote_code else 'not needed'}")
