@@ -395,7 +395,11 @@ def _is_connection_error(e: BaseException) -> bool:
 
 
 def _hub_error(source: Source, e: BaseException) -> MmforgeError:
-    """Turn a huggingface_hub error into a message saying what to do."""
+    """Turn a huggingface_hub error into a message saying what to do.
+
+    Raises:
+        BaseException: `e` itself when it is not a hub or disk error.
+    """
     from huggingface_hub import errors as hf
 
     repo = source.repo_id
@@ -435,4 +439,6 @@ def _hub_error(source: Source, e: BaseException) -> MmforgeError:
             f"Could not write the download of {repo}: {e.strerror or e}",
             "Check the free disk space and permissions of the Hugging Face cache",
         )
+    # Anything else is a bug, not a user error: let it surface as one (the CLI logs the
+    # traceback and prints one line).
     raise e
