@@ -35,7 +35,6 @@ def validate_package(
     image_token_id: int | None,
     ctx: JobContext,
     *,
-    image: Path | None = None,
     ep: str = "cpu",
 ) -> Validation:
     """Load the package in ORT GenAI, run its processor on the probe image, generate a token.
@@ -65,7 +64,7 @@ def validate_package(
             }
         ]
         prompt = tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True)
-        images = og.Images.open(str(image or resources.probe_image()))
+        images = og.Images.open(str(resources.probe_image()))
         inputs = processor(prompt, images=images)
         ids = inputs["input_ids"].as_numpy()
         ctx.report("validate", 2, 3, message="generating one token")
