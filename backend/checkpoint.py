@@ -102,8 +102,10 @@ def _from_header(header: dict[str, dict[str, object]]) -> list[TensorInfo]:
     return out
 
 
-def local_tensors(folder: Path) -> list[TensorInfo] | None:
-    """Tensors from the safetensors files in `folder`, or None if it has none.
+def safetensors_headers(folder: Path) -> dict[Path, dict[str, dict[str, object]]] | None:
+    """The header of every safetensors file of the checkpoint in `folder`, or None if none.
+
+    With an index, the files are the shards it names; otherwise every *.safetensors file.
 
     Raises:
         MmforgeError: A shard named by the index is missing, or a file is corrupt.
@@ -127,12 +129,19 @@ def local_tensors(folder: Path) -> list[TensorInfo] | None:
         files = [folder / s for s in shards]
     else:
         files = sorted(folder.glob("*.safetensors"))
-    if not files:
+    return {f: read_header(f) for f in files} or None
+
+
+def local_tensors(folder: Path) -> list[TensorInfo] | None:
+    """Tensors from the safetensors files in `folder`, or None if it has none.
+
+    Raises:
+        MmforgeError: A shard named by the index is missing, or a file is corrupt.
+    """
+    headers = safetensors_headers(folder)
+    if headers is None:
         return None
-    tensors: list[TensorInfo] = []
-    for f in files:
-        tensors.extend(_from_header(read_header(f)))
-    return tensors
+    return [t for header in headers.values() for t in _from_header(header)]
 
 
 def hub_tensors(repo_id: str, revision: str | None, token: str | None) -> list[TensorInfo] | None:

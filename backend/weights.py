@@ -187,7 +187,8 @@ def checkpoint_refs(folder: Path, *, allow_pickle: bool = False) -> dict[str, Te
     """
     from mmforge.backend import checkpoint
 
-    if checkpoint.local_tensors(folder) is None:  # validates headers and shards
+    headers = checkpoint.safetensors_headers(folder)  # validates headers and shards
+    if headers is None:
         pickled = sorted(folder.glob("pytorch_model*.bin"))
         if pickled and allow_pickle:
             return _pickled_refs(pickled)
@@ -197,15 +198,9 @@ def checkpoint_refs(folder: Path, *, allow_pickle: bool = False) -> dict[str, Te
             if pickled
             else "Download the model's *.safetensors files",
         )
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        files = [folder / s for s in shards]
-    else:
-        files = sorted(folder.glob("*.safetensors"))
     refs: dict[str, TensorRef] = {}
-    for path in files:
-        for name, meta in checkpoint.read_header(path).items():
+    for path, header in headers.items():
+        for name, meta in header.items():
             if name != "__metadata__":
                 refs[name] = TensorRef(name, tuple(meta["shape"]), str(meta["dtype"]), path)  # type: ignore[arg-type]
     return refs
