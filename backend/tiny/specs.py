@@ -21,6 +21,13 @@ TEXT = {
     "max_position_embeddings": 4096,
     "rms_norm_eps": 1e-6,
 }
+# Tiny vision towers whose configs use the standard key names (Qwen names them otherwise).
+VISION = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+}
 CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
 
@@ -170,6 +177,7 @@ QWEN3_VL = TinySpec(
     eos_tokens=["<|im_end|>", "<|endoftext|>"],
 )
 
+_GEMMA_SPECIALS = ["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>"]
 _GEMMA_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}"
     "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
@@ -199,10 +207,7 @@ def _gemma3_config(s: dict[str, int], vocab: int) -> Any:
         "pad_token_id": s["<pad>"],
     }
     vision = {
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
+        **VISION,
         "image_size": 64,
         "patch_size": 4,
     }
@@ -220,11 +225,7 @@ GEMMA3 = TinySpec(
     family_key="gemma3",
     hf_class="Gemma3ForConditionalGeneration",
     specials=[
-        "<pad>",
-        "<eos>",
-        "<bos>",
-        "<start_of_turn>",
-        "<end_of_turn>",
+        *_GEMMA_SPECIALS,
         "<start_of_image>",
         "<end_of_image>",
         "<image_soft_token>",
@@ -272,10 +273,7 @@ def _mistral3_config(s: dict[str, int], vocab: int) -> Any:
         "tie_word_embeddings": False,
     }
     vision = {
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
+        **VISION,
         "head_dim": 16,
         "image_size": 128,
         "patch_size": 8,
@@ -359,10 +357,7 @@ def _gemma4_config(s: dict[str, int], vocab: int) -> Any:
         "pad_token_id": s["<pad>"],
     }
     vision = {
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
+        **VISION,
         "num_key_value_heads": 2,
         "head_dim": 16,
         "patch_size": 16,
@@ -399,11 +394,7 @@ GEMMA4 = TinySpec(
     family_key="gemma4",
     hf_class="Gemma4ForConditionalGeneration",
     specials=[
-        "<pad>",
-        "<eos>",
-        "<bos>",
-        "<start_of_turn>",
-        "<end_of_turn>",
+        *_GEMMA_SPECIALS,
         "<|image>",
         "<|image|>",
         "<image|>",
@@ -466,10 +457,7 @@ def _phi4mm_config(s: dict[str, int], vocab: int) -> Any:
 
     text = {k: v for k, v in TEXT.items() if k != "head_dim"}
     vision = {
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
+        **VISION,
         "image_size": 448,
         "patch_size": 14,
         "crop_size": 448,
@@ -582,10 +570,7 @@ def _lfm2_vl_config(s: dict[str, int], vocab: int) -> Any:
         "tie_word_embeddings": True,
     }
     vision = {
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
+        **VISION,
         "patch_size": 16,
         "num_patches": 64,
         "vision_use_head": False,
