@@ -28,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from mmforge.app import __version__
+    from mmforge.backend import __version__
 
     parser = _Parser(
         prog="mmforge",

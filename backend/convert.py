@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend import families
+from mmforge.backend import __version__, families
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.inspect import (
     load_config,
@@ -56,7 +56,7 @@ class Manifest:
     peak_rss_mb: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     commit: str | None = None
-    mmforge_version: str = "0.1.0"
+    mmforge_version: str = __version__
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

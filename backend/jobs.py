@@ -33,13 +33,6 @@ class Progress:
     unit: str = "steps"
     message: str = ""
 
-    @property
-    def fraction(self) -> float | None:
-        """Done over total, or None when the total is unknown."""
-        if not self.total:
-            return None
-        return min(1.0, self.done / self.total)
-
 
 ProgressCallback = Callable[[Progress], None]
 

@@ -63,11 +63,6 @@ class Source:
     repo_id: str | None = None
     revision: str | None = None
 
-    @property
-    def is_hub(self) -> bool:
-        """Whether the source is a hub repository."""
-        return self.repo_id is not None
-
 
 @dataclass(frozen=True)
 class ResolvedSource:
