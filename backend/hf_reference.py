@@ -318,7 +318,9 @@ def _lfm2_vl(
     return _finish(tokenizer, prompt, expanded, tensors)
 
 
-_PREPARERS: dict[str, Callable[..., ReferenceInputs]] = {
+# folder, config, tokenizer, templated prompt, images, audios -> the model's inputs
+_Preparer = Callable[[Path, families.Cfg, Any, str, list[Any], list[Any]], ReferenceInputs]
+_PREPARERS: dict[str, _Preparer] = {
     "qwen2_5_vl": _qwen,
     "qwen3_vl": _qwen,
     "gemma3": _gemma3,
