@@ -6,6 +6,7 @@ Three sources, best first: safetensors headers on disk; safetensors headers on t
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import struct
@@ -63,8 +64,28 @@ def read_header(path: Path) -> dict[str, dict[str, object]]:
     Raises:
         MmforgeError: The file is truncated or not safetensors.
     """
+    return _parsed(path)[1]
+
+
+def _parsed(path: Path) -> tuple[int, dict[str, dict[str, object]]]:
+    """Where the data of a safetensors file starts, and its header.
+
+    Parsed once per file version: inspection, the weight plan and every tensor read
+    share it.
+    """
     try:
-        size = path.stat().st_size
+        stat = path.stat()
+    except OSError as e:
+        raise MmforgeError(
+            f"{path.name} could not be read ({e})",
+            "The download may be incomplete: download the model again",
+        ) from e
+    return _parse_header(path, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_header(path: Path, size: int, mtime_ns: int) -> tuple[int, dict[str, dict[str, object]]]:
+    try:
         with path.open("rb") as f:
             prefix = f.read(8)
             if len(prefix) < 8:
@@ -89,7 +110,7 @@ def read_header(path: Path) -> dict[str, dict[str, object]]:
             f"{path.name} has a malformed safetensors header",
             "The file is corrupt: delete it and download the model again",
         )
-    return header
+    return 8 + int(length), header
 
 
 def _from_header(header: dict[str, dict[str, object]]) -> list[TensorInfo]:
@@ -197,7 +218,7 @@ TORCH_DTYPES = {
 _NUMPY = {**TORCH_DTYPES, "BF16": "uint16"}
 
 
-def read_tensor(path: Path, name: str, header: dict[str, Any] | None = None) -> Any:
+def read_tensor(path: Path, name: str) -> Any:
     """Read one tensor from a safetensors file with a plain read (no mmap) as torch.
 
     Reading instead of mapping keeps the checkpoint out of the process's resident set:
@@ -206,19 +227,13 @@ def read_tensor(path: Path, name: str, header: dict[str, Any] | None = None) -> 
     import numpy as np
     import torch
 
-    header = header if header is not None else read_header(path)
-    meta = header[name]
+    base, header = _parsed(path)
+    meta: dict[str, Any] = header[name]
     dtype = str(meta["dtype"])
-    start, end = (int(x) for x in meta["data_offsets"])  # type: ignore[union-attr]
-    base = 8 + _header_length(path)
+    start, end = (int(x) for x in meta["data_offsets"])
     count = (end - start) // np.dtype(_NUMPY[dtype]).itemsize
     array = np.fromfile(path, dtype=_NUMPY[dtype], count=count, offset=base + start)
     tensor = torch.from_numpy(array)
     if dtype == "BF16":
         tensor = tensor.view(torch.bfloat16)
-    return tensor.reshape([int(d) for d in meta["shape"]])  # type: ignore[union-attr]
-
-
-def _header_length(path: Path) -> int:
-    with path.open("rb") as f:
-        return int(struct.unpack("<Q", f.read(8))[0])
+    return tensor.reshape([int(d) for d in meta["shape"]])

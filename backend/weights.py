@@ -135,11 +135,11 @@ class TensorRef:
             return lambda *args: self._derive(op, args)
         raise AttributeError(op)
 
-    def read(self, header: dict[str, Any]) -> Any:
+    def read(self) -> Any:
         """The tensor's data, read from its file, with the recorded operations applied."""
         from mmforge.backend.checkpoint import read_tensor
 
-        tensor: Any = read_tensor(self.file, self.name, header)
+        tensor: Any = read_tensor(self.file, self.name)
         for op, args in self.ops:
             if op in ("__getitem__", "__pick__"):
                 tensor = tensor[args[0]]
@@ -213,7 +213,7 @@ class _LoadedRef(TensorRef):
         super().__init__(name, tuple(tensor.shape), tensor.dtype, file)
         self._tensor = tensor
 
-    def read(self, header: dict[str, Any]) -> Any:
+    def read(self) -> Any:
         return self._tensor
 
 
@@ -312,11 +312,8 @@ def apply_component(graphs: BuiltGraphs, component: str, plan: WeightPlan, ctx: 
     """
     import onnx_ir as ir
 
-    from mmforge.backend.checkpoint import read_header
-
     model = graphs.models[component]
     todo = plan.assignments.get(component, [])
-    headers: dict[Path, dict[str, Any]] = {}
     first: dict[int, Any] = {}
     for done, (init_name, ref) in enumerate(todo, start=1):
         value = model.graph.initializers[init_name]
@@ -327,10 +324,8 @@ def apply_component(graphs: BuiltGraphs, component: str, plan: WeightPlan, ctx: 
             del model.graph.initializers[init_name]
             continue
         first[id(ref)] = value
-        if ref.file not in headers:
-            headers[ref.file] = read_header(ref.file) if ref.file.suffix == ".safetensors" else {}
         value.const_value = ir.LazyTensor(
-            _loader(ref, headers[ref.file], value.dtype, init_name),
+            _loader(ref, value.dtype, init_name),
             dtype=value.dtype,
             shape=ir.Shape(list(ref.shape)),
             name=init_name,
@@ -340,16 +335,14 @@ def apply_component(graphs: BuiltGraphs, component: str, plan: WeightPlan, ctx: 
     _contiguous_on_write(model)
 
 
-def _loader(
-    ref: TensorRef, header: dict[str, Any], dtype: Any, init_name: str
-) -> Callable[[], Any]:
+def _loader(ref: TensorRef, dtype: Any, init_name: str) -> Callable[[], Any]:
     """Read one tensor, in the initializer's dtype, when the writer asks for it."""
 
     def load() -> Any:
         from onnx_ir import tensor_adapters
 
         try:
-            tensor = ref.read(header)
+            tensor = ref.read()
         except (OSError, ValueError) as e:
             raise MmforgeError(
                 f"{ref.file.name} could not be read ({e})",
