@@ -86,10 +86,36 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="run one job for a client over JSON lines (internal)")
     p.set_defaults(func=_cmd_worker)
 
+    p = sub.add_parser("chat", help="send one message to a package and stream the answer")
+    p.add_argument("package", type=Path, metavar="PACKAGE", help="a package folder")
+    p.add_argument(
+        "--image", action="append", default=[], type=Path, metavar="IMG", help="attach an image"
+    )
+    p.add_argument(
+        "--audio", action="append", default=[], type=Path, metavar="WAV", help="attach audio"
+    )
+    p.add_argument("--prompt", required=True, help="the message text")
+    p.add_argument("--max-new-tokens", type=int, default=256, metavar="N", help="default 256")
+    p.add_argument("--ep", choices=("cpu", "cuda"), default="cpu", help="default cpu")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        metavar="T",
+        help="sample at this temperature (default 0: greedy)",
+    )
+    p.add_argument("--top-p", type=float, default=1.0, metavar="P", help="when sampling")
+    p.add_argument("--top-k", type=int, default=50, metavar="K", help="when sampling")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed")
+    p.add_argument("--save", action="store_true", help="keep the conversation in the app's history")
+    p.add_argument(
+        "--json", action="store_true", help="print text, token ids and stats as one JSON object"
+    )
+    p.set_defaults(func=_cmd_chat)
+
     for name, text in (
         ("gui", "open the desktop app"),
         ("verify", "compare a package with its Hugging Face reference, stage by stage"),
-        ("chat", "chat with a package"),
     ):
         p = sub.add_parser(name, help=text)
         p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -103,7 +129,7 @@ def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
 
         raise MmforgeError(
             f"`mmforge {name}` is not built yet in this version",
-            "Use `mmforge inspect`, `mmforge convert` or `mmforge demo` for now",
+            "Use `mmforge inspect`, `mmforge convert`, `mmforge chat` or `mmforge demo` for now",
         )
 
     return run
@@ -189,9 +215,82 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_chat(args: argparse.Namespace) -> int:
+    import signal
+
+    from mmforge.backend.attachments import AUDIO, IMAGE
+    from mmforge.backend.chat_worker import ChatClient
+    from mmforge.backend.errors import MmforgeError
+
+    if args.max_new_tokens < 1:
+        raise MmforgeError("--max-new-tokens must be at least 1", "Pass a positive number")
+    options: dict[str, Any] = {"max_new_tokens": args.max_new_tokens}
+    if args.temperature > 0:
+        options.update(
+            do_sample=True,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            seed=args.seed,
+        )
+    files = [(p, IMAGE) for p in args.image] + [(p, AUDIO) for p in args.audio]
+    for path, _ in files:
+        if not path.is_file():
+            raise MmforgeError(f"No such file: {path}", "Check the attachment path")
+    live = sys.stdout if not args.json else (sys.stderr if sys.stderr.isatty() else None)
+    interrupted = False
+    with ChatClient(args.package, args.ep, save=args.save) as client:
+
+        def on_interrupt(*_: Any) -> None:
+            nonlocal interrupted
+            interrupted = True
+            client.stop()
+
+        previous = signal.signal(signal.SIGINT, on_interrupt)
+        try:
+            turn: dict[str, Any] = {}
+            attachments: list[dict[str, Any]] = []
+            for event in client.send(args.prompt, files, options):
+                kind = event["event"]
+                if kind == "token" and live is not None:
+                    live.write(event["text"])
+                    live.flush()
+                elif kind == "attachments":
+                    attachments = event["value"]
+                    for a in attachments:
+                        if a["note"] and not args.json:
+                            print(f"mmforge: {a['name']}: {a['note']}", file=sys.stderr)
+                elif kind == "error":
+                    raise MmforgeError(str(event["message"]), event.get("hint"))
+                elif kind == "turn":
+                    turn = event["value"]
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        info = client.info
+    if args.json:
+        load = {"load_s": info["load_s"], "load_memory_bytes": info["load_memory_bytes"]}
+        print(json.dumps({**turn, "attachments": attachments, "load": load}, indent=2))
+    else:
+        if live is not None:
+            live.write("\n")
+        st = turn["stats"]
+        ended = {"eos": "end of answer", "length": "token limit", "stopped": "stopped"}
+        print(
+            f"[{st['prompt_tokens']} prompt tokens · "
+            f"first token {st['time_to_first_token_s']:.2f} s"
+            f" · {st['new_tokens']} tokens at {st['decode_tokens_per_s']:.1f} tok/s · "
+            f"{ended.get(turn['stop_reason'], turn['stop_reason'])}]",
+            file=sys.stderr,
+        )
+    return EXIT_CANCELLED if interrupted else 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from platformdirs import user_data_dir
 
+    from mmforge import resources
+    from mmforge.backend.attachments import IMAGE
+    from mmforge.backend.chat import ChatSession, GenerationOptions
     from mmforge.backend.convert import convert
     from mmforge.backend.inspect import inspect_source
     from mmforge.backend.jobs import JobContext
@@ -203,10 +302,21 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     out = Path(user_data_dir("mmforge", appauthor=False)) / "packages" / "demo-qwen2_5_vl"
     out.parent.mkdir(parents=True, exist_ok=True)
     manifest = convert(str(folder), out, ctx)
+    session = ChatSession(out)
+    try:
+        image = session.prepare_attachments([(resources.probe_image(), IMAGE)])
+        turn = session.send("What is in this picture?", image, GenerationOptions(max_new_tokens=24))
+    finally:
+        session.close()
     if args.json:
         print(
             json.dumps(
-                {"profile": profile.to_dict(), "package": str(out), "manifest": manifest.to_dict()},
+                {
+                    "profile": profile.to_dict(),
+                    "package": str(out),
+                    "manifest": manifest.to_dict(),
+                    "chat": turn.to_dict(),
+                },
                 indent=2,
             )
         )
@@ -216,10 +326,16 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         f"\nConverted to {out}: {' + '.join(manifest.components)}; ONNX Runtime GenAI "
         f"loads it and generates."
     )
+    st = turn.stats
+    print(
+        f"\nOne chat turn with the probe image: {st.new_tokens} tokens, first after "
+        f"{st.time_to_first_token_s:.2f} s, {st.decode_tokens_per_s:.0f} tokens/s:\n  "
+        f"{turn.text!r}"
+    )
     print(
         "\nThis is the built-in demo: a tiny random-weight model, built offline. It talks "
-        "nonsense by design;\nit lets the whole flow run with no network. Verify and chat "
-        "are not built yet in this version."
+        "nonsense by design;\nit lets the whole flow run with no network. Chat with it:\n"
+        f"  mmforge chat {out} --image IMG --prompt TEXT"
     )
     return 0
 

@@ -8,6 +8,7 @@ Heavy libraries (torch, transformers, onnxruntime-genai) are imported in the wor
 Commands, one JSON object a line:
     {"cmd": "run", "job": "convert", "args": {...}}
     {"cmd": "cancel"}
+A `chat` job stays up for many requests; its commands and events are in `chat_worker`.
 Events, one JSON object a line:
     {"event": "progress", "stage", "done", "total", "unit", "message"}
     {"event": "result", "job", "value": {...}}
@@ -89,7 +90,11 @@ def serve(stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
     stdin = stdin or sys.stdin
     channel = _Channel(stdout or sys.stdout)
     sys.stdout = sys.stderr
-    first = _read(stdin)
+    first = read_command(stdin)
+    if first is not None and first.get("cmd") == "run" and first.get("job") == "chat":
+        from mmforge.backend.chat_worker import serve_chat
+
+        return serve_chat(dict(first.get("args") or {}), stdin, channel.send)
     if first is None or first.get("cmd") != "run" or first.get("job") not in JOBS:
         channel.send({"event": "error", "message": f"Expected a run command, got {first}"})
         return 2
@@ -122,7 +127,8 @@ def serve(stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
     return 0
 
 
-def _read(stdin: IO[str]) -> dict[str, Any] | None:
+def read_command(stdin: IO[str]) -> dict[str, Any] | None:
+    """The next JSON object on stdin; None at end of input or for a line that is not one."""
     line = stdin.readline()
     if not line:
         return None
@@ -136,7 +142,7 @@ def _read(stdin: IO[str]) -> dict[str, Any] | None:
 def _listen(stdin: IO[str], ctx: JobContext) -> None:
     """Set the cancel flag on a cancel command, or when the client goes away."""
     while True:
-        command = _read(stdin)
+        command = read_command(stdin)
         if command is None or command.get("cmd") == "cancel":
             ctx.cancel.cancel()
             return
@@ -169,18 +175,54 @@ class WorkerJob:
             text=True,
             env={**os.environ, **(env or {})},
         )
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps({"cmd": "run", "job": job, "args": args}) + "\n")
-        self.process.stdin.flush()
+        self._stdin_lock = threading.RLock()  # reentrant: a signal handler may write too
+        self._stderr_tail: list[str] = []
+        # Drain stderr (library warnings) so a chatty worker never blocks on a full pipe.
+        self._drain = threading.Thread(target=self._read_stderr, daemon=True)
+        self._drain.start()
+        self.command({"cmd": "run", "job": job, "args": args})
+
+    def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        with contextlib.suppress(OSError, ValueError):
+            for line in self.process.stderr:
+                self._stderr_tail.append(line)
+                del self._stderr_tail[:-200]
+
+    @property
+    def stderr_tail(self) -> str:
+        """The worker's last lines on stderr (for error details)."""
+        return "".join(self._stderr_tail)
+
+    def command(self, command: dict[str, Any]) -> bool:
+        """Write one command; False when the worker is gone."""
+        if self.process.poll() is not None or self.process.stdin is None:
+            return False
+        try:
+            with self._stdin_lock:
+                self.process.stdin.write(json.dumps(command) + "\n")
+                self.process.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+        return True
+
+    def read_event(self) -> dict[str, Any] | None:
+        """The next event as sent (progress included), or None when the worker is gone."""
+        assert self.process.stdout is not None
+        try:
+            for line in self.process.stdout:
+                line = line.strip()
+                if line:
+                    value = json.loads(line)
+                    return value if isinstance(value, dict) else None
+        except (OSError, ValueError):
+            return None
+        return None
 
     def events(self) -> Any:
         """Yield each event until the job ends; then the process is reaped."""
         assert self.process.stdout is not None
-        for line in self.process.stdout:
-            line = line.strip()
-            if not line:
-                continue
-            event = json.loads(line)
+        while (event := self.read_event()) is not None:
             if event.get("event") == "progress":
                 yield Progress(**{k: v for k, v in event.items() if k != "event"})
                 continue
@@ -191,12 +233,7 @@ class WorkerJob:
 
     def cancel(self) -> None:
         """Ask the job to stop at its next check."""
-        if self.process.poll() is None and self.process.stdin is not None:
-            try:
-                self.process.stdin.write(json.dumps({"cmd": "cancel"}) + "\n")
-                self.process.stdin.flush()
-            except (BrokenPipeError, OSError):
-                pass
+        self.command({"cmd": "cancel"})
 
     def kill(self) -> None:
         """Hard cancel: terminate the worker (nothing it was writing is published)."""

@@ -16,7 +16,6 @@ conversion time within 3x of the copy.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import shutil
 import subprocess
@@ -24,13 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-SIZES = {
-    # name: (hidden, layers, intermediate, vision hidden, vision depth)
-    "50M": (512, 8, 1408, 256, 4),
-    "200M": (1024, 12, 2816, 512, 4),
-    "800M": (1536, 24, 4096, 768, 8),
-}
-VOCAB = 32000
+from _synthetic import build_checkpoint
 
 _MEASURE = (
     "import resource, subprocess, sys, time\n"
@@ -41,36 +34,6 @@ _MEASURE = (
     "open(sys.argv[0] + '.out', 'wb').write(p.stdout)\n"
     "print(p.returncode, dt, rss)\n"
 )
-
-
-def build_checkpoint(name: str, folder: Path) -> int:
-    """Write a synthetic Qwen2.5-VL checkpoint; returns its parameter count."""
-    from mmforge.backend.tiny import specs
-    from mmforge.backend.tiny.build import write_tiny
-
-    hidden, layers, inter, v_hidden, v_depth = SIZES[name]
-    base = specs.QWEN2_5_VL
-
-    def make_config(special: dict[str, int], vocab: int):
-        config = base.make_config(special, vocab)
-        t = config.text_config
-        t.hidden_size, t.num_hidden_layers, t.intermediate_size = hidden, layers, inter
-        t.num_attention_heads, t.num_key_value_heads = hidden // 64, max(1, hidden // 256)
-        t.vocab_size = VOCAB
-        t.rope_parameters["mrope_section"] = [8, 12, 12]
-        t.layer_types = ["full_attention"] * layers
-        t.max_window_layers = layers
-        v = config.vision_config
-        v.hidden_size, v.depth, v.intermediate_size = v_hidden, v_depth, v_hidden * 2
-        v.num_heads, v.out_hidden_size = v_hidden // 64, hidden
-        v.fullatt_block_indexes = [v_depth - 1]
-        return config
-
-    spec = dataclasses.replace(base, make_config=make_config)
-    write_tiny(spec, folder)
-    from mmforge.backend.checkpoint import local_tensors
-
-    return sum(t.numel for t in local_tensors(folder) or [])
 
 
 def measure(cmd: list[str], work: Path) -> tuple[float, float, str]:

@@ -40,6 +40,25 @@ def tiny(tiny_root: Path):
     return get
 
 
+_packages: dict[tuple[str, str], Path] = {}
+
+
+@pytest.fixture(scope="session")
+def package(tiny, tmp_path_factory):
+    """package(family, dtype="f32") -> folder of the converted tiny checkpoint, built once."""
+    from mmforge.backend.convert import convert
+
+    def get(family: str, dtype: str = "f32") -> Path:
+        key = (family, dtype)
+        if key not in _packages:
+            out = tmp_path_factory.mktemp("pkg") / f"{family}-{dtype}"
+            convert(str(tiny(family)), out, dtype=dtype)
+            _packages[key] = out
+        return _packages[key]
+
+    return get
+
+
 @pytest.fixture
 def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
     """A local hub on loopback, with HF_ENDPOINT pointing at it and a private cache."""

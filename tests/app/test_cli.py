@@ -108,6 +108,54 @@ def test_stages_not_built_yet_say_so(capsys):
     assert "not built yet" in _one_clear_line(err)
 
 
+def test_chat_json_ends_with_the_answer_ids_and_stats(package, capsys):
+    from mmforge import resources
+    from mmforge.backend.attachments import IMAGE
+    from mmforge.backend.chat import ChatSession, GenerationOptions
+
+    folder = package("qwen2_5_vl")
+    code, out, _ = _run(
+        capsys,
+        "chat",
+        str(folder),
+        "--image",
+        str(resources.probe_image()),
+        "--prompt",
+        "Describe this.",
+        "--max-new-tokens",
+        "8",
+        "--json",
+    )
+    assert code == 0
+    data = json.loads(out)
+    session = ChatSession(folder)
+    image = session.prepare_attachments([(resources.probe_image(), IMAGE)])
+    expected = session.send("Describe this.", image, GenerationOptions(max_new_tokens=8))
+    assert data["token_ids"] == expected.token_ids and data["text"] == expected.text
+    assert data["stats"]["new_tokens"] == 8 and data["stop_reason"] == "length"
+    assert data["attachments"][0]["name"] == "probe.png" and data["load"]["load_s"] > 0
+
+
+def test_chat_streams_text_then_a_stats_line(package, capsys):
+    code, out, err = _run(
+        capsys, "chat", str(package("qwen2_5_vl")), "--prompt", "Hi.", "--max-new-tokens", "5"
+    )
+    assert code == 0 and out.endswith("\n")
+    assert "5 tokens at" in err and "token limit" in err
+
+
+def test_chat_refuses_a_bad_attachment_in_one_line(package, capsys, tmp_path):
+    fake = tmp_path / "cat.png"
+    fake.write_text("meow")
+    code, _, err = _run(
+        capsys, "chat", str(package("qwen2_5_vl")), "--image", str(fake), "--prompt", "Look."
+    )
+    assert code == 2
+    assert "cat.png: it is not an image file" in _one_clear_line(err)
+    code, _, err = _run(capsys, "chat", str(tmp_path), "--prompt", "Hi.")
+    assert code == 2 and "no genai_config.json" in _one_clear_line(err)
+
+
 def test_the_installed_script_runs_demo_offline(tmp_path):
     env = {
         **os.environ,
@@ -124,6 +172,7 @@ def test_the_installed_script_runs_demo_offline(tmp_path):
     assert data["profile"]["family_key"] == "qwen2_5_vl" and data["profile"]["runnable"]
     assert data["manifest"]["validation"]["image_tokens"] > 0
     assert (Path(data["package"]) / "genai_config.json").is_file()
+    assert data["chat"]["stats"]["new_tokens"] > 0 and data["chat"]["token_ids"]
     bad = subprocess.run(
         [str(script), "inspect", str(tmp_path / "missing")],
         env=env,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -16,22 +15,6 @@ from mmforge.backend.jobs import JobContext, Progress
 from mmforge.backend.runtime import Runtime
 
 CONVERTIBLE = ["qwen2_5_vl", "qwen3_vl", "mistral3", "gemma3", "gemma4", "phi4mm"]
-_packages: dict[tuple[str, str], Path] = {}
-
-
-@pytest.fixture(scope="session")
-def package(tiny, tmp_path_factory):
-    """package(family, dtype="f32") -> folder of the converted tiny checkpoint, built once."""
-
-    def get(family: str, dtype: str = "f32") -> Path:
-        key = (family, dtype)
-        if key not in _packages:
-            out = tmp_path_factory.mktemp("pkg") / f"{family}-{dtype}"
-            convert(str(tiny(family)), out, dtype=dtype)
-            _packages[key] = out
-        return _packages[key]
-
-    return get
 
 
 @pytest.mark.parametrize("family", CONVERTIBLE)

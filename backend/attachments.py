@@ -1,0 +1,218 @@
+"""Chat attachments: check an image or audio file and copy it into a form the runtime takes.
+
+Every check happens before anything is sent to the model, so a bad file costs the user
+nothing: the draft stays, the conversation is untouched, and the message says what to do.
+
+- Images are decoded once (which catches truncated and non-image files). Very large
+  images are reduced so that the longest side is at most `MAX_IMAGE_SIDE`; JPEGs are
+  decoded at reduced scale directly, so a 10000×10000 photo never needs its full bitmap.
+- Audio is read with soundfile, mixed down to mono and resampled to 16 kHz (the rate the
+  runtime's audio processors expect), then written as 16-bit PCM WAV.
+"""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend.errors import MmforgeError
+
+IMAGE = "image"
+AUDIO = "audio"
+
+MAX_IMAGE_SIDE = 4096
+# Beyond this many pixels a file is refused outright: its bitmap alone would take
+# gigabytes, and no vision encoder sees more than a few megapixels.
+MAX_IMAGE_PIXELS = 400_000_000
+AUDIO_SAMPLE_RATE = 16_000
+MAX_AUDIO_SECONDS = 600.0
+_RUNTIME_IMAGE_FORMATS = {"PNG", "JPEG"}
+
+
+class AttachmentError(MmforgeError):
+    """An attachment that cannot be sent; the draft is kept."""
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A checked attachment, ready for the runtime.
+
+    Attributes:
+        kind: "image" or "audio".
+        path: The prepared file (a copy; the user's file is never changed).
+        name: The file name the user picked, for display.
+        note: What was done to the file, if anything (e.g. "resized from 10000×10000").
+        width: Image width after preparation (images only).
+        height: Image height after preparation (images only).
+        seconds: Duration (audio only).
+    """
+
+    kind: str
+    path: Path
+    name: str
+    note: str = ""
+    width: int = 0
+    height: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the path as a string)."""
+        return {**asdict(self), "path": str(self.path)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Attachment:
+        """Inverse of `to_dict`."""
+        return cls(**{**data, "path": Path(data["path"])})
+
+
+def kind_of(path: Path) -> str:
+    """Guess the attachment kind from the file name (the content is checked later)."""
+    suffix = path.suffix.lower()
+    if suffix in {".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif", ".opus"}:
+        return AUDIO
+    return IMAGE
+
+
+def prepare(path: Path, kind: str, dest: Path) -> Attachment:
+    """Check one attachment and write the runtime-ready copy into the folder `dest`."""
+    if not path.is_file():
+        raise AttachmentError(f"Cannot attach {path.name}: no such file", f"Check the path {path}")
+    dest.mkdir(parents=True, exist_ok=True)
+    if kind == IMAGE:
+        return _prepare_image(path, dest)
+    if kind == AUDIO:
+        return _prepare_audio(path, dest)
+    raise AttachmentError(f"Unknown attachment kind {kind!r}", "Attach an image or an audio file")
+
+
+def _free_name(dest: Path, stem: str, suffix: str) -> Path:
+    candidate = dest / f"{stem}{suffix}"
+    n = 1
+    while candidate.exists():
+        n += 1
+        candidate = dest / f"{stem}-{n}{suffix}"
+    return candidate
+
+
+def _prepare_image(path: Path, dest: Path) -> Attachment:
+    from PIL import Image, UnidentifiedImageError
+
+    with warnings.catch_warnings():
+        # Our own pixel limit below replaces PIL's decompression-bomb warning.
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        limit = Image.MAX_IMAGE_PIXELS
+        Image.MAX_IMAGE_PIXELS = None
+        try:
+            try:
+                image = Image.open(path)
+            except UnidentifiedImageError:
+                raise AttachmentError(
+                    f"Cannot attach {path.name}: it is not an image file",
+                    "Attach a PNG, JPEG, WebP, BMP or GIF image",
+                ) from None
+            with image:
+                return _reduce_and_save(image, path, dest)
+        finally:
+            Image.MAX_IMAGE_PIXELS = limit
+
+
+def _reduce_and_save(image: Any, path: Path, dest: Path) -> Attachment:
+    from PIL import Image
+
+    width, height = image.size
+    if width * height > MAX_IMAGE_PIXELS:
+        raise AttachmentError(
+            f"Cannot attach {path.name}: {width}×{height} pixels is too large to open",
+            f"Use an image under {MAX_IMAGE_PIXELS // 1_000_000} megapixels",
+        )
+    source_format = image.format
+    scale = min(1.0, MAX_IMAGE_SIDE / max(width, height))
+    if scale < 1.0 and source_format == "JPEG":
+        # Decode at 1/2, 1/4 or 1/8 scale: the full bitmap is never made.
+        image.draft("RGB", (int(width * scale), int(height * scale)))
+    try:
+        image.load()
+    except (OSError, SyntaxError, ValueError) as e:
+        raise AttachmentError(
+            f"Cannot attach {path.name}: the image is damaged or truncated ({e})",
+            "Save the image again or pick another file",
+        ) from None
+    note = ""
+    if scale < 1.0:
+        image = image.convert("RGB")
+        image.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE), Image.Resampling.LANCZOS)
+        note = f"reduced from {width}×{height} to {image.width}×{image.height}"
+    if not note and source_format in _RUNTIME_IMAGE_FORMATS and image.mode == "RGB":
+        target = _free_name(dest, path.stem, path.suffix.lower() or ".img")
+        shutil.copyfile(path, target)
+    else:
+        if image.mode != "RGB":
+            note = note or f"converted from {source_format} {image.mode} to RGB PNG"
+            image = image.convert("RGB")
+        target = _free_name(dest, path.stem, ".png")
+        image.save(target, format="PNG")
+    return Attachment(IMAGE, target, path.name, note, width=image.width, height=image.height)
+
+
+def _prepare_audio(path: Path, dest: Path) -> Attachment:
+    import numpy as np
+    import soundfile as sf
+
+    try:
+        info = sf.info(str(path))
+    except (RuntimeError, sf.LibsndfileError):
+        raise AttachmentError(
+            f"Cannot attach {path.name}: it is not an audio file this app can read",
+            "Attach a WAV, FLAC or OGG file",
+        ) from None
+    if info.duration > MAX_AUDIO_SECONDS:
+        raise AttachmentError(
+            f"Cannot attach {path.name}: {info.duration:.0f} s of audio is too long",
+            f"Cut it to under {MAX_AUDIO_SECONDS / 60:.0f} minutes",
+        )
+    try:
+        samples, rate = sf.read(str(path), dtype="float32", always_2d=True)
+    except (RuntimeError, sf.LibsndfileError) as e:
+        raise AttachmentError(
+            f"Cannot attach {path.name}: the audio is damaged ({e})",
+            "Export the audio again or pick another file",
+        ) from None
+    if samples.shape[0] == 0:
+        raise AttachmentError(f"Cannot attach {path.name}: it holds no sound", "Pick another file")
+    changes = []
+    if samples.shape[1] > 1:
+        changes.append(f"mixed {samples.shape[1]} channels to mono")
+    mono = samples.mean(axis=1)
+    if rate != AUDIO_SAMPLE_RATE:
+        changes.append(f"resampled {rate} Hz to {AUDIO_SAMPLE_RATE} Hz")
+        mono = resample(mono, rate, AUDIO_SAMPLE_RATE)
+    target = _free_name(dest, path.stem, ".wav")
+    if not changes and info.format == "WAV" and info.subtype == "PCM_16":
+        shutil.copyfile(path, target)
+    else:
+        sf.write(str(target), np.clip(mono, -1.0, 1.0), AUDIO_SAMPLE_RATE, subtype="PCM_16")
+    seconds = len(mono) / AUDIO_SAMPLE_RATE
+    return Attachment(AUDIO, target, path.name, "; ".join(changes), seconds=round(seconds, 3))
+
+
+def resample(signal: Any, rate: int, target_rate: int) -> Any:
+    """Band-limited resampling of a mono float signal (FFT method).
+
+    The spectrum is cut (or zero-padded) at the new Nyquist frequency, so downsampling
+    does not alias.
+    """
+    import numpy as np
+
+    n = len(signal)
+    n_out = max(1, round(n * target_rate / rate))
+    spectrum = np.fft.rfft(signal.astype(np.float64))
+    bins = n_out // 2 + 1
+    if bins <= len(spectrum):
+        spectrum = spectrum[:bins]
+    else:
+        spectrum = np.concatenate([spectrum, np.zeros(bins - len(spectrum), spectrum.dtype)])
+    out = np.fft.irfft(spectrum, n_out) * (n_out / n)
+    return out.astype(np.float32)

@@ -1,0 +1,351 @@
+"""Chat in a worker process: the session loop on the worker side, `ChatClient` on the other.
+
+onnxruntime-genai holds the GIL while it computes a token, so a chat running in the GUI's
+process would freeze it; the session lives in `mmforge worker` instead and speaks the same
+JSON-lines protocol as conversion, with more commands, because a chat lasts many turns.
+
+Commands (one JSON object a line; `seq` numbers a request so a late Stop cannot stop the
+next one):
+    {"cmd": "run", "job": "chat", "args": {"package", "ep", "save", "store_root",
+                                           "conversation"}}
+    {"cmd": "send", "seq", "text", "attachments": [{"path", "kind"}], "options": {...}}
+    {"cmd": "regenerate", "seq", "options"}
+    {"cmd": "edit", "seq", "text", "attachments": [...] | null, "options"}
+    {"cmd": "stop", "seq"}            (between two tokens; no seq: the current request)
+    {"cmd": "new"} | {"cmd": "open", "id"} | {"cmd": "close"}
+Events:
+    {"event": "ready", "value": {...}}                       once, after the model loaded
+    {"event": "attachments", "seq", "value": [...]}          what was prepared (and notes)
+    {"event": "token", "seq", "text", "id"}                  one per answer token
+    {"event": "turn", "seq", "value": {text, token_ids, stop_reason, stats}}
+    {"event": "conversation", "value": {"id", "title", "messages"}}
+    {"event": "error", "seq", "message", "hint", "details"}  the session goes on
+    {"event": "closed"}
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import threading
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from mmforge.backend.errors import MmforgeError
+
+Send = Callable[[dict[str, Any]], None]
+
+
+def serve_chat(args: dict[str, Any], stdin: IO[str], send: Send) -> int:
+    """The worker side: load the package, then answer commands until close or EOF."""
+    from mmforge.backend.worker import read_command
+
+    commands: queue.Queue[dict[str, Any]] = queue.Queue()
+    stopped: set[int | None] = set()
+    lock = threading.Lock()
+
+    def listen() -> None:
+        while True:
+            command = read_command(stdin)
+            if command is None:  # the client went away: stop and close
+                with lock:
+                    stopped.add(None)
+                commands.put({"cmd": "close"})
+                return
+            if command.get("cmd") in ("stop", "cancel"):
+                with lock:
+                    stopped.add(command.get("seq"))
+                continue
+            commands.put(command)
+
+    def on_term(*_: Any) -> None:
+        with lock:
+            stopped.add(None)
+        commands.put({"cmd": "close"})
+
+    signal.signal(signal.SIGTERM, on_term)
+    # Ctrl+C in a terminal reaches the whole process group; the client decides what it
+    # means (the CLI sends Stop), so the worker ignores it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=listen, daemon=True).start()
+    try:
+        loop = _ChatLoop(args, send, stopped, lock)
+    except MmforgeError as e:
+        send({"event": "error", "message": e.user_message, "hint": e.hint, "details": e.details})
+        return 2
+    send({"event": "ready", "value": loop.ready()})
+    while True:
+        command = commands.get()
+        if command.get("cmd") == "close":
+            break
+        loop.handle(command)
+    loop.session.close()
+    send({"event": "closed"})
+    return 0
+
+
+class _ChatLoop:
+    """Runs each command against one `ChatSession` and reports events."""
+
+    def __init__(self, args: dict[str, Any], send: Send, stopped: set[int | None], lock: Any):
+        from mmforge.backend.chat import ChatSession
+        from mmforge.backend.conversations import ConversationStore
+
+        self.send = send
+        self.stopped = stopped
+        self.lock = lock
+        self.store: ConversationStore | None = None
+        if args.get("save", True):
+            root = args.get("store_root")
+            self.store = ConversationStore(Path(root) if root else None)
+        conversation = None
+        if args.get("conversation"):
+            if self.store is None:
+                raise MmforgeError("Opening a saved conversation needs saving on", "Drop --no-save")
+            conversation = self.store.load(str(args["conversation"]))
+        self.session = ChatSession(
+            Path(str(args["package"])),
+            str(args.get("ep", "cpu")),
+            store=self.store,
+            conversation=conversation,
+        )
+
+    def ready(self) -> dict[str, Any]:
+        s = self.session
+        return {
+            "package": str(s.info.folder),
+            "pipeline_type": s.info.pipeline_type,
+            "vision": s.info.vision,
+            "audio": s.info.audio,
+            "ep": s.ep,
+            "load_s": round(s.load_s, 3),
+            "load_memory_bytes": s.load_memory_bytes,
+            "conversation": self._conversation(),
+        }
+
+    def _conversation(self) -> dict[str, Any]:
+        c = self.session.conversation
+        return {"id": c.id, "title": c.title, "messages": [m.to_dict() for m in c.messages]}
+
+    def handle(self, command: dict[str, Any]) -> None:
+        from mmforge.backend.chat import GenerationOptions
+
+        name = command.get("cmd")
+        seq = command.get("seq")
+        try:
+            if name == "new":
+                self.session.new_conversation()
+                self.send({"event": "conversation", "value": self._conversation()})
+                return
+            if name == "open":
+                if self.store is None:
+                    raise MmforgeError("Conversations are not saved in this session", None)
+                self.session.open_conversation(self.store.load(str(command.get("id"))))
+                self.send({"event": "conversation", "value": self._conversation()})
+                return
+            if name not in ("send", "regenerate", "edit"):
+                raise MmforgeError(f"Unknown chat command {name!r}", None)
+            options = GenerationOptions.from_dict(command.get("options"))
+            with self.lock:
+                self.stopped.discard(seq)
+
+            def should_stop() -> bool:
+                return seq in self.stopped or None in self.stopped
+
+            def on_token(text: str, token: int) -> None:
+                self.send({"event": "token", "seq": seq, "text": text, "id": token})
+
+            if name == "regenerate":
+                result = self.session.regenerate(options, on_token, should_stop)
+            else:
+                files = command.get("attachments")
+                attachments = None
+                if files is not None:
+                    pairs = [(Path(str(f["path"])), str(f["kind"])) for f in files]
+                    attachments = self.session.prepare_attachments(pairs)
+                    self.send(
+                        {
+                            "event": "attachments",
+                            "seq": seq,
+                            "value": [a.to_dict() for a in attachments],
+                        }
+                    )
+                text = str(command.get("text", ""))
+                if name == "send":
+                    result = self.session.send(
+                        text, attachments or [], options, on_token, should_stop
+                    )
+                else:
+                    result = self.session.edit_last(
+                        text, attachments, options, on_token, should_stop
+                    )
+            self.send({"event": "turn", "seq": seq, "value": result.to_dict()})
+        except MmforgeError as e:
+            self.send(
+                {
+                    "event": "error",
+                    "seq": seq,
+                    "message": e.user_message,
+                    "hint": e.hint,
+                    "details": e.details,
+                }
+            )
+        except Exception as e:  # noqa: BLE001 - the session survives; the client shows it
+            self.send(
+                {
+                    "event": "error",
+                    "seq": seq,
+                    "message": f"Internal error: {type(e).__name__}: {e}",
+                    "details": traceback.format_exc(),
+                }
+            )
+        finally:
+            with self.lock:
+                self.stopped.discard(seq)
+
+
+class ChatClient:
+    """The client side: a chat session in a worker process. Used by the CLI and the GUI.
+
+    Construction starts the worker and waits until the model is loaded; a package that
+    cannot be loaded raises `MmforgeError`. Requests yield events until their `turn` or
+    `error` event. `stop()` may be called from another thread while a request streams.
+
+    Args:
+        package: The package folder.
+        ep: "cpu" or "cuda".
+        save: Save the conversation in the store.
+        store_root: The store's folder (default: the user data folder).
+        conversation: A saved conversation id to continue.
+        env: Extra environment for the worker.
+    """
+
+    def __init__(
+        self,
+        package: Path,
+        ep: str = "cpu",
+        *,
+        save: bool = True,
+        store_root: Path | None = None,
+        conversation: str | None = None,
+        env: dict[str, str] | None = None,
+    ):
+        from mmforge.backend.worker import WorkerJob
+
+        args: dict[str, Any] = {"package": str(package), "ep": ep, "save": save}
+        if store_root is not None:
+            args["store_root"] = str(store_root)
+        if conversation:
+            args["conversation"] = conversation
+        self._job = WorkerJob("chat", args, env=env)
+        self._seq = 0
+        self._current: int | None = None
+        event = self._job.read_event()
+        if event is None or event.get("event") != "ready":
+            self._job.close()
+            if event is None:
+                raise MmforgeError(
+                    "The chat worker stopped before the model loaded",
+                    "See the details",
+                    details=self._job.stderr_tail,
+                )
+            raise MmforgeError(str(event.get("message")), event.get("hint"), event.get("details"))
+        self.info: dict[str, Any] = event["value"]
+
+    def _request(self, command: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        self._seq += 1
+        seq = self._current = self._seq
+        if not self._job.command({**command, "seq": seq}):
+            raise MmforgeError("The chat worker has stopped", "Load the package again")
+        try:
+            while True:
+                event = self._job.read_event()
+                if event is None:
+                    raise MmforgeError(
+                        "The chat worker stopped unexpectedly",
+                        "Load the package again",
+                        details=self._job.stderr_tail,
+                    )
+                if event.get("seq") != seq:
+                    continue
+                yield event
+                if event.get("event") in ("turn", "error"):
+                    return
+        finally:
+            self._current = None
+
+    @staticmethod
+    def _files(attachments: Sequence[tuple[Path, str]]) -> list[dict[str, str]]:
+        return [{"path": str(p), "kind": kind} for p, kind in attachments]
+
+    def send(
+        self,
+        text: str,
+        attachments: Sequence[tuple[Path, str]] = (),
+        options: dict[str, Any] | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Send a user message; yields attachment, token and then turn (or error) events."""
+        return self._request(
+            {
+                "cmd": "send",
+                "text": text,
+                "attachments": self._files(attachments),
+                "options": options or {},
+            }
+        )
+
+    def regenerate(self, options: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+        """Answer the last message again."""
+        return self._request({"cmd": "regenerate", "options": options or {}})
+
+    def edit_last(
+        self,
+        text: str,
+        attachments: Sequence[tuple[Path, str]] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Replace the last user message and answer it (None keeps its attachments)."""
+        files = None if attachments is None else self._files(attachments)
+        return self._request(
+            {"cmd": "edit", "text": text, "attachments": files, "options": options or {}}
+        )
+
+    def _simple(self, command: dict[str, Any]) -> dict[str, Any]:
+        if not self._job.command(command):
+            raise MmforgeError("The chat worker has stopped", "Load the package again")
+        while (event := self._job.read_event()) is not None:
+            if event.get("event") == "conversation":
+                return dict(event["value"])
+            if event.get("event") == "error":
+                raise MmforgeError(str(event.get("message")), event.get("hint"))
+        raise MmforgeError("The chat worker stopped unexpectedly", "Load the package again")
+
+    def new_conversation(self) -> dict[str, Any]:
+        """Start an empty conversation; returns it."""
+        return self._simple({"cmd": "new"})
+
+    def open_conversation(self, conversation_id: str) -> dict[str, Any]:
+        """Continue a saved conversation; returns it with its messages."""
+        return self._simple({"cmd": "open", "id": conversation_id})
+
+    def stop(self) -> None:
+        """Stop the answer being streamed, between two tokens (safe from any thread)."""
+        current = self._current
+        if current is not None:
+            self._job.command({"cmd": "stop", "seq": current})
+
+    def close(self) -> None:
+        """End the session and the worker process."""
+        if self._job.command({"cmd": "close"}):
+            while (event := self._job.read_event()) is not None:
+                if event.get("event") == "closed":
+                    break
+        self._job.close()
+
+    def __enter__(self) -> ChatClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

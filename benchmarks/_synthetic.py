@@ -1,0 +1,49 @@
+"""Synthetic Qwen2.5-VL checkpoints of a chosen size, built offline with random weights.
+
+Shared by the benchmarks (run them as `python benchmarks/<name>.py`, which puts this
+folder on the import path).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+SIZES = {
+    "100M": (768, 10, 2048, 384, 4),
+    # name: (hidden, layers, intermediate, vision hidden, vision depth)
+    "50M": (512, 8, 1408, 256, 4),
+    "200M": (1024, 12, 2816, 512, 4),
+    "800M": (1536, 24, 4096, 768, 8),
+}
+VOCAB = 32000
+
+
+def build_checkpoint(name: str, folder: Path) -> int:
+    """Write a synthetic Qwen2.5-VL checkpoint; returns its parameter count."""
+    from mmforge.backend.tiny import specs
+    from mmforge.backend.tiny.build import write_tiny
+
+    hidden, layers, inter, v_hidden, v_depth = SIZES[name]
+    base = specs.QWEN2_5_VL
+
+    def make_config(special: dict[str, int], vocab: int):
+        config = base.make_config(special, vocab)
+        t = config.text_config
+        t.hidden_size, t.num_hidden_layers, t.intermediate_size = hidden, layers, inter
+        t.num_attention_heads, t.num_key_value_heads = hidden // 64, max(1, hidden // 256)
+        t.vocab_size = VOCAB
+        t.rope_parameters["mrope_section"] = [8, 12, 12]
+        t.layer_types = ["full_attention"] * layers
+        t.max_window_layers = layers
+        v = config.vision_config
+        v.hidden_size, v.depth, v.intermediate_size = v_hidden, v_depth, v_hidden * 2
+        v.num_heads, v.out_hidden_size = v_hidden // 64, hidden
+        v.fullatt_block_indexes = [v_depth - 1]
+        return config
+
+    spec = dataclasses.replace(base, make_config=make_config)
+    write_tiny(spec, folder)
+    from mmforge.backend.checkpoint import local_tensors
+
+    return sum(t.numel for t in local_tensors(folder) or [])

@@ -1,0 +1,264 @@
+"""The chat engine: every turn equals a fresh prefill of the same ids and transformers."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mmforge import resources
+from mmforge.backend import hf_reference
+from mmforge.backend.attachments import AUDIO, IMAGE, AttachmentError
+from mmforge.backend.chat import ChatSession, GenerationOptions
+from mmforge.backend.conversations import ConversationStore
+from mmforge.backend.errors import MmforgeError
+
+AUDIO_FAMILIES = {"gemma4", "phi4mm"}
+ALL = ["qwen2_5_vl", "qwen3_vl", "mistral3", "gemma3", "gemma4", "phi4mm"]
+
+
+def _greedy(n: int) -> GenerationOptions:
+    return GenerationOptions(max_new_tokens=n)
+
+
+def _files(family: str) -> list[tuple[Path, str]]:
+    files = [(resources.probe_image(), IMAGE)]
+    if family in AUDIO_FAMILIES:
+        files.append((resources.probe_audio(), AUDIO))
+    return files
+
+
+def _strip_eos(tokens: list[int], eos: tuple[int, ...]) -> list[int]:
+    return tokens[:-1] if tokens and tokens[-1] in eos else tokens
+
+
+def _fresh(session: ChatSession, messages: int, n: int) -> tuple[list[int], dict]:
+    """Greedy tokens of a brand-new generator prefilled with the session's exact ids for
+    its first `messages` messages, and the processor arrays holding those ids."""
+    rt = session.runtime
+    og = rt.og
+    ids = session.context_ids(messages)
+    assert ids is not None
+    prompt = session.prompt_text(messages)
+    held = [a for m in session.messages[:messages] for a in m.attachments]
+    images = [a.path for a in held if a.kind == IMAGE]
+    audios = [a.path for a in held if a.kind == AUDIO]
+    params = og.GeneratorParams(rt.model)
+    params.set_search_options(max_length=4096, do_sample=False, top_k=1)
+    gen = og.Generator(rt.model, params)
+    if images or audios:
+        inputs = rt.process(prompt, images, audios)
+        dtype = inputs.arrays["input_ids"].dtype
+        inputs.named["input_ids"] = og.Tensor(np.asarray([ids], dtype=dtype))
+        gen.set_inputs(inputs.named)
+        arrays = dict(inputs.arrays)
+    else:
+        gen.append_tokens(np.asarray(ids, dtype=np.int32))
+        arrays = {}
+    arrays["input_ids"] = np.asarray([ids], dtype=np.int64)
+    out: list[int] = []
+    while len(out) < n and not gen.is_done():
+        gen.generate_next_token()
+        out.append(int(gen.get_next_tokens()[0]))
+    return _strip_eos(out, session.info.eos_token_ids), {"prompt": prompt, "arrays": arrays}
+
+
+def _hf(checkpoint: Path, fresh: dict, n: int, eos: tuple[int, ...]) -> list[int]:
+    ref = hf_reference.from_runtime(checkpoint, fresh["prompt"], fresh["arrays"])
+    return _strip_eos(
+        hf_reference.greedy_generate(hf_reference.load_model(checkpoint), ref, n), eos
+    )
+
+
+@pytest.mark.parametrize("family", ALL)
+def test_a_continued_turn_equals_a_fresh_prefill_and_transformers(tiny, package, family):
+    session = ChatSession(package(family))
+    attachments = session.prepare_attachments(_files(family))
+    first = session.send("Describe this.", attachments, _greedy(8))
+    assert first.stop_reason == "length" and len(first.token_ids) == 8
+    second = session.send("And then?", options=_greedy(16))
+    assert second.stats.prefill == "continued"
+    assert second.stats.prefill_tokens < second.stats.prompt_tokens
+
+    fresh, inputs = _fresh(session, 3, 16)
+    assert second.token_ids == fresh
+    hf = _hf(tiny(family), inputs, 16, session.info.eos_token_ids)
+    assert len(set(hf)) >= 4, "a degenerate reference would prove nothing"
+    assert second.token_ids == hf
+
+
+def test_stop_mid_answer_then_continue_equals_a_fresh_prefill(package):
+    session = ChatSession(package("gemma3"))
+    seen: list[int] = []
+    first = session.send(
+        "Describe this.",
+        session.prepare_attachments(_files("gemma3")),
+        _greedy(200),
+        on_token=lambda text, token: seen.append(token),
+        should_stop=lambda: len(seen) >= 5,
+    )
+    assert first.stop_reason == "stopped" and first.token_ids == seen and len(seen) == 5
+    second = session.send("Go on.", options=_greedy(16))
+    assert second.stats.prefill == "continued"
+    assert second.token_ids == _fresh(session, 3, 16)[0]
+
+
+def test_continue_after_an_answer_that_ended_on_eos(tiny, package, tmp_path):
+    """Make a token the model emits at step 4 the EOS, so the first answer ends on it."""
+    original = package("qwen2_5_vl")
+    probe = ChatSession(original).send("Describe this.", options=_greedy(8)).token_ids
+    step = next(i for i in range(3, 8) if probe[i] not in probe[:i])
+    folder = tmp_path / "pkg"
+    shutil.copytree(original, folder)
+    config = json.loads((folder / "genai_config.json").read_text())
+    config["model"]["eos_token_id"] = [probe[step]]
+    (folder / "genai_config.json").write_text(json.dumps(config))
+
+    session = ChatSession(folder)
+    first = session.send("Describe this.", options=_greedy(8))
+    assert first.stop_reason == "eos" and first.token_ids == probe[:step]
+    second = session.send("And then?", options=_greedy(16))
+    assert second.stats.prefill == "continued"
+    fresh, inputs = _fresh(session, 3, 16)
+    assert second.token_ids == fresh
+    assert second.token_ids == _hf(tiny("qwen2_5_vl"), inputs, 16, (probe[step],))
+
+
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "gemma3"])
+def test_an_image_in_a_later_turn_prefills_the_whole_history(tiny, package, family):
+    session = ChatSession(package(family))
+    session.send("Hello there.", options=_greedy(8))
+    second = session.send(
+        "What is in this picture?", session.prepare_attachments(_files(family)), _greedy(16)
+    )
+    assert second.stats.prefill == "fresh"
+    fresh, inputs = _fresh(session, 3, 16)
+    assert second.token_ids == fresh
+    assert second.token_ids == _hf(tiny(family), inputs, 16, session.info.eos_token_ids)
+
+
+def test_regenerate_and_edit_last(package):
+    session = ChatSession(package("qwen2_5_vl"))
+    session.send("Describe this.", session.prepare_attachments(_files("qwen2_5_vl")), _greedy(8))
+    answer = session.send("And then?", options=_greedy(16))
+    again = session.regenerate(_greedy(16))
+    assert again.token_ids == answer.token_ids
+    assert [m.role for m in session.messages] == ["user", "assistant"] * 2
+
+    edited = session.edit_last("What colour is it?", options=_greedy(16))
+    assert session.messages[-2].text == "What colour is it?"
+    assert session.messages[-2].attachments == []
+    reference = ChatSession(package("qwen2_5_vl"))
+    reference.send(
+        "Describe this.", reference.prepare_attachments(_files("qwen2_5_vl")), _greedy(8)
+    )
+    assert edited.token_ids == reference.send("What colour is it?", options=_greedy(16)).token_ids
+
+
+def test_sampling_repeats_with_a_seed_and_changes_without(package):
+    session = ChatSession(package("qwen2_5_vl"))
+
+    def sample(seed: int) -> GenerationOptions:
+        return GenerationOptions(max_new_tokens=24, do_sample=True, temperature=1.5, seed=seed)
+
+    first = session.send("Tell me a story.", options=sample(7)).token_ids
+    assert session.regenerate(sample(7)).token_ids == first
+    assert session.regenerate(sample(8)).token_ids != first
+    greedy = session.regenerate(_greedy(24)).token_ids
+    assert session.regenerate(_greedy(24)).token_ids == greedy
+
+
+def test_conversations_persist_with_copies_of_their_attachments(package, tmp_path):
+    store = ConversationStore(tmp_path / "store")
+    session = ChatSession(package("gemma4"), store=store)
+    attachments = session.prepare_attachments(_files("gemma4"))
+    answer = session.send("What is this?", attachments, _greedy(8))
+
+    [summary] = store.list()
+    assert summary.title == "What is this?" and summary.messages == 2
+    saved = store.load(summary.id)
+    user, reply = saved.messages
+    assert [a.kind for a in user.attachments] == [IMAGE, AUDIO]
+    for a in user.attachments:
+        assert a.path.is_file() and a.path.is_relative_to(store.folder(summary.id))
+    assert reply.token_ids == answer.token_ids and reply.stop_reason == "length"
+
+    # A new session continues it: the history is prefilled afresh, with its attachments.
+    resumed = ChatSession(package("gemma4"), store=store, conversation=saved)
+    turn = resumed.send("And then?", options=_greedy(8))
+    assert turn.stats.prefill == "fresh" and len(store.load(summary.id).messages) == 4
+
+    store.delete(summary.id)
+    assert store.list() == [] and not store.folder(summary.id).exists()
+
+
+def test_a_damaged_conversation_file_is_reported_and_skipped(tmp_path):
+    store = ConversationStore(tmp_path)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "conversation.json").write_text("{not json")
+    assert store.list() == []
+    with pytest.raises(MmforgeError, match="damaged"):
+        store.load("broken")
+    with pytest.raises(MmforgeError, match="Not a conversation id"):
+        store.load("../elsewhere")
+
+
+def test_attachments_the_model_cannot_take_are_refused_and_nothing_changes(package, tmp_path):
+    store = ConversationStore(tmp_path / "store")
+    session = ChatSession(package("qwen2_5_vl"), store=store)
+    session.send("Hi.", options=_greedy(4))
+    saved = (store.folder(session.conversation.id) / "conversation.json").read_text()
+    before = list(session.messages)
+
+    with pytest.raises(AttachmentError, match="cannot hear audio"):
+        session.prepare_attachments([(resources.probe_audio(), AUDIO)])
+    session.info = dataclasses.replace(session.info, vision=False)
+    with pytest.raises(AttachmentError, match="cannot see images"):
+        session.prepare_attachments([(resources.probe_image(), IMAGE)])
+    assert session.messages == before
+    assert (store.folder(session.conversation.id) / "conversation.json").read_text() == saved
+
+
+def test_phi4mm_takes_one_image_per_conversation(package):
+    session = ChatSession(package("phi4mm"))
+    session.send("Look.", session.prepare_attachments(_files("phi4mm")), _greedy(4))
+    with pytest.raises(AttachmentError, match="1 image per conversation"):
+        session.prepare_attachments([(resources.probe_image(), IMAGE)])
+
+
+def test_a_failed_turn_gives_the_message_back(package, tmp_path):
+    """The context limit is checked before anything runs; the message leaves the history."""
+    folder = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), folder)
+    store = ConversationStore(tmp_path / "store")
+    session = ChatSession(folder, store=store)
+    session.info = dataclasses.replace(session.info, context_length=40)
+    session.send("Hi.", options=_greedy(4))
+    with pytest.raises(MmforgeError, match="does not fit the model's context"):
+        session.send("word " * 60, options=_greedy(4))
+    assert [m.text for m in session.messages][:1] == ["Hi."] and len(session.messages) == 2
+    assert len(store.load(session.conversation.id).messages) == 2
+
+
+def test_cuda_is_refused_with_the_reason_where_it_is_missing(package):
+    import onnxruntime_genai as og
+
+    if og.is_cuda_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(MmforgeError, match=r"Cannot run on CUDA: .*onnxruntime-genai-cuda"):
+        ChatSession(package("qwen2_5_vl"), ep="cuda")
+
+
+def test_empty_messages_and_bad_options_are_refused(package):
+    session = ChatSession(package("qwen2_5_vl"))
+    with pytest.raises(MmforgeError, match="empty"):
+        session.send("   ")
+    with pytest.raises(MmforgeError, match="Unknown generation options: beams"):
+        GenerationOptions.from_dict({"beams": 2})
+    with pytest.raises(MmforgeError, match="temperature > 0"):
+        GenerationOptions(do_sample=True, temperature=0)
+    assert session.messages == []
