@@ -274,6 +274,10 @@ def _cmd_chat(args: argparse.Namespace) -> int:
         if live is not None:
             live.write("\n")
         st = turn["stats"]
+        print(
+            f"[loaded in {info['load_s']:.2f} s, {_size(info['load_memory_bytes'])} of memory]",
+            file=sys.stderr,
+        )
         ended = {"eos": "end of answer", "length": "token limit", "stopped": "stopped"}
         print(
             f"[{st['prompt_tokens']} prompt tokens · "

@@ -26,7 +26,7 @@ AUDIO = "audio"
 MAX_IMAGE_SIDE = 4096
 # Beyond this many pixels a file is refused outright: its bitmap alone would take
 # gigabytes, and no vision encoder sees more than a few megapixels.
-MAX_IMAGE_PIXELS = 400_000_000
+MAX_IMAGE_PIXELS = 250_000_000
 AUDIO_SAMPLE_RATE = 16_000
 MAX_AUDIO_SECONDS = 600.0
 _RUNTIME_IMAGE_FORMATS = {"PNG", "JPEG"}
@@ -142,7 +142,13 @@ def _reduce_and_save(image: Any, path: Path, dest: Path) -> Attachment:
         ) from None
     note = ""
     if scale < 1.0:
-        image = image.convert("RGB")
+        if image.mode != "RGB":
+            image = image.convert("RGB")
+        # A cheap box reduction by a whole factor first, so the filtered resize (and its
+        # copies) works on a bitmap near the final size.
+        factor = max(image.width, image.height) // MAX_IMAGE_SIDE
+        if factor >= 2:
+            image = image.reduce(factor)
         image.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE), Image.Resampling.LANCZOS)
         note = f"reduced from {width}×{height} to {image.width}×{image.height}"
     if not note and source_format in _RUNTIME_IMAGE_FORMATS and image.mode == "RGB":

@@ -42,6 +42,10 @@ class Runtime:
         if ep != "cpu":
             config.clear_providers()
             config.append_provider(ep)
+        else:
+            overlay = cpu_threads_overlay(folder)
+            if overlay:
+                config.overlay(overlay)
         self.og = og
         self.folder = folder
         self.model = og.Model(config)
@@ -95,6 +99,32 @@ class Runtime:
             generator.generate_next_token()
             out.append(int(generator.get_next_tokens()[0]))
         return out
+
+
+def cpu_threads_overlay(folder: Path) -> str | None:
+    """A genai_config overlay that gives every CPU session one thread per usable core.
+
+    Left to its defaults, ONNX Runtime GenAI 0.18 ran the decoder at the speed of one
+    thread here (36 tokens/s for a 121M model on 2 cores; 74 with 2 threads). The count
+    depends on the machine, so it is set at load time rather than written in the package.
+    Sections that already set `intra_op_num_threads` keep their value.
+    """
+    import os
+
+    try:
+        model = json.loads((folder / "genai_config.json").read_text(encoding="utf-8"))["model"]
+    except (OSError, ValueError, KeyError):
+        return None  # the runtime reports the broken config itself
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    sections: dict[str, Any] = {}
+    for name in ("decoder", "embedding", "vision", "speech"):
+        section = model.get(name)
+        if not isinstance(section, dict):
+            continue
+        if "intra_op_num_threads" in section.get("session_options", {}):
+            continue
+        sections[name] = {"session_options": {"intra_op_num_threads": threads or 1}}
+    return json.dumps({"model": sections}) if sections else None
 
 
 def _as_array(ids: Any) -> Any:

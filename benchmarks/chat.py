@@ -1,15 +1,19 @@
 """Chat speed: ChatSession against a raw onnxruntime_genai loop and transformers generate.
 
 Builds a synthetic ~100M-parameter Qwen2.5-VL checkpoint (random weights, offline),
-converts it (f32, CPU), and answers the same prompt with the probe image on each side:
-  - raw:        processor → Generator → generate_next_token / TokenizerStream loop;
+converts it (f32 by default, CPU), and answers the same prompt with the probe image on each
+side:
+  - raw:        processor → Generator → generate_next_token / TokenizerStream loop, on the
+                model as `Runtime` loads it (one intra-op thread per core);
+  - raw, stock: the same loop on `og.Model(folder)` with the runtime's default threads;
   - session:    `ChatSession.send` (template, attachments, streaming callback, stats);
   - worker:     `ChatClient` (the session in a worker process, tokens over JSON lines);
   - transformers: `generate` with a streamer, on the same input ids and pixels.
-Every side is greedy and produces the same tokens (checked). Runs are interleaved and the
+Every side is greedy and, for f32, produces the same tokens (checked). Runs are interleaved and the
 median of `--rounds` is printed, with time to first token (TTFT) and decode tokens/s.
 
-    python benchmarks/chat.py [--tokens 128] [--rounds 5] [--work /tmp/mmforge-chat-bench]
+    python benchmarks/chat.py [--dtype f32|f16|int4] [--tokens 128] [--rounds 5]
+                              [--work /tmp/mmforge-chat-bench]
 
 Targets (issue #5): session overhead at most 5% against the raw loop; at least 2x
 transformers.
@@ -18,6 +22,7 @@ transformers.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -30,18 +35,20 @@ from _synthetic import build_checkpoint
 PROMPT = "Describe this image in detail."
 
 
-def _raw(runtime: Any, image: Path, n: int) -> tuple[float, float, list[int]]:
-    og = runtime.og
+def _raw(model: Any, image: Path, n: int) -> tuple[float, float, list[int]]:
+    import onnxruntime_genai as og
+
+    tokenizer = og.Tokenizer(model)
+    processor = model.create_multimodal_processor()
     start = time.perf_counter()
-    prompt = runtime.prompt(
-        [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": PROMPT}]}]
-    )
-    inputs = runtime.processor(prompt, images=og.Images.open(str(image)))
-    params = og.GeneratorParams(runtime.model)
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": PROMPT}]}]
+    prompt = tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True)
+    inputs = processor(prompt, images=og.Images.open(str(image)))
+    params = og.GeneratorParams(model)
     params.set_search_options(max_length=4096, do_sample=False, top_k=1)
-    gen = og.Generator(runtime.model, params)
+    gen = og.Generator(model, params)
     gen.set_inputs(inputs)
-    stream = runtime.tokenizer.create_stream()
+    stream = tokenizer.create_stream()
     tokens: list[int] = []
     first = 0.0
     while len(tokens) < n and not gen.is_done():
@@ -107,6 +114,7 @@ def _transformers(model: Any, ref: Any, n: int) -> tuple[float, float, list[int]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtype", choices=("f32", "f16", "int4"), default="f32")
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--work", type=Path, default=Path("/tmp/mmforge-chat-bench"))
@@ -120,15 +128,18 @@ def main() -> None:
     from mmforge.backend.runtime import Runtime
 
     args.work.mkdir(parents=True, exist_ok=True)
-    ck, pkg = args.work / "checkpoint-100M", args.work / "package-100M"
+    ck, pkg = args.work / "checkpoint-100M", args.work / f"package-100M-{args.dtype}"
     if not (ck / "config.json").is_file():
         params = build_checkpoint("100M", ck)
         print(f"built a {params / 1e6:.0f}M-parameter checkpoint", flush=True)
     if not (pkg / "genai_config.json").is_file():
-        convert(str(ck), pkg)
+        convert(str(ck), pkg, dtype=args.dtype)
     image = resources.probe_image()
 
+    import onnxruntime_genai as og
+
     runtime = Runtime(pkg)
+    stock = og.Model(str(pkg))
     session = ChatSession(pkg)
     client = ChatClient(pkg, save=False)
     model = hf_reference.load_model(ck)
@@ -139,7 +150,8 @@ def main() -> None:
     ref = hf_reference.from_runtime(ck, prompt, arrays)
 
     sides: dict[str, Callable[[], tuple[float, float, list[int]]]] = {
-        "raw onnxruntime_genai": lambda: _raw(runtime, image, args.tokens),
+        "raw onnxruntime_genai": lambda: _raw(runtime.model, image, args.tokens),
+        "raw, stock og.Model": lambda: _raw(stock, image, args.tokens),
         "ChatSession": lambda: _session(session, image, args.tokens),
         "ChatClient (worker)": lambda: _worker(client, image, args.tokens),
         "transformers": lambda: _transformers(model, ref, args.tokens),
@@ -171,8 +183,9 @@ def main() -> None:
             f"{name:>22} {ttft * 1e3:>9.1f} {tps:>13.1f} {tps / raw_tps:>8.3f} {tps / hf_tps:>7.2f}"
         )
     overhead = 1 - med["ChatSession"][1] / raw_tps
+    print(f"\npackage: {args.dtype}; transformers runs the f32 checkpoint")
     print(
-        f"\nChatSession decode overhead vs raw: {overhead * 100:+.1f}% (target ≤ 5%); "
+        f"ChatSession decode overhead vs raw: {overhead * 100:+.1f}% (target ≤ 5%); "
         f"ChatSession vs transformers: {med['ChatSession'][1] / hf_tps:.2f}x (target ≥ 2x)"
     )
     sys.stdout.flush()
