@@ -113,10 +113,32 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_chat)
 
-    for name, text in (
-        ("gui", "open the desktop app"),
-        ("verify", "compare a package with its Hugging Face reference, stage by stage"),
-    ):
+    p = sub.add_parser(
+        "verify",
+        help="compare a package with its Hugging Face reference, stage by stage",
+        description="Exit codes: 0 PASS, 1 FAIL, 3 AMBIGUOUS, 2 bad input.",
+    )
+    p.add_argument("package", type=Path, metavar="PACKAGE", help="a package folder")
+    p.add_argument(
+        "--reference",
+        required=True,
+        metavar="SOURCE",
+        help="the checkpoint it came from: hub id org/name[@revision] or a local folder",
+    )
+    p.add_argument(
+        "--image", action="append", default=[], type=Path, metavar="IMG", help="default: probe"
+    )
+    p.add_argument(
+        "--audio", action="append", default=[], type=Path, metavar="WAV", help="default: probe"
+    )
+    p.add_argument("--tokens", type=int, default=32, metavar="N", help="greedy tokens (32)")
+    p.add_argument(
+        "--json", type=Path, metavar="FILE", help="write the report as JSON ('-': stdout)"
+    )
+    p.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")
+    p.set_defaults(func=_cmd_verify)
+
+    for name, text in (("gui", "open the desktop app"),):
         p = sub.add_parser(name, help=text)
         p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
         p.set_defaults(func=_not_built(name))
@@ -129,7 +151,7 @@ def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
 
         raise MmforgeError(
             f"`mmforge {name}` is not built yet in this version",
-            "Use `mmforge inspect`, `mmforge convert`, `mmforge chat` or `mmforge demo` for now",
+            "Use `mmforge inspect`, `convert`, `verify`, `chat` or `demo` for now",
         )
 
     return run
@@ -213,6 +235,43 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         stages[stage] = stages.get(stage, 0.0) + seconds
     print("  timings      " + ", ".join(f"{k} {v:.1f}s" for k, v in stages.items()))
     return 0
+
+
+EXIT_VERDICT = {"PASS": 0, "FAIL": 1, "AMBIGUOUS": 3}
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from mmforge.backend.jobs import JobContext
+    from mmforge.backend.verify import verify
+    from mmforge.backend.verify_report import render_html, render_table
+
+    report = verify(
+        args.package,
+        args.reference,
+        JobContext(on_progress=_progress_printer()),
+        images=args.image,
+        audios=args.audio,
+        tokens=args.tokens,
+    )
+    data = json.dumps(report.to_dict(), indent=2)
+    if args.json is not None and str(args.json) == "-":
+        print(data)
+    else:
+        print(render_table(report))
+        if args.json is not None:
+            _write_report(args.json, data)
+    if args.html is not None:
+        _write_report(args.html, render_html(report))
+    return EXIT_VERDICT[report.verdict]
+
+
+def _write_report(path: Path, text: str) -> None:
+    from mmforge.backend.errors import MmforgeError
+
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise MmforgeError(f"Cannot write {path}: {e.strerror}", "Pick a writable path") from None
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:

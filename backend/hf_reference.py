@@ -48,6 +48,7 @@ def load_model(folder: Path) -> Any:
             "Parity checks need a family that transformers implements natively",
         )
     cls = getattr(transformers, family.hf_class)
+    transformers.utils.logging.disable_progress_bar()  # progress is ours to report
     return cls.from_pretrained(folder, dtype="float32", use_safetensors=True).eval()
 
 

@@ -61,9 +61,24 @@ def _convert(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     return manifest.to_dict()
 
 
+def _verify(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    from mmforge.backend.verify import verify
+
+    report = verify(
+        Path(args["package"]),
+        str(args["reference"]),
+        ctx,
+        images=[Path(p) for p in args.get("images", [])],
+        audios=[Path(p) for p in args.get("audios", [])],
+        tokens=int(args.get("tokens", 32)),
+    )
+    return report.to_dict()
+
+
 JOBS: dict[str, Callable[[dict[str, Any], JobContext], dict[str, Any]]] = {
     "inspect": _inspect,
     "convert": _convert,
+    "verify": _verify,
 }
 
 

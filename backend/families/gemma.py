@@ -285,6 +285,10 @@ GEMMA4 = Family(
         "decoder.inputs.",
         "The runtime resizes images slightly differently from HF; vision parity is measured "
         "on the runtime's own pixels.",
+        "The runtime's processor wraps each image and audio block in blank lines that HF's "
+        "processor does not add, so its prompt ids differ from HF's in those text tokens "
+        "(verify reports preprocessing as AMBIGUOUS for this reason); parity feeds both "
+        "sides the runtime's ids.",
     ),
 )
 

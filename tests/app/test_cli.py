@@ -103,9 +103,49 @@ def test_inspect_text_output(tiny, capsys):
 
 
 def test_stages_not_built_yet_say_so(capsys):
-    code, _, err = _run(capsys, "verify", "pkg", "--reference", "x")
+    code, _, err = _run(capsys, "gui")
     assert code == 2
     assert "not built yet" in _one_clear_line(err)
+
+
+def test_verify_writes_json_and_html_and_exits_by_verdict(tiny, package, capsys, tmp_path):
+    out_json, out_html = tmp_path / "report.json", tmp_path / "report.html"
+    code, out, _ = _run(
+        capsys,
+        "verify",
+        str(package("qwen2_5_vl")),
+        "--reference",
+        str(tiny("qwen2_5_vl")),
+        "--json",
+        str(out_json),
+        "--html",
+        str(out_html),
+        "--tokens",
+        "8",
+    )
+    assert code == 0 and "verdict: PASS" in out and "decoder_prefill" in out
+    data = json.loads(out_json.read_text())
+    assert data["verdict"] == "PASS" and data["first_divergent_stage"] is None
+    assert data["tokens"] == {**data["tokens"], "matched": 8, "total": 8}
+    for c in data["components"]:
+        assert {"name", "max_abs_diff", "cosine", "argmax_match", "verdict"} <= set(c)
+    page = out_html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "decoder_prefill" in page
+    assert "src=" not in page and "href=" not in page, "the report must be self-contained"
+
+    code, out, _ = _run(
+        capsys, "verify", str(package("gemma4")), "--reference", str(tiny("gemma4")),
+        "--json", "-", "--tokens", "4",
+    )  # fmt: skip
+    assert code == 3 and json.loads(out)["verdict"] == "AMBIGUOUS"
+
+
+def test_verify_against_the_wrong_family_exits_2_in_one_line(tiny, package, capsys):
+    code, _, err = _run(
+        capsys, "verify", str(package("gemma3")), "--reference", str(tiny("qwen2_5_vl"))
+    )
+    assert code == 2
+    assert "'gemma3' package but the reference is Qwen2.5-VL" in _one_clear_line(err)
 
 
 def test_chat_json_ends_with_the_answer_ids_and_stats(package, capsys):

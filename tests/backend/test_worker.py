@@ -66,3 +66,14 @@ def test_a_killed_worker_leaves_no_package_and_its_staging_is_cleaned_next_time(
     )
     assert list(job.events())[-1]["event"] == "result"
     assert not any(p.name.startswith(".pkg.mmforge-") for p in tmp_path.iterdir())
+
+
+def test_verify_runs_as_a_worker_job_with_progress(tiny, package, tmp_path):
+    job = WorkerJob(
+        "verify",
+        {"package": str(package("gemma3")), "reference": str(tiny("gemma3")), "tokens": 4},
+        env=_env(tmp_path),
+    )
+    events = list(job.events())
+    assert any(isinstance(e, Progress) and e.stage == "verify" for e in events)
+    assert events[-1]["event"] == "result" and events[-1]["value"]["verdict"] == "PASS"

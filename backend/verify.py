@@ -1,0 +1,863 @@
+"""`mmforge verify`: which stage of a package diverges from Hugging Face, and why.
+
+The debugging seed's method, stage by stage, each stage fed the *reference's* inputs so
+that an error upstream cannot be blamed on a stage downstream:
+
+1. preprocessing: the runtime's processor against the HF processor (placeholder and
+   boundary tokens, pixels with their channel order, audio features);
+2. vision encoder: the package's vision graph on the runtime's pixels against the HF
+   features that land at the image token positions;
+3. audio encoder: the same for audio;
+4. embedding: the package's embedding graph on the HF features and ids against HF's
+   merged embeddings; and on a text-only prompt with no features;
+5. decoder: prefill logits on HF's embeddings, attention mask and position ids (3-D for
+   Qwen), then one decode step through the KV cache;
+6. runtime config: the genai_config fields the runtime needs to wire the graphs together;
+7. end to end: the runtime's N greedy tokens against HF generate from the same ids and
+   pixels.
+
+Memory: the runtime, the HF model and each ONNX session are loaded one after the other
+and released when their part is done, so the peak is about one copy of the model plus
+the captured activations.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import resource
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend import families
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.jobs import JobContext
+from mmforge.backend.parity import (
+    AMBIGUOUS,
+    FAIL,
+    PASS,
+    Comparison,
+    Tolerance,
+    compare,
+    compare_ids,
+    overall,
+    tolerance,
+)
+from mmforge.backend.source import read_json
+
+log = logging.getLogger(__name__)
+
+PROMPT = "Describe this."
+TEXT_PROMPT = "Hello there, how are you?"
+
+CAUSES = {
+    "preprocessing": "The runtime's processor prepares the inputs differently from HF",
+    "vision_encoder": (
+        "The vision encoder computes something else than HF: a vision weight not applied or "
+        "wrong, a different projector, or encoder inputs cast away from float32"
+    ),
+    "audio_encoder": (
+        "The audio encoder computes something else than HF: an audio weight not applied or "
+        "wrong, or different audio sizes"
+    ),
+    "embedding": (
+        "The embedding graph does not place the features at the placeholder tokens as HF "
+        "does, or its text embedding (or scale) differs"
+    ),
+    "embedding_per_layer": "The per-layer inputs (Gemma 4) differ from HF's",
+    "embedding_text_only": "A prompt without attachments does not embed as in HF",
+    "decoder_prefill": (
+        "The decoder computes different logits from the same embeddings: a decoder weight "
+        "not applied or wrong, the wrong attention over image tokens (Gemma's bidirectional "
+        "image attention), or the position ids (3-D M-RoPE for Qwen)"
+    ),
+    "decoder_step": "The decode step through the KV cache differs (cache layout or positions)",
+    "runtime_config": "genai_config.json lacks or mis-states a field the runtime needs",
+    "end_to_end": (
+        "Every graph matches on HF's inputs, but the runtime feeds them differently: "
+        "compare the runtime's token ids and positions with HF's"
+    ),
+}
+
+
+@dataclass
+class VerifyReport:
+    """The result of `verify`.
+
+    Attributes:
+        verdict: PASS, AMBIGUOUS or FAIL.
+        first_divergent_stage: The first FAIL stage (else the first AMBIGUOUS one).
+        cause: The likely cause of that stage's divergence, in plain words.
+        components: Each stage's comparison, in check order.
+        tokens: {"matched", "total", "runtime", "reference"} for the end-to-end check.
+        family: The family name.
+        dtype: The package's dtype.
+        package: The package folder.
+        reference: The reference source.
+        peak_rss_bytes: Peak resident memory of the process.
+        checkpoint_bytes: Size of the reference's weights on disk.
+        timings_s: Seconds per phase.
+        notes: Documented differences that apply here.
+    """
+
+    verdict: str
+    first_divergent_stage: str | None
+    cause: str | None
+    components: list[Comparison]
+    tokens: dict[str, Any]
+    family: str
+    dtype: str
+    package: str
+    reference: str
+    peak_rss_bytes: int = 0
+    checkpoint_bytes: int = 0
+    timings_s: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the contract's keys first)."""
+        return {
+            "verdict": self.verdict,
+            "first_divergent_stage": self.first_divergent_stage,
+            "cause": self.cause,
+            "components": [c.to_dict() for c in self.components],
+            "tokens": self.tokens,
+            "family": self.family,
+            "dtype": self.dtype,
+            "package": self.package,
+            "reference": self.reference,
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "checkpoint_bytes": self.checkpoint_bytes,
+            "timings_s": self.timings_s,
+            "notes": self.notes,
+        }
+
+
+def _peak_rss() -> int:
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def verify(
+    package: Path,
+    reference: str,
+    ctx: JobContext | None = None,
+    *,
+    images: Sequence[Path] = (),
+    audios: Sequence[Path] = (),
+    tokens: int = 32,
+) -> VerifyReport:
+    """Compare a package with its HF reference, stage by stage.
+
+    Args:
+        package: The package folder.
+        reference: The HF checkpoint: a local folder or a hub id.
+        ctx: Progress and cancel.
+        images: Images for the prompt (default: the probe image).
+        audios: Audio clips (default: the probe clip, for packages with audio).
+        tokens: Greedy tokens for the end-to-end check.
+
+    Raises:
+        MmforgeError: A bad package, a reference of another family, unreadable inputs.
+    """
+    from mmforge import resources
+    from mmforge.backend.source import resolve
+
+    ctx = ctx or JobContext()
+    if tokens < 1:
+        raise MmforgeError("--tokens must be at least 1", "Pass a positive number")
+    genai = _read_package(package)
+    resolved = resolve(reference, ctx, purpose="convert")
+    ref_config = read_json(resolved.folder / "config.json", "reference model")
+    family = families.lookup(ref_config.get("model_type"))
+    if family.pipeline_type != genai["model"].get("type"):
+        raise MmforgeError(
+            f"The package is a '{genai['model'].get('type')}' package but the reference is "
+            f"{family.name} ('{family.pipeline_type}')",
+            "Verify a package against the checkpoint it was converted from",
+        )
+    model_cfg = genai["model"]
+    has_audio = "speech" in model_cfg
+    images = list(images) or [resources.probe_image()]
+    audios = list(audios) if audios else ([resources.probe_audio()] if has_audio else [])
+    if audios and not has_audio:
+        raise MmforgeError(
+            "This package has no audio encoder", "Verify it with images only (drop --audio)"
+        )
+    for path in [*images, *audios]:
+        if not Path(path).is_file():
+            raise MmforgeError(f"No such file: {path}", "Check the path")
+    dtype = _package_dtype(package)
+    layers = int(model_cfg["decoder"].get("num_hidden_layers", 0))
+    tol = tolerance(dtype, layers)
+    timings: dict[str, float] = {}
+    run = _Run(package, resolved.folder, genai, family, tol, images, audios, tokens, ctx)
+
+    start = time.perf_counter()
+    ctx.report("verify", 0, 4, message="running the package in ONNX Runtime GenAI", force=True)
+    run.runtime_pass()
+    timings["runtime"] = time.perf_counter() - start
+    if run.processor_error is not None:
+        return _processor_failed(run, package, reference, dtype, timings)
+    start = time.perf_counter()
+    ctx.report("verify", 1, 4, message="running the Hugging Face reference", force=True)
+    run.reference_pass()
+    timings["reference"] = time.perf_counter() - start
+    start = time.perf_counter()
+    ctx.report("verify", 2, 4, message="running each ONNX graph on the reference's inputs")
+    components = run.stages()
+    timings["stages"] = time.perf_counter() - start
+    ctx.report("verify", 4, 4, message="done", force=True)
+
+    verdict, first = overall(components)
+    cause = None
+    if first is not None:
+        stage = next(c for c in components if c.name == first)
+        cause = run.diagnose(stage)
+    weights = sum(p.stat().st_size for p in resolved.folder.glob("*.safetensors"))
+    return VerifyReport(
+        verdict=verdict,
+        first_divergent_stage=first,
+        cause=cause,
+        components=components,
+        tokens=run.token_summary(),
+        family=family.name,
+        dtype=dtype,
+        package=str(package),
+        reference=reference,
+        peak_rss_bytes=_peak_rss(),
+        checkpoint_bytes=weights,
+        timings_s={k: round(v, 3) for k, v in timings.items()},
+        notes=run.notes,
+    )
+
+
+def _processor_failed(
+    run: _Run, package: Path, reference: str, dtype: str, timings: dict[str, float]
+) -> VerifyReport:
+    """The runtime's processor rejected the prompt: no later stage can run."""
+    from mmforge.backend import hf_reference
+
+    tokenizer = hf_reference.load_tokenizer(run.ref_folder)
+    hf_prompt = tokenizer.apply_chat_template(
+        run.messages, add_generation_prompt=True, tokenize=False
+    )
+    missing = [
+        s for s in run.family.runtime_token_strings if s in hf_prompt and s not in run.prompt
+    ]
+    reason = f"the runtime's processor rejects the prompt: {run.processor_error}"
+    if missing:
+        cause = (
+            f"boundary markers missing from the package's chat template: {', '.join(missing)} "
+            "(the checkpoint's template writes them and the runtime's processor looks for "
+            f"them). Runtime message: {run.processor_error}"
+        )
+    else:
+        cause = reason
+    stage = Comparison("preprocessing", FAIL, None, 0.0, None, reason, [], [])
+    return VerifyReport(
+        verdict=FAIL,
+        first_divergent_stage="preprocessing",
+        cause=cause,
+        components=[stage],
+        tokens={"matched": 0, "total": run.n_tokens, "runtime": [], "reference": []},
+        family=run.family.name,
+        dtype=dtype,
+        package=str(package),
+        reference=reference,
+        peak_rss_bytes=_peak_rss(),
+        timings_s=timings,
+        notes=["No later stage ran: they all need the runtime's processor output."],
+    )
+
+
+def _read_package(package: Path) -> dict[str, Any]:
+    path = package / "genai_config.json"
+    if not path.is_file():
+        raise MmforgeError(
+            f"{package} is not an ONNX Runtime GenAI package (no genai_config.json)",
+            "Pick a folder made by `mmforge convert`",
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["model"]["decoder"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise MmforgeError(f"{path} is damaged", "Convert the model again", str(e)) from None
+    return dict(data)
+
+
+def _package_dtype(package: Path) -> str:
+    try:
+        manifest = json.loads((package / "mmforge_manifest.json").read_text(encoding="utf-8"))
+        return str(manifest.get("dtype", "f32"))
+    except (OSError, ValueError):
+        return "f32"
+
+
+class _Capture:
+    """Hooks on the HF text model: its merged input embeddings, position ids and extras."""
+
+    def __init__(self, model: Any):
+        text = next(
+            (
+                m
+                for _, m in model.named_modules()
+                if hasattr(m, "embed_tokens") and hasattr(m, "layers")
+            ),
+            None,
+        )
+        if text is None:
+            raise MmforgeError(
+                "Cannot find the text model inside the reference", "Please report the model id"
+            )
+        self.kwargs: dict[str, Any] = {}
+        self.hidden: Any = None
+        self.per_layer: list[Any] = []
+        self._handles = [
+            text.register_forward_pre_hook(self._on_text, with_kwargs=True),
+            text.layers[0].register_forward_pre_hook(self._on_layer0, with_kwargs=True),
+        ]
+        self._handles += [
+            layer.register_forward_pre_hook(self._on_layer, with_kwargs=True)
+            for layer in text.layers
+        ]
+
+    def _on_text(self, module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        self.kwargs = dict(kwargs)
+        self.per_layer = []
+
+    def _on_layer0(self, module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        hidden = args[0] if args else kwargs["hidden_states"]
+        self.hidden = hidden.detach().float().numpy().copy()
+
+    def _on_layer(self, module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        # Gemma 4 hands each layer its slice of the (projected) per-layer inputs.
+        value = kwargs.get("per_layer_input", args[1] if len(args) > 1 else None)
+        if value is not None and hasattr(value, "detach"):
+            self.per_layer.append(value.detach().float().numpy())
+
+    def close(self) -> None:
+        for h in self._handles:
+            h.remove()
+
+
+@dataclass
+class _Forward:
+    """One HF forward pass, as the stages need it (numpy arrays)."""
+
+    logits: Any
+    hidden: Any
+    position_ids: Any | None
+    deepstack: list[Any]
+    per_layer: Any | None
+
+
+class _Run:
+    """The state shared by the stages of one verification."""
+
+    def __init__(
+        self,
+        package: Path,
+        ref_folder: Path,
+        genai: dict[str, Any],
+        family: families.Family,
+        tol: Tolerance,
+        images: list[Path],
+        audios: list[Path],
+        n_tokens: int,
+        ctx: JobContext,
+    ):
+        self.package = package
+        self.ref_folder = ref_folder
+        self.genai = genai
+        self.cfg = genai["model"]
+        self.family = family
+        self.tol = tol
+        self.images = images
+        self.audios = audios
+        self.n_tokens = n_tokens
+        self.ctx = ctx
+        self.notes: list[str] = []
+        self.messages = _messages(PROMPT, len(images), len(audios))
+        self.image_token = self.cfg.get("image_token_id")
+        self.audio_token = self.cfg.get("audio_token_id")
+
+    # -- the runtime ---------------------------------------------------------------------
+
+    def runtime_pass(self) -> None:
+        from mmforge.backend.runtime import Runtime
+
+        try:
+            rt = Runtime(self.package)
+        except RuntimeError as e:
+            raise MmforgeError(
+                f"ONNX Runtime GenAI could not load {self.package}",
+                "Convert the model again",
+                details=str(e),
+            ) from None
+        self.processor_error: str | None = None
+        try:
+            self.prompt = rt.prompt(self.messages)
+            try:
+                inputs = rt.process(self.prompt, self.images, self.audios)
+            except RuntimeError as e:
+                self.processor_error = str(e)
+                return
+            self.arrays = {k: v.copy() for k, v in inputs.arrays.items()}
+            self.ids = inputs.input_ids
+            self.runtime_tokens = rt.greedy(inputs, self.n_tokens)
+            text = rt.process(rt.prompt([{"role": "user", "content": TEXT_PROMPT}]))
+            self.text_ids = text.input_ids
+        except RuntimeError as e:
+            raise MmforgeError(
+                "ONNX Runtime GenAI failed on the verification prompt",
+                "The package is broken; convert it again",
+                details=str(e),
+            ) from None
+        finally:
+            del rt
+            gc.collect()
+        self.ctx.check_cancel()
+
+    # -- the reference -------------------------------------------------------------------
+
+    def reference_pass(self) -> None:
+        import numpy as np
+        import soundfile as sf
+        import torch
+        from PIL import Image
+
+        from mmforge.backend import hf_reference
+
+        model = hf_reference.load_model(self.ref_folder)
+        pil = [Image.open(p).convert("RGB") for p in self.images]
+        clips = [sf.read(str(p), dtype="float32") for p in self.audios]
+        self.hf_pre = hf_reference.prepare(self.ref_folder, self.messages, pil, clips)
+        self.pil = pil
+        capture = _Capture(model)
+        try:
+            ref = hf_reference.from_runtime(self.ref_folder, self.prompt, self.arrays)
+            self.main = self._forward(model, capture, ref.tensors)
+            self.next_token = int(np.argmax(self.main.logits[-1]))
+            longer = dict(self.arrays)
+            longer["input_ids"] = np.asarray([[*self.ids, self.next_token]], dtype=np.int64)
+            ref2 = hf_reference.from_runtime(self.ref_folder, self.prompt, longer)
+            self.step = self._forward(model, capture, ref2.tensors)
+            ids = torch.tensor([self.text_ids])
+            self.text = self._forward(
+                model, capture, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+            )
+            self.ctx.check_cancel()
+            self.hf_tokens = hf_reference.greedy_generate(model, ref, self.n_tokens)
+            self.near_tie: tuple[int, float, float] | None = None
+            k = _first_difference(self.hf_tokens, self.runtime_tokens)
+            if k is not None and k < len(self.runtime_tokens) and k < len(self.hf_tokens):
+                prefix = dict(self.arrays)
+                prefix["input_ids"] = np.asarray([[*self.ids, *self.hf_tokens[:k]]], np.int64)
+                ref3 = hf_reference.from_runtime(self.ref_folder, self.prompt, prefix)
+                row = self._forward(model, capture, ref3.tensors).logits[-1]
+                self.near_tie = (
+                    k,
+                    float(row[self.hf_tokens[k]]),
+                    float(row[self.runtime_tokens[k]]),
+                )
+        finally:
+            capture.close()
+            del model
+            gc.collect()
+        self.ctx.check_cancel()
+
+    def _forward(self, model: Any, capture: _Capture, tensors: dict[str, Any]) -> _Forward:
+        import numpy as np
+        import torch
+
+        with torch.no_grad():
+            out = model(**tensors)
+        kw = capture.kwargs
+        pos = kw.get("position_ids")
+        deepstack = [d.detach().float().numpy() for d in (kw.get("deepstack_visual_embeds") or [])]
+        per_layer = None
+        if capture.per_layer:  # [1, S, layers, size], as the decoder graph takes it
+            per_layer = np.stack(capture.per_layer, axis=2)
+        return _Forward(
+            logits=out.logits[0].float().numpy(),
+            hidden=capture.hidden,
+            position_ids=None if pos is None else pos.detach().numpy(),
+            deepstack=deepstack,
+            per_layer=per_layer,
+        )
+
+    # -- the stages ----------------------------------------------------------------------
+
+    def stages(self) -> list[Comparison]:
+        from mmforge.backend import preprocess_parity
+
+        out = [preprocess_parity.check(self)]
+        self.ctx.check_cancel()
+        self.vision_features = None
+        if self.images and "vision" in self.cfg:
+            out.append(self._encoder("vision", "vision_encoder", self.image_token))
+        self.audio_features = None
+        if self.audios and "speech" in self.cfg:
+            out.append(self._encoder("speech", "audio_encoder", self.audio_token))
+        self.ctx.report("verify", 2.5, 4, message="embedding and decoder graphs")
+        out.extend(self._embedding())
+        out.extend(self._decoder())
+        out.append(self._runtime_config())
+        out.append(self._end_to_end())
+        return out
+
+    def _session(self, section: str) -> Any:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        path = self.package / self.cfg[section]["filename"]
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    def _hf_rows(self, token: int | None) -> Any:
+        import numpy as np
+
+        mask = np.asarray(self.ids) == token
+        rows = self.main.hidden[0][mask]
+        if token == self.image_token and self.main.deepstack:
+            rows = np.concatenate([rows, *self.main.deepstack], axis=-1)
+        return rows
+
+    def _encoder(self, section: str, stage: str, token: int | None) -> Comparison:
+        session = self._session(section)
+        try:
+            prefix = "image" if section == "vision" else "audio"
+            feeds = _feeds(session, self.cfg[section].get("inputs", {}), self.arrays, prefix)
+            outputs = session.run(None, feeds)
+        finally:
+            del session
+        features = outputs[0]
+        rows = features.reshape(-1, features.shape[-1])
+        reference = self._hf_rows(token)
+        if section == "vision":
+            self.vision_features = features
+        else:
+            self.audio_features = features
+        if rows.shape[0] != reference.shape[0]:
+            what = "image" if section == "vision" else "audio"
+            return Comparison(
+                stage,
+                FAIL,
+                None,
+                0.0,
+                None,
+                f"{rows.shape[0]} {what} features for {reference.shape[0]} {what} tokens in "
+                "the prompt (image token count mismatch)",
+                [],
+                [],
+            )
+        return compare(stage, reference, rows, self.tol)
+
+    def _features_like(self, spec: Any, onnx_features: Any, token: int | None) -> Any:
+        """HF's features at the placeholder positions, shaped for the embedding input.
+
+        Rows where the input is 2-D; the encoder output's layout where its rank is open.
+        """
+        reference = self._hf_rows(token)
+        if len(spec.shape) == 2 or onnx_features is None:
+            return reference
+        if reference.size == onnx_features.size:
+            return reference.reshape(onnx_features.shape)
+        return reference
+
+    def _embedding(self) -> list[Comparison]:
+        import numpy as np
+
+        session = self._session("embedding")
+        try:
+            specs = {i.name: i for i in session.get_inputs()}
+            feeds: dict[str, Any] = {"input_ids": np.asarray([self.ids], dtype=np.int64)}
+            if "image_features" in specs and self.vision_features is not None:
+                feeds["image_features"] = self._features_like(
+                    specs["image_features"], self.vision_features, self.image_token
+                )
+            if "audio_features" in specs and self.audio_features is not None:
+                feeds["audio_features"] = self._features_like(
+                    specs["audio_features"], self.audio_features, self.audio_token
+                )
+            feeds = _cast(session, _fill_empty(session, feeds))
+            outs = dict(
+                zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True)
+            )
+            expected = self._merged(self.main, np.asarray(self.ids))
+            result = [compare("embedding", expected, outs["inputs_embeds"][0], self.tol)]
+            if "per_layer_inputs" in outs and self.main.per_layer is not None:
+                result.append(
+                    compare(
+                        "embedding_per_layer",
+                        self.main.per_layer.reshape(outs["per_layer_inputs"].shape),
+                        outs["per_layer_inputs"],
+                        self.tol,
+                    )
+                )
+            text_feeds = _cast(
+                session,
+                _fill_empty(session, {"input_ids": np.asarray([self.text_ids], dtype=np.int64)}),
+            )
+            text_out = session.run(["inputs_embeds"], text_feeds)[0]
+            result.append(
+                compare(
+                    "embedding_text_only",
+                    self._merged(self.text, np.asarray(self.text_ids)),
+                    text_out[0],
+                    self.tol,
+                )
+            )
+        finally:
+            del session
+        self.embedding_outputs = outs
+        return result
+
+    def _merged(self, forward: _Forward, ids: Any) -> Any:
+        """HF's decoder input embeddings (with Qwen3-VL's DeepStack columns)."""
+        import numpy as np
+
+        hidden = forward.hidden[0]
+        if not forward.deepstack:
+            width = self._embedding_width()
+            if width > hidden.shape[-1]:  # DeepStack columns are zero at text positions
+                pad = np.zeros((hidden.shape[0], width - hidden.shape[-1]), hidden.dtype)
+                return np.concatenate([hidden, pad], axis=-1)
+            return hidden
+        extra = np.zeros(
+            (hidden.shape[0], sum(d.shape[-1] for d in forward.deepstack)), hidden.dtype
+        )
+        extra[ids[: hidden.shape[0]] == self.image_token] = np.concatenate(
+            forward.deepstack, axis=-1
+        )
+        return np.concatenate([hidden, extra], axis=-1)
+
+    def _embedding_width(self) -> int:
+        return int(self.cfg["decoder"].get("hidden_size", 0))
+
+    def _decoder(self) -> list[Comparison]:
+        import numpy as np
+
+        session = self._session("decoder")
+        try:
+            inputs = {i.name: i for i in session.get_inputs()}
+            seq = len(self.ids)
+            feeds: dict[str, Any] = {
+                "inputs_embeds": self._merged(self.main, np.asarray(self.ids))[None],
+                "attention_mask": np.ones((1, seq), dtype=np.int64),
+            }
+            if "position_ids" in inputs:
+                feeds["position_ids"] = _positions(
+                    self.main.position_ids, 0, seq, inputs["position_ids"]
+                )
+            if "input_ids" in inputs:
+                feeds["input_ids"] = np.asarray([self.ids], dtype=np.int64)
+            if "per_layer_inputs" in inputs and self.main.per_layer is not None:
+                feeds["per_layer_inputs"] = self.main.per_layer.reshape(1, seq, -1)
+            feeds.update(_empty_past(inputs))
+            names = [o.name for o in session.get_outputs()]
+            outs = dict(zip(names, session.run(None, _cast(session, feeds)), strict=True))
+            prefill = compare(
+                "decoder_prefill", self.main.logits, outs["logits"][0], self.tol, logits=True
+            )
+            # One decode step through the cache, on the token HF picks next.
+            step_hidden = self._merged(self.step, np.asarray([*self.ids, self.next_token]))
+            feeds = {
+                "inputs_embeds": step_hidden[None, -1:],
+                "attention_mask": np.ones((1, seq + 1), dtype=np.int64),
+            }
+            if "position_ids" in inputs:
+                feeds["position_ids"] = _positions(
+                    self.step.position_ids, seq, seq + 1, inputs["position_ids"]
+                )
+            if "input_ids" in inputs:
+                feeds["input_ids"] = np.asarray([[self.next_token]], dtype=np.int64)
+            if "per_layer_inputs" in inputs and self.step.per_layer is not None:
+                feeds["per_layer_inputs"] = self.step.per_layer.reshape(1, seq + 1, -1)[:, -1:]
+            for name in inputs:
+                if name.startswith("past_key_values."):
+                    feeds[name] = outs[name.replace("past_key_values.", "present.")]
+            logits = session.run(["logits"], _cast(session, feeds))[0]
+            step = compare(
+                "decoder_step", self.step.logits[-1:], logits[0, -1:], self.tol, logits=True
+            )
+        finally:
+            del session
+        return [prefill, step]
+
+    def _runtime_config(self) -> Comparison:
+        ref = families.Cfg(read_json(self.ref_folder / "config.json", "reference model"))
+        problems = []
+        wanted = {"image_token_id": ref.first("image_token_id", "image_token_index")}
+        if self.family.key in ("qwen2_5_vl", "qwen3_vl"):
+            wanted["vision_start_token_id"] = ref.get("vision_start_token_id")
+            wanted["video_token_id"] = ref.get("video_token_id")
+        if self.audios:
+            wanted["audio_token_id"] = ref.first("audio_token_id", "audio_token_index")
+        for name, value in wanted.items():
+            have = self.cfg.get(name)
+            if value is None:
+                continue
+            if have is None:
+                problems.append(f"{name} is missing")
+            elif int(have) != int(value):
+                problems.append(f"{name} is {have}, the checkpoint says {value}")
+        if problems:
+            reason = "genai_config.json: " + "; ".join(problems)
+            return Comparison("runtime_config", FAIL, None, 0.0, None, reason, [], [])
+        return Comparison(
+            "runtime_config", PASS, 0.0, 1.0, None, "token ids the runtime needs are set", [], []
+        )
+
+    def _end_to_end(self) -> Comparison:
+        result = compare_ids("end_to_end", self.hf_tokens, self.runtime_tokens)
+        if result.verdict == PASS or self.near_tie is None:
+            return result
+        k, hf_logit, rt_logit = self.near_tie
+        margin = 2 * (self.tol.atol + self.tol.rtol * abs(hf_logit))
+        if hf_logit - rt_logit <= margin:
+            return Comparison(
+                "end_to_end",
+                AMBIGUOUS,
+                result.max_abs_diff,
+                result.cosine,
+                False,
+                f"tokens differ from step {k}, where HF's logits for the two tokens are "
+                f"{hf_logit - rt_logit:.2g} apart (a near-tie)",
+                [],
+                [k],
+            )
+        return result
+
+    def token_summary(self) -> dict[str, Any]:
+        """Matched-prefix length and both token lists."""
+        k = _first_difference(self.hf_tokens, self.runtime_tokens)
+        matched = len(self.hf_tokens) if k is None else k
+        return {
+            "matched": matched,
+            "total": len(self.hf_tokens),
+            "runtime": self.runtime_tokens,
+            "reference": self.hf_tokens,
+        }
+
+    def diagnose(self, stage: Comparison) -> str:
+        """The likely cause of a stage's divergence, in words a user can act on."""
+        if stage.name == "preprocessing" or stage.name == "runtime_config":
+            detail = stage.reason
+            if "vision_start_token_id" in detail:
+                return (
+                    f"{detail}. Without it the runtime silently uses 1-D positions instead of "
+                    "3-D M-RoPE; add the field to genai_config.json (or convert again)"
+                )
+            return detail
+        cause = CAUSES.get(stage.name, "")
+        if stage.name == "vision_encoder" and "token count" in stage.reason:
+            return stage.reason
+        return f"{cause} ({stage.reason})"
+
+
+def _messages(text: str, n_images: int, n_audios: int) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = [{"type": "image"} for _ in range(n_images)]
+    parts += [{"type": "audio"} for _ in range(n_audios)]
+    parts.append({"type": "text", "text": text})
+    return [{"role": "user", "content": parts}]
+
+
+def _first_difference(a: list[int], b: list[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+_NUMPY_TYPES = {
+    "tensor(float)": "float32",
+    "tensor(float16)": "float16",
+    "tensor(int64)": "int64",
+    "tensor(int32)": "int32",
+    "tensor(bool)": "bool",
+}
+
+
+def _cast(session: Any, feeds: dict[str, Any]) -> dict[str, Any]:
+    """Each feed in the dtype its graph input declares; feeds the graph lacks are dropped."""
+    import numpy as np
+
+    out = {}
+    for spec in session.get_inputs():
+        if spec.name in feeds:
+            out[spec.name] = np.asarray(feeds[spec.name]).astype(
+                _NUMPY_TYPES.get(spec.type, "float32")
+            )
+    return out
+
+
+def _feeds(
+    session: Any, mapping: dict[str, str], arrays: dict[str, Any], prefix: str
+) -> dict[str, Any]:
+    """The runtime processor's arrays under the encoder graph's input names.
+
+    genai_config maps a role (its key) to a graph input (its value); the processor names
+    its output after the role, the graph input, or `<prefix>_<role>` (the masks).
+    """
+    feeds: dict[str, Any] = {}
+    for key, name in mapping.items():
+        for candidate in (key, name, f"{prefix}_{key}"):
+            if candidate in arrays:
+                feeds[name] = arrays[candidate]
+                break
+    for spec in session.get_inputs():
+        if spec.name not in feeds and spec.name in arrays:
+            feeds[spec.name] = arrays[spec.name]
+    missing = [s.name for s in session.get_inputs() if s.name not in feeds]
+    if missing:
+        raise MmforgeError(
+            f"The runtime's processor gives nothing for the graph inputs {missing}",
+            "The package's processor and graph disagree; convert again",
+        )
+    return _cast(session, feeds)
+
+
+def _fill_empty(session: Any, feeds: dict[str, Any]) -> dict[str, Any]:
+    """Zero-row features for feature inputs not given (a text-only prompt)."""
+    import numpy as np
+
+    out = dict(feeds)
+    for spec in session.get_inputs():
+        if spec.name in out or spec.name == "input_ids":
+            continue
+        dims = [d if isinstance(d, int) else 0 for d in spec.shape]
+        if not dims:  # rank unknown (Gemma 3 image features are [images, 256, hidden])
+            dims = [0, 256, int(session.get_outputs()[0].shape[-1])]
+        dims[0] = 0
+        out[spec.name] = np.zeros(dims, dtype=np.float32)
+    return out
+
+
+def _empty_past(inputs: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
+    feeds = {}
+    for name, spec in inputs.items():
+        if name.startswith("past_key_values."):
+            _, heads, _, size = spec.shape
+            feeds[name] = np.zeros((1, int(heads), 0, int(size)), dtype=np.float32)
+    return feeds
+
+
+def _positions(hf: Any | None, start: int, end: int, spec: Any) -> Any:
+    """Position ids for [start, end): HF's where it made them (3-D M-RoPE), else a range."""
+    import numpy as np
+
+    if hf is not None:
+        if len(spec.shape) == 3 and hf.ndim == 3 and hf.shape[0] == 4:
+            hf = hf[1:]  # transformers may prepend the text positions
+        return hf[..., start:end]
+    positions = np.arange(start, end, dtype=np.int64)[None]
+    if len(spec.shape) == 3:
+        return np.broadcast_to(positions, (3, 1, end - start)).copy()
+    return positions

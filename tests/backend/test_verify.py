@@ -1,0 +1,199 @@
+"""verify: good packages pass; each sabotage fails at the right stage with the right cause."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.verify import verify
+
+GOOD = {
+    "qwen2_5_vl": "PASS",
+    "qwen3_vl": "PASS",
+    "gemma3": "PASS",
+    "mistral3": "PASS",
+    "phi4mm": "PASS",
+    # Documented gap: the runtime wraps image and audio blocks in blank lines.
+    "gemma4": "AMBIGUOUS",
+}
+
+
+@pytest.mark.parametrize("family", list(GOOD))
+def test_a_good_package_passes_every_stage(tiny, package, family):
+    report = verify(package(family), str(tiny(family)))
+    assert report.verdict == GOOD[family], [
+        (c.name, c.verdict, c.reason) for c in report.components
+    ]
+    stages = {c.name: c for c in report.components}
+    expected = {"preprocessing", "vision_encoder", "embedding", "embedding_text_only"}
+    expected |= {"decoder_prefill", "decoder_step", "runtime_config", "end_to_end"}
+    if family in ("gemma4", "phi4mm"):
+        expected.add("audio_encoder")
+    assert expected <= set(stages)
+    for name, c in stages.items():
+        if name != "preprocessing":
+            assert c.verdict == "PASS", (name, c.reason)
+    assert report.tokens["matched"] == report.tokens["total"] == 32
+    if family == "gemma4":
+        assert report.first_divergent_stage == "preprocessing"
+        assert "blank lines (documented)" in report.cause
+
+
+def _copy(package, family, tmp_path) -> Path:
+    folder = tmp_path / f"{family}-sabotaged"
+    shutil.copytree(package(family), folder)
+    return folder
+
+
+def _edit_json(path: Path, edit) -> None:
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def _transforms(data):
+    return {t["operation"]["type"]: t["operation"] for t in data["processor"]["transforms"]}
+
+
+def _perturb(folder: Path, graph: str, pick) -> str:
+    """Add noise to the first initializer whose name `pick` accepts; returns its name."""
+    model = onnx.load(str(folder / graph))
+    target = next(t for t in model.graph.initializer if pick(t.name))
+    array = numpy_helper.to_array(target).copy()
+    rng = np.random.default_rng(0)
+    array += rng.normal(scale=0.5 * float(np.abs(array).mean()) + 0.05, size=array.shape).astype(
+        array.dtype
+    )
+    target.CopyFrom(numpy_helper.from_array(array, target.name))
+    data = folder / f"{graph}.data"
+    data.unlink()
+    onnx.save(model, str(folder / graph), save_as_external_data=True, location=data.name)
+    return target.name
+
+
+def _report(tiny, folder, family):
+    report = verify(folder, str(tiny(family)))
+    assert report.verdict == "FAIL"
+    return report
+
+
+def test_red_and_blue_swapped_in_the_processor_fails_preprocessing(tiny, package, tmp_path):
+    folder = _copy(package, "gemma3", tmp_path)
+
+    def swap(data):
+        # DecodeImage(RGB) then ConvertRGB swaps the channels (see FINDINGS).
+        transforms = data["processor"]["transforms"]
+        at = next(i for i, t in enumerate(transforms) if t["operation"]["type"] == "DecodeImage")
+        transforms.insert(at + 1, {"operation": {"name": "rgb", "type": "ConvertRGB"}})
+
+    _edit_json(folder / "processor_config.json", swap)
+    report = _report(tiny, folder, "gemma3")
+    assert report.first_divergent_stage == "preprocessing"
+    assert "red and blue are swapped" in report.cause
+
+
+def test_wrong_mean_and_std_fail_preprocessing(tiny, package, tmp_path):
+    folder = _copy(package, "qwen2_5_vl", tmp_path)
+
+    def wrong(data):
+        attrs = _transforms(data)["Normalize"]["attrs"]
+        attrs["mean"], attrs["std"] = [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]
+
+    _edit_json(folder / "processor_config.json", wrong)
+    report = _report(tiny, folder, "qwen2_5_vl")
+    assert report.first_divergent_stage == "preprocessing"
+    assert "normalisation differs (mean/std)" in report.cause
+
+
+def test_missing_vision_start_token_id_is_named(tiny, package, tmp_path):
+    folder = _copy(package, "qwen2_5_vl", tmp_path)
+    _edit_json(folder / "genai_config.json", lambda d: d["model"].pop("vision_start_token_id"))
+    report = _report(tiny, folder, "qwen2_5_vl")
+    assert report.first_divergent_stage == "runtime_config"
+    assert "vision_start_token_id is missing" in report.cause and "1-D positions" in report.cause
+    stages = {c.name: c.verdict for c in report.components}
+    assert stages["vision_encoder"] == stages["decoder_prefill"] == "PASS"
+
+
+def test_a_perturbed_vision_weight_fails_the_vision_encoder(tiny, package, tmp_path):
+    folder = _copy(package, "qwen2_5_vl", tmp_path)
+    name = _perturb(folder, "vision.onnx", lambda n: "blocks.0" in n and "mlp" in n)
+    report = _report(tiny, folder, "qwen2_5_vl")
+    assert report.first_divergent_stage == "vision_encoder", name
+    stages = {c.name: c.verdict for c in report.components}
+    assert stages["preprocessing"] == stages["embedding"] == stages["decoder_prefill"] == "PASS"
+    assert "vision weight" in report.cause
+
+
+def test_a_perturbed_decoder_layer_fails_the_decoder(tiny, package, tmp_path):
+    folder = _copy(package, "gemma3", tmp_path)
+    name = _perturb(folder, "decoder.onnx", lambda n: "layers.1." in n and "mlp" in n)
+    report = _report(tiny, folder, "gemma3")
+    assert report.first_divergent_stage == "decoder_prefill", name
+    stages = {c.name: c.verdict for c in report.components}
+    assert stages["vision_encoder"] == stages["embedding"] == "PASS"
+    assert "decoder weight" in report.cause
+
+
+def test_image_boundary_markers_removed_from_the_chat_template(tiny, package, tmp_path):
+    folder = _copy(package, "qwen2_5_vl", tmp_path)
+
+    def strip(data):
+        template = data["chat_template"]
+        data["chat_template"] = template.replace("<|vision_start|>", "").replace(
+            "<|vision_end|>", ""
+        )
+
+    _edit_json(folder / "tokenizer_config.json", strip)
+    report = _report(tiny, folder, "qwen2_5_vl")
+    assert report.first_divergent_stage == "preprocessing"
+    assert "boundary markers missing from the package's chat template" in report.cause
+    assert "<|vision_start|>, <|vision_end|>" in report.cause
+
+
+def test_audio_boundary_markers_lost_from_the_package_fail_preprocessing(tiny, package, tmp_path):
+    """Gemma 4's runtime adds <|audio> … <audio|> itself; losing them as special tokens in
+    the package's tokenizer is how a package drops them."""
+    folder = _copy(package, "gemma4", tmp_path)
+
+    markers = ("<|audio>", "<audio|>")
+
+    def drop(data):
+        data["added_tokens"] = [t for t in data["added_tokens"] if t["content"] not in markers]
+
+    def drop_decoder(data):
+        decoder = data["added_tokens_decoder"]
+        data["added_tokens_decoder"] = {
+            k: v for k, v in decoder.items() if v["content"] not in markers
+        }
+
+    _edit_json(folder / "tokenizer.json", drop)
+    _edit_json(folder / "tokenizer_config.json", drop_decoder)
+    report = _report(tiny, folder, "gemma4")
+    assert report.first_divergent_stage == "preprocessing"
+    assert "boundary markers differ" in report.cause and "<|audio>" in report.cause
+
+
+def test_a_wrong_image_token_count_fails_preprocessing(tiny, package, tmp_path):
+    folder = _copy(package, "qwen2_5_vl", tmp_path)
+
+    def fewer(data):
+        attrs = _transforms(data)["Resize"]["attrs"]
+        attrs["max_pixels"] = attrs["min_pixels"] = 28 * 28 * 4
+
+    _edit_json(folder / "processor_config.json", fewer)
+    report = _report(tiny, folder, "qwen2_5_vl")
+    assert report.first_divergent_stage == "preprocessing"
+    assert "image token count mismatch" in report.cause
+
+
+def test_the_wrong_reference_family_is_one_clear_error(tiny, package):
+    with pytest.raises(MmforgeError, match=r"'gemma3' package but the reference is Qwen2\.5-VL"):
+        verify(package("gemma3"), str(tiny("qwen2_5_vl")))
