@@ -124,7 +124,7 @@ def test_missing_vision_start_token_id_is_named(tiny, package, tmp_path):
 
 def test_a_perturbed_vision_weight_fails_the_vision_encoder(tiny, package, tmp_path):
     folder = _copy(package, "qwen2_5_vl", tmp_path)
-    name = _perturb(folder, "vision.onnx", lambda n: "blocks.0" in n and "mlp" in n)
+    name = _perturb(folder, "vision.onnx", lambda n: "blocks.0.mlp" in n and "weight" in n)
     report = _report(tiny, folder, "qwen2_5_vl")
     assert report.first_divergent_stage == "vision_encoder", name
     stages = {c.name: c.verdict for c in report.components}
@@ -134,7 +134,7 @@ def test_a_perturbed_vision_weight_fails_the_vision_encoder(tiny, package, tmp_p
 
 def test_a_perturbed_decoder_layer_fails_the_decoder(tiny, package, tmp_path):
     folder = _copy(package, "gemma3", tmp_path)
-    name = _perturb(folder, "decoder.onnx", lambda n: "layers.1." in n and "mlp" in n)
+    name = _perturb(folder, "decoder.onnx", lambda n: "layers.1.mlp" in n and "weight" in n)
     report = _report(tiny, folder, "gemma3")
     assert report.first_divergent_stage == "decoder_prefill", name
     stages = {c.name: c.verdict for c in report.components}
