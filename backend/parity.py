@@ -190,7 +190,8 @@ def compare(
     elif within and tol.elementwise:
         verdict, reason = PASS, f"within atol {atol:.2g} + rtol {tol.rtol:g}"
     elif not tol.elementwise:
-        verdict, reason = PASS, f"cosine {cos:.4f} ≥ {tol.min_cosine} with the same top tokens"
+        tops = " with the same top tokens" if logits else ""
+        verdict, reason = PASS, f"cosine {cos:.4f} ≥ {tol.min_cosine}{tops}"
     elif excess <= AMBIGUOUS_EXCESS:
         verdict = AMBIGUOUS
         reason = (

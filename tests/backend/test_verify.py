@@ -197,3 +197,15 @@ def test_a_wrong_image_token_count_fails_preprocessing(tiny, package, tmp_path):
 def test_the_wrong_reference_family_is_one_clear_error(tiny, package):
     with pytest.raises(MmforgeError, match=r"'gemma3' package but the reference is Qwen2\.5-VL"):
         verify(package("gemma3"), str(tiny("qwen2_5_vl")))
+
+
+def test_f16_and_int4_packages_are_judged_with_their_own_bounds(tiny, package):
+    f16 = verify(package("qwen2_5_vl", "f16"), str(tiny("qwen2_5_vl")), tokens=8)
+    assert f16.verdict == "PASS" and f16.dtype == "f16"
+    assert "rtol 0.05" in next(c for c in f16.components if c.name == "decoder_prefill").reason
+    int4 = verify(package("qwen2_5_vl", "int4"), str(tiny("qwen2_5_vl")), tokens=8)
+    stages = {c.name: c for c in int4.components}
+    # Only the decoder is quantized: the encoders keep the float32 bound.
+    assert stages["vision_encoder"].verdict == "PASS"
+    assert "rtol 0.02" in stages["vision_encoder"].reason
+    assert stages["decoder_prefill"].cosine > 0.9
