@@ -77,3 +77,18 @@ def test_verify_runs_as_a_worker_job_with_progress(tiny, package, tmp_path):
     events = list(job.events())
     assert any(isinstance(e, Progress) and e.stage == "verify" for e in events)
     assert events[-1]["event"] == "result" and events[-1]["value"]["verdict"] == "PASS"
+
+
+def test_verify_can_be_cancelled(tiny, package, tmp_path):
+    job = WorkerJob(
+        "verify",
+        {"package": str(package("gemma3")), "reference": str(tiny("gemma3"))},
+        env=_env(tmp_path),
+    )
+    final = None
+    for event in job.events():
+        if isinstance(event, Progress) and event.stage == "verify":
+            job.cancel()
+        elif not isinstance(event, Progress):
+            final = event
+    assert final == {"event": "cancelled"}
