@@ -138,23 +138,20 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")
     p.set_defaults(func=_cmd_verify)
 
-    for name, text in (("gui", "open the desktop app"),):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-        p.set_defaults(func=_not_built(name))
+    p = sub.add_parser("gui", help="open the desktop app (the default)")
+    p.add_argument(
+        "--self-test",
+        action="store_true",
+        help="drive the demo flow (convert, verify, chat) offscreen; exit 0 on success",
+    )
+    p.set_defaults(func=_cmd_gui)
     return parser
 
 
-def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        from mmforge.backend.errors import MmforgeError
+def _cmd_gui(args: argparse.Namespace) -> int:
+    from mmforge.gui.app import run
 
-        raise MmforgeError(
-            f"`mmforge {name}` is not built yet in this version",
-            "Use `mmforge inspect`, `convert`, `verify`, `chat` or `demo` for now",
-        )
-
-    return run
+    return run(self_test=bool(getattr(args, "self_test", False)))
 
 
 def _progress_printer() -> Callable[[Any], None]:

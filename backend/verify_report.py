@@ -61,7 +61,7 @@ def render_table(report: Any) -> str:
     return "\n".join(lines)
 
 
-def _plot(per_position: list[float], width: int = 720, height: int = 220) -> str:
+def plot_svg(per_position: list[float], width: int = 720, height: int = 220) -> str:
     """An inline SVG of the per-position max |logit difference| (log scale)."""
     import math
 
@@ -143,7 +143,7 @@ against <code>{esc(report.reference)}</code></p>
 </table>
 <p>End to end: {t["matched"]} of {t["total"]} greedy tokens identical.</p>
 <h2>Decoder prefill: max |logit difference| per position</h2>
-{_plot(prefill.per_position if prefill else [])}
+{plot_svg(prefill.per_position if prefill else [])}
 <ul>{notes}</ul>
 <p>Peak memory {report.peak_rss_bytes / 1e9:.2f} GB for a
 {report.checkpoint_bytes / 1e9:.2f} GB checkpoint.</p>

@@ -75,10 +75,27 @@ def _verify(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     return report.to_dict()
 
 
+def _demo(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    from mmforge.backend.tiny.demo import demo_checkpoint
+
+    ctx.report("demo", 0, 1, message="building the demo checkpoint", force=True)
+    folder = demo_checkpoint()
+    ctx.report("demo", 1, 1, message=str(folder))
+    return {"folder": str(folder)}
+
+
+def _eps(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    from mmforge.backend.chat import available_eps
+
+    return dict(available_eps())
+
+
 JOBS: dict[str, Callable[[dict[str, Any], JobContext], dict[str, Any]]] = {
     "inspect": _inspect,
     "convert": _convert,
     "verify": _verify,
+    "demo": _demo,
+    "eps": _eps,
 }
 
 

@@ -102,12 +102,6 @@ def test_inspect_text_output(tiny, capsys):
     assert "Gemma4MultimodalEmbedder" in out
 
 
-def test_stages_not_built_yet_say_so(capsys):
-    code, _, err = _run(capsys, "gui")
-    assert code == 2
-    assert "not built yet" in _one_clear_line(err)
-
-
 def test_verify_writes_json_and_html_and_exits_by_verdict(tiny, package, capsys, tmp_path):
     out_json, out_html = tmp_path / "report.json", tmp_path / "report.html"
     code, out, _ = _run(

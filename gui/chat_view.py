@@ -1,0 +1,486 @@
+"""Chat page: conversations with a package, streamed answers, attachments, Stop."""
+
+from __future__ import annotations
+
+import html
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QSize, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QImage, QKeyEvent, QPixmap
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from mmforge.backend.attachments import IMAGE, kind_of
+from mmforge.backend.conversations import ConversationStore
+from mmforge.gui.bridge import ChatBridge, JobRunner
+from mmforge.gui.errors import show_error
+from mmforge.gui.markdown import STYLE, plain, to_html
+from mmforge.gui.state import AppState
+
+
+class ChatInput(QPlainTextEdit):
+    """Enter sends, Shift+Enter breaks the line, Esc stops; files drop in, images paste."""
+
+    send_requested = Signal()
+    stop_requested = Signal()
+    files_added = Signal(list)
+    image_pasted = Signal(QImage)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setAcceptDrops(True)
+        self.setPlaceholderText("Message (Enter sends, Shift+Enter for a new line)")
+        self.setMaximumHeight(110)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        """Enter / Shift+Enter / Esc."""
+        enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+        if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            self.send_requested.emit()
+            return
+        if event.key() == Qt.Key.Key_Escape:
+            self.stop_requested.emit()
+            return
+        super().keyPressEvent(event)
+
+    def canInsertFromMimeData(self, source: Any) -> bool:
+        """Accept files and images besides text."""
+        return bool(source.hasUrls() or source.hasImage() or super().canInsertFromMimeData(source))
+
+    def insertFromMimeData(self, source: Any) -> None:
+        """Files become attachments; a pasted image too."""
+        if source.hasUrls():
+            self.files_added.emit([u.toLocalFile() for u in source.urls() if u.isLocalFile()])
+        elif source.hasImage():
+            self.image_pasted.emit(QImage(source.imageData()))
+        else:
+            super().insertFromMimeData(source)
+
+
+class AttachmentStrip(QWidget):
+    """The draft's attachments: image thumbnails and audio chips, each removable."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.files: list[tuple[Path, str]] = []
+        self.row = QHBoxLayout(self)
+        self.row.setContentsMargins(0, 0, 0, 0)
+        self.row.addStretch(1)
+
+    def set_files(self, files: list[tuple[Path, str]]) -> None:
+        """Replace the attachments."""
+        self.files = list(files)
+        self._redraw()
+
+    def add(self, path: Path, kind: str) -> None:
+        """Add one attachment."""
+        self.files.append((path, kind))
+        self._redraw()
+
+    def _redraw(self) -> None:
+        while self.row.count() > 1:
+            item = self.row.takeAt(0)
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.deleteLater()
+        for index, (path, kind) in enumerate(self.files):
+            chip = QWidget()
+            chip.setObjectName("attachmentChip")
+            layout = QHBoxLayout(chip)
+            layout.setContentsMargins(2, 2, 2, 2)
+            label = QLabel()
+            if kind == IMAGE:
+                pixmap = QPixmap(str(path))
+                if pixmap.isNull():
+                    label.setText(path.name)
+                else:
+                    label.setPixmap(
+                        pixmap.scaled(QSize(56, 56), Qt.AspectRatioMode.KeepAspectRatio)
+                    )
+            else:
+                label.setText(f"♪ {path.name} ({_duration(path)})")
+            label.setToolTip(str(path))
+            remove = QToolButton()
+            remove.setText("✕")
+            remove.setToolTip("Remove")
+            remove.setProperty("index", index)
+            remove.clicked.connect(self._remove)
+            layout.addWidget(label)
+            layout.addWidget(remove)
+            self.row.insertWidget(self.row.count() - 1, chip)
+        self.changed.emit()
+
+    @Slot()
+    def _remove(self) -> None:
+        index = int(self.sender().property("index"))
+        del self.files[index]
+        self._redraw()
+
+
+def _duration(path: Path) -> str:
+    try:
+        import soundfile
+
+        return f"{soundfile.info(str(path)).duration:.1f} s"
+    except Exception:  # noqa: BLE001 - unreadable audio is reported when sent
+        return "?"
+
+
+class ChatView(QWidget):
+    """Talk to a package; the session runs in a worker process."""
+
+    def __init__(self, state: AppState, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.state = state
+        self.store = ConversationStore()
+        self.bridge = ChatBridge(self)
+        self.eps = JobRunner(self)
+        self._scratch = tempfile.TemporaryDirectory(prefix="mmforge-paste-")
+        self.package = QLineEdit(state.package)
+        self.ep = QComboBox()
+        self.ep.addItems(["cpu", "cuda"])
+        self.load_button = QPushButton("Load")
+        self.load_button.setObjectName("loadButton")
+        self.load_button.clicked.connect(self.load)
+        self.info = QLabel("")
+        self.info.setWordWrap(True)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Package"))
+        top.addWidget(self.package, 1)
+        top.addWidget(self.ep)
+        top.addWidget(self.load_button)
+        self.conversations = QListWidget()
+        self.conversations.setMaximumWidth(240)
+        self.conversations.itemClicked.connect(self._open)
+        new = QPushButton("New")
+        new.clicked.connect(self.bridge.new_conversation)
+        delete = QPushButton("Delete")
+        delete.clicked.connect(self._delete)
+        side = QVBoxLayout()
+        side.addWidget(QLabel("Conversations"))
+        side.addWidget(self.conversations, 1)
+        row = QHBoxLayout()
+        row.addWidget(new)
+        row.addWidget(delete)
+        side.addLayout(row)
+        self.transcript = QTextBrowser()
+        self.transcript.setObjectName("transcript")
+        self.transcript.document().setDefaultStyleSheet(STYLE)
+        self.strip = AttachmentStrip()
+        self.input = ChatInput()
+        self.input.setObjectName("chatInput")
+        self.input.send_requested.connect(self.send)
+        self.input.stop_requested.connect(self.bridge.stop)
+        self.input.files_added.connect(self._add_files)
+        self.input.image_pasted.connect(self._add_image)
+        attach = QPushButton("Attach…")
+        attach.clicked.connect(self._pick)
+        self.send_button = QPushButton("Send")
+        self.send_button.setObjectName("sendButton")
+        self.send_button.clicked.connect(self.send)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setObjectName("stopButton")
+        self.stop_button.clicked.connect(self.bridge.stop)
+        self.regen_button = QPushButton("Regenerate")
+        self.regen_button.clicked.connect(self.regenerate)
+        self.edit_button = QPushButton("Edit last")
+        self.edit_button.clicked.connect(self.edit_last)
+        self.max_tokens = QSpinBox(minimum=1, maximum=8192, value=256)
+        self.max_tokens.setToolTip("Most tokens per answer")
+        buttons = QHBoxLayout()
+        for w in (attach, self.regen_button, self.edit_button):
+            buttons.addWidget(w)
+        buttons.addStretch(1)
+        buttons.addWidget(QLabel("max tokens"))
+        buttons.addWidget(self.max_tokens)
+        buttons.addWidget(self.stop_button)
+        buttons.addWidget(self.send_button)
+        centre = QVBoxLayout()
+        centre.addWidget(self.transcript, 1)
+        centre.addWidget(self.strip)
+        centre.addWidget(self.input)
+        centre.addLayout(buttons)
+        body = QHBoxLayout()
+        body.addLayout(side)
+        body.addLayout(centre, 1)
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.info)
+        layout.addLayout(body, 1)
+        self.messages: list[dict[str, Any]] = []
+        self._draft: tuple[str, list[tuple[Path, str]]] | None = None
+        self._editing = False
+        self._loaded = False
+        self._busy = False
+        self._render_timer = QTimer(self, singleShot=True, interval=50)
+        self._render_timer.timeout.connect(self._render)
+        self.bridge.ready.connect(self._on_ready)
+        self.bridge.token.connect(self._on_token)
+        self.bridge.turn.connect(self._on_turn)
+        self.bridge.failed.connect(self._on_failed)
+        self.bridge.conversation.connect(self._on_conversation)
+        self.bridge.busy.connect(self._on_busy)
+        self.bridge.closed.connect(self._on_closed)
+        self.eps.succeeded.connect(self._on_eps)
+        state.package_changed.connect(self.package.setText)
+        self._update_buttons()
+        self.refresh_conversations()
+        self.eps.start("eps", {})
+
+    # -- loading -------------------------------------------------------------------------
+
+    @Slot(dict)
+    def _on_eps(self, eps: dict[str, Any]) -> None:
+        model = self.ep.model()
+        for i in range(self.ep.count()):
+            reason = eps.get(self.ep.itemText(i))
+            item = model.item(i)  # type: ignore[attr-defined]
+            item.setEnabled(reason is None)
+            item.setToolTip(reason or "")
+
+    @Slot()
+    def load(self) -> None:
+        """Load the package in a chat worker."""
+        package = self.package.text().strip()
+        if not package:
+            show_error(self, {"message": "Pick a package", "hint": "Convert a model first"})
+            return
+        self._loaded = False
+        self.info.setText(f"Loading {package}…")
+        self.load_button.setEnabled(False)
+        self.bridge.load(Path(package), self.ep.currentText(), self.store.root)
+
+    @Slot(dict)
+    def _on_ready(self, info: dict[str, Any]) -> None:
+        self._loaded = True
+        self.load_button.setEnabled(True)
+        caps = ["images"] if info.get("vision") else []
+        caps += ["audio"] if info.get("audio") else []
+        text = (
+            f"{info.get('pipeline_type')} on {str(info.get('ep')).upper()}: loaded in "
+            f"{info.get('load_s', 0):.2f} s, {info.get('load_memory_bytes', 0) / 1e6:.0f} MB; "
+            f"takes {' and '.join(caps) or 'text only'}."
+        )
+        if "demo-" in str(info.get("package", "")):
+            text += (
+                "<br><b>This is the random-weight demo model: it talks nonsense by design, "
+                "while its parity with the original is exact.</b>"
+            )
+        self.info.setText(text)
+        self._on_conversation(info.get("conversation") or {})
+        self._update_buttons()
+
+    @Slot()
+    def _on_closed(self) -> None:
+        self._loaded = False
+        self.load_button.setEnabled(True)
+        self._update_buttons()
+
+    # -- conversations -------------------------------------------------------------------
+
+    def refresh_conversations(self) -> None:
+        """Fill the conversation list from the store."""
+        self.conversations.clear()
+        for s in self.store.list():
+            item = QListWidgetItem(s.title or "(untitled)")
+            item.setData(Qt.ItemDataRole.UserRole, s.id)
+            item.setToolTip(f"{s.messages} messages with {s.package}")
+            self.conversations.addItem(item)
+
+    @Slot(QListWidgetItem)
+    def _open(self, item: QListWidgetItem) -> None:
+        if self._loaded and not self._busy:
+            self.bridge.open_conversation(str(item.data(Qt.ItemDataRole.UserRole)))
+
+    @Slot()
+    def _delete(self) -> None:
+        item = self.conversations.currentItem()
+        if item is not None and not self._busy:
+            self.store.delete(str(item.data(Qt.ItemDataRole.UserRole)))
+            self.refresh_conversations()
+
+    @Slot(dict)
+    def _on_conversation(self, conversation: dict[str, Any]) -> None:
+        self.messages = [
+            {
+                "role": m["role"],
+                "text": m["text"],
+                "attachments": [a["name"] for a in m.get("attachments", [])],
+                "stats": m.get("stats", {}),
+            }
+            for m in conversation.get("messages", [])
+        ]
+        self._render()
+        self.refresh_conversations()
+
+    # -- attachments ---------------------------------------------------------------------
+
+    @Slot()
+    def _pick(self) -> None:
+        files, _ = QFileDialog.getOpenFileNames(
+            self,
+            "Attach",
+            "",
+            "Images and audio (*.png *.jpg *.jpeg *.webp *.bmp *.gif *.wav *.flac *.ogg)",
+        )
+        self._add_files(files)
+
+    @Slot(list)
+    def _add_files(self, files: list[str]) -> None:
+        for f in files:
+            self.strip.add(Path(f), kind_of(Path(f)))
+
+    @Slot(QImage)
+    def _add_image(self, image: QImage) -> None:
+        path = Path(self._scratch.name) / f"pasted-{len(self.strip.files) + 1}.png"
+        image.save(str(path), b"PNG")
+        self.strip.add(path, IMAGE)
+
+    # -- turns ---------------------------------------------------------------------------
+
+    def _options(self) -> dict[str, Any]:
+        return {"max_new_tokens": self.max_tokens.value()}
+
+    @Slot()
+    def send(self) -> None:
+        """Send the draft (or the edited last message)."""
+        text = self.input.toPlainText().strip()
+        files = list(self.strip.files)
+        if not self._loaded or self._busy or (not text and not files):
+            return
+        self._draft = (text, files)
+        self.input.clear()
+        self.strip.set_files([])
+        if self._editing:
+            self._editing = False
+            while self.messages and self.messages[-1]["role"] == "assistant":
+                self.messages.pop()
+            if self.messages:
+                self.messages.pop()
+            self._begin_turn(text, [p.name for p, _ in files] or ["(kept attachments)"])
+            self.bridge.edit_last(text, self._options())
+        else:
+            self._begin_turn(text, [p.name for p, _ in files])
+            self.bridge.send(text, files, self._options())
+
+    def _begin_turn(self, text: str, names: list[str]) -> None:
+        self.messages.append({"role": "user", "text": text, "attachments": names, "stats": {}})
+        self.messages.append({"role": "assistant", "text": "", "attachments": [], "stats": {}})
+        self._render()
+
+    @Slot()
+    def regenerate(self) -> None:
+        """Answer the last message again."""
+        if not self._loaded or self._busy or not self.messages:
+            return
+        if self.messages[-1]["role"] == "assistant":
+            self.messages.pop()
+        self._draft = None
+        self.messages.append({"role": "assistant", "text": "", "attachments": [], "stats": {}})
+        self._render()
+        self.bridge.regenerate(self._options())
+
+    @Slot()
+    def edit_last(self) -> None:
+        """Put the last user message back in the input for editing."""
+        last = next((m for m in reversed(self.messages) if m["role"] == "user"), None)
+        if last is None or self._busy:
+            return
+        self.input.setPlainText(last["text"])
+        self._editing = True
+        self.input.setFocus()
+
+    @Slot(str)
+    def _on_token(self, text: str) -> None:
+        if self.messages and self.messages[-1]["role"] == "assistant":
+            self.messages[-1]["text"] += text
+            if not self._render_timer.isActive():
+                self._render_timer.start()
+
+    @Slot(dict)
+    def _on_turn(self, turn: dict[str, Any]) -> None:
+        if self.messages and self.messages[-1]["role"] == "assistant":
+            self.messages[-1]["text"] = turn.get("text", "")
+            self.messages[-1]["stats"] = {**turn.get("stats", {}), "stop": turn.get("stop_reason")}
+        self._draft = None
+        self._render()
+        self.refresh_conversations()
+
+    @Slot(dict)
+    def _on_failed(self, error: dict[str, Any]) -> None:
+        if self._draft is not None:
+            # Nothing is lost: the message and its attachments go back into the draft.
+            text, files = self._draft
+            while self.messages and self.messages[-1]["role"] == "assistant":
+                self.messages.pop()
+            if self.messages and self.messages[-1]["role"] == "user":
+                self.messages.pop()
+            self.input.setPlainText(text)
+            self.strip.set_files(files)
+            self._draft = None
+            self._render()
+        if not self._loaded:
+            self.info.setText(f"Not loaded: {error.get('message')}")
+            self.load_button.setEnabled(True)
+        show_error(self, error)
+
+    @Slot(bool)
+    def _on_busy(self, busy: bool) -> None:
+        self._busy = busy
+        self._update_buttons()
+
+    def _update_buttons(self) -> None:
+        ready = self._loaded and not self._busy
+        for b in (self.send_button, self.regen_button, self.edit_button):
+            b.setEnabled(ready)
+        self.stop_button.setEnabled(self._loaded and self._busy)
+
+    @Slot()
+    def _render(self) -> None:
+        parts = []
+        for m in self.messages:
+            if m["role"] == "user":
+                files = "".join(
+                    f"<span style='background:#ddf4ff'>📎 {html.escape(n)}</span> "
+                    for n in m["attachments"]
+                )
+                parts.append(f"<div><b>You</b> {files}{plain(m['text'])}</div>")
+            else:
+                body = to_html(m["text"]) if m["text"] else "<p><i>…</i></p>"
+                stats = m.get("stats") or {}
+                line = ""
+                if stats:
+                    line = (
+                        f"<p style='color:#57606a;font-size:small'>{stats.get('new_tokens')} "
+                        f"tokens · first after {stats.get('time_to_first_token_s', 0):.2f} s · "
+                        f"{stats.get('decode_tokens_per_s', 0):.1f} tokens/s · "
+                        f"{stats.get('stop') or stats.get('prefill', '')}</p>"
+                    )
+                parts.append(f"<div><b>Model</b>{body}{line}</div><hr>")
+        self.transcript.setHtml("".join(parts))
+        bar = self.transcript.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def shutdown(self) -> None:
+        """Close the worker (on window close)."""
+        self.eps.shutdown()
+        self.bridge.close()
+        self._scratch.cleanup()

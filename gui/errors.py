@@ -1,0 +1,21 @@
+"""The one place the GUI shows an error: message, what to do next, details on demand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtWidgets import QMessageBox, QWidget
+
+
+def show_error(parent: QWidget | None, error: dict[str, Any], title: str = "mmforge") -> None:
+    """Show `{"message", "hint", "details"}` in a dialog; never a raw traceback up front."""
+    box = QMessageBox(parent)
+    box.setIcon(QMessageBox.Icon.Warning)
+    box.setWindowTitle(title)
+    box.setText(str(error.get("message") or "Something went wrong"))
+    if error.get("hint"):
+        box.setInformativeText(str(error["hint"]))
+    if error.get("details"):
+        box.setDetailedText(str(error["details"]))
+    box.setObjectName("errorDialog")
+    box.open()

@@ -1,0 +1,267 @@
+"""Model page: pick a hub id or a folder, inspect it, see what conversion will make."""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Signal, Slot
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QPushButton,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from mmforge.gui.bridge import JobRunner
+from mmforge.gui.errors import show_error
+from mmforge.gui.state import AppState
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)
+
+
+def _count(n: int) -> str:
+    for unit, div in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= div:
+            return f"{n / div:.2f}{unit}"
+    return str(n)
+
+
+def hub_cache_models() -> list[str]:
+    """Model repos already in the Hugging Face cache (org/name), without importing it."""
+    root = os.environ.get("HF_HUB_CACHE") or os.path.join(
+        os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub"
+    )
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    return [n[len("models--") :].replace("--", "/") for n in names if n.startswith("models--")]
+
+
+def token_path() -> Path:
+    """The standard Hugging Face token store file."""
+    from huggingface_hub import constants
+
+    return Path(constants.HF_TOKEN_PATH)
+
+
+def profile_html(p: dict[str, Any]) -> str:
+    """The inspection card."""
+    esc = html.escape
+    parts = [
+        f"<h2>{esc(p['family'])} <small>({esc(p['model_type'])}, {esc(p['dtype'])})</small></h2>"
+    ]
+    if p.get("runnable"):
+        parts.append(f"<p>Runs in ONNX Runtime GenAI as <b>{esc(p['pipeline_type'])}</b>.</p>")
+    else:
+        parts.append(
+            f"<p style='color:#cf222e'><b>Not runnable:</b> {esc(str(p.get('runtime_reason')))}</p>"
+        )
+    boxes = "".join(
+        f"<td style='background:#ddf4ff;border:1px solid #54aeff;padding:6px 10px'>{esc(c)}</td>"
+        "<td>&nbsp;→&nbsp;</td>"
+        for c in p.get("components", [])
+    )
+    parts.append(f"<table><tr>{boxes[: -len('<td>&nbsp;→&nbsp;</td>')]}</tr></table>")
+    proj = {k: esc(str(v)) for k, v in p.get("projector", {}).items()}
+    parts.append(
+        f"<p><b>Projector:</b> {proj.get('variant')}: {proj.get('architecture')}"
+        f"<br><i>{proj.get('reason')}</i></p>"
+    )
+    strings = p.get("token_strings", {})
+    rows = "".join(
+        f"<tr><td>{esc(k)}</td><td>{v}</td><td>{esc(strings.get(k, ''))}</td></tr>"
+        for k, v in p.get("token_ids", {}).items()
+    )
+    parts.append(f"<p><b>Token ids</b></p><table>{rows}</table>")
+    sizes = p.get("sizes", {})
+    params = sizes.get("parameters") or {}
+    if params:
+        parts.append(
+            f"<p><b>Parameters:</b> {_count(int(params.get('total', 0)))} "
+            f"({', '.join(f'{k} {_count(int(v))}' for k, v in params.items() if k != 'total')})"
+            f"<br><b>Download:</b> {_size(sizes.get('checkpoint_bytes', 0))}</p>"
+        )
+        rows = "".join(
+            f"<tr><td>{d}</td><td>{_size(sizes['package_bytes'][d])}</td>"
+            f"<td>{_size(sizes['memory_bytes'][d])}</td></tr>"
+            for d in ("f32", "f16", "int4")
+        )
+        parts.append(
+            f"<table><tr><th>dtype</th><th>package</th><th>runtime memory</th></tr>{rows}</table>"
+        )
+    if p.get("remote_code"):
+        parts.append("<p style='color:#9a6700'>Needs remote code.</p>")
+    parts += [f"<p style='color:#9a6700'>⚠ {esc(w)}</p>" for w in p.get("warnings", [])]
+    parts += [f"<p style='color:#57606a'>{esc(n)}</p>" for n in p.get("notes", [])]
+    return "".join(parts)
+
+
+class ModelView(QWidget):
+    """Pick and inspect a model.
+
+    Signals:
+        convert_requested(): the user wants to go on to Convert.
+    """
+
+    convert_requested = Signal()
+
+    def __init__(self, state: AppState, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.state = state
+        self.runner = JobRunner(self)
+        self.source = QLineEdit(placeholderText="Hub id (org/name[@revision]) or a local folder")
+        self.source.setObjectName("sourceEdit")
+        self.source.returnPressed.connect(self.inspect)
+        browse = QPushButton("Folder…")
+        browse.clicked.connect(self.browse)
+        self.inspect_button = QPushButton("Inspect")
+        self.inspect_button.setObjectName("inspectButton")
+        self.inspect_button.clicked.connect(self.inspect)
+        self.demo_button = QPushButton("Use the demo model")
+        self.demo_button.setToolTip("A tiny random-weight Qwen2.5-VL built offline")
+        self.demo_button.clicked.connect(self.use_demo)
+        token = QPushButton("Hugging Face token…")
+        token.clicked.connect(self.set_token)
+        row = QHBoxLayout()
+        for w in (self.source, browse, self.inspect_button):
+            row.addWidget(w)
+        self.known = QListWidget()
+        self.known.setMaximumWidth(320)
+        self.known.itemActivated.connect(self._pick_known)
+        self.card = QTextBrowser()
+        self.card.setObjectName("profileCard")
+        self.card.setHtml(
+            "<p>Pick a model: type a hub id, choose a folder, or start with the demo model. "
+            "<b>Inspect</b> shows what it is and what conversion will make, before any "
+            "download of weights.</p>"
+        )
+        self.status = QLabel("")
+        self.next_button = QPushButton("Convert →")
+        self.next_button.setEnabled(False)
+        self.next_button.clicked.connect(self.convert_requested)
+        side = QVBoxLayout()
+        side.addWidget(QLabel("Recent and cached models"))
+        side.addWidget(self.known)
+        side.addWidget(self.demo_button)
+        side.addWidget(token)
+        body = QHBoxLayout()
+        body.addLayout(side)
+        body.addWidget(self.card, 1)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.status, 1)
+        bottom.addWidget(self.next_button)
+        layout = QVBoxLayout(self)
+        layout.addLayout(row)
+        layout.addLayout(body, 1)
+        layout.addLayout(bottom)
+        self.runner.progress.connect(self._on_progress)
+        self.runner.succeeded.connect(self._on_result)
+        self.runner.failed.connect(self._on_failed)
+        self.runner.finished.connect(self._on_finished)
+        self._pending = ""
+        self.refresh_known()
+
+    def refresh_known(self) -> None:
+        """Fill the list with recent sources and the models in the HF cache."""
+        self.known.clear()
+        seen = set()
+        for source in [*self.state.recent_sources(), *hub_cache_models()]:
+            if source not in seen:
+                seen.add(source)
+                self.known.addItem(QListWidgetItem(source))
+
+    @Slot(QListWidgetItem)
+    def _pick_known(self, item: QListWidgetItem) -> None:
+        self.source.setText(item.text())
+        self.inspect()
+
+    @Slot()
+    def browse(self) -> None:
+        """Choose a local checkpoint folder."""
+        folder = QFileDialog.getExistingDirectory(self, "Model folder")
+        if folder:
+            self.source.setText(folder)
+
+    @Slot()
+    def set_token(self) -> None:
+        """Save a token in the standard Hugging Face token store (never shown or logged)."""
+        token, ok = QInputDialog.getText(
+            self, "Hugging Face token", "Token for gated models:", QLineEdit.EchoMode.Password
+        )
+        if ok and token.strip():
+            path = token_path()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(token.strip(), encoding="utf-8")
+            path.chmod(0o600)
+            QMessageBox.information(self, "Token saved", f"Saved in {path}.")
+
+    @Slot()
+    def use_demo(self) -> None:
+        """Build (once) the offline demo checkpoint, then inspect it."""
+        if self.runner.running:
+            return
+        self._pending = "demo"
+        self.status.setText("Building the demo model (offline, a few seconds)…")
+        self._busy(True)
+        self.runner.start("demo", {})
+
+    @Slot()
+    def inspect(self) -> None:
+        """Inspect the source in a worker."""
+        source = self.source.text().strip()
+        if not source or self.runner.running:
+            return
+        self.state.set_source(source)
+        self._pending = "inspect"
+        self.status.setText(f"Inspecting {source}…")
+        self._busy(True)
+        self.runner.start("inspect", {"source": source})
+
+    def _busy(self, busy: bool) -> None:
+        self.inspect_button.setEnabled(not busy)
+        self.demo_button.setEnabled(not busy)
+
+    @Slot(object)
+    def _on_progress(self, p: Any) -> None:
+        self.status.setText(f"{p.stage}: {p.message}")
+
+    @Slot(dict)
+    def _on_result(self, value: dict[str, Any]) -> None:
+        if self._pending == "demo":
+            self.source.setText(str(value["folder"]))
+            self._pending = "inspect-next"
+            return
+        self.state.set_profile(value)
+        self.card.setHtml(profile_html(value))
+        self.next_button.setEnabled(bool(value.get("runnable")))
+        self.status.setText("Inspected." if value.get("runnable") else "Inspected: not runnable.")
+        self.refresh_known()
+
+    @Slot(dict)
+    def _on_failed(self, error: dict[str, Any]) -> None:
+        self.status.setText(str(error.get("message")))
+        show_error(self, error)
+
+    @Slot()
+    def _on_finished(self) -> None:
+        self._busy(False)
+        if self._pending == "inspect-next":
+            self.inspect()

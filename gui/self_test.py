@@ -1,0 +1,123 @@
+"""`mmforge gui --self-test`: the demo flow driven through the real window, offline.
+
+Model (build the demo checkpoint, inspect) → Convert → Verify (PASS expected) → Chat (one
+turn with the probe image). Every step runs in worker processes, as for a user. Exits
+non-zero with the reason on stderr when a step fails or the whole flow takes too long.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Slot
+from PySide6.QtWidgets import QApplication
+
+from mmforge import resources
+from mmforge.backend.attachments import IMAGE
+from mmforge.backend.conversations import ConversationStore
+
+TIMEOUT_MS = 600_000
+
+
+class SelfTest(QObject):
+    """Drives a `MainWindow` through the demo flow; `ok` tells how it went."""
+
+    def __init__(self, window: Any):
+        super().__init__(window)
+        self.window = window
+        self.ok = False
+        self.steps: list[str] = []
+        self._tmp = tempfile.TemporaryDirectory(prefix="mmforge-self-test-")
+        window.chat_view.store = ConversationStore(Path(self._tmp.name) / "conversations")
+        state = window.state
+        state.profile_changed.connect(self._inspected)
+        state.package_changed.connect(self._converted)
+        window.verify_view.runner.succeeded.connect(self._verified)
+        window.chat_view.bridge.ready.connect(self._loaded)
+        window.chat_view.bridge.turn.connect(self._answered)
+        for runner in (
+            window.model_view.runner,
+            window.convert_view.runner,
+            window.verify_view.runner,
+        ):
+            runner.failed.connect(self._failed)
+        window.chat_view.bridge.failed.connect(self._failed)
+        self._timer = QTimer(self, singleShot=True, interval=TIMEOUT_MS)
+        self._timer.timeout.connect(self._timed_out)
+
+    def start(self) -> None:
+        """Begin with the demo model."""
+        self._timer.start()
+        self._step("building and inspecting the demo model")
+        self.window.model_view.use_demo()
+
+    def _step(self, text: str) -> None:
+        self.steps.append(text)
+        print(f"self-test: {text}", file=sys.stderr, flush=True)
+
+    @Slot(dict)
+    def _inspected(self, profile: dict[str, Any]) -> None:
+        if not profile.get("runnable"):
+            self._fail(f"the demo model is not runnable: {profile.get('runtime_reason')}")
+            return
+        self._step("converting")
+        self.window.go(1)
+        self.window.convert_view.output.setText(str(Path(self._tmp.name) / "package"))
+        self.window.convert_view.convert()
+
+    @Slot(str)
+    def _converted(self, package: str) -> None:
+        self._step(f"verifying {package}")
+        self.window.go(2)
+        self.window.verify_view.run()
+
+    @Slot(dict)
+    def _verified(self, report: dict[str, Any]) -> None:
+        if report.get("verdict") != "PASS":
+            self._fail(f"verify says {report.get('verdict')}: {report.get('cause')}")
+            return
+        self._step("verify PASS; loading the chat")
+        self.window.go(3)
+        self.window.chat_view.load()
+
+    @Slot(dict)
+    def _loaded(self, info: dict[str, Any]) -> None:
+        self._step("one chat turn with the probe image")
+        chat = self.window.chat_view
+        chat.max_tokens.setValue(16)
+        chat.strip.add(resources.probe_image(), IMAGE)
+        chat.input.setPlainText("What is in this picture?")
+        chat.send()
+
+    @Slot(dict)
+    def _answered(self, turn: dict[str, Any]) -> None:
+        if not turn.get("token_ids"):
+            self._fail("the chat answer is empty")
+            return
+        self._step(f"answered {len(turn['token_ids'])} tokens; all steps passed")
+        self.ok = True
+        self._finish()
+
+    @Slot(dict)
+    def _failed(self, error: dict[str, Any]) -> None:
+        self._fail(str(error.get("message")))
+
+    @Slot()
+    def _timed_out(self) -> None:
+        self._fail(f"timed out after {TIMEOUT_MS // 1000} s at: {self.steps[-1]}")
+
+    def _fail(self, reason: str) -> None:
+        print(f"self-test FAILED: {reason}", file=sys.stderr, flush=True)
+        self.ok = False
+        self._finish()
+
+    def _finish(self) -> None:
+        self._timer.stop()
+        self.window.close()
+        self._tmp.cleanup()
+        app = QApplication.instance()
+        if app is not None:
+            app.quit()

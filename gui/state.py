@@ -1,0 +1,57 @@
+"""What the pages share: the chosen model source, its profile and the current package."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QSettings, Signal
+
+
+class AppState(QObject):
+    """Shared selection, with QSettings for what persists between runs.
+
+    Signals:
+        source_changed(str), profile_changed(dict), package_changed(str)
+    """
+
+    source_changed = Signal(str)
+    profile_changed = Signal(dict)
+    package_changed = Signal(str)
+
+    def __init__(self, settings: QSettings, parent: QObject | None = None):
+        super().__init__(parent)
+        self.settings = settings
+        self.source = ""
+        self.profile: dict[str, Any] = {}
+        self.package = str(settings.value("package", "") or "")
+
+    def set_source(self, source: str) -> None:
+        """A model was picked (hub id or folder)."""
+        self.source = source
+        recent = [s for s in self.recent_sources() if s != source]
+        self.settings.setValue("recent_sources", [source, *recent][:10])
+        self.source_changed.emit(source)
+
+    def set_profile(self, profile: dict[str, Any]) -> None:
+        """Inspection finished."""
+        self.profile = profile
+        self.profile_changed.emit(profile)
+
+    def set_package(self, package: str) -> None:
+        """A package was converted or picked."""
+        self.package = package
+        self.settings.setValue("package", package)
+        self.package_changed.emit(package)
+
+    def recent_sources(self) -> list[str]:
+        """Recently used sources, newest first."""
+        value = self.settings.value("recent_sources", []) or []
+        return [str(v) for v in (value if isinstance(value, list) else [value])]
+
+    def packages_folder(self) -> Path:
+        """Where packages go by default."""
+        from platformdirs import user_data_dir
+
+        default = Path(user_data_dir("mmforge", appauthor=False)) / "packages"
+        return Path(str(self.settings.value("packages_folder", str(default))))

@@ -1,0 +1,171 @@
+"""The desktop app driven offscreen through its real flow; every job in a worker process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QMessageBox
+
+from mmforge import resources
+from mmforge.backend.attachments import IMAGE
+
+LONG = 180_000  # ms: a conversion or verification of a tiny checkpoint on a slow machine
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    from mmforge.gui.main_window import MainWindow
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings)
+    qtbot.addWidget(win)
+    win.show()
+    yield win
+    win.close()
+
+
+def _idle(busy: bool) -> bool:
+    return not busy
+
+
+def _dialogs(win):
+    return [w for w in win.findChildren(QMessageBox) if w.objectName() == "errorDialog"]
+
+
+def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path):
+    model, convert, verify, chat = (
+        window.model_view,
+        window.convert_view,
+        window.verify_view,
+        window.chat_view,
+    )
+    # Model: inspect the tiny checkpoint; the card shows the family.
+    model.source.setText(str(tiny("qwen2_5_vl")))
+    with qtbot.waitSignal(window.state.profile_changed, timeout=LONG):
+        model.inspect_button.click()
+    assert "Qwen2.5-VL" in model.card.toPlainText() and model.next_button.isEnabled()
+
+    # Convert: a package, its manifest and the weight table.
+    model.next_button.click()
+    out = tmp_path / "pkg"
+    convert.output.setText(str(out))
+    # (finished comes after the result; the buttons come back with it)
+    with qtbot.waitSignals([window.state.package_changed, convert.runner.finished], timeout=LONG):
+        convert.convert_button.click()
+    assert (out / "genai_config.json").is_file()
+    assert "qwen2_5_vl" in convert.summary.text() and convert.weights.rowCount() > 10
+    convert.filter.setCurrentText("missing")
+    assert convert.weights.rowCount() == 0
+
+    # A second conversion cancelled mid-way leaves no package.
+    second = tmp_path / "second"
+    convert.output.setText(str(second))
+    with qtbot.waitSignal(convert.runner.progress, timeout=LONG):
+        convert.convert_button.click()
+    with qtbot.waitSignals([convert.runner.cancelled, convert.runner.finished], timeout=LONG):
+        convert.cancel_button.click()
+    assert not second.exists() and "Cancelled" in convert.stage.text()
+    assert convert.convert_button.isEnabled()
+
+    # Verify: PASS with a badge for every stage.
+    convert.next_button.click()
+    assert verify.package.text() == str(out)
+    with qtbot.waitSignal(verify.runner.succeeded, timeout=LONG):
+        verify.run_button.click()
+    assert "PASS" in verify.verdict.text() and verify.table.rowCount() >= 7
+    assert {verify.table.item(i, 1).text() for i in range(verify.table.rowCount())} == {"PASS"}
+
+    # Chat: load, send with an image; text streams in; the answer has stats.
+    verify.next_button.click()
+    with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
+        chat.load_button.click()
+    chat.strip.add(resources.probe_image(), IMAGE)
+    chat.input.setPlainText("What is in this picture?")
+    chat.max_tokens.setValue(12)
+    with (
+        qtbot.waitSignal(chat.bridge.turn, timeout=LONG) as turn,
+        qtbot.waitSignal(chat.bridge.token, timeout=LONG),
+        qtbot.waitSignal(chat.bridge.busy, timeout=LONG, check_params_cb=_idle),
+    ):
+        chat.send_button.click()
+    assert turn.args[0]["stats"]["new_tokens"] == 12
+    assert (
+        "tokens/s" in chat.transcript.toPlainText() and "probe.png" in chat.transcript.toPlainText()
+    )
+    assert chat.conversations.count() == 1
+
+    # Stop: a long answer ends early, marked stopped.
+    chat.max_tokens.setValue(3000)
+    chat.input.setPlainText("Tell me everything.")
+    with qtbot.waitSignal(chat.bridge.turn, timeout=LONG) as turn:
+        with qtbot.waitSignal(chat.bridge.token, timeout=LONG):
+            chat.send_button.click()
+        chat.stop_button.click()
+    assert turn.args[0]["stop_reason"] == "stopped" and turn.args[0]["stats"]["new_tokens"] < 3000
+    assert not _dialogs(window)
+
+
+def test_a_corrupt_image_gets_a_dialog_and_the_draft_is_kept(qtbot, window, package, tmp_path):
+    chat = window.chat_view
+    chat.package.setText(str(package("qwen2_5_vl")))
+    with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
+        chat.load_button.click()
+    fake = tmp_path / "photo.png"
+    fake.write_text("this is not an image")
+    chat.strip.add(fake, IMAGE)
+    chat.input.setPlainText("Look at this.")
+    with qtbot.waitSignal(chat.bridge.failed, timeout=LONG) as failed:
+        chat.send_button.click()
+    assert "not an image file" in failed.args[0]["message"]
+    qtbot.waitUntil(lambda: bool(_dialogs(window)), timeout=5000)
+    dialog = _dialogs(window)[0]
+    assert "not an image file" in dialog.text() and dialog.informativeText()
+    assert chat.input.toPlainText() == "Look at this." and chat.strip.files == [(fake, IMAGE)]
+    assert "Look at this" not in chat.transcript.toPlainText()
+
+
+def test_the_gui_process_imports_no_heavy_library(tmp_path):
+    code = (
+        "import sys, os\n"
+        "os.environ['QT_QPA_PLATFORM'] = 'offscreen'\n"
+        "from PySide6.QtCore import QSettings\n"
+        "from PySide6.QtWidgets import QApplication\n"
+        "app = QApplication([])\n"
+        "from mmforge.gui.main_window import MainWindow\n"
+        f"w = MainWindow(QSettings({str(tmp_path / 's.ini')!r}, QSettings.Format.IniFormat))\n"
+        "w.show(); app.processEvents()\n"
+        "heavy = ['torch', 'transformers', 'onnxruntime_genai', 'onnxruntime', 'mobius']\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+        "w.close()\n"
+    )
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_self_test_drives_the_demo_flow(tmp_path):
+    env = {
+        **os.environ,
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "HF_HUB_OFFLINE": "1",
+        "QT_QPA_PLATFORM": "offscreen",
+    }
+    script = Path(sys.executable).with_name("mmforge")
+    proc = subprocess.run(
+        [str(script), "gui", "--self-test"], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "verify PASS" in proc.stderr and "all steps passed" in proc.stderr
