@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSize, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QImage, QKeyEvent, QPixmap
+from PySide6.QtGui import QImage, QKeyEvent, QPixmap, QTextCursor
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -32,6 +32,8 @@ from mmforge.gui.bridge import ChatBridge, JobRunner
 from mmforge.gui.errors import show_error
 from mmforge.gui.markdown import STYLE, plain, to_html
 from mmforge.gui.state import AppState
+
+STOPS = {"eos": "end of answer", "length": "token limit", "stopped": "stopped"}
 
 
 class ChatInput(QPlainTextEdit):
@@ -135,6 +137,17 @@ class AttachmentStrip(QWidget):
         self._redraw()
 
 
+def is_demo(package: Path) -> bool:
+    """Whether a package was converted from the built-in demo checkpoint."""
+    import json
+
+    try:
+        manifest = json.loads((package / "mmforge_manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return "mmforge/demo/" in str(manifest.get("source", ""))
+
+
 def _duration(path: Path) -> str:
     try:
         import soundfile
@@ -230,8 +243,8 @@ class ChatView(QWidget):
         self._editing = False
         self._loaded = False
         self._busy = False
-        self._render_timer = QTimer(self, singleShot=True, interval=50)
-        self._render_timer.timeout.connect(self._render)
+        self._render_timer = QTimer(self, singleShot=True, interval=100)
+        self._render_timer.timeout.connect(self._scroll_to_end)
         self.bridge.ready.connect(self._on_ready)
         self.bridge.token.connect(self._on_token)
         self.bridge.turn.connect(self._on_turn)
@@ -279,7 +292,7 @@ class ChatView(QWidget):
             f"{info.get('load_s', 0):.2f} s, {info.get('load_memory_bytes', 0) / 1e6:.0f} MB; "
             f"takes {' and '.join(caps) or 'text only'}."
         )
-        if "demo-" in str(info.get("package", "")):
+        if is_demo(Path(str(info.get("package", "")))):
             text += (
                 "<br><b>This is the random-weight demo model: it talks nonsense by design, "
                 "while its parity with the original is exact.</b>"
@@ -410,8 +423,16 @@ class ChatView(QWidget):
 
     @Slot(str)
     def _on_token(self, text: str) -> None:
+        # Streaming costs one text insertion per token; the Markdown render of the whole
+        # answer happens once, when it ends (re-rendering per token stalled the window).
         if self.messages and self.messages[-1]["role"] == "assistant":
+            first = not self.messages[-1]["text"]
             self.messages[-1]["text"] += text
+            if first:
+                self._render(streaming=True)
+            cursor = self.transcript.textCursor()
+            cursor.movePosition(QTextCursor.MoveOperation.End)
+            cursor.insertText(text)
             if not self._render_timer.isActive():
                 self._render_timer.start()
 
@@ -454,30 +475,41 @@ class ChatView(QWidget):
         self.stop_button.setEnabled(self._loaded and self._busy)
 
     @Slot()
-    def _render(self) -> None:
+    def _scroll_to_end(self) -> None:
+        bar = self.transcript.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def _render(self, streaming: bool = False) -> None:
+        """Redraw the transcript.
+
+        While `streaming`, the last answer is left open at the end, for tokens to be
+        appended as plain text.
+        """
         parts = []
-        for m in self.messages:
+        for index, m in enumerate(self.messages):
             if m["role"] == "user":
                 files = "".join(
-                    f"<span style='background:#ddf4ff'>📎 {html.escape(n)}</span> "
+                    f"<span style='background:#ddf4ff'>&nbsp;{html.escape(n)}&nbsp;</span> "
                     for n in m["attachments"]
                 )
                 parts.append(f"<div><b>You</b> {files}{plain(m['text'])}</div>")
-            else:
-                body = to_html(m["text"]) if m["text"] else "<p><i>…</i></p>"
-                stats = m.get("stats") or {}
-                line = ""
-                if stats:
-                    line = (
-                        f"<p style='color:#57606a;font-size:small'>{stats.get('new_tokens')} "
-                        f"tokens · first after {stats.get('time_to_first_token_s', 0):.2f} s · "
-                        f"{stats.get('decode_tokens_per_s', 0):.1f} tokens/s · "
-                        f"{stats.get('stop') or stats.get('prefill', '')}</p>"
-                    )
-                parts.append(f"<div><b>Model</b>{body}{line}</div><hr>")
+                continue
+            if streaming and index == len(self.messages) - 1:
+                parts.append("<div><b>Model</b></div><p></p>")
+                continue
+            body = to_html(m["text"]) if m["text"] else "<p><i>…</i></p>"
+            stats = m.get("stats") or {}
+            line = ""
+            if stats:
+                line = (
+                    f"<p style='color:#57606a;font-size:small'>{stats.get('new_tokens')} "
+                    f"tokens · first after {stats.get('time_to_first_token_s', 0):.2f} s · "
+                    f"{stats.get('decode_tokens_per_s', 0):.1f} tokens/s · "
+                    f"{STOPS.get(stats.get('stop', ''), stats.get('prefill', ''))}</p>"
+                )
+            parts.append(f"<div><b>Model</b>{body}{line}</div><hr>")
         self.transcript.setHtml("".join(parts))
-        bar = self.transcript.verticalScrollBar()
-        bar.setValue(bar.maximum())
+        self._scroll_to_end()
 
     def shutdown(self) -> None:
         """Close the worker (on window close)."""

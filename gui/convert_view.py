@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
@@ -92,7 +93,13 @@ class ConvertView(QWidget):
         self.weights.setHorizontalHeaderLabels(
             ["checkpoint tensor", "status", "initializer", "shape"]
         )
-        self.weights.horizontalHeader().setStretchLastSection(True)
+        header = self.weights.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
+        self.weights.setWordWrap(False)
+        self.weights.verticalHeader().setVisible(False)
         self.next_button = QPushButton("Verify →")
         self.next_button.setEnabled(False)
         self.next_button.clicked.connect(self.verify_requested)

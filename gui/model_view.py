@@ -250,7 +250,14 @@ class ModelView(QWidget):
             self._pending = "inspect-next"
             return
         self.state.set_profile(value)
-        self.card.setHtml(profile_html(value))
+        card = profile_html(value)
+        if "mmforge/demo/" in str(value.get("source", "")):
+            card = (
+                "<p style='background:#fff8c5;padding:6px'><b>The built-in demo model.</b> "
+                "A tiny Qwen2.5-VL with random weights, built offline: it talks nonsense by "
+                "design, while its conversion, parity and chat are real and exact.</p>" + card
+            )
+        self.card.setHtml(card)
         self.next_button.setEnabled(bool(value.get("runnable")))
         self.status.setText("Inspected." if value.get("runnable") else "Inspected: not runnable.")
         self.refresh_known()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,10 @@ TIMEOUT_MS = 600_000
 class SelfTest(QObject):
     """Drives a `MainWindow` through the demo flow; `ok` tells how it went."""
 
-    def __init__(self, window: Any):
+    def __init__(self, window: Any, snapshot: Callable[[str], None] | None = None):
         super().__init__(window)
         self.window = window
+        self.snapshot = snapshot
         self.ok = False
         self.steps: list[str] = []
         self._tmp = tempfile.TemporaryDirectory(prefix="mmforge-self-test-")
@@ -58,11 +60,24 @@ class SelfTest(QObject):
         self.steps.append(text)
         print(f"self-test: {text}", file=sys.stderr, flush=True)
 
+    def _then(self, page: str, action: Callable[[], None]) -> None:
+        """Let the page finish redrawing, hand it to `snapshot`, then go on."""
+
+        def run() -> None:
+            if self.snapshot is not None:
+                self.snapshot(page)
+            action()
+
+        QTimer.singleShot(300, run)
+
     @Slot(dict)
     def _inspected(self, profile: dict[str, Any]) -> None:
         if not profile.get("runnable"):
             self._fail(f"the demo model is not runnable: {profile.get('runtime_reason')}")
             return
+        self._then("model", self._convert)
+
+    def _convert(self) -> None:
         self._step("converting")
         self.window.go(1)
         self.window.convert_view.output.setText(str(Path(self._tmp.name) / "package"))
@@ -71,6 +86,9 @@ class SelfTest(QObject):
     @Slot(str)
     def _converted(self, package: str) -> None:
         self._step(f"verifying {package}")
+        self._then("convert", self._verify)
+
+    def _verify(self) -> None:
         self.window.go(2)
         self.window.verify_view.run()
 
@@ -80,6 +98,9 @@ class SelfTest(QObject):
             self._fail(f"verify says {report.get('verdict')}: {report.get('cause')}")
             return
         self._step("verify PASS; loading the chat")
+        self._then("verify", self._load)
+
+    def _load(self) -> None:
         self.window.go(3)
         self.window.chat_view.load()
 
@@ -99,7 +120,7 @@ class SelfTest(QObject):
             return
         self._step(f"answered {len(turn['token_ids'])} tokens; all steps passed")
         self.ok = True
-        self._finish()
+        self._then("chat", self._finish)
 
     @Slot(dict)
     def _failed(self, error: dict[str, Any]) -> None:
