@@ -168,6 +168,12 @@ class ChatView(QWidget):
         self.eps = JobRunner(self)
         self._scratch = tempfile.TemporaryDirectory(prefix="mmforge-paste-")
         self.package = QLineEdit(state.package)
+        self.library = QComboBox()
+        self.library.setObjectName("library")
+        self.library.setToolTip("Converted packages in the package folder")
+        self.library.activated.connect(self._pick_library)
+        choose = QPushButton("Choose…")
+        choose.clicked.connect(self._choose_package)
         self.ep = QComboBox()
         self.ep.addItems(["cpu", "cuda"])
         self.load_button = QPushButton("Load")
@@ -178,6 +184,8 @@ class ChatView(QWidget):
         top = QHBoxLayout()
         top.addWidget(QLabel("Package"))
         top.addWidget(self.package, 1)
+        top.addWidget(self.library)
+        top.addWidget(choose)
         top.addWidget(self.ep)
         top.addWidget(self.load_button)
         self.conversations = QListWidget()
@@ -254,8 +262,10 @@ class ChatView(QWidget):
         self.bridge.closed.connect(self._on_closed)
         self.eps.succeeded.connect(self._on_eps)
         state.package_changed.connect(self.package.setText)
+        state.package_changed.connect(self.refresh_library)
         self._update_buttons()
         self.refresh_conversations()
+        self.refresh_library()
         self.eps.start("eps", {})
 
     # -- loading -------------------------------------------------------------------------
@@ -306,6 +316,30 @@ class ChatView(QWidget):
         self._loaded = False
         self.load_button.setEnabled(True)
         self._update_buttons()
+
+    @Slot()
+    def refresh_library(self) -> None:
+        """List the packages in the package folder (and the current one)."""
+        folders = {Path(self.state.package)} if self.state.package else set()
+        root = self.state.packages_folder()
+        if root.is_dir():
+            folders |= {p.parent for p in root.glob("*/genai_config.json")}
+        packages = sorted(str(p) for p in folders if (p / "genai_config.json").is_file())
+        self.library.clear()
+        self.library.addItem(f"Library ({len(packages)})")
+        self.library.addItems(packages)
+
+    @Slot(int)
+    def _pick_library(self, index: int) -> None:
+        if index > 0:
+            self.package.setText(self.library.itemText(index))
+        self.library.setCurrentIndex(0)
+
+    @Slot()
+    def _choose_package(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Package folder")
+        if folder:
+            self.package.setText(folder)
 
     # -- conversations -------------------------------------------------------------------
 

@@ -83,8 +83,10 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path):
     assert "PASS" in verify.verdict.text() and verify.table.rowCount() >= 7
     assert {verify.table.item(i, 1).text() for i in range(verify.table.rowCount())} == {"PASS"}
 
-    # Chat: load, send with an image; text streams in; the answer has stats.
+    # Chat: the package is in the library; load, send with an image; text streams in.
     verify.next_button.click()
+    library = [chat.library.itemText(i) for i in range(chat.library.count())]
+    assert str(out) in library
     with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
         chat.load_button.click()
     chat.strip.add(resources.probe_image(), IMAGE)
