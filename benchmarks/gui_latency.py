@@ -133,9 +133,6 @@ def main() -> None:
     print(f"  during conversion  {converting:6.0f} ms")
     print(f"  during chat stream {streaming:6.0f} ms ({tokens} tokens)")
     sys.stdout.flush()
-    # Skip interpreter teardown: PySide6 6.12 can crash freeing Qt objects at exit after
-    # nested event loops; the figures are already out.
-    os._exit(0)
 
 
 if __name__ == "__main__":

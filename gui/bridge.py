@@ -2,9 +2,11 @@
 
 The GUI never computes. `JobRunner` drives one `WorkerJob` (inspect, convert, verify…)
 and `ChatBridge` one `ChatClient`. Each reads its worker's events on a plain daemon thread
-(a blocking pipe read, which releases the GIL) and emits signals; Qt queues them to the
-receivers, which live in the GUI thread. Receivers must be slots of GUI objects, not
-lambdas: a lambda would run in the reading thread (see FINDINGS).
+(a blocking pipe read, which releases the GIL) and emits signals; An internal signal carries each
+event to a slot of the bridge (a queued connection into the GUI thread), which emits the
+public signals there. Whatever connects to them, plain functions included, then runs in
+the GUI thread; a function connected to a signal emitted from another thread would run in
+that thread (see FINDINGS), and a test helper doing so crashed the suite.
 """
 
 from __future__ import annotations
@@ -14,10 +16,20 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.jobs import Progress
+
+
+def _drain(events: queue.Queue[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Everything queued so far."""
+    items = []
+    while True:
+        try:
+            items.append(events.get_nowait())
+        except queue.Empty:
+            return items
 
 
 def _error(message: str, hint: str | None = None, details: str | None = None) -> dict[str, Any]:
@@ -37,11 +49,34 @@ class JobRunner(QObject):
     failed = Signal(dict)
     cancelled = Signal()
     finished = Signal()
+    _wake = Signal()  # from the reading thread, queued to the GUI thread; no payload
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self._job: Any = None
         self._thread: threading.Thread | None = None
+        # Payloads travel in a plain queue and only a payload-free signal crosses threads.
+        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._wake.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
+
+    @Slot()
+    def _dispatch(self) -> None:
+        """Emit the public signals in the GUI thread, whoever connects to them."""
+        for kind, payload in _drain(self._events):
+            if kind == "progress":
+                self.progress.emit(payload)
+            elif kind == "succeeded":
+                self.succeeded.emit(payload)
+            elif kind == "cancelled":
+                self.cancelled.emit()
+            elif kind == "failed":
+                self.failed.emit(payload)
+            elif kind == "finished":
+                self.finished.emit()
+
+    def _put(self, kind: str, payload: Any) -> None:
+        self._events.put((kind, payload))
+        self._wake.emit()
 
     @property
     def running(self) -> bool:
@@ -84,7 +119,7 @@ class JobRunner(QObject):
         try:
             for event in job.events():
                 if isinstance(event, Progress):
-                    self.progress.emit(event)
+                    self._put("progress", event)
                     continue
                 kind = event.get("event")
                 if kind == "result":
@@ -104,13 +139,8 @@ class JobRunner(QObject):
         finally:
             job.close()
         self._job = None
-        if outcome[0] == "succeeded":
-            self.succeeded.emit(outcome[1])
-        elif outcome[0] == "cancelled":
-            self.cancelled.emit()
-        else:
-            self.failed.emit(outcome[1])
-        self.finished.emit()
+        self._put(outcome[0], outcome[1])
+        self._put("finished", None)
 
 
 class ChatBridge(QObject):
@@ -132,12 +162,30 @@ class ChatBridge(QObject):
     conversation = Signal(dict)
     busy = Signal(bool)
     closed = Signal()
+    _wake = Signal()  # from the session thread, queued to the GUI thread; no payload
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
+        # Payloads travel in a plain queue and only a payload-free signal crosses threads.
+        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._wake.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
         self._client: Any = None
         self._requests: queue.Queue[tuple[str, tuple[Any, ...]] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
+
+    @Slot()
+    def _dispatch(self) -> None:
+        """Emit the public signals in the GUI thread, whoever connects to them."""
+        for kind, payload in _drain(self._events):
+            signal = getattr(self, kind)
+            if kind == "closed":
+                signal.emit()
+            else:
+                signal.emit(payload)
+
+    def _put(self, kind: str, payload: Any) -> None:
+        self._events.put((kind, payload))
+        self._wake.emit()
 
     def load(
         self,
@@ -196,40 +244,41 @@ class ChatBridge(QObject):
         try:
             client = ChatClient(package, ep, store_root=store_root, conversation=conversation)
         except MmforgeError as e:
-            self.failed.emit(_error(e.user_message, e.hint, e.details))
-            self.closed.emit()
+            self._put("failed", _error(e.user_message, e.hint, e.details))
+            self._put("closed", None)
             return
         self._client = client
-        self.ready.emit(client.info)
+        self._put("ready", client.info)
         try:
             while (request := self._requests.get()) is not None:
                 name, args = request
-                self.busy.emit(True)
+                self._put("busy", True)
                 try:
                     result = getattr(client, name)(*args)
                     if isinstance(result, dict):
-                        self.conversation.emit(result)
+                        self._put("conversation", result)
                     else:
                         self._stream(result)
                 except MmforgeError as e:
-                    self.failed.emit(_error(e.user_message, e.hint, e.details))
+                    self._put("failed", _error(e.user_message, e.hint, e.details))
                 finally:
-                    self.busy.emit(False)
+                    self._put("busy", False)
         finally:
             self._client = None
             client.close()
-            self.closed.emit()
+            self._put("closed", None)
 
     def _stream(self, events: Any) -> None:
         for event in events:
             kind = event.get("event")
             if kind == "token":
-                self.token.emit(str(event.get("text", "")))
+                self._put("token", str(event.get("text", "")))
             elif kind == "attachments":
-                self.attachments.emit(list(event.get("value") or []))
+                self._put("attachments", list(event.get("value") or []))
             elif kind == "turn":
-                self.turn.emit(dict(event.get("value") or {}))
+                self._put("turn", dict(event.get("value") or {}))
             elif kind == "error":
-                self.failed.emit(
-                    _error(str(event.get("message")), event.get("hint"), event.get("details"))
+                self._put(
+                    "failed",
+                    _error(str(event.get("message")), event.get("hint"), event.get("details")),
                 )
