@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from mmforge.backend.units import human_bytes, human_count
+
 EXIT_USER_ERROR = 2
 EXIT_INTERNAL = 1
 EXIT_CANCELLED = 130
@@ -216,7 +218,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     )
     print(f"  written to   {args.output}")
     print(f"  components   {' + '.join(manifest.components)}")
-    print(f"  size         {_size(total)} in {len(manifest.files)} files")
+    print(f"  size         {human_bytes(total)} in {len(manifest.files)} files")
     w = manifest.weights
     print(f"  weights      {w['mapped']} mapped, {w['unused']} unused, 0 missing")
     if manifest.validation["ep"].startswith("not run"):
@@ -331,7 +333,8 @@ def _cmd_chat(args: argparse.Namespace) -> int:
             live.write("\n")
         st = turn["stats"]
         print(
-            f"[loaded in {info['load_s']:.2f} s, {_size(info['load_memory_bytes'])} of memory]",
+            f"[loaded in {info['load_s']:.2f} s, "
+            f"{human_bytes(info['load_memory_bytes'])} of memory]",
             file=sys.stderr,
         )
         ended = {"eos": "end of answer", "length": "token limit", "stopped": "stopped"}
@@ -407,21 +410,6 @@ def _emit_profile(profile: Any, *, as_json: bool) -> None:
         print(render_profile(profile))
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000  # type: ignore[assignment]
-    return str(n)
-
-
-def _count(n: int) -> str:
-    for unit, div in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= div:
-            return f"{n / div:.2f}{unit}"
-    return str(n)
-
-
 def render_profile(p: Any) -> str:
     """The human-readable profile printed by `mmforge inspect`."""
     lines = [
@@ -446,17 +434,20 @@ def render_profile(p: Any) -> str:
         lines.append(f"  image tokens {span} per image ({it.rule})")
     s = p.sizes
     if s.parameters:
-        parts = ", ".join(f"{k} {_count(v)}" for k, v in s.parameters.items() if k != "total")
-        lines.append(f"  parameters   {_count(s.parameters['total'])} ({parts}; from {s.source})")
-        lines.append(f"  checkpoint   {_size(s.checkpoint_bytes)}")
+        parts = ", ".join(f"{k} {human_count(v)}" for k, v in s.parameters.items() if k != "total")
+        lines.append(
+            f"  parameters   {human_count(s.parameters['total'])} ({parts}; from {s.source})"
+        )
+        lines.append(f"  checkpoint   {human_bytes(s.checkpoint_bytes)}")
         for d in ("f32", "f16", "int4"):
             lines.append(
-                f"  package {d:<4} {_size(s.package_bytes[d])}, "
-                f"runtime memory ≈ {_size(s.memory_bytes[d])}"
+                f"  package {d:<4} {human_bytes(s.package_bytes[d])}, "
+                f"runtime memory ≈ {human_bytes(s.memory_bytes[d])}"
             )
         lines.append(
-            f"  convert peak ≈ {_size(s.convert_peak_bytes)} "
-            f"(then ≈ {_size(s.package_bytes['f32'])} while the runtime check loads the package)"
+            f"  convert peak ≈ {human_bytes(s.convert_peak_bytes)} "
+            f"(then ≈ {human_bytes(s.package_bytes['f32'])} while the runtime check loads "
+            "the package)"
         )
     else:
         lines.append("  parameters   unknown")

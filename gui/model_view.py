@@ -23,24 +23,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from mmforge.backend.units import human_bytes, human_count
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.errors import show_error
 from mmforge.gui.state import AppState
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return str(n)
-
-
-def _count(n: int) -> str:
-    for unit, div in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= div:
-            return f"{n / div:.2f}{unit}"
-    return str(n)
+def parts_of(params: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Parameter counts per component (the total left out)."""
+    return [(k, v) for k, v in params.items() if k != "total"]
 
 
 def hub_cache_models() -> list[str]:
@@ -95,13 +86,13 @@ def profile_html(p: dict[str, Any]) -> str:
     params = sizes.get("parameters") or {}
     if params:
         parts.append(
-            f"<p><b>Parameters:</b> {_count(int(params.get('total', 0)))} "
-            f"({', '.join(f'{k} {_count(int(v))}' for k, v in params.items() if k != 'total')})"
-            f"<br><b>Download:</b> {_size(sizes.get('checkpoint_bytes', 0))}</p>"
+            f"<p><b>Parameters:</b> {human_count(int(params.get('total', 0)))} "
+            f"({', '.join(f'{k} {human_count(int(v))}' for k, v in parts_of(params))})"
+            f"<br><b>Download:</b> {human_bytes(sizes.get('checkpoint_bytes', 0))}</p>"
         )
         rows = "".join(
-            f"<tr><td>{d}</td><td>{_size(sizes['package_bytes'][d])}</td>"
-            f"<td>{_size(sizes['memory_bytes'][d])}</td></tr>"
+            f"<tr><td>{d}</td><td>{human_bytes(sizes['package_bytes'][d])}</td>"
+            f"<td>{human_bytes(sizes['memory_bytes'][d])}</td></tr>"
             for d in ("f32", "f16", "int4")
         )
         parts.append(
