@@ -2,11 +2,11 @@
 
 The GUI never computes. `JobRunner` drives one `WorkerJob` (inspect, convert, verify…)
 and `ChatBridge` one `ChatClient`. Each reads its worker's events on a plain daemon thread
-(a blocking pipe read, which releases the GIL) and emits signals; An internal signal carries each
-event to a slot of the bridge (a queued connection into the GUI thread), which emits the
-public signals there. Whatever connects to them, plain functions included, then runs in
-the GUI thread; a function connected to a signal emitted from another thread would run in
-that thread (see FINDINGS), and a test helper doing so crashed the suite.
+(a blocking pipe read, which releases the GIL) and queues them; a payload-free signal,
+queued into the GUI thread, makes the bridge emit its public signals there. Whatever
+connects to them, plain functions included, then runs in the GUI thread. A function
+connected to a signal emitted from another thread would run in that thread (see
+FINDINGS); a test helper doing so crashed the suite.
 """
 
 from __future__ import annotations
