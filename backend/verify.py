@@ -206,6 +206,8 @@ def verify(
     ctx.report("verify", 1, 4, message="running the Hugging Face reference", force=True)
     run.reference_pass()
     timings["reference"] = time.perf_counter() - start
+    if run.reference_error is not None:
+        return _reference_failed(run, package, reference, dtype, timings)
     start = time.perf_counter()
     ctx.report("verify", 2, 4, message="running each ONNX graph on the reference's inputs")
     components = run.stages()
@@ -271,6 +273,35 @@ def _processor_failed(
         peak_rss_bytes=_peak_rss(),
         timings_s=timings,
         notes=["No later stage ran: they all need the runtime's processor output."],
+    )
+
+
+def _reference_failed(
+    run: _Run, package: Path, reference: str, dtype: str, timings: dict[str, float]
+) -> VerifyReport:
+    """HF cannot run on the runtime's processor output: report preprocessing only."""
+    from mmforge.backend import preprocess_parity
+
+    stages = [preprocess_parity.check(run)]
+    reason = f"HF cannot run on the runtime's processor output ({run.reference_error})"
+    if run.runtime_error is not None:
+        reason += f"; the runtime itself fails too: {run.runtime_error}"
+    stages.append(Comparison("end_to_end", FAIL, None, 0.0, False, reason, [], []))
+    verdict, first = overall(stages)
+    stage = next(c for c in stages if c.name == first)
+    return VerifyReport(
+        verdict=verdict,
+        first_divergent_stage=first,
+        cause=run.diagnose(stage),
+        components=stages,
+        tokens={"matched": 0, "total": run.n_tokens, "runtime": [], "reference": []},
+        family=run.family.name,
+        dtype=dtype,
+        package=str(package),
+        reference=reference,
+        peak_rss_bytes=_peak_rss(),
+        timings_s=timings,
+        notes=[*run.notes, "The graph stages did not run: they need HF's view of the inputs."],
     )
 
 
@@ -385,6 +416,8 @@ class _Run:
         self.notes: list[str] = []
         self.messages = _messages(PROMPT, len(images), len(audios))
         self.image_token = self.cfg.get("image_token_id")
+        self.runtime_error: str | None = None
+        self.reference_error: str | None = None
         self.audio_token = self.cfg.get("audio_token_id")
 
     # -- the runtime ---------------------------------------------------------------------
@@ -410,7 +443,11 @@ class _Run:
                 return
             self.arrays = {k: v.copy() for k, v in inputs.arrays.items()}
             self.ids = inputs.input_ids
-            self.runtime_tokens = rt.greedy(inputs, self.n_tokens)
+            try:
+                self.runtime_tokens = rt.greedy(inputs, self.n_tokens)
+            except RuntimeError as e:  # the stages can still run on the processor output
+                self.runtime_error = str(e)
+                self.runtime_tokens = []
             text = rt.process(rt.prompt([{"role": "user", "content": TEXT_PROMPT}]))
             self.text_ids = text.input_ids
         except RuntimeError as e:
@@ -441,8 +478,14 @@ class _Run:
         self.pil = pil
         capture = _Capture(model)
         try:
-            ref = hf_reference.from_runtime(self.ref_folder, self.prompt, self.arrays)
-            self.main = self._forward(model, capture, ref.tensors)
+            try:
+                ref = hf_reference.from_runtime(self.ref_folder, self.prompt, self.arrays)
+                self.main = self._forward(model, capture, ref.tensors)
+            except (RuntimeError, ValueError, IndexError) as e:
+                # The runtime's processor output is not even self-consistent (e.g. image
+                # sizes that do not match the pixels): nothing later can be compared.
+                self.reference_error = f"{type(e).__name__}: {e}"
+                return
             self.next_token = int(np.argmax(self.main.logits[-1]))
             longer = dict(self.arrays)
             longer["input_ids"] = np.asarray([[*self.ids, self.next_token]], dtype=np.int64)
@@ -501,13 +544,13 @@ class _Run:
         self.ctx.check_cancel()
         self.vision_features = None
         if self.images and "vision" in self.cfg:
-            out.append(self._encoder("vision", "vision_encoder", self.image_token))
+            out.extend(_guarded(["vision_encoder"], self._encoder, "vision", self.image_token))
         self.audio_features = None
         if self.audios and "speech" in self.cfg:
-            out.append(self._encoder("speech", "audio_encoder", self.audio_token))
+            out.extend(_guarded(["audio_encoder"], self._encoder, "speech", self.audio_token))
         self.ctx.report("verify", 2.5, 4, message="embedding and decoder graphs")
-        out.extend(self._embedding())
-        out.extend(self._decoder())
+        out.extend(_guarded(["embedding"], self._embedding))
+        out.extend(_guarded(["decoder_prefill", "decoder_step"], self._decoder))
         out.append(self._runtime_config())
         out.append(self._end_to_end())
         return out
@@ -516,7 +559,7 @@ class _Run:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
-        options.log_severity_level = 3
+        options.log_severity_level = 4  # failures come back as stage verdicts
         path = self.package / self.cfg[section]["filename"]
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
@@ -529,12 +572,13 @@ class _Run:
             rows = np.concatenate([rows, *self.main.deepstack], axis=-1)
         return rows
 
-    def _encoder(self, section: str, stage: str, token: int | None) -> Comparison:
+    def _encoder(self, section: str, token: int | None) -> Comparison:
+        stage = "vision_encoder" if section == "vision" else "audio_encoder"
         session = self._session(section)
         try:
             prefix = "image" if section == "vision" else "audio"
             feeds = _feeds(session, self.cfg[section].get("inputs", {}), self.arrays, prefix)
-            outputs = session.run(None, feeds)
+            outputs = _run_per_item(session, feeds)
         finally:
             del session
         features = outputs[0]
@@ -588,7 +632,9 @@ class _Run:
                 )
             feeds = _cast(session, _fill_empty(session, feeds))
             outs = dict(
-                zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True)
+                zip(
+                    [o.name for o in session.get_outputs()], _run(session, None, feeds), strict=True
+                )
             )
             expected = self._merged(self.main, np.asarray(self.ids))
             tol = self.tol_encoders
@@ -606,7 +652,7 @@ class _Run:
                 session,
                 _fill_empty(session, {"input_ids": np.asarray([self.text_ids], dtype=np.int64)}),
             )
-            text_out = session.run(["inputs_embeds"], text_feeds)[0]
+            text_out = _run(session, ["inputs_embeds"], text_feeds)[0]
             result.append(
                 compare(
                     "embedding_text_only",
@@ -663,7 +709,7 @@ class _Run:
                 feeds["per_layer_inputs"] = self.main.per_layer.reshape(1, seq, -1)
             feeds.update(_empty_past(inputs))
             names = [o.name for o in session.get_outputs()]
-            outs = dict(zip(names, session.run(None, _cast(session, feeds)), strict=True))
+            outs = dict(zip(names, _run(session, None, _cast(session, feeds)), strict=True))
             prefill = compare(
                 "decoder_prefill", self.main.logits, outs["logits"][0], self.tol, logits=True
             )
@@ -684,7 +730,7 @@ class _Run:
             for name in inputs:
                 if name.startswith("past_key_values."):
                     feeds[name] = outs[name.replace("past_key_values.", "present.")]
-            logits = session.run(["logits"], _cast(session, feeds))[0]
+            logits = _run(session, ["logits"], _cast(session, feeds))[0]
             step = compare(
                 "decoder_step", self.step.logits[-1:], logits[0, -1:], self.tol, logits=True
             )
@@ -719,6 +765,17 @@ class _Run:
         )
 
     def _end_to_end(self) -> Comparison:
+        if self.runtime_error is not None:
+            return Comparison(
+                "end_to_end",
+                FAIL,
+                None,
+                0.0,
+                False,
+                f"the runtime failed while generating: {self.runtime_error}",
+                [],
+                [],
+            )
         result = compare_ids("end_to_end", self.hf_tokens, self.runtime_tokens)
         if result.verdict == PASS or self.near_tie is None:
             return result
@@ -765,6 +822,56 @@ class _Run:
         if stage.name == "vision_encoder" and "token count" in stage.reason:
             return stage.reason
         return f"{cause} ({stage.reason})"
+
+
+def _guarded(names: list[str], stage: Any, *args: Any) -> list[Comparison]:
+    """Run a stage; a graph that fails on the inputs is that stage's FAIL, not a crash."""
+    try:
+        result = stage(*args)
+    except _GraphError as e:
+        reason = f"the graph fails on these inputs: {e}"
+        return [Comparison(n, FAIL, None, 0.0, None, reason, [], []) for n in names]
+    return list(result) if isinstance(result, list) else [result]
+
+
+class _GraphError(Exception):
+    """An ONNX session refused its inputs."""
+
+
+def _run_per_item(session: Any, feeds: dict[str, Any]) -> list[Any]:
+    """Run an encoder graph on its inputs.
+
+    Where the batch fails and every input has the same leading count, run one item at a
+    time and stack the rows, as the runtime does for such graphs.
+    """
+    import numpy as np
+
+    try:
+        return list(session.run(None, feeds))
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types
+        first = str(e)
+    counts = {v.shape[0] for v in feeds.values() if getattr(v, "ndim", 0) > 0}
+    if len(counts) != 1 or (n := counts.pop()) < 2:
+        raise _GraphError(first.splitlines()[0][:300])
+    parts = []
+    for i in range(n):
+        try:
+            parts.append(session.run(None, {k: v[i : i + 1] for k, v in feeds.items()}))
+        except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types
+            raise _GraphError(str(e).splitlines()[0][:300]) from None
+    out = []
+    for j in range(len(parts[0])):
+        pieces = [p[j] for p in parts]
+        width = pieces[0].shape[-1]
+        out.append(np.concatenate([p.reshape(-1, width) for p in pieces]))
+    return out
+
+
+def _run(session: Any, names: list[str] | None, feeds: dict[str, Any]) -> list[Any]:
+    try:
+        return list(session.run(names, feeds))
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types
+        raise _GraphError(str(e).splitlines()[0][:300]) from None
 
 
 def _messages(text: str, n_images: int, n_audios: int) -> list[dict[str, Any]]:

@@ -209,3 +209,38 @@ def test_f16_and_int4_packages_are_judged_with_their_own_bounds(tiny, package):
     assert stages["vision_encoder"].verdict == "PASS"
     assert "rtol 0.02" in stages["vision_encoder"].reason
     assert stages["decoder_prefill"].cosine > 0.9
+
+
+def _portrait(tmp_path) -> Path:
+    from PIL import Image
+
+    from mmforge import resources
+
+    path = tmp_path / "portrait.png"
+    Image.open(resources.probe_image()).resize((96, 128)).save(path)
+    return path
+
+
+def test_two_images_of_two_sizes_run_the_encoder_per_image_where_the_batch_fails(
+    tiny, package, tmp_path
+):
+    """Gemma 4's vision graph takes one image per run, as the runtime feeds it."""
+    from mmforge import resources
+
+    images = [resources.probe_image(), _portrait(tmp_path)]
+    report = verify(package("gemma4"), str(tiny("gemma4")), images=images, tokens=8)
+    stages = {c.name: c.verdict for c in report.components}
+    assert stages["vision_encoder"] == stages["end_to_end"] == "PASS"
+
+
+def test_a_runtime_that_mangles_mixed_orientations_fails_preprocessing_cleanly(
+    tiny, package, tmp_path
+):
+    """ORT GenAI 0.18 pads a landscape and a portrait Mistral 3 image into one shape that
+    holds neither; verify says so instead of crashing."""
+    from mmforge import resources
+
+    images = [resources.probe_image(), _portrait(tmp_path)]
+    report = verify(package("mistral3"), str(tiny("mistral3")), images=images, tokens=4)
+    assert report.verdict == "FAIL" and report.first_divergent_stage == "preprocessing"
+    assert "pixel values have shape" in report.cause
