@@ -26,7 +26,6 @@ from the exact ids.
 
 from __future__ import annotations
 
-import json
 import logging
 import tempfile
 import time
@@ -38,6 +37,7 @@ from typing import Any
 from mmforge.backend.attachments import AUDIO, IMAGE, Attachment, AttachmentError, prepare
 from mmforge.backend.conversations import Conversation, ConversationStore, Message
 from mmforge.backend.errors import MmforgeError
+from mmforge.backend.memory import current_rss_bytes
 
 log = logging.getLogger(__name__)
 
@@ -161,20 +161,9 @@ class PackageInfo:
     @classmethod
     def read(cls, folder: Path) -> PackageInfo:
         """Read a package folder; a folder that is not one gets a clear error."""
-        path = folder / "genai_config.json"
-        if not folder.is_dir():
-            raise MmforgeError(f"No such package folder: {folder}", "Check the path")
-        try:
-            model = json.loads(path.read_text(encoding="utf-8"))["model"]
-        except FileNotFoundError:
-            raise MmforgeError(
-                f"{folder} is not an ONNX Runtime GenAI package (no genai_config.json)",
-                "Pick a folder made by `mmforge convert`",
-            ) from None
-        except (ValueError, KeyError, TypeError) as e:
-            raise MmforgeError(
-                f"{path} is damaged", "Convert the model again", details=str(e)
-            ) from None
+        from mmforge.backend.runtime import read_genai_config
+
+        model = read_genai_config(folder)["model"]
         eos = model.get("eos_token_id", [])
         eos_ids = tuple(int(t) for t in (eos if isinstance(eos, list) else [eos]))
         specials = [model.get(k) for k in ("image_token_id", "video_token_id", "audio_token_id")]
@@ -202,18 +191,6 @@ def available_eps() -> dict[str, str | None]:
             "onnxruntime-genai-cuda and a CUDA 12 runtime on a machine with an NVIDIA GPU"
         )
     return {"cpu": None, "cuda": cuda}
-
-
-def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm", encoding="ascii") as f:
-            import os
-
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        import resource
-
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 TokenCallback = Callable[[str, int], None]
@@ -253,7 +230,7 @@ class ChatSession:
             raise MmforgeError(f"Cannot run on {ep.upper()}: {reason}", "Choose CPU")
         from mmforge.backend.runtime import Runtime
 
-        before, start = _rss_bytes(), time.perf_counter()
+        before, start = current_rss_bytes(), time.perf_counter()
         try:
             self.runtime = Runtime(package, ep)
         except RuntimeError as e:
@@ -264,7 +241,7 @@ class ChatSession:
             ) from None
         self.ep = ep
         self.load_s = time.perf_counter() - start
-        self.load_memory_bytes = max(0, _rss_bytes() - before)
+        self.load_memory_bytes = max(0, current_rss_bytes() - before)
         self.store = store
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self.conversation = conversation or self._new_conversation()

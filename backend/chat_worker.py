@@ -28,7 +28,6 @@ from __future__ import annotations
 import queue
 import signal
 import threading
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -40,7 +39,7 @@ Send = Callable[[dict[str, Any]], None]
 
 def serve_chat(args: dict[str, Any], stdin: IO[str], send: Send) -> int:
     """The worker side: load the package, then answer commands until close or EOF."""
-    from mmforge.backend.worker import read_command
+    from mmforge.backend.worker import error_event, read_command
 
     commands: queue.Queue[dict[str, Any]] = queue.Queue()
     stopped: set[int | None] = set()
@@ -73,7 +72,7 @@ def serve_chat(args: dict[str, Any], stdin: IO[str], send: Send) -> int:
     try:
         loop = _ChatLoop(args, send, stopped, lock)
     except MmforgeError as e:
-        send({"event": "error", "message": e.user_message, "hint": e.hint, "details": e.details})
+        send(error_event(e))
         return 2
     send({"event": "ready", "value": loop.ready()})
     while True:
@@ -103,7 +102,10 @@ class _ChatLoop:
         conversation = None
         if args.get("conversation"):
             if self.store is None:
-                raise MmforgeError("Opening a saved conversation needs saving on", "Drop --no-save")
+                raise MmforgeError(
+                    "Opening a saved conversation needs a session that saves",
+                    "Start the chat with saving on",
+                )
             conversation = self.store.load(str(args["conversation"]))
         self.session = ChatSession(
             Path(str(args["package"])),
@@ -131,6 +133,7 @@ class _ChatLoop:
 
     def handle(self, command: dict[str, Any]) -> None:
         from mmforge.backend.chat import GenerationOptions
+        from mmforge.backend.worker import error_event
 
         name = command.get("cmd")
         seq = command.get("seq")
@@ -141,12 +144,18 @@ class _ChatLoop:
                 return
             if name == "open":
                 if self.store is None:
-                    raise MmforgeError("Conversations are not saved in this session", None)
+                    raise MmforgeError(
+                        "Conversations are not saved in this session",
+                        "Start the chat with saving on to open saved ones",
+                    )
                 self.session.open_conversation(self.store.load(str(command.get("id"))))
                 self.send({"event": "conversation", "value": self._conversation()})
                 return
             if name not in ("send", "regenerate", "edit"):
-                raise MmforgeError(f"Unknown chat command {name!r}", None)
+                raise MmforgeError(
+                    f"Unknown chat command {name!r}",
+                    "Use send, regenerate, edit, stop, new, open or close",
+                )
             options = GenerationOptions.from_dict(command.get("options"))
             with self.lock:
                 self.stopped.discard(seq)
@@ -182,25 +191,8 @@ class _ChatLoop:
                         text, attachments, options, on_token, should_stop
                     )
             self.send({"event": "turn", "seq": seq, "value": result.to_dict()})
-        except MmforgeError as e:
-            self.send(
-                {
-                    "event": "error",
-                    "seq": seq,
-                    "message": e.user_message,
-                    "hint": e.hint,
-                    "details": e.details,
-                }
-            )
         except Exception as e:  # noqa: BLE001 - the session survives; the client shows it
-            self.send(
-                {
-                    "event": "error",
-                    "seq": seq,
-                    "message": f"Internal error: {type(e).__name__}: {e}",
-                    "details": traceback.format_exc(),
-                }
-            )
+            self.send(error_event(e, seq=seq))
         finally:
             with self.lock:
                 self.stopped.discard(seq)

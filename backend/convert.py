@@ -29,6 +29,7 @@ from mmforge.backend.inspect import (
     read_preprocessor,
 )
 from mmforge.backend.jobs import JobContext
+from mmforge.backend.memory import peak_rss_bytes
 from mmforge.backend.source import read_json, resolve
 
 log = logging.getLogger(__name__)
@@ -249,12 +250,7 @@ def _build_into(
 
 def _peak_rss_mb() -> int:
     """This process's peak resident memory so far, in MB (0 where unknown)."""
-    try:
-        import resource
-    except ImportError:  # Windows
-        return 0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak / 1024) if os.uname().sysname != "Darwin" else int(peak / 1024 / 1024)
+    return peak_rss_bytes() // 2**20
 
 
 def _remove_stale_staging(out: Path) -> None:

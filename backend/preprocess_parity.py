@@ -40,13 +40,14 @@ def check(run: Any) -> Comparison:
         )
     else:
         parts.append(_ids(run, tokenizer))
-    pixels = _pixels(run)
+    runtime = _runtime_in_hf_layout(run)  # once: both checks read it
+    pixels = _pixels(run, runtime)
     max_abs: float | None = None
     cos = 1.0
     if pixels is not None:
         verdict, reason, max_abs, cos = pixels
         parts.append((verdict, reason))
-    audio = _audio(run)
+    audio = _audio(run, runtime)
     if audio is not None:
         parts.append(audio)
     worst = FAIL if any(v == FAIL for v, _ in parts) else AMBIGUOUS
@@ -158,14 +159,13 @@ def _runtime_in_hf_layout(run: Any) -> dict[str, Any]:
     return dict(hf_reference.from_runtime(run.ref_folder, run.prompt, run.arrays).tensors)
 
 
-def _pixels(run: Any) -> tuple[str, str, float, float] | None:
+def _pixels(run: Any, rt_all: dict[str, Any]) -> tuple[str, str, float, float] | None:
     """(verdict, reason, max abs diff, cosine) of the pixels in HF's layout."""
     import numpy as np
 
     if not run.images:
         return None
     key = {"phi4mm": "image_pixel_values"}.get(run.family.key, "pixel_values")
-    rt_all = _runtime_in_hf_layout(run)
     if key not in rt_all:
         return FAIL, "the runtime's processor produced no pixel values", 0.0, 0.0
     rt = rt_all[key].float().numpy()
@@ -263,13 +263,12 @@ def _pixtral_at_runtime_size(run: Any) -> Any:
     return out.float().numpy()
 
 
-def _audio(run: Any) -> tuple[str, str] | None:
+def _audio(run: Any, rt_all: dict[str, Any]) -> tuple[str, str] | None:
     import numpy as np
 
     if not run.audios:
         return None
     key = {"phi4mm": "audio_input_features"}.get(run.family.key, "input_features")
-    rt_all = _runtime_in_hf_layout(run)
     if key not in rt_all or key not in run.hf_pre.tensors:
         return FAIL, "the runtime's processor produced no audio features"
     rt = rt_all[key].float().numpy()[0]

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mmforge.backend.errors import MmforgeError
+
 
 @dataclass
 class RuntimeInputs:
@@ -101,6 +103,24 @@ class Runtime:
         return out
 
 
+def read_genai_config(folder: Path) -> dict[str, Any]:
+    """A package's genai_config.json; a folder that is not a package gets a clear error."""
+    path = folder / "genai_config.json"
+    if not folder.is_dir():
+        raise MmforgeError(f"No such package folder: {folder}", "Check the path")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["model"]["decoder"]
+    except FileNotFoundError:
+        raise MmforgeError(
+            f"{folder} is not an ONNX Runtime GenAI package (no genai_config.json)",
+            "Pick a folder made by `mmforge convert`",
+        ) from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise MmforgeError(f"{path} is damaged", "Convert the model again", str(e)) from None
+    return dict(data)
+
+
 def cpu_threads_overlay(folder: Path) -> str | None:
     """A genai_config overlay that gives every CPU session one thread per usable core.
 
@@ -112,8 +132,8 @@ def cpu_threads_overlay(folder: Path) -> str | None:
     import os
 
     try:
-        model = json.loads((folder / "genai_config.json").read_text(encoding="utf-8"))["model"]
-    except (OSError, ValueError, KeyError):
+        model = read_genai_config(folder)["model"]
+    except MmforgeError:
         return None  # the runtime reports the broken config itself
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     sections: dict[str, Any] = {}

@@ -26,16 +26,16 @@ from __future__ import annotations
 import gc
 import json
 import logging
-import resource
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend import families
+from mmforge.backend import families, hf_reference
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.jobs import JobContext
+from mmforge.backend.memory import peak_rss_bytes
 from mmforge.backend.parity import (
     AMBIGUOUS,
     FAIL,
@@ -47,6 +47,7 @@ from mmforge.backend.parity import (
     overall,
     tolerance,
 )
+from mmforge.backend.runtime import read_genai_config
 from mmforge.backend.source import read_json
 
 log = logging.getLogger(__name__)
@@ -137,10 +138,6 @@ class VerifyReport:
         }
 
 
-def _peak_rss() -> int:
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-
-
 def verify(
     package: Path,
     reference: str,
@@ -169,7 +166,7 @@ def verify(
     ctx = ctx or JobContext()
     if tokens < 1:
         raise MmforgeError("--tokens must be at least 1", "Pass a positive number")
-    genai = _read_package(package)
+    genai = read_genai_config(package)
     resolved = resolve(reference, ctx, purpose="convert")
     ref_config = read_json(resolved.folder / "config.json", "reference model")
     family = families.lookup(ref_config.get("model_type"))
@@ -193,56 +190,61 @@ def verify(
     dtype = _package_dtype(package)
     layers = int(model_cfg["decoder"].get("num_hidden_layers", 0))
     tol = tolerance(dtype, layers)
-    timings: dict[str, float] = {}
     run = _Run(package, resolved.folder, genai, family, tol, images, audios, tokens, ctx)
+    timings: dict[str, float] = {}
 
-    start = time.perf_counter()
-    ctx.report("verify", 0, 4, message="running the package in ONNX Runtime GenAI", force=True)
-    run.runtime_pass()
-    timings["runtime"] = time.perf_counter() - start
+    def phase(name: str, step: int, message: str, work: Any) -> None:
+        start = time.perf_counter()
+        ctx.report("verify", step, 4, message=message, force=True)
+        work()
+        timings[name] = round(time.perf_counter() - start, 3)
+
+    phase("runtime", 0, "running the package in ONNX Runtime GenAI", run.runtime_pass)
     if run.processor_error is not None:
-        return _processor_failed(run, package, reference, dtype, timings)
-    start = time.perf_counter()
-    ctx.report("verify", 1, 4, message="running the Hugging Face reference", force=True)
-    run.reference_pass()
-    timings["reference"] = time.perf_counter() - start
+        components, cause = _processor_failed(run)
+        run.notes.append("No later stage ran: they all need the runtime's processor output.")
+        return _report(run, reference, dtype, components, timings, cause)
+    phase("reference", 1, "running the Hugging Face reference", run.reference_pass)
     if run.reference_error is not None:
-        return _reference_failed(run, package, reference, dtype, timings)
-    start = time.perf_counter()
-    ctx.report("verify", 2, 4, message="running each ONNX graph on the reference's inputs")
-    components = run.stages()
-    timings["stages"] = time.perf_counter() - start
+        run.notes.append("The graph stages did not run: they need HF's view of the inputs.")
+        return _report(run, reference, dtype, _reference_failed(run), timings)
+    phase("stages", 2, "running each ONNX graph on the reference's inputs", run.stages_pass)
     ctx.report("verify", 4, 4, message="done", force=True)
+    return _report(run, reference, dtype, run.components, timings)
 
+
+def _report(
+    run: _Run,
+    reference: str,
+    dtype: str,
+    components: list[Comparison],
+    timings: dict[str, float],
+    cause: str | None = None,
+) -> VerifyReport:
+    """The report from the stages that ran; the cause of the first divergence unless given."""
     verdict, first = overall(components)
-    cause = None
-    if first is not None:
-        stage = next(c for c in components if c.name == first)
-        cause = run.diagnose(stage)
-    weights = sum(p.stat().st_size for p in resolved.folder.glob("*.safetensors"))
+    if first is not None and cause is None:
+        cause = run.diagnose(next(c for c in components if c.name == first))
+    weights = sum(p.stat().st_size for p in run.ref_folder.glob("*.safetensors"))
     return VerifyReport(
         verdict=verdict,
         first_divergent_stage=first,
         cause=cause,
         components=components,
         tokens=run.token_summary(),
-        family=family.name,
+        family=run.family.name,
         dtype=dtype,
-        package=str(package),
+        package=str(run.package),
         reference=reference,
-        peak_rss_bytes=_peak_rss(),
+        peak_rss_bytes=peak_rss_bytes(),
         checkpoint_bytes=weights,
-        timings_s={k: round(v, 3) for k, v in timings.items()},
+        timings_s=timings,
         notes=run.notes,
     )
 
 
-def _processor_failed(
-    run: _Run, package: Path, reference: str, dtype: str, timings: dict[str, float]
-) -> VerifyReport:
-    """The runtime's processor rejected the prompt: no later stage can run."""
-    from mmforge.backend import hf_reference
-
+def _processor_failed(run: _Run) -> tuple[list[Comparison], str]:
+    """The runtime's processor rejected the prompt: the one stage, and why."""
     tokenizer = hf_reference.load_tokenizer(run.ref_folder)
     hf_prompt = tokenizer.apply_chat_template(
         run.messages, add_generation_prompt=True, tokenize=False
@@ -251,73 +253,27 @@ def _processor_failed(
         s for s in run.family.runtime_token_strings if s in hf_prompt and s not in run.prompt
     ]
     reason = f"the runtime's processor rejects the prompt: {run.processor_error}"
+    cause = reason
     if missing:
         cause = (
             f"boundary markers missing from the package's chat template: {', '.join(missing)} "
             "(the checkpoint's template writes them and the runtime's processor looks for "
             f"them). Runtime message: {run.processor_error}"
         )
-    else:
-        cause = reason
-    stage = Comparison("preprocessing", FAIL, None, 0.0, None, reason, [], [])
-    return VerifyReport(
-        verdict=FAIL,
-        first_divergent_stage="preprocessing",
-        cause=cause,
-        components=[stage],
-        tokens={"matched": 0, "total": run.n_tokens, "runtime": [], "reference": []},
-        family=run.family.name,
-        dtype=dtype,
-        package=str(package),
-        reference=reference,
-        peak_rss_bytes=_peak_rss(),
-        timings_s=timings,
-        notes=["No later stage ran: they all need the runtime's processor output."],
-    )
+    return [Comparison("preprocessing", FAIL, None, 0.0, None, reason, [], [])], cause
 
 
-def _reference_failed(
-    run: _Run, package: Path, reference: str, dtype: str, timings: dict[str, float]
-) -> VerifyReport:
-    """HF cannot run on the runtime's processor output: report preprocessing only."""
+def _reference_failed(run: _Run) -> list[Comparison]:
+    """HF cannot run on the runtime's processor output: preprocessing, and why no more."""
     from mmforge.backend import preprocess_parity
 
-    stages = [preprocess_parity.check(run)]
     reason = f"HF cannot run on the runtime's processor output ({run.reference_error})"
     if run.runtime_error is not None:
         reason += f"; the runtime itself fails too: {run.runtime_error}"
-    stages.append(Comparison("end_to_end", FAIL, None, 0.0, False, reason, [], []))
-    verdict, first = overall(stages)
-    stage = next(c for c in stages if c.name == first)
-    return VerifyReport(
-        verdict=verdict,
-        first_divergent_stage=first,
-        cause=run.diagnose(stage),
-        components=stages,
-        tokens={"matched": 0, "total": run.n_tokens, "runtime": [], "reference": []},
-        family=run.family.name,
-        dtype=dtype,
-        package=str(package),
-        reference=reference,
-        peak_rss_bytes=_peak_rss(),
-        timings_s=timings,
-        notes=[*run.notes, "The graph stages did not run: they need HF's view of the inputs."],
-    )
-
-
-def _read_package(package: Path) -> dict[str, Any]:
-    path = package / "genai_config.json"
-    if not path.is_file():
-        raise MmforgeError(
-            f"{package} is not an ONNX Runtime GenAI package (no genai_config.json)",
-            "Pick a folder made by `mmforge convert`",
-        )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        data["model"]["decoder"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise MmforgeError(f"{path} is damaged", "Convert the model again", str(e)) from None
-    return dict(data)
+    return [
+        preprocess_parity.check(run),
+        Comparison("end_to_end", FAIL, None, 0.0, False, reason, [], []),
+    ]
 
 
 def _package_dtype(package: Path) -> str:
@@ -414,10 +370,13 @@ class _Run:
         self.n_tokens = n_tokens
         self.ctx = ctx
         self.notes: list[str] = []
-        self.messages = _messages(PROMPT, len(images), len(audios))
+        self.messages = hf_reference.messages_for(PROMPT, len(images), len(audios))
         self.image_token = self.cfg.get("image_token_id")
         self.runtime_error: str | None = None
         self.reference_error: str | None = None
+        self.runtime_tokens: list[int] = []
+        self.hf_tokens: list[int] = []
+        self.components: list[Comparison] = []
         self.audio_token = self.cfg.get("audio_token_id")
 
     # -- the runtime ---------------------------------------------------------------------
@@ -468,8 +427,6 @@ class _Run:
         import soundfile as sf
         import torch
         from PIL import Image
-
-        from mmforge.backend import hf_reference
 
         model = hf_reference.load_model(self.ref_folder)
         pil = [Image.open(p).convert("RGB") for p in self.images]
@@ -537,7 +494,11 @@ class _Run:
 
     # -- the stages ----------------------------------------------------------------------
 
-    def stages(self) -> list[Comparison]:
+    def stages_pass(self) -> None:
+        """Every stage, in check order, into `components`."""
+        self.components = self._stages()
+
+    def _stages(self) -> list[Comparison]:
         from mmforge.backend import preprocess_parity
 
         out = [preprocess_parity.check(self)]
@@ -799,6 +760,8 @@ class _Run:
 
     def token_summary(self) -> dict[str, Any]:
         """Matched-prefix length and both token lists."""
+        if not self.hf_tokens:  # the end-to-end check did not run
+            return {"matched": 0, "total": self.n_tokens, "runtime": [], "reference": []}
         k = _first_difference(self.hf_tokens, self.runtime_tokens)
         matched = len(self.hf_tokens) if k is None else k
         return {
@@ -872,13 +835,6 @@ def _run(session: Any, names: list[str] | None, feeds: dict[str, Any]) -> list[A
         return list(session.run(names, feeds))
     except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types
         raise _GraphError(str(e).splitlines()[0][:300]) from None
-
-
-def _messages(text: str, n_images: int, n_audios: int) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]] = [{"type": "image"} for _ in range(n_images)]
-    parts += [{"type": "audio"} for _ in range(n_audios)]
-    parts.append({"type": "text", "text": text})
-    return [{"role": "user", "content": parts}]
 
 
 def _first_difference(a: list[int], b: list[int]) -> int | None:

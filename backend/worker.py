@@ -142,21 +142,26 @@ def serve(stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
         channel.send({"event": "cancelled"})
         return 130
     except MmforgeError as e:
-        channel.send(
-            {"event": "error", "message": e.user_message, "hint": e.hint, "details": e.details}
-        )
+        channel.send(error_event(e))
         return 2
     except Exception as e:  # noqa: BLE001 - reported as an event; the client shows it
-        channel.send(
-            {
-                "event": "error",
-                "message": f"Internal error: {type(e).__name__}: {e}",
-                "details": traceback.format_exc(),
-            }
-        )
+        channel.send(error_event(e))
         return 1
     channel.send({"event": "result", "job": job, "value": value})
     return 0
+
+
+def error_event(e: Exception, **extra: Any) -> dict[str, Any]:
+    """The protocol's error event: the user's message, or an internal error with its trace."""
+    if isinstance(e, MmforgeError):
+        body = {"message": e.user_message, "hint": e.hint, "details": e.details}
+    else:
+        body = {
+            "message": f"Internal error: {type(e).__name__}: {e}",
+            "hint": "Please report it with the details",
+            "details": traceback.format_exc(),
+        }
+    return {"event": "error", **extra, **body}
 
 
 def read_command(stdin: IO[str]) -> dict[str, Any] | None:

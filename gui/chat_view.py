@@ -249,6 +249,7 @@ class ChatView(QWidget):
         self.messages: list[dict[str, Any]] = []
         self._draft: tuple[str, list[tuple[Path, str]]] | None = None
         self._editing = False
+        self._conversation_id = ""
         self._loaded = False
         self._busy = False
         self._render_timer = QTimer(self, singleShot=True, interval=100)
@@ -343,6 +344,13 @@ class ChatView(QWidget):
 
     # -- conversations -------------------------------------------------------------------
 
+    def _list_item(self, conversation_id: str) -> QListWidgetItem | None:
+        for i in range(self.conversations.count()):
+            item = self.conversations.item(i)
+            if item.data(Qt.ItemDataRole.UserRole) == conversation_id:
+                return item
+        return None
+
     def refresh_conversations(self) -> None:
         """Fill the conversation list from the store."""
         self.conversations.clear()
@@ -366,6 +374,7 @@ class ChatView(QWidget):
 
     @Slot(dict)
     def _on_conversation(self, conversation: dict[str, Any]) -> None:
+        self._conversation_id = str(conversation.get("id", ""))
         self.messages = [
             {
                 "role": m["role"],
@@ -477,7 +486,13 @@ class ChatView(QWidget):
             self.messages[-1]["stats"] = {**turn.get("stats", {}), "stop": turn.get("stop_reason")}
         self._draft = None
         self._render()
-        self.refresh_conversations()
+        # Reading every saved conversation is disk work on the GUI thread: do it only when
+        # this conversation is not listed yet (its first answer); else update its entry.
+        listed = self._list_item(self._conversation_id)
+        if listed is None:
+            self.refresh_conversations()
+        else:
+            listed.setToolTip(f"{len(self.messages)} messages with {self.package.text()}")
 
     @Slot(dict)
     def _on_failed(self, error: dict[str, Any]) -> None:

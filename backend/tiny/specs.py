@@ -34,6 +34,7 @@ CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
 # Chat templates are our own, written to match each family's conventions: the role
 # markers, the BOS the runtime never adds by itself, and the exact placeholder strings the
 # runtime's processor expands.
+_QWEN_TOKENIZER = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None}
 _QWEN_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
     "{% if message['content'] is string %}{{ message['content'] }}"
@@ -103,7 +104,7 @@ QWEN2_5_VL = TinySpec(
     specials=_QWEN_SPECIALS,
     make_config=_qwen2_5_vl_config,
     chat_template=_QWEN_TEMPLATE,
-    tokenizer_extra={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None},
+    tokenizer_extra=_QWEN_TOKENIZER,
     preprocessor={
         "image_processor_type": "Qwen2VLImageProcessor",
         "do_convert_rgb": True,
@@ -164,7 +165,7 @@ QWEN3_VL = TinySpec(
     specials=_QWEN_SPECIALS,
     make_config=_qwen3_vl_config,
     chat_template=_QWEN_TEMPLATE,
-    tokenizer_extra={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None},
+    tokenizer_extra=_QWEN_TOKENIZER,
     preprocessor={
         **QWEN2_5_VL.preprocessor,  # type: ignore[dict-item]
         "image_mean": [0.5, 0.5, 0.5],

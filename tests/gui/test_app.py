@@ -104,7 +104,10 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path):
     )
     assert chat.conversations.count() == 1
 
-    # Stop: a long answer ends early, marked stopped.
+    # Stop: a long answer ends early, marked stopped. (A fresh conversation: the greedy
+    # answer to this prompt runs 417 tokens before EOS, room for Stop to land first.)
+    with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
+        chat.bridge.new_conversation()
     chat.max_tokens.setValue(3000)
     chat.input.setPlainText("Tell me everything.")
     with qtbot.waitSignal(chat.bridge.turn, timeout=LONG) as turn:

@@ -1,0 +1,24 @@
+"""This process's memory: the figures conversion, parity and chat report."""
+
+from __future__ import annotations
+
+import os
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory so far (0 where the platform does not say)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0
+    peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return peak if os.uname().sysname == "Darwin" else peak * 1024  # macOS counts bytes
+
+
+def current_rss_bytes() -> int:
+    """Resident memory now (Linux /proc; elsewhere the peak, the best available)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return peak_rss_bytes()
