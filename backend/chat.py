@@ -11,7 +11,8 @@ How each turn is fed (from FINDINGS, each re-measured by the tests):
   processed everything, and the new tokens are appended. After an answer that was stopped
   (Stop or the token limit), its last token was sampled but never processed:
   `rewind_to(n - 1)` and then appending `[last, *new]` gives exactly the fresh-prefill
-  state;
+  state. LFM2's convolution state cannot be rewound, so there a stopped answer is
+  followed by a fresh prefill;
 - a turn that brings an image or audio cannot be appended (the runtime fails with
   "Gather idx=1 must be within…"), so a new generator prefills the whole history with
   every attachment;
@@ -157,6 +158,7 @@ class PackageInfo:
     eos_token_ids: tuple[int, ...]
     special_ids: tuple[int, ...]
     max_images: int | None
+    can_rewind: bool = True
 
     @classmethod
     def read(cls, folder: Path) -> PackageInfo:
@@ -177,6 +179,9 @@ class PackageInfo:
             eos_token_ids=eos_ids,
             special_ids=tuple(int(t) for t in specials if isinstance(t, int)),
             max_images=_MAX_IMAGES.get(pipeline),
+            # A short-convolution state (LFM2) cannot be rewound ("LFM2 does not support
+            # RewindTo"): it would need every earlier token replayed.
+            can_rewind="past_conv_names" not in model.get("decoder", {}).get("inputs", {}),
         )
 
 
@@ -472,6 +477,7 @@ class ChatSession:
                 delta = self._encode(prompt[len(base) :])
                 continuing = (
                     self._gen is not None
+                    and (self.info.can_rewind or not self._pending)
                     and self._gen_messages == len(self.messages) - 1
                     and self._gen_options is not None
                     and self._gen_options.search_options(0) == options.search_options(0)
@@ -522,7 +528,14 @@ class ChatSession:
         images = [a.path for a in attachments if a.kind == IMAGE]
         audios = [a.path for a in attachments if a.kind == AUDIO]
         if images or audios:
-            inputs = self.runtime.process(prompt, images, audios)
+            try:
+                inputs = self.runtime.process(prompt, images, audios)
+            except RuntimeError as e:
+                raise MmforgeError(
+                    f"The runtime could not prepare the attachments ({e})",
+                    "Very wide or very tall images fail in this runtime's resize: crop the "
+                    "image closer to square, or remove it",
+                ) from None
             ids = inputs.input_ids
             if exact is not None and self._same_specials(exact, ids):
                 dtype = inputs.arrays["input_ids"].dtype

@@ -175,7 +175,12 @@ def _build_into(
     from mmforge.backend.graph_fixes import text_embedding_without_features
     from mmforge.backend.graphs import build_graphs
     from mmforge.backend.validate import validate_package
-    from mmforge.backend.weights import apply_component, checkpoint_refs, plan_weights
+    from mmforge.backend.weights import (
+        apply_component,
+        check_baked,
+        checkpoint_refs,
+        plan_weights,
+    )
 
     assert family.package is not None and family.pipeline_type is not None
     cfg = families.Cfg(load_config(folder, trust_remote_code=False)[0])
@@ -188,9 +193,10 @@ def _build_into(
     with _timed(timings, "build"):
         ctx.report("build", 0, 1, message="building graphs", force=True)
         build_ep = ep if family.package.fused_attention else "default"
-        graphs = build_graphs(folder, family, dtype, build_ep)
+        graphs = build_graphs(folder, family, dtype, build_ep, work=staging / ".build", ctx=ctx)
         fixes: list[str | None] = [fix(graphs.models, cfg) for fix in family.package.graph_fixes]
-        fixes.append(text_embedding_without_features(graphs.models, cfg))
+        if family.package.engine == "mobius":  # our own embedding graphs have the guard
+            fixes.append(text_embedding_without_features(graphs.models, cfg))
         ctx.report("build", 1, 1, message=", ".join(graphs.models))
     with _timed(timings, "plan"):
         refs = checkpoint_refs(folder, allow_pickle=allow_pickle)
@@ -201,7 +207,10 @@ def _build_into(
     io_names = {name: package.GraphIO.of(model) for name, model in graphs.models.items()}
     for component in io_names:
         with _timed(timings, f"weights/{component}"):
-            apply_component(graphs, component, plan, ctx)
+            if component in graphs.baked:
+                check_baked(graphs, component, plan, ctx)
+            else:
+                apply_component(graphs, component, plan, ctx)
         if dtype == "int4" and component == "decoder":
             with _timed(timings, "quantize"):
                 from mmforge.backend.quantize import quantize_decoder
@@ -210,6 +219,8 @@ def _build_into(
         with _timed(timings, f"write/{component}"):
             files.update(package.save_component(graphs.models[component], component, staging, ctx))
         del graphs.models[component]  # written: let its tensors go
+    if graphs.work is not None:
+        shutil.rmtree(graphs.work, ignore_errors=True)
     with _timed(timings, "package"):
         ctx.report("package", 0, 1, message="genai_config, processor and tokenizer", force=True)
         config = package.genai_config(family, cfg, pre, generation, io_names, ep)
@@ -243,7 +254,7 @@ def _build_into(
         timings_s=timings,
         weights=plan.report.summary(),
         validation=asdict(checked),
-        peak_rss_mb={**peak, "with_validation": _peak_rss_mb()},
+        peak_rss_mb={**peak, "with_validation": _peak_rss_mb(), **_child_peak(graphs)},
         notes=[*(f for f in fixes if f), *family.package.notes],
     )
 
@@ -251,6 +262,13 @@ def _build_into(
 def _peak_rss_mb() -> int:
     """This process's peak resident memory so far, in MB (0 where unknown)."""
     return peak_rss_bytes() // 2**20
+
+
+def _child_peak(graphs: Any) -> dict[str, int]:
+    """The decoder builder's own peak, for families whose decoder is built in a child."""
+    if not graphs.baked:
+        return {}
+    return {"decoder_builder_process": peak_rss_bytes(children=True) // 2**20}
 
 
 def _remove_stale_staging(out: Path) -> None:

@@ -3,7 +3,8 @@
 mobius builds numerically right graphs for several families. Everything around it is
 ours: the config normalisation before the build, the weight application with its report,
 and the whole ONNX Runtime GenAI packaging. Only this module imports mobius, so a mobius
-upgrade or a replacement graph builder touches one file.
+upgrade or a replacement graph builder touches one file. LFM2-VL, which mobius does not
+know, is dispatched from here to lfm2_graphs.py.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from mmforge.backend.errors import LayoutError, MmforgeError
 from mmforge.backend.families import Family
+from mmforge.backend.jobs import JobContext
 
 log = logging.getLogger(__name__)
 
@@ -33,15 +35,23 @@ class BuiltGraphs:
 
     Attributes:
         models: Component name to `onnx_ir.Model`.
-        module: The mobius module that built them (it knows the weight renames).
+        module: The mobius module that built them (it knows the weight renames), or None.
+        baked: Components whose weights the builder wrote itself: initializer name to
+            (checkpoint tensors, how they combine; see lfm2_graphs.combine). The weight
+            plan checks each against the checkpoint instead of filling it.
+        work: A scratch folder the graphs' external data lives in until they are written.
     """
 
     models: dict[str, Any]
-    module: Any
+    module: Any = None
+    baked: dict[str, dict[str, tuple[tuple[str, ...], str]]] = dataclasses.field(
+        default_factory=dict
+    )
+    work: Path | None = None
 
     def rename_weights(self, state_dict: dict[str, Any]) -> dict[str, Any]:
         """Map checkpoint names to initializer names (mobius's per-family renames)."""
-        if hasattr(self.module, "preprocess_weights"):
+        if self.module is not None and hasattr(self.module, "preprocess_weights"):
             return dict(self.module.preprocess_weights(dict(state_dict)))
         return dict(state_dict)
 
@@ -137,7 +147,15 @@ CONFIG_PATCHES = {
 MODULE_PATCHES = {"qwen3_deepstack": _deepstack_vision}
 
 
-def build_graphs(folder: Path, family: Family, dtype: str, ep: str) -> BuiltGraphs:
+def build_graphs(
+    folder: Path,
+    family: Family,
+    dtype: str,
+    ep: str,
+    *,
+    work: Path | None = None,
+    ctx: JobContext | None = None,
+) -> BuiltGraphs:
     """Build the component graphs of a checkpoint, without weights.
 
     Args:
@@ -146,10 +164,14 @@ def build_graphs(folder: Path, family: Family, dtype: str, ep: str) -> BuiltGrap
         dtype: "f32", "f16" or "int4" (int4 builds f32; the decoder is quantized later).
         ep: "cpu" or "cuda" steer mobius's EP-specific fusions; "default" builds the
             portable graph without them.
+        work: A scratch folder for builders that write files (LFM2-VL's decoder).
+        ctx: Progress and cancel for builders that run for long.
 
     Raises:
         MmforgeError: mobius does not know the model type, or its build failed.
     """
+    if family.package and family.package.engine == "lfm2_vl":
+        return _build_lfm2_vl(folder, dtype, ep, work, ctx or JobContext())
     import transformers
 
     with quiet_library():
@@ -189,6 +211,30 @@ def build_graphs(folder: Path, family: Family, dtype: str, ep: str) -> BuiltGrap
         raise LayoutError(f"Unexpected components from the graph builder: {sorted(unknown)}")
     ensure_f32_encoder_inputs(models)
     return BuiltGraphs(models=models, module=module)
+
+
+def _build_lfm2_vl(
+    folder: Path, dtype: str, ep: str, work: Path | None, ctx: JobContext
+) -> BuiltGraphs:
+    """LFM2-VL: our vision and embedding graphs, the ORT GenAI builder's decoder."""
+    import onnx_ir as ir
+
+    from mmforge.backend import lfm2_graphs
+    from mmforge.backend.families import Cfg
+    from mmforge.backend.source import read_json
+
+    if work is None:
+        raise LayoutError("The LFM2-VL build needs a scratch folder")
+    cfg = Cfg(read_json(folder / "config.json", "model"))
+    models = {
+        "vision_encoder": lfm2_graphs.vision_graph(cfg),
+        "embedding": lfm2_graphs.embedding_graph(cfg),
+    }
+    built = lfm2_graphs.builder_decoder(folder, work, dtype, "cpu" if ep == "default" else ep, ctx)
+    models["decoder"] = ir.load(built / "model.onnx")
+    return BuiltGraphs(
+        models=models, baked={"decoder": lfm2_graphs.builder_sources(cfg)}, work=work
+    )
 
 
 ENCODERS = ("vision_encoder", "audio_encoder")

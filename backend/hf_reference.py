@@ -444,6 +444,19 @@ def _phi4mm_from_runtime(
         )
 
 
+def _lfm2_vl_from_runtime(
+    cfg: families.Cfg, arrays: dict[str, Any], result: ReferenceInputs
+) -> None:
+    import torch
+
+    if "pixel_values" in arrays:
+        result.tensors["pixel_values"] = torch.from_numpy(arrays["pixel_values"].astype("float32"))
+        result.tensors["pixel_attention_mask"] = torch.from_numpy(
+            arrays["image_attention_mask"].astype("int64")
+        )
+        result.tensors["spatial_shapes"] = torch.from_numpy(arrays["image_sizes"].astype("int64"))
+
+
 _FROM_RUNTIME: dict[str, Callable[[families.Cfg, dict[str, Any], ReferenceInputs], None]] = {
     "qwen2_5_vl": _qwen_from_runtime,
     "qwen3_vl": _qwen_from_runtime,
@@ -451,6 +464,7 @@ _FROM_RUNTIME: dict[str, Callable[[families.Cfg, dict[str, Any], ReferenceInputs
     "gemma3": _gemma3_from_runtime,
     "gemma4": _gemma4_from_runtime,
     "phi4mm": _phi4mm_from_runtime,
+    "lfm2_vl": _lfm2_vl_from_runtime,
 }
 
 

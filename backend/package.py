@@ -130,6 +130,7 @@ def genai_config(
         "num_hidden_layers": int(text.get("num_hidden_layers")),
         "num_key_value_heads": int(text.get("num_key_value_heads", heads)),
         **_decoder_io(graphs["decoder"]),
+        **spec.decoder_fields(cfg),
     }
     model["embedding"] = {
         "filename": ONNX_FILES["embedding"],
@@ -184,16 +185,29 @@ def _decoder_io(decoder: GraphIO) -> dict[str, Any]:
     }
     inputs["past_key_names"] = "past_key_values.%d.key"
     inputs["past_value_names"] = "past_key_values.%d.value"
-    if "past_key_values.0.key" not in names or "present.0.key" not in outs:
+    # Hybrid decoders (LFM2) hold a KV cache only on their attention layers.
+    if not _has_pattern(names, "past_key_values.{}.key") or not _has_pattern(
+        outs, "present.{}.key"
+    ):
         raise LayoutError("The decoder graph has no KV cache inputs/outputs in the expected names")
-    return {
-        "inputs": inputs,
-        "outputs": {
-            "logits": "logits",
-            "present_key_names": "present.%d.key",
-            "present_value_names": "present.%d.value",
-        },
+    outputs = {
+        "logits": "logits",
+        "present_key_names": "present.%d.key",
+        "present_value_names": "present.%d.value",
     }
+    if _has_pattern(names, "past.{}.conv"):  # LFM2's short-convolution state
+        inputs["past_conv_names"] = "past.%d.conv"
+        outputs["present_conv_names"] = "present.%d.conv"
+    return {"inputs": inputs, "outputs": outputs}
+
+
+def _has_pattern(names: tuple[str, ...], pattern: str) -> bool:
+    """Whether some layer index fills `pattern` ("past.{}.conv") among `names`."""
+    head, tail = pattern.split("{}")
+    return any(
+        n.startswith(head) and n.endswith(tail) and n[len(head) : len(n) - len(tail)].isdigit()
+        for n in names
+    )
 
 
 def _pick(names: tuple[str, ...], wanted: tuple[str, ...]) -> dict[str, str]:

@@ -18,6 +18,11 @@ def quantize_decoder(model: Any, ctx: JobContext) -> Any:
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     ctx.report("quantize", 0, 1, message="int4 MatMulNBits on the decoder", force=True)
+    for value in model.graph.initializers.values():
+        # A graph read from a file (LFM2's builder decoder) points at its .data file by a
+        # relative path the quantizer cannot resolve: read those weights first.
+        if isinstance(value.const_value, ir.ExternalTensor):
+            value.const_value = ir.tensor(value.const_value.numpy(), name=value.name)
     proto = ir.serde.serialize_model(model)
     quantizer = MatMulNBitsQuantizer(
         proto, block_size=BLOCK_SIZE, is_symmetric=True, accuracy_level=4

@@ -668,7 +668,7 @@ class _Run:
                 feeds["input_ids"] = np.asarray([self.ids], dtype=np.int64)
             if "per_layer_inputs" in inputs and self.main.per_layer is not None:
                 feeds["per_layer_inputs"] = self.main.per_layer.reshape(1, seq, -1)
-            feeds.update(_empty_past(inputs))
+            feeds.update(_empty_past(inputs, int(self.cfg["decoder"].get("head_size", 0))))
             names = [o.name for o in session.get_outputs()]
             outs = dict(zip(names, _run(session, None, _cast(session, feeds)), strict=True))
             prefill = compare(
@@ -691,6 +691,8 @@ class _Run:
             for name in inputs:
                 if name.startswith("past_key_values."):
                     feeds[name] = outs[name.replace("past_key_values.", "present.")]
+                elif name.startswith("past.") and name.endswith(".conv"):
+                    feeds[name] = outs["present." + name[len("past.") :]]
             logits = _run(session, ["logits"], _cast(session, feeds))[0]
             step = compare(
                 "decoder_step", self.step.logits[-1:], logits[0, -1:], self.tol, logits=True
@@ -908,14 +910,19 @@ def _fill_empty(session: Any, feeds: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _empty_past(inputs: dict[str, Any]) -> dict[str, Any]:
+def _empty_past(inputs: dict[str, Any], head_size: int) -> dict[str, Any]:
+    """The decoder's state before the first token: an empty KV cache, zero conv state."""
     import numpy as np
 
     feeds = {}
     for name, spec in inputs.items():
         if name.startswith("past_key_values."):
             _, heads, _, size = spec.shape
+            size = size if isinstance(size, int) else head_size  # builder: "kv_cache_dim"
             feeds[name] = np.zeros((1, int(heads), 0, int(size)), dtype=np.float32)
+        elif name.startswith("past.") and name.endswith(".conv"):  # LFM2 short convolution
+            _, channels, width = spec.shape
+            feeds[name] = np.zeros((1, int(channels), int(width)), dtype=np.float32)
     return feeds
 
 

@@ -154,6 +154,7 @@ class WeightPlan:
 
     report: WeightReport
     assignments: dict[str, list[tuple[str, TensorRef]]]
+    baked_refs: dict[str, TensorRef] = field(default_factory=dict)
 
 
 class WeightMappingError(MmforgeError):
@@ -265,6 +266,9 @@ def plan_weights(
     assignments: dict[str, list[tuple[str, TensorRef]]] = {}
     targets: dict[str, list[str]] = {}
     for component, model in graphs.models.items():
+        if component in graphs.baked:
+            _plan_baked(component, model, graphs.baked[component], named, report, targets)
+            continue
         for init_name, value in model.graph.initializers.items():
             ref = renamed.get(init_name)
             if not isinstance(ref, TensorRef):
@@ -300,7 +304,80 @@ def plan_weights(
             report.unused.append({"checkpoint": name, "shape": list(ref.shape)})
     if not report.ok:
         raise WeightMappingError(report, (report.missing or report.mismatched)[0])
-    return WeightPlan(report=report, assignments=assignments)
+    return WeightPlan(report=report, assignments=assignments, baked_refs=named)
+
+
+def _plan_baked(
+    component: str,
+    model: Any,
+    sources: dict[str, tuple[tuple[str, ...], str]],
+    refs: dict[str, TensorRef],
+    report: WeightReport,
+    targets: dict[str, list[str]],
+) -> None:
+    """Account for weights a builder wrote itself.
+
+    Each must come from checkpoint tensors of the right shapes; its values are compared
+    when the component is written (check_baked).
+    """
+    from mmforge.backend.lfm2_graphs import COMPUTED, combined_shape
+
+    for init_name, value in model.graph.initializers.items():
+        if init_name in COMPUTED or not value.dtype.is_floating_point():
+            continue
+        source = sources.get(init_name)
+        if source is None or any(name not in refs for name in source[0]):
+            report.missing.append(
+                {"component": component, "initializer": init_name, "shape": _shape(value.shape)}
+            )
+            continue
+        names, how = source
+        expected = _shape(value.shape)
+        actual = combined_shape([list(refs[n].shape) for n in names], how)
+        if expected is not None and expected != actual:
+            report.mismatched.append(
+                {
+                    "checkpoint": "+".join(refs[n].name for n in names),
+                    "component": component,
+                    "initializer": init_name,
+                    "expected": expected,
+                    "actual": actual,
+                }
+            )
+            continue
+        for n in names:
+            targets.setdefault(refs[n].name, []).append(f"{component}/{init_name}")
+
+
+def check_baked(graphs: BuiltGraphs, component: str, plan: WeightPlan, ctx: JobContext) -> None:
+    """Compare every weight a builder wrote with the checkpoint tensors it stands for.
+
+    Raises:
+        MmforgeError: A value differs (the builder read other weights than ours).
+    """
+    import torch
+
+    from mmforge.backend.lfm2_graphs import combine
+
+    sources = graphs.baked.get(component, {})
+    model = graphs.models[component]
+    todo = [(n, v) for n, v in model.graph.initializers.items() if n in sources]
+    for done, (init_name, value) in enumerate(todo, start=1):
+        names, how = sources[init_name]
+        expected = combine([plan.baked_refs[n].read().float() for n in names], how)
+        actual = torch.tensor(value.const_value.numpy(), dtype=torch.float32)
+        if actual.shape != expected.shape or not torch.equal(actual, expected):
+            diff = (
+                (actual - expected).abs().max().item() if actual.shape == expected.shape else None
+            )
+            raise MmforgeError(
+                f"The {component} builder's {init_name} differs from the checkpoint's "
+                f"{' + '.join(names)} (max difference {diff})",
+                "The ONNX Runtime GenAI builder read other weights; this layout is not supported",
+            )
+        ctx.report(
+            "weights", done, len(todo), unit="tensors", message=f"{component}: checked {init_name}"
+        )
 
 
 def apply_component(graphs: BuiltGraphs, component: str, plan: WeightPlan, ctx: JobContext) -> None:

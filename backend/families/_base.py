@@ -117,6 +117,9 @@ class PackageSpec:
         fused_attention: Whether the graph builder's EP-specific attention fusion
             (GroupQueryAttention with built-in rotary) is right for this family; when not,
             the portable Attention + RotaryEmbedding graph is built instead.
+        decoder_fields: Extra `model.decoder.*` keys (LFM2's layer types and conv cache).
+        engine: Which graph builder makes the graphs: "mobius", or "lfm2_vl" (our own
+            vision and embedding graphs around ORT GenAI's builder decoder; lfm2_graphs.py).
         notes: What this family's packaging fixes or cannot express, for the manifest.
     """
 
@@ -132,6 +135,8 @@ class PackageSpec:
     module_patch: str | None = None
     config_patch: str | None = None
     hidden_multiple: Callable[[Cfg], int] = lambda cfg: 1
+    decoder_fields: Callable[[Cfg], dict[str, Any]] = lambda cfg: {}
+    engine: str = "mobius"
     notes: tuple[str, ...] = ()
 
 

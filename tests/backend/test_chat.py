@@ -18,7 +18,7 @@ from mmforge.backend.conversations import ConversationStore
 from mmforge.backend.errors import MmforgeError
 
 AUDIO_FAMILIES = {"gemma4", "phi4mm"}
-ALL = ["qwen2_5_vl", "qwen3_vl", "mistral3", "gemma3", "gemma4", "phi4mm"]
+ALL = ["qwen2_5_vl", "qwen3_vl", "mistral3", "gemma3", "gemma4", "phi4mm", "lfm2_vl"]
 
 
 def _greedy(n: int) -> GenerationOptions:
@@ -81,8 +81,11 @@ def test_a_continued_turn_equals_a_fresh_prefill_and_transformers(tiny, package,
     first = session.send("Describe this.", attachments, _greedy(8))
     assert first.stop_reason == "length" and len(first.token_ids) == 8
     second = session.send("And then?", options=_greedy(16))
-    assert second.stats.prefill == "continued"
-    assert second.stats.prefill_tokens < second.stats.prompt_tokens
+    if session.info.can_rewind:
+        assert second.stats.prefill == "continued"
+        assert second.stats.prefill_tokens < second.stats.prompt_tokens
+    else:  # LFM2: the unprocessed last token cannot be rewound into a conv state
+        assert family == "lfm2_vl" and second.stats.prefill == "fresh"
 
     fresh, inputs = _fresh(session, 3, 16)
     assert second.token_ids == fresh
@@ -107,9 +110,11 @@ def test_stop_mid_answer_then_continue_equals_a_fresh_prefill(package):
     assert second.token_ids == _fresh(session, 3, 16)[0]
 
 
-def test_continue_after_an_answer_that_ended_on_eos(tiny, package, tmp_path):
-    """Make a token the model emits at step 4 the EOS, so the first answer ends on it."""
-    original = package("qwen2_5_vl")
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "lfm2_vl"])
+def test_continue_after_an_answer_that_ended_on_eos(tiny, package, tmp_path, family):
+    """Make a token the model emits at step 4 the EOS, so the first answer ends on it.
+    Nothing is left unprocessed then, so even LFM2 (no rewind) continues its state."""
+    original = package(family)
     probe = ChatSession(original).send("Describe this.", options=_greedy(8)).token_ids
     step = next(i for i in range(3, 8) if probe[i] not in probe[:i])
     folder = tmp_path / "pkg"
@@ -125,7 +130,7 @@ def test_continue_after_an_answer_that_ended_on_eos(tiny, package, tmp_path):
     assert second.stats.prefill == "continued"
     fresh, inputs = _fresh(session, 3, 16)
     assert second.token_ids == fresh
-    assert second.token_ids == _hf(tiny("qwen2_5_vl"), inputs, 16, (probe[step],))
+    assert second.token_ids == _hf(tiny(family), inputs, 16, (probe[step],))
 
 
 @pytest.mark.parametrize("family", ["qwen2_5_vl", "gemma3"])
@@ -242,6 +247,21 @@ def test_a_failed_turn_gives_the_message_back(package, tmp_path):
         session.send("word " * 60, options=_greedy(4))
     assert [m.text for m in session.messages][:1] == ["Hi."] and len(session.messages) == 2
     assert len(store.load(session.conversation.id).messages) == 2
+
+
+def test_an_image_the_runtime_cannot_resize_is_a_clear_error_and_nothing_is_lost(package, tmp_path):
+    from PIL import Image
+
+    wide = tmp_path / "wide.png"
+    Image.new("RGB", (1000, 50), (200, 30, 30)).save(wide)  # ORT GenAI 0.18: resize fails
+    session = ChatSession(package("lfm2_vl"))
+    session.send("Hi.", options=_greedy(4))
+    with pytest.raises(MmforgeError, match="could not prepare the attachments") as e:
+        session.send("What is this?", session.prepare_attachments([(wide, IMAGE)]), _greedy(4))
+    assert "crop the image" in e.value.one_line()
+    assert len(session.messages) == 2
+    # The session still answers afterwards.
+    assert len(session.send("And now?", options=_greedy(4)).token_ids) == 4
 
 
 def test_cuda_is_refused_with_the_reason_where_it_is_missing(package):

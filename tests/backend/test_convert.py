@@ -14,7 +14,7 @@ from mmforge.backend.errors import Cancelled, MmforgeError
 from mmforge.backend.jobs import JobContext, Progress
 from mmforge.backend.runtime import Runtime
 
-CONVERTIBLE = ["qwen2_5_vl", "qwen3_vl", "mistral3", "gemma3", "gemma4", "phi4mm"]
+CONVERTIBLE = ["qwen2_5_vl", "qwen3_vl", "mistral3", "gemma3", "gemma4", "phi4mm", "lfm2_vl"]
 
 
 @pytest.mark.parametrize("family", CONVERTIBLE)
@@ -106,6 +106,24 @@ def test_qwen_preprocessing_matches_the_hf_processor(tiny, package, family):
         inputs.arrays["pixel_values"].reshape(n, 3, -1),
         ref.tensors["pixel_values"].numpy().reshape(n, 3, -1),
         channel_axis=1,
+    )
+
+
+def test_lfm2_vl_preprocessing_matches_the_hf_processor(tiny, package):
+    messages, inputs = _runtime_inputs(package("lfm2_vl"))
+    ref = hf_reference.prepare(tiny("lfm2_vl"), messages, [_probe()])
+    assert inputs.input_ids == ref.input_ids
+    assert (inputs.arrays["image_sizes"] == ref.tensors["spatial_shapes"].numpy()).all()
+    assert (
+        inputs.arrays["image_attention_mask"] == ref.tensors["pixel_attention_mask"].numpy()
+    ).all()
+    # Patches are flattened (row, column, channel): channel innermost.
+    ort = inputs.arrays["pixel_values"]
+    n, p = ort.shape[:2]
+    _assert_same_pixels_and_channel_order(
+        ort.reshape(n, p, -1, 3),
+        ref.tensors["pixel_values"].numpy().reshape(n, p, -1, 3),
+        channel_axis=3,
     )
 
 
@@ -240,6 +258,29 @@ def test_cancel_mid_build_leaves_nothing(tiny, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_cancel_while_the_lfm2_decoder_builder_runs_stops_it(tiny, tmp_path, monkeypatch):
+    import subprocess
+    import threading
+
+    children: list[subprocess.Popen] = []
+
+    class Recorded(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            children.append(self)
+            threading.Timer(0.5, ctx.cancel.cancel).start()  # while the builder runs
+
+    monkeypatch.setattr(subprocess, "Popen", Recorded)
+    out = tmp_path / "pkg"
+    ctx = JobContext(min_interval_s=0)
+    with pytest.raises(Cancelled):
+        convert(str(tiny("lfm2_vl")), out, ctx)
+    [builder] = children
+    assert builder.returncode is not None and builder.returncode < 0  # killed, not finished
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_failure_mid_write_keeps_the_old_package(tiny, package, tmp_path, monkeypatch):
     out = tmp_path / "pkg"
     shutil.copytree(package("qwen2_5_vl"), out)
@@ -303,8 +344,10 @@ def test_unsupported_family_exits_2(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("family", CONVERTIBLE)
-@pytest.mark.parametrize("dtype", ["f16", "int4"])
+@pytest.mark.parametrize(
+    "family,dtype",
+    [(f, d) for d in ("f16", "int4") for f in CONVERTIBLE if (f, d) != ("lfm2_vl", "f16")],
+)
 def test_f16_and_int4_packages_load_and_generate(package, family, dtype):
     import onnx
 
@@ -478,11 +521,46 @@ def test_byte_level_tokenizer_declared_as_llama_is_relabelled_so_ids_match(tiny,
     assert ort_ids == hf_ids["input_ids"]
 
 
-def test_a_runtime_family_without_a_converter_says_so(tiny, tmp_path):
+def test_lfm2_vl_f16_is_refused_with_the_reason(tiny, tmp_path):
+    with pytest.raises(MmforgeError) as e:
+        convert(str(tiny("lfm2_vl")), tmp_path / "out", dtype="f16")
+    assert "f32 or int4" in e.value.one_line()
+    assert not (tmp_path / "out").exists()
+    assert not list(tmp_path.iterdir())  # no staging folder left behind
+
+
+def test_lfm2_vl_decoder_weights_are_checked_against_the_checkpoint(package):
+    report = json.loads((package("lfm2_vl") / "weights_report.json").read_text())
+    assert report["summary"]["unused"] == 0 and report["summary"]["missing"] == 0
+    targets = {m["checkpoint"]: m["targets"] for m in report["mapped"]}
+    q = "model.language_model.layers.1.self_attn.q_proj.weight"
+    assert targets[q] == ["decoder/model.layers.1.attn.qkv_proj.MatMul.weight"]
+    embed = targets["model.language_model.embed_tokens.weight"]
+    assert sorted(embed) == [
+        "decoder/lm_head.MatMul.weight",
+        "embedding/model.language_model.embed_tokens.weight",
+    ]
+
+
+def test_lfm2_vl_builder_weights_that_differ_from_the_checkpoint_fail(tiny, tmp_path, monkeypatch):
+    from mmforge.backend import lfm2_graphs
+
+    real = lfm2_graphs.builder_sources
+
+    def swapped(cfg):  # pretend the builder read w3 where it read w1
+        sources = real(cfg)
+        gate, up = (
+            "model.layers.0.mlp.gate_proj.MatMul.weight",
+            "model.layers.0.mlp.up_proj.MatMul.weight",
+        )
+        sources[gate], sources[up] = sources[up], sources[gate]
+        return sources
+
+    monkeypatch.setattr(lfm2_graphs, "builder_sources", swapped)
     with pytest.raises(MmforgeError) as e:
         convert(str(tiny("lfm2_vl")), tmp_path / "out")
-    assert "Converting LFM2-VL is not supported yet" in e.value.one_line()
-    assert not (tmp_path / "out").exists()
+    assert "gate_proj.MatMul.weight differs from the checkpoint" in e.value.one_line()
+    assert not list(tmp_path.iterdir())
 
 
 def test_remote_code_checkpoints_are_refused_with_the_native_alternative(tmp_path):

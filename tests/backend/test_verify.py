@@ -20,6 +20,7 @@ GOOD = {
     "gemma3": "PASS",
     "mistral3": "PASS",
     "phi4mm": "PASS",
+    "lfm2_vl": "PASS",
     # Documented gap: the runtime wraps image and audio blocks in blank lines.
     "gemma4": "AMBIGUOUS",
 }
