@@ -439,7 +439,7 @@ def render_profile(p: Any) -> str:
             f"  parameters   {human_count(s.parameters['total'])} ({parts}; from {s.source})"
         )
         lines.append(f"  checkpoint   {human_bytes(s.checkpoint_bytes)}")
-        for d in ("f32", "f16", "int4"):
+        for d in s.package_bytes:
             lines.append(
                 f"  package {d:<4} {human_bytes(s.package_bytes[d])}, "
                 f"runtime memory ≈ {human_bytes(s.memory_bytes[d])}"

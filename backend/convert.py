@@ -140,6 +140,12 @@ def convert(
             f"Converting {family.name} is not supported yet in this version of mmforge",
             "Supported now: " + ", ".join(f.name for f in families.ALL if f.package),
         )
+    if dtype not in family.package.dtypes:
+        raise MmforgeError(
+            f"{family.name} converts to {' or '.join(family.package.dtypes)} in this version, "
+            f"not {dtype}",
+            f"Use --dtype {family.package.dtypes[0]}",
+        )
     _remove_stale_staging(out)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.mmforge-{os.getpid()}-", dir=out.parent))
     staging.chmod(0o755)  # mkdtemp makes it private; a package is an ordinary folder

@@ -171,7 +171,7 @@ def build_graphs(
         MmforgeError: mobius does not know the model type, or its build failed.
     """
     if family.package and family.package.engine == "lfm2_vl":
-        return _build_lfm2_vl(folder, dtype, ep, work, ctx or JobContext())
+        return _build_lfm2_vl(folder, ep, work, ctx or JobContext())
     import transformers
 
     with quiet_library():
@@ -213,9 +213,7 @@ def build_graphs(
     return BuiltGraphs(models=models, module=module)
 
 
-def _build_lfm2_vl(
-    folder: Path, dtype: str, ep: str, work: Path | None, ctx: JobContext
-) -> BuiltGraphs:
+def _build_lfm2_vl(folder: Path, ep: str, work: Path | None, ctx: JobContext) -> BuiltGraphs:
     """LFM2-VL: our vision and embedding graphs, the ORT GenAI builder's decoder."""
     import onnx_ir as ir
 
@@ -230,7 +228,7 @@ def _build_lfm2_vl(
         "vision_encoder": lfm2_graphs.vision_graph(cfg),
         "embedding": lfm2_graphs.embedding_graph(cfg),
     }
-    built = lfm2_graphs.builder_decoder(folder, work, dtype, "cpu" if ep == "default" else ep, ctx)
+    built = lfm2_graphs.builder_decoder(folder, work, "cpu" if ep == "default" else ep, ctx)
     models["decoder"] = ir.load(built / "model.onnx")
     return BuiltGraphs(
         models=models, baked={"decoder": lfm2_graphs.builder_sources(cfg)}, work=work

@@ -169,8 +169,16 @@ def _tensors(
     return None, "unknown"
 
 
-def estimate_sizes(tensors: list[TensorInfo] | None, source: str, cfg: Cfg) -> Sizes:
-    """Parameter counts per component and package/memory estimates per dtype."""
+def estimate_sizes(
+    tensors: list[TensorInfo] | None, source: str, cfg: Cfg, family: Family | None = None
+) -> Sizes:
+    """Parameter counts per component and package/memory estimates per dtype.
+
+    Only the dtypes the family converts to are estimated. Where the decoder comes from
+    ONNX Runtime GenAI's builder (LFM2-VL), which loads the whole model in torch, the
+    conversion peak is that model in f32 twice over (the torch model and the ONNX copy
+    it builds) rather than the streaming path's largest tensor.
+    """
     if not tensors:
         return Sizes(source=source)
     by_comp: dict[str, list[TensorInfo]] = {c: [] for c in COMPONENTS}
@@ -204,9 +212,13 @@ def estimate_sizes(tensors: list[TensorInfo] | None, source: str, cfg: Cfg) -> S
     kv_heads = int(text.get("num_key_value_heads", heads))
     head_dim = int(text.get("head_dim", 0) or int(text.get("hidden_size", 0)) // max(heads, 1))
     kv_elems = 2 * layers * kv_heads * head_dim * KV_CONTEXT
-    pkg = {d: package(d) for d in DTYPES}
-    mem = {d: pkg[d] + kv_elems * (2 if d == "f16" else 4) for d in DTYPES}
+    spec = family.package if family is not None else None
+    dtypes = spec.dtypes if spec is not None else DTYPES
+    pkg = {d: package(d) for d in dtypes}
+    mem = {d: pkg[d] + kv_elems * (2 if d == "f16" else 4) for d in dtypes}
     largest_tensor = max(t.numel for t in tensors) * 4
+    if spec is not None and spec.engine != "mobius":
+        largest_tensor = params["total"] * 4  # the builder holds the whole model
     return Sizes(
         source=source,
         parameters=params,
@@ -312,7 +324,7 @@ def profile_folder(
         image_tokens=family.image_tokens(cfg, read_preprocessor(folder)),
         dtype=_dtype(cfg),
         remote_code=remote,
-        sizes=estimate_sizes(tensors, tensor_source, cfg),
+        sizes=estimate_sizes(tensors, tensor_source, cfg, family),
         notes=family.notes,
         warnings=tuple(warnings),
         commit=resolved.commit,

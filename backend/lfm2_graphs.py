@@ -317,20 +317,16 @@ def embedding_graph(cfg: Cfg) -> Any:
     return g.model()
 
 
-def builder_decoder(folder: Path, work: Path, dtype: str, ep: str, ctx: JobContext) -> Path:
+def builder_decoder(folder: Path, work: Path, ep: str, ctx: JobContext) -> Path:
     """The LFM2 decoder from ONNX Runtime GenAI's model builder (inputs_embeds in).
 
     The builder runs in a child process so that cancel can stop it and its memory (it
-    loads the whole checkpoint in torch) is returned when it ends.
+    loads the whole checkpoint in torch) is returned when it ends. It always builds f32;
+    int4 is quantized afterwards like every other decoder.
 
     Returns:
         The builder's output folder (model.onnx, genai_config.json).
     """
-    if dtype == "f16":
-        raise MmforgeError(
-            "LFM2-VL converts to f32 or int4 on this version",
-            "The runtime's hybrid decoder builder has no f16 CPU path; use --dtype f32 or int4",
-        )
     out = work / "decoder"
     cmd = [
         sys.executable, "-m", "onnxruntime_genai.models.builder",

@@ -118,6 +118,7 @@ class PackageSpec:
             (GroupQueryAttention with built-in rotary) is right for this family; when not,
             the portable Attention + RotaryEmbedding graph is built instead.
         decoder_fields: Extra `model.decoder.*` keys (LFM2's layer types and conv cache).
+        dtypes: The package dtypes this family converts to.
         engine: Which graph builder makes the graphs: "mobius", or "lfm2_vl" (our own
             vision and embedding graphs around ORT GenAI's builder decoder; lfm2_graphs.py).
         notes: What this family's packaging fixes or cannot express, for the manifest.
@@ -137,6 +138,7 @@ class PackageSpec:
     hidden_multiple: Callable[[Cfg], int] = lambda cfg: 1
     decoder_fields: Callable[[Cfg], dict[str, Any]] = lambda cfg: {}
     engine: str = "mobius"
+    dtypes: tuple[str, ...] = ("f32", "f16", "int4")
     notes: tuple[str, ...] = ()
 
 

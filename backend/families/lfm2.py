@@ -127,6 +127,8 @@ LFM2_VL_PACKAGE = PackageSpec(
     rename_checkpoint=_hub_layout,
     decoder_fields=_decoder_fields,
     engine="lfm2_vl",
+    # ORT GenAI's builder has no f16 CPU path for the hybrid decoder.
+    dtypes=("f32", "int4"),
     notes=(
         "Graphs: the SigLIP2 NaFlex vision tower and the embedding are mmforge's own (mobius "
         "0.1 has no LFM2); the hybrid conv/attention decoder is ONNX Runtime GenAI's builder's, "

@@ -133,6 +133,23 @@ def test_a_perturbed_vision_weight_fails_the_vision_encoder(tiny, package, tmp_p
     assert "vision weight" in report.cause
 
 
+@pytest.mark.parametrize(
+    "graph,pick,stage",
+    [
+        ("vision.onnx", lambda n: "encoder.layers.1.mlp.fc1.weight" in n, "vision_encoder"),
+        ("vision.onnx", lambda n: "position_embedding" in n, "vision_encoder"),
+        ("decoder.onnx", lambda n: "layers.0.conv.conv.weight" in n, "decoder_prefill"),
+    ],
+    ids=["vision-mlp", "vision-positions", "decoder-conv"],
+)
+def test_lfm2_vl_sabotage_names_the_stage(tiny, package, tmp_path, graph, pick, stage):
+    folder = _copy(package, "lfm2_vl", tmp_path)
+    name = _perturb(folder, graph, pick)
+    report = _report(tiny, folder, "lfm2_vl")
+    assert report.first_divergent_stage == stage, name
+    assert {c.name: c.verdict for c in report.components}["preprocessing"] == "PASS"
+
+
 def test_a_perturbed_decoder_layer_fails_the_decoder(tiny, package, tmp_path):
     folder = _copy(package, "gemma3", tmp_path)
     name = _perturb(folder, "decoder.onnx", lambda n: "layers.1.mlp" in n and "weight" in n)
