@@ -139,11 +139,14 @@ def _phi4_dynamic(image: Any, crop: int, patch: int, mask_size: int, max_num: in
 
 
 def lfm2_vl_images(images: list[Any], settings: dict[str, Any]) -> dict[str, Any]:
-    """Lfm2VlImageProcessor without tiling (the runtime does not tile either)."""
+    """Lfm2VlImageProcessor for images it does not split into tiles.
+
+    The runtime never tiles. HF tiles an image only when splitting is on and the image is
+    larger than its token budget (times max_pixels_tolerance); such an image raises
+    ValueError here, since the two sides then see different inputs by design.
+    """
     import torch
 
-    if settings.get("do_image_splitting", True):
-        raise ValueError("only do_image_splitting=False is supported without torchvision")
     patch = int(settings.get("encoder_patch_size", 16))
     factor = int(settings.get("downsample_factor", 2))
     low = int(settings.get("min_image_tokens", 64))
@@ -151,10 +154,21 @@ def lfm2_vl_images(images: list[Any], settings: dict[str, Any]) -> dict[str, Any
     mean = settings.get("image_mean", [0.5, 0.5, 0.5])
     std = settings.get("image_std", [0.5, 0.5, 0.5])
     scale = float(settings.get("rescale_factor", 1 / 255))
-    max_patches = high * factor * factor
+    tiles = (int(settings.get("min_tiles", 2)), int(settings.get("max_tiles", 10)))
+    splitting = bool(settings.get("do_image_splitting", True)) and tiles != (1, 1)
+    tolerance = float(settings.get("max_pixels_tolerance", 2.0))
+    tile_patches = (int(settings.get("tile_size", 512)) // patch) ** 2 if splitting else 0
+    max_patches = max(high * factor * factor, tile_patches)
     pixels, masks, shapes, tokens = [], [], [], []
     for pil in images:
         image = to_uint8_chw(pil)
+        if splitting and _lfm2_too_large(
+            image.shape[-2], image.shape[-1], patch, factor, high, tolerance
+        ):
+            raise ValueError(
+                f"HF splits this {image.shape[-1]}x{image.shape[-2]} image into tiles, which "
+                "ONNX Runtime GenAI does not do; compare with a smaller image"
+            )
         h, w = lfm2_smart_resize(image.shape[-2], image.shape[-1], patch, factor, low, high)
         image = _normalize(resize(image, h, w, "bilinear"), scale, mean, std)
         ph, pw = h // patch, w // patch
@@ -173,6 +187,16 @@ def lfm2_vl_images(images: list[Any], settings: dict[str, Any]) -> dict[str, Any
         "spatial_shapes": torch.tensor(shapes, dtype=torch.long),
         "num_tokens": tokens,
     }
+
+
+def _lfm2_too_large(
+    height: int, width: int, patch: int, factor: int, high: int, tolerance: float
+) -> bool:
+    """Whether HF's Lfm2VlImageProcessor would tile this image (when splitting is on)."""
+    total = patch * factor
+    h_bar = max(patch, round(height / total) * total)
+    w_bar = max(patch, round(width / total) * total)
+    return h_bar * w_bar > high * patch * patch * factor * factor * tolerance
 
 
 def lfm2_smart_resize(

@@ -312,7 +312,12 @@ def _lfm2_vl(
     tensors: dict[str, Any] = {}
     reps: list[str] = []
     if images:
-        out = lfm2_vl_images(images, read_json(folder / "preprocessor_config.json", "model"))
+        try:
+            out = lfm2_vl_images(images, read_json(folder / "preprocessor_config.json", "model"))
+        except ValueError as e:
+            raise MmforgeError(
+                str(e), "Large images differ from HF by design (no tiling)"
+            ) from None
         reps = [f"<|image_start|>{'<image>' * n}<|image_end|>" for n in out.pop("num_tokens")]
         tensors.update(out)
     expanded = _replace_each(prompt, "<image>", reps)

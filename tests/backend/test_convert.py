@@ -581,3 +581,26 @@ def test_remote_code_checkpoints_are_refused_with_the_native_alternative(tmp_pat
         convert(str(folder), tmp_path / "out", trust_remote_code=True)
     assert "phi4_multimodal" in e.value.one_line()
     assert not (tmp_path / "out").exists()
+
+
+def test_lfm2_vl_with_image_splitting_on_matches_transformers(tiny, tmp_path):
+    """Released LFM2-VL checkpoints split large images, so HF pads every image to a
+    tile's 1024 patches; the package must pad the same way for images HF keeps whole."""
+    src = tmp_path / "ck"
+    shutil.copytree(tiny("lfm2_vl"), src)
+    config = json.loads((src / "preprocessor_config.json").read_text())
+    config["do_image_splitting"] = True
+    (src / "preprocessor_config.json").write_text(json.dumps(config))
+    convert(str(src), tmp_path / "pkg")
+    genai = json.loads((tmp_path / "pkg" / "genai_config.json").read_text())
+    assert genai["model"]["vision"]["max_num_patches"] == 1024
+    rt = Runtime(tmp_path / "pkg")
+    messages = hf_reference.messages_for("Describe this image.", n_images=1)
+    inputs = rt.process(rt.prompt(messages), images=[resources.probe_image()])
+    assert inputs.arrays["pixel_values"].shape[1] == 1024
+    ref = hf_reference.prepare(src, messages, [_probe()])
+    assert inputs.input_ids == ref.input_ids
+    assert ref.tensors["pixel_values"].shape[1] == 1024
+    ort_tokens = rt.greedy(inputs, 32)
+    hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(src), ref, 32)
+    assert len(set(hf_tokens)) >= 4 and ort_tokens == hf_tokens

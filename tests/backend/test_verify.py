@@ -262,3 +262,16 @@ def test_a_runtime_that_mangles_mixed_orientations_fails_preprocessing_cleanly(
     report = verify(package("mistral3"), str(tiny("mistral3")), images=images, tokens=4)
     assert report.verdict == "FAIL" and report.first_divergent_stage == "preprocessing"
     assert "pixel values have shape" in report.cause
+
+
+def test_an_image_hf_would_tile_is_one_clear_error_for_lfm2_vl(tiny, package, tmp_path):
+    """Real LFM2-VL checkpoints split large images into tiles; the runtime never does."""
+    from PIL import Image
+
+    reference = tmp_path / "reference"
+    shutil.copytree(tiny("lfm2_vl"), reference)
+    _edit_json(reference / "preprocessor_config.json", lambda d: d.update(do_image_splitting=True))
+    big = tmp_path / "big.png"
+    Image.new("RGB", (700, 500), (20, 120, 220)).save(big)
+    with pytest.raises(MmforgeError, match="HF splits this 700x500 image into tiles"):
+        verify(package("lfm2_vl"), str(reference), images=[big])
