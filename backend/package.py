@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,10 @@ TOKENIZER_FILES = (
 _BAD_BPE_CLASSES = {"LlamaTokenizer", "LlamaTokenizerFast", "CLIPTokenizer", "CLIPTokenizerFast"}
 
 
+WRITE_WORKERS = max(2, min(4, os.cpu_count() or 1))
+WRITE_BUDGET_BYTES = 512 * 2**20  # tensors held at once while writing (one may be larger)
+
+
 @dataclass(frozen=True)
 class GraphIO:
     """The input and output names of a component graph (all packaging needs of it)."""
@@ -68,7 +73,16 @@ def save_component(model: Any, component: str, out: Path, ctx: JobContext) -> di
     def progress(tensor: Any, info: Any) -> None:
         ctx.report("write", info.index + 1, total, unit="tensors", message=filename)
 
-    ir.save(model, out / filename, external_data=filename + ".data", callback=progress)
+    # Tensors are read (and transposed) and written on a thread per core, within a byte
+    # budget: reading, transposing and writing release the GIL, so they overlap.
+    ir.save(
+        model,
+        out / filename,
+        external_data=filename + ".data",
+        callback=progress,
+        max_workers=WRITE_WORKERS,
+        max_in_flight_bytes=WRITE_BUDGET_BYTES,
+    )
     return {
         path.name: path.stat().st_size
         for path in (out / filename, out / (filename + ".data"))
