@@ -29,6 +29,7 @@ from mmforge.gui.bridge import JobRunner
 from mmforge.gui.errors import show_error
 from mmforge.gui.state import AppState
 
+DTYPES = ("f32", "f16", "int4")
 STAGES = ("download", "inspect", "build", "weights", "write", "quantize", "package", "validate")
 FILTERS = ("all", "mapped", "unused", "missing", "shape mismatch")
 
@@ -48,7 +49,7 @@ class ConvertView(QWidget):
         self.runner = JobRunner(self)
         self.source = QLabel("No model picked yet: start on the Model page.")
         self.dtype = QComboBox()
-        self.dtype.addItems(["f32", "f16", "int4"])
+        self.dtype.addItems(list(DTYPES))
         self.dtype.setCurrentText(str(state.settings.value("dtype", "f32")))
         self.target = QComboBox()
         self.target.addItems(["cpu", "cuda"])
@@ -124,6 +125,7 @@ class ConvertView(QWidget):
         self.runner.cancelled.connect(self._on_cancelled)
         self.runner.finished.connect(self._on_finished)
         state.source_changed.connect(self._on_source)
+        state.profile_changed.connect(self._on_profile)
         self._report: list[tuple[str, str, str, str]] = []
         self._started = 0.0
 
@@ -132,6 +134,16 @@ class ConvertView(QWidget):
         self.source.setText(source)
         name = Path(source.rstrip("/")).name.split("@")[0] or "model"
         self.output.setText(str(self.state.packages_folder() / f"{name}-onnx"))
+
+    @Slot(dict)
+    def _on_profile(self, profile: dict[str, Any]) -> None:
+        """Offer only the precisions this family converts to (LFM2-VL has no f16)."""
+        sizes = (profile.get("sizes") or {}).get("package_bytes") or {}
+        offered = [d for d in DTYPES if d in sizes] or list(DTYPES)
+        current = self.dtype.currentText()
+        self.dtype.clear()
+        self.dtype.addItems(offered)
+        self.dtype.setCurrentText(current if current in offered else offered[0])
 
     @Slot(bool)
     def _toggle_log(self, shown: bool) -> None:

@@ -93,7 +93,8 @@ def profile_html(p: dict[str, Any]) -> str:
         rows = "".join(
             f"<tr><td>{d}</td><td>{human_bytes(sizes['package_bytes'][d])}</td>"
             f"<td>{human_bytes(sizes['memory_bytes'][d])}</td></tr>"
-            for d in sizes["package_bytes"]
+            for d in ("f32", "f16", "int4")
+            if d in sizes["package_bytes"]
         )
         parts.append(
             f"<table><tr><th>dtype</th><th>package</th><th>runtime memory</th></tr>{rows}</table>"

@@ -118,6 +118,21 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path):
     assert not _dialogs(window)
 
 
+def test_convert_offers_only_the_precisions_the_family_converts_to(qtbot, window, tiny):
+    model, convert = window.model_view, window.convert_view
+    items = lambda: [convert.dtype.itemText(i) for i in range(convert.dtype.count())]  # noqa: E731
+    convert.dtype.setCurrentText("f16")
+    model.source.setText(str(tiny("lfm2_vl")))
+    with qtbot.waitSignal(window.state.profile_changed, timeout=LONG):
+        model.inspect_button.click()
+    assert "LFM2-VL" in model.card.toPlainText()
+    assert items() == ["f32", "int4"] and convert.dtype.currentText() == "f32"
+    model.source.setText(str(tiny("qwen2_5_vl")))
+    with qtbot.waitSignal(window.state.profile_changed, timeout=LONG):
+        model.inspect_button.click()
+    assert items() == ["f32", "f16", "int4"]
+
+
 def test_a_corrupt_image_gets_a_dialog_and_the_draft_is_kept(qtbot, window, package, tmp_path):
     chat = window.chat_view
     chat.package.setText(str(package("qwen2_5_vl")))
