@@ -30,6 +30,7 @@ import numpy as np
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
+from mmforge.backend.families.lfm2 import layer_kinds
 from mmforge.backend.jobs import JobContext
 
 VISION_PREFIX = "model.vision_tower."
@@ -362,7 +363,7 @@ def builder_sources(cfg: Cfg) -> dict[str, tuple[tuple[str, ...], str]]:
     transposed (the builder fuses the attention projections).
     """
     text = cfg.text
-    layer_types = list(text.get("layer_types") or [])
+    layer_types = layer_kinds(cfg)
     n = int(text.get("num_hidden_layers"))
     out: dict[str, tuple[tuple[str, ...], str]] = {}
     for i in range(n):

@@ -102,11 +102,26 @@ def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     }
 
 
-def _decoder_fields(cfg: Cfg) -> dict[str, Any]:
+def layer_kinds(cfg: Cfg) -> list[str]:
+    """Each decoder layer's kind, "conv" or "full_attention", as transformers reads them.
+
+    Older configs name the attention layers in `full_attn_idxs` instead of `layer_types`;
+    with neither, every layer attends.
+    """
     text = cfg.text
+    n = int(text.get("num_hidden_layers"))
+    kinds = text.get("layer_types")
+    if kinds:
+        return [str(k) for k in kinds]
+    attention = text.get("full_attn_idxs")
+    attention = set(range(n)) if attention is None else {int(i) for i in attention}
+    return ["full_attention" if i in attention else "conv" for i in range(n)]
+
+
+def _decoder_fields(cfg: Cfg) -> dict[str, Any]:
     return {
-        "layer_types": list(text.get("layer_types") or []),
-        "conv_cache_size": int(text.get("conv_L_cache", 3)) - 1,
+        "layer_types": layer_kinds(cfg),
+        "conv_cache_size": int(cfg.text.get("conv_L_cache", 3)) - 1,
     }
 
 

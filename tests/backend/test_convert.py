@@ -604,3 +604,14 @@ def test_lfm2_vl_with_image_splitting_on_matches_transformers(tiny, tmp_path):
     ort_tokens = rt.greedy(inputs, 32)
     hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(src), ref, 32)
     assert len(set(hf_tokens)) >= 4 and ort_tokens == hf_tokens
+
+
+def test_lfm2_layer_kinds_read_older_configs_as_transformers_does():
+    from transformers import Lfm2Config
+
+    from mmforge.backend.families import Cfg
+    from mmforge.backend.families.lfm2 import layer_kinds
+
+    for text in ({"num_hidden_layers": 4, "full_attn_idxs": [1, 3]}, {"num_hidden_layers": 3}):
+        expected = Lfm2Config(**text).layer_types
+        assert layer_kinds(Cfg({"text_config": text})) == expected
