@@ -175,7 +175,7 @@ def test_inspect_full_size_default_configs(
     sizes = p.sizes.package_bytes
     if key == "lfm2_vl":  # no f16 path; its decoder builder holds the whole model
         assert list(sizes) == ["f32", "int4"] and sizes["int4"] < sizes["f32"]
-        assert p.sizes.convert_peak_bytes > 2 * 4 * p.sizes.parameters["total"]
+        assert p.sizes.convert_peak_bytes > 4 * p.sizes.parameters["total"]
     else:
         assert sizes["f16"] * 2 == sizes["f32"] or key in ("phi4mm",)
         assert sizes["int4"] < sizes["f16"] < sizes["f32"]
