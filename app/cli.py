@@ -195,6 +195,23 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     return serve()
 
 
+GENAI_BUILDER = "genai-builder"  # internal: `mmforge genai-builder ARGS...`
+
+
+def _genai_builder(builder_args: list[str]) -> int:
+    """ONNX Runtime GenAI's model builder as a program of this app.
+
+    LFM2-VL's decoder is built in a child process, which a frozen app can only start
+    through its own executable. Its arguments are the builder's own, so this runs before
+    mmforge's parser sees them.
+    """
+    import runpy
+
+    sys.argv = ["onnxruntime_genai.models.builder", *builder_args]
+    runpy.run_module("onnxruntime_genai.models.builder", run_name="__main__", alter_sys=True)
+    return 0
+
+
 def _cmd_convert(args: argparse.Namespace) -> int:
     from mmforge.backend.convert import convert
     from mmforge.backend.jobs import JobContext
@@ -467,6 +484,9 @@ def _log_file() -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == [GENAI_BUILDER]:
+        return _genai_builder(args_list[1:])
     parser = _build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -21,7 +21,6 @@ import contextlib
 import math
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -329,11 +328,13 @@ def builder_decoder(folder: Path, work: Path, ep: str, ctx: JobContext) -> Path:
         The builder's output folder (model.onnx, genai_config.json).
     """
     out = work / "decoder"
-    cmd = [
-        sys.executable, "-m", "onnxruntime_genai.models.builder",
+    from mmforge.backend.worker import app_command
+
+    cmd = app_command(
+        "genai-builder",
         "-i", str(folder), "-o", str(out), "-p", "fp32", "-e", ep,
         "-c", str(work / "cache"), "--extra_options", "exclude_embeds=true", "hf_token=false",
-    ]  # fmt: skip
+    )  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)

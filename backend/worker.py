@@ -185,11 +185,19 @@ def _listen(stdin: IO[str], ctx: JobContext) -> None:
             return
 
 
-def worker_command() -> list[str]:
-    """How to start a worker: the frozen app's own executable, else this interpreter."""
+def app_command(*args: str) -> list[str]:
+    """How to run an mmforge subcommand in a child process.
+
+    The frozen app's own executable, else this interpreter.
+    """
     if getattr(sys, "frozen", False):
-        return [sys.executable, "worker"]
-    return [sys.executable, "-m", "mmforge.app", "worker"]
+        return [sys.executable, *args]
+    return [sys.executable, "-m", "mmforge.app", *args]
+
+
+def worker_command() -> list[str]:
+    """How to start a worker."""
+    return app_command("worker")
 
 
 class WorkerJob:
