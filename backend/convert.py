@@ -200,7 +200,8 @@ def _build_into(
         ctx.report("build", 0, 1, message="building graphs", force=True)
         build_ep = ep if family.package.fused_attention else "default"
         graphs = build_graphs(folder, family, dtype, build_ep, work=staging / ".build", ctx=ctx)
-        fixes: list[str | None] = [fix(graphs.models, cfg) for fix in family.package.graph_fixes]
+        fixes: list[str | None] = [*graphs.notes]
+        fixes += [fix(graphs.models, cfg) for fix in family.package.graph_fixes]
         if family.package.engine == "mobius":  # our own embedding graphs have the guard
             fixes.append(text_embedding_without_features(graphs.models, cfg))
         ctx.report("build", 1, 1, message=", ".join(graphs.models))

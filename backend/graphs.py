@@ -40,6 +40,10 @@ class BuiltGraphs:
             (checkpoint tensors, how they combine; see lfm2_graphs.combine). The weight
             plan checks each against the checkpoint instead of filling it.
         work: A scratch folder the graphs' external data lives in until they are written.
+        notes: What the build fixed, for the manifest.
+        must_use: Checkpoint name prefixes whose every tensor must reach a graph: one left
+            unused is a conversion error (a builder that bakes its own weights may skip
+            one silently, as ORT GenAI's did LFM2's projection biases).
     """
 
     models: dict[str, Any]
@@ -48,6 +52,8 @@ class BuiltGraphs:
         default_factory=dict
     )
     work: Path | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
+    must_use: tuple[str, ...] = ()
 
     def rename_weights(self, state_dict: dict[str, Any]) -> dict[str, Any]:
         """Map checkpoint names to initializer names (mobius's per-family renames)."""
@@ -230,8 +236,13 @@ def _build_lfm2_vl(folder: Path, ep: str, work: Path | None, ctx: JobContext) ->
     }
     built = lfm2_graphs.builder_decoder(folder, work, "cpu" if ep == "default" else ep, ctx)
     models["decoder"] = ir.load(built / "model.onnx")
+    fixed = lfm2_graphs.add_conv_biases(models["decoder"], cfg, folder)
     return BuiltGraphs(
-        models=models, baked={"decoder": lfm2_graphs.builder_sources(cfg)}, work=work
+        models=models,
+        baked={"decoder": lfm2_graphs.builder_sources(cfg)},
+        work=work,
+        notes=[fixed] if fixed else [],
+        must_use=lfm2_graphs.MUST_USE,
     )
 
 

@@ -36,6 +36,15 @@ VISION_PREFIX = "model.vision_tower."
 PROJECTOR_PREFIX = "model.multi_modal_projector."
 TEXT_PREFIX = "model.language_model."
 _OPSET = 18
+# Every checkpoint tensor under these names is used by transformers' Lfm2Vl (the SigLIP2
+# pooling head, when present, is not).
+MUST_USE = (
+    TEXT_PREFIX,
+    PROJECTOR_PREFIX,
+    VISION_PREFIX + "embeddings.",
+    VISION_PREFIX + "encoder.",
+    VISION_PREFIX + "post_layernorm.",
+)
 
 
 class _Graph:
@@ -390,8 +399,8 @@ def builder_sources(cfg: Cfg) -> dict[str, tuple[tuple[str, ...], str]]:
             out[dst + "conv.conv.weight"] = ((src + "conv.conv.weight",), "same")
             out[dst + "conv.out_proj.MatMul.weight"] = ((src + "conv.out_proj.weight",), "t")
             if text.get("conv_bias"):
-                for part in ("in_proj", "out_proj"):
-                    out[f"{dst}conv.{part}.Add.bias"] = ((f"{src}conv.{part}.bias",), "same")
+                for part in ("in_proj", "out_proj"):  # added by add_conv_biases
+                    out[f"{dst}conv.{part}.bias"] = ((f"{src}conv.{part}.bias",), "same")
                 out[dst + "conv.conv.bias"] = ((src + "conv.conv.bias",), "same")
     out[f"model.layers.{n}.final_norm_layernorm.weight"] = (
         (TEXT_PREFIX + "embedding_norm.weight",),
@@ -404,6 +413,58 @@ def builder_sources(cfg: Cfg) -> dict[str, tuple[tuple[str, ...], str]]:
     )
     out["lm_head.MatMul.weight"] = ((head,), "t")
     return out
+
+
+def add_conv_biases(decoder: Any, cfg: Cfg, folder: Path) -> str | None:
+    """Add the short convolutions' in_proj/out_proj biases, which the builder leaves out.
+
+    With `conv_bias`, transformers' Lfm2ShortConv has biases on both projections; the
+    ORT GenAI builder (0.18) keeps only the convolution's own bias, so such a checkpoint
+    would compute wrong logits. Each bias is added after its MatMul, with the checkpoint's
+    values (check_baked compares them again when the decoder is written).
+
+    Returns:
+        A line for the manifest, or None when the checkpoint has no such biases.
+    """
+    import onnx_ir as ir
+
+    from mmforge.backend.checkpoint import read_tensor, safetensors_headers
+    from mmforge.backend.errors import LayoutError
+
+    if not cfg.text.get("conv_bias"):
+        return None
+    where = {
+        name: path
+        for path, header in (safetensors_headers(folder) or {}).items()
+        for name in header
+    }
+    graph = decoder.graph
+    nodes = {node.name: node for node in graph}
+    added = 0
+    for i, kind in enumerate(layer_kinds(cfg)):
+        if kind != "conv":
+            continue
+        for part in ("in_proj", "out_proj"):
+            source = f"{TEXT_PREFIX}layers.{i}.conv.{part}.bias"
+            matmul = nodes.get(f"/model/layers.{i}/conv/{part}/MatMul")
+            if matmul is None or source not in where:
+                raise LayoutError(f"Cannot place {source} in the builder's decoder")
+            name = f"model.layers.{i}.conv.{part}.bias"
+            array = read_tensor(where[source], source).float().numpy()
+            bias = ir.Value(
+                name=name,
+                type=ir.TensorType(ir.DataType.FLOAT),
+                shape=ir.Shape(list(array.shape)),
+                const_value=ir.tensor(array, name=name),
+            )
+            graph.register_initializer(bias)
+            product = matmul.outputs[0]
+            add = ir.node("Add", inputs=[product, bias], name=f"{matmul.name}/bias")
+            graph.insert_after(matmul, add)
+            product.replace_all_uses_with(add.outputs[0])
+            add.replace_input_with(0, product)  # the line above rewired this one too
+            added += 1
+    return f"Decoder: {added} short-convolution projection biases added (the builder drops them)"
 
 
 # Initializers the builder computes rather than reads (rotary tables).

@@ -300,6 +300,12 @@ def plan_weights(
             report.mapped.append(
                 {"checkpoint": name, "shape": list(ref.shape), "targets": targets[name]}
             )
+        elif any((normalise(name) if normalise else name).startswith(p) for p in graphs.must_use):
+            # A builder that writes its own weights skipped one the model computes with.
+            report.missing.append(
+                {"component": "(no place in the built graphs)", "initializer": name,
+                 "shape": list(ref.shape)}
+            )  # fmt: skip
         else:
             report.unused.append({"checkpoint": name, "shape": list(ref.shape)})
     if not report.ok:

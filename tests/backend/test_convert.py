@@ -615,3 +615,54 @@ def test_lfm2_layer_kinds_read_older_configs_as_transformers_does():
     for text in ({"num_hidden_layers": 4, "full_attn_idxs": [1, 3]}, {"num_hidden_layers": 3}):
         expected = Lfm2Config(**text).layer_types
         assert layer_kinds(Cfg({"text_config": text})) == expected
+
+
+def _lfm2_variant(tiny, tmp_path, edit_text, edit_weights):
+    from safetensors.torch import load_file, save_file
+
+    src = tmp_path / "ck"
+    shutil.copytree(tiny("lfm2_vl"), src)
+    config = json.loads((src / "config.json").read_text())
+    edit_text(config["text_config"])
+    (src / "config.json").write_text(json.dumps(config))
+    weights = load_file(src / "model.safetensors")
+    edit_weights(weights)
+    save_file(weights, src / "model.safetensors", metadata={"format": "pt"})
+    return src
+
+
+def test_lfm2_conv_projection_biases_the_builder_drops_are_added(tiny, tmp_path):
+    """transformers uses in_proj/out_proj biases when conv_bias is set; ORT GenAI's builder
+    leaves them out (measured: the top token then differs at every position)."""
+    import torch
+
+    def biases(weights):
+        g = torch.Generator().manual_seed(0)
+        for part, size in (("in_proj", 192), ("out_proj", 64), ("conv", 64)):
+            weights[f"model.language_model.layers.0.conv.{part}.bias"] = (
+                torch.randn(size, generator=g) * 0.5
+            )
+
+    src = _lfm2_variant(tiny, tmp_path, lambda t: t.update(conv_bias=True), biases)
+    manifest = convert(str(src), tmp_path / "pkg")
+    assert manifest.weights["unused"] == 0 and manifest.weights["missing"] == 0
+    assert any("2 short-convolution projection biases added" in n for n in manifest.notes)
+    rt = Runtime(tmp_path / "pkg")
+    messages = hf_reference.messages_for("Describe this image.", n_images=1)
+    inputs = rt.process(rt.prompt(messages), images=[resources.probe_image()])
+    ref = hf_reference.from_runtime(src, inputs.prompt, inputs.arrays)
+    hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(src), ref, 32)
+    assert len(set(hf_tokens)) >= 4 and rt.greedy(inputs, 32) == hf_tokens
+
+
+def test_an_lfm2_text_weight_no_graph_uses_stops_the_conversion(tiny, tmp_path):
+    import torch
+
+    def extra(weights):
+        weights["model.language_model.layers.0.feed_forward.w1.bias"] = torch.ones(128)
+
+    src = _lfm2_variant(tiny, tmp_path, lambda t: None, extra)
+    with pytest.raises(MmforgeError) as e:
+        convert(str(src), tmp_path / "pkg")
+    assert "feed_forward.w1.bias" in e.value.one_line()
+    assert not (tmp_path / "pkg").exists()
