@@ -250,3 +250,44 @@ def rescale_and_normalize(
         ),
         processor_op("normalize", "Normalize", normalize),
     ]
+
+
+def image_sizes_pipeline(
+    name: str,
+    *,
+    min_pixels: int,
+    max_pixels: int,
+    patch: int,
+    merge: int,
+    interpolation: str,
+    normalize: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A processor pipeline ending in CHW pixels plus their sizes.
+
+    It resizes Qwen-style within a pixel budget; the Pixtral and LFM2-VL processors of
+    ORT GenAI require the Permute3D + PixtralImageSizes end. DecodeImage already yields
+    RGB: a ConvertRGB after it would swap red and blue.
+    """
+    return {
+        "processor": {
+            "name": name,
+            "transforms": [
+                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
+                processor_op(
+                    "resize",
+                    "Resize",
+                    {
+                        "smart_resize": 1,
+                        "min_pixels": min_pixels,
+                        "max_pixels": max_pixels,
+                        "patch_size": patch,
+                        "merge_size": merge,
+                        "interpolation": interpolation,
+                    },
+                ),
+                *normalize,
+                processor_op("to_chw", "Permute3D", {"dims": [2, 0, 1]}),
+                processor_op("image_sizes", "PixtralImageSizes"),
+            ],
+        }
+    }

@@ -12,7 +12,7 @@ from mmforge.backend.families._base import (
     PackageSpec,
     Projector,
     ids,
-    processor_op,
+    image_sizes_pipeline,
     rescale_and_normalize,
 )
 
@@ -77,29 +77,15 @@ def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     """
     patch, factor, low, high = _sizes(cfg, pre)
     block = patch * factor
-    return {
-        "processor": {
-            "name": "lfm2_vl_image_processor",
-            "transforms": [
-                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
-                processor_op(
-                    "resize",
-                    "Resize",
-                    {
-                        "smart_resize": 1,
-                        "min_pixels": low * block * block,
-                        "max_pixels": high * block * block,
-                        "patch_size": patch,
-                        "merge_size": factor,
-                        "interpolation": RESAMPLE.get(int(pre.get("resample", 2)), "LINEAR"),
-                    },
-                ),
-                *rescale_and_normalize(pre, [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]),
-                processor_op("to_chw", "Permute3D", {"dims": [2, 0, 1]}),
-                processor_op("image_sizes", "PixtralImageSizes"),
-            ],
-        }
-    }
+    return image_sizes_pipeline(
+        "lfm2_vl_image_processor",
+        min_pixels=low * block * block,
+        max_pixels=high * block * block,
+        patch=patch,
+        merge=factor,
+        interpolation=RESAMPLE.get(int(pre.get("resample", 2)), "LINEAR"),
+        normalize=rescale_and_normalize(pre, [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]),
+    )
 
 
 def layer_kinds(cfg: Cfg) -> list[str]:

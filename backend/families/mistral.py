@@ -15,7 +15,7 @@ from mmforge.backend.families._base import (
     Projector,
     as_int,
     ids,
-    processor_op,
+    image_sizes_pipeline,
     rescale_and_normalize,
 )
 
@@ -75,29 +75,15 @@ def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     """
     block = _patch(cfg, pre) * int(cfg.get("spatial_merge_size", 2))
     edge = int(pre.first("size.longest_edge", default=cfg.get("vision_config.image_size", 1540)))
-    return {
-        "processor": {
-            "name": "pixtral_image_processor",
-            "transforms": [
-                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
-                processor_op(
-                    "resize",
-                    "Resize",
-                    {
-                        "smart_resize": 1,
-                        "min_pixels": block * block,
-                        "max_pixels": edge * edge,
-                        "patch_size": _patch(cfg, pre),
-                        "merge_size": int(cfg.get("spatial_merge_size", 2)),
-                        "interpolation": "CUBIC",
-                    },
-                ),
-                *rescale_and_normalize(pre, CLIP_MEAN, CLIP_STD),
-                processor_op("to_chw", "Permute3D", {"dims": [2, 0, 1]}),
-                processor_op("image_sizes", "PixtralImageSizes"),
-            ],
-        }
-    }
+    return image_sizes_pipeline(
+        "pixtral_image_processor",
+        min_pixels=block * block,
+        max_pixels=edge * edge,
+        patch=_patch(cfg, pre),
+        merge=int(cfg.get("spatial_merge_size", 2)),
+        interpolation="CUBIC",
+        normalize=rescale_and_normalize(pre, CLIP_MEAN, CLIP_STD),
+    )
 
 
 def _fix_rope(models: dict[str, Any], cfg: Cfg) -> str:
