@@ -177,7 +177,7 @@ def build_graphs(
         MmforgeError: mobius does not know the model type, or its build failed.
     """
     if family.package and family.package.engine == "lfm2_vl":
-        return _build_lfm2_vl(folder, ep, work, ctx or JobContext())
+        return _build_lfm2_vl(folder, work, ctx or JobContext())
     import transformers
 
     with quiet_library():
@@ -219,7 +219,7 @@ def build_graphs(
     return BuiltGraphs(models=models, module=module)
 
 
-def _build_lfm2_vl(folder: Path, ep: str, work: Path | None, ctx: JobContext) -> BuiltGraphs:
+def _build_lfm2_vl(folder: Path, work: Path | None, ctx: JobContext) -> BuiltGraphs:
     """LFM2-VL: our vision and embedding graphs, the ORT GenAI builder's decoder."""
     import onnx_ir as ir
 
@@ -234,7 +234,10 @@ def _build_lfm2_vl(folder: Path, ep: str, work: Path | None, ctx: JobContext) ->
         "vision_encoder": lfm2_graphs.vision_graph(cfg),
         "embedding": lfm2_graphs.embedding_graph(cfg),
     }
-    built = lfm2_graphs.builder_decoder(folder, work, "cpu" if ep == "default" else ep, ctx)
+    # The builder's CPU flavour for every target: its CUDA flavour fuses the Q/K norms into
+    # GroupQueryAttention under other weight names, which could not be checked here
+    # without a GPU. The CUDA provider runs the portable graph too.
+    built = lfm2_graphs.builder_decoder(folder, work, "cpu", ctx)
     models["decoder"] = ir.load(built / "model.onnx")
     fixed = lfm2_graphs.add_conv_biases(models["decoder"], cfg, folder)
     return BuiltGraphs(

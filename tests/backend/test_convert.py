@@ -385,16 +385,31 @@ def test_qwen3_deepstack_travels_as_extra_columns(package):
     assert any("deepstack_merger_list" in m["checkpoint"] for m in report["mapped"])
 
 
-def test_cuda_package_names_its_provider_and_says_when_it_was_not_run(tiny, tmp_path):
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "lfm2_vl"])
+def test_cuda_package_names_its_provider_and_says_when_it_was_not_run(tiny, tmp_path, family):
     import onnxruntime_genai as og
 
-    manifest = convert(str(tiny("qwen2_5_vl")), tmp_path / "cuda", ep="cuda")
+    manifest = convert(str(tiny(family)), tmp_path / "cuda", ep="cuda")
     config = json.loads((tmp_path / "cuda" / "genai_config.json").read_text())["model"]
     assert config["decoder"]["session_options"]["provider_options"] == [{"cuda": {}}]
     if og.is_cuda_available():
         assert manifest.validation["ep"] == "cuda" and manifest.validation["image_tokens"] > 0
     else:
         assert manifest.validation["ep"].startswith("not run")
+
+
+def test_without_cuda_a_malformed_graph_is_still_caught(package, tmp_path):
+    import onnx
+
+    from mmforge.backend.validate import _check_without_cuda
+
+    folder = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), folder)
+    model = onnx.load(str(folder / "embedding.onnx"), load_external_data=False)
+    model.graph.node[0].input[0] = "no_such_value"
+    onnx.save(model, str(folder / "embedding.onnx"))
+    with pytest.raises(MmforgeError, match="malformed"):
+        _check_without_cuda(folder, JobContext())
 
 
 def test_convert_from_the_hub_downloads_then_converts(hub, tiny, tmp_path):
