@@ -237,7 +237,8 @@ def _build_lfm2_vl(folder: Path, work: Path | None, ctx: JobContext) -> BuiltGra
     # The builder's CPU flavour for every target: its CUDA flavour fuses the Q/K norms into
     # GroupQueryAttention under other weight names, which could not be checked here
     # without a GPU. The CUDA provider runs the portable graph too.
-    built = lfm2_graphs.builder_decoder(folder, work, "cpu", ctx)
+    layers = int(cfg.text.get("num_hidden_layers"))
+    built = lfm2_graphs.builder_decoder(folder, work, "cpu", ctx, layers)
     models["decoder"] = ir.load(built / "model.onnx")
     fixed = lfm2_graphs.add_conv_biases(models["decoder"], cfg, folder)
     return BuiltGraphs(

@@ -21,7 +21,6 @@ import contextlib
 import math
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -326,44 +325,67 @@ def embedding_graph(cfg: Cfg) -> Any:
     return g.model()
 
 
-def builder_decoder(folder: Path, work: Path, ep: str, ctx: JobContext) -> Path:
+def builder_decoder(folder: Path, work: Path, ep: str, ctx: JobContext, layers: int) -> Path:
     """The LFM2 decoder from ONNX Runtime GenAI's model builder (inputs_embeds in).
 
     The builder runs in a child process so that cancel can stop it and its memory (it
     loads the whole checkpoint in torch) is returned when it ends. It always builds f32;
-    int4 is quantized afterwards like every other decoder.
+    int4 is quantized afterwards like every other decoder. Its "Reading layer N" lines
+    become build progress.
 
     Returns:
         The builder's output folder (model.onnx, genai_config.json).
     """
-    out = work / "decoder"
     from mmforge.backend.worker import app_command
 
+    out = work / "decoder"
+    work.mkdir(parents=True, exist_ok=True)
     cmd = app_command(
         "genai-builder",
         "-i", str(folder), "-o", str(out), "-p", "fp32", "-e", ep,
         "-c", str(work / "cache"), "--extra_options", "exclude_embeds=true", "hf_token=false",
     )  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    log_path = work / "builder.log"
+    total = layers + 2  # the layers, then writing, then done
+    ctx.report("build", 0, total, unit="layers", message="decoder: ONNX Runtime GenAI builder")
+    with open(log_path, "wb") as sink, open(log_path, "rb") as source:
+        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=env)
+        seen = ""
         try:
             while proc.poll() is None:
                 ctx.check_cancel()  # raises Cancelled; the child is killed below
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=0.2)
+                seen = (seen + source.read().decode("utf-8", "replace"))[-4096:]
+                _report_builder(seen, layers, total, ctx)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        log.seek(0)
-        tail = log.read().decode("utf-8", "replace").strip().splitlines()[-3:]
+        seen += source.read().decode("utf-8", "replace")
+    tail = [line for line in seen.strip().splitlines() if line.strip()][-3:]
     if proc.returncode != 0 or not (out / "model.onnx").is_file():
         raise MmforgeError(
             "Building the LFM2 decoder failed: " + (" / ".join(tail) or f"exit {proc.returncode}"),
             "This checkpoint's text model is not supported by the ONNX Runtime GenAI builder",
         )
     return out
+
+
+def _report_builder(text: str, layers: int, total: int, ctx: JobContext) -> None:
+    """Turn the builder's latest progress line into a progress event."""
+    import re
+
+    if "Saving ONNX model" in text:
+        ctx.report("build", layers + 1, total, unit="layers", message="decoder: writing")
+        return
+    found = re.findall(r"Reading layer (\d+)", text)
+    if found:
+        layer = int(found[-1])
+        ctx.report(
+            "build", layer + 1, total, unit="layers", message=f"decoder: layer {layer + 1}/{layers}"
+        )
 
 
 def builder_sources(cfg: Cfg) -> dict[str, tuple[tuple[str, ...], str]]:

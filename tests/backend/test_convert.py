@@ -681,3 +681,17 @@ def test_an_lfm2_text_weight_no_graph_uses_stops_the_conversion(tiny, tmp_path):
         convert(str(src), tmp_path / "pkg")
     assert "feed_forward.w1.bias" in e.value.one_line()
     assert not (tmp_path / "pkg").exists()
+
+
+def test_the_lfm2_decoder_builder_reports_its_layers_as_build_progress():
+    from mmforge.backend.lfm2_graphs import _report_builder
+
+    events: list[Progress] = []
+    ctx = JobContext(min_interval_s=0)
+    ctx.on_progress = events.append
+    _report_builder("Loading weights\nReading layer 0\nReading layer 1\n", 4, 6, ctx)
+    _report_builder("Reading layer 3\nReading final norm\nSaving ONNX model in x\n", 4, 6, ctx)
+    assert [(e.done, e.total, e.message) for e in events] == [
+        (2, 6, "decoder: layer 2/4"),
+        (5, 6, "decoder: writing"),
+    ]
