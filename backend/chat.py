@@ -27,6 +27,7 @@ from the exact ids.
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 import time
@@ -42,8 +43,9 @@ from mmforge.backend.memory import current_rss_bytes
 
 log = logging.getLogger(__name__)
 
-# Pipeline types whose packages take at most this many images in a whole conversation.
-_MAX_IMAGES = {"phi4mm": 1}
+# Phi-4-multimodal packages made before mmforge ran its vision graph once per image take
+# one image in a whole conversation; newer ones say so in their manifest notes.
+_PHI4_PER_IMAGE_NOTE = "runs once per image"
 STOP_EOS = "eos"
 STOP_LENGTH = "length"
 STOP_STOPPED = "stopped"
@@ -178,11 +180,23 @@ class PackageInfo:
             context_length=int(model.get("context_length", 4096)),
             eos_token_ids=eos_ids,
             special_ids=tuple(int(t) for t in specials if isinstance(t, int)),
-            max_images=_MAX_IMAGES.get(pipeline),
+            max_images=_max_images(folder, pipeline),
             # A short-convolution state (LFM2) cannot be rewound ("LFM2 does not support
             # RewindTo"): it would need every earlier token replayed.
             can_rewind="past_conv_names" not in model.get("decoder", {}).get("inputs", {}),
         )
+
+
+def _max_images(folder: Path, pipeline: str) -> int | None:
+    """How many images a package takes per conversation (None: no limit known)."""
+    manifest = folder / "mmforge_manifest.json"
+    if pipeline != "phi4mm" or not manifest.is_file():
+        return None
+    try:
+        notes = json.loads(manifest.read_text(encoding="utf-8")).get("notes", [])
+    except (OSError, ValueError):
+        return None
+    return None if any(_PHI4_PER_IMAGE_NOTE in str(n) for n in notes) else 1
 
 
 def available_eps() -> dict[str, str | None]:

@@ -25,7 +25,7 @@ cosine and argmax decide, with the elementwise bounds of f16 reported for inform
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 PASS = "PASS"
@@ -102,12 +102,91 @@ def cosine(a: Any, b: Any) -> float:
 
     x = np.asarray(a, dtype=np.float64).ravel()
     y = np.asarray(b, dtype=np.float64).ravel()
-    nx, ny = float(np.linalg.norm(x)), float(np.linalg.norm(y))
+    return _cosine_from(float(np.dot(x, y)), float(np.dot(x, x)), float(np.dot(y, y)))
+
+
+# Elements per chunk when comparing: logits of a long prompt over a 200k vocabulary are
+# 10^8 values, and whole-array float64 temporaries took 4 GB (Phi-4, 505 tokens).
+_CHUNK = 1 << 22
+
+
+@dataclass
+class _Stats:
+    """Everything compare needs, gathered over row chunks in float64."""
+
+    max_abs: float = 0.0
+    cosine: float = 1.0
+    atol: float = 0.0
+    excess: float = 0.0
+    not_finite: int = 0
+    per_position: list[float] = field(default_factory=list)
+    near_ties: list[int] = field(default_factory=list)
+    mismatched: list[int] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, ref: Any, out: Any, tol: Tolerance, logits: bool) -> _Stats:
+        import numpy as np
+
+        stats = cls()
+        if ref.size == 0:
+            stats.atol = tol.atol
+            return stats
+        width = ref.shape[-1] if ref.ndim >= 1 and ref.shape[-1] else 1
+        rows_ref, rows_out = ref.reshape(-1, width), out.reshape(-1, width)
+        step = max(1, _CHUNK // width)
+        chunks = [slice(i, i + step) for i in range(0, rows_ref.shape[0], step)]
+        dot = ref_sq = out_sq = 0.0
+        for rows in chunks:
+            r = rows_ref[rows].astype(np.float64)
+            o = rows_out[rows].astype(np.float64)
+            finite = np.isfinite(o)
+            if not finite.all():
+                stats.not_finite += int(o.size - np.count_nonzero(finite))
+                continue
+            diff = np.abs(o - r)
+            stats.max_abs = max(stats.max_abs, float(diff.max()))
+            dot += float(np.vdot(r, o))
+            ref_sq += float(np.vdot(r, r))
+            out_sq += float(np.vdot(o, o))
+            if logits:
+                stats.per_position += [float(v) for v in diff.max(axis=1)]
+                stats._tops(r, o, rows.start, tol)
+        if stats.not_finite:
+            return stats
+        stats.cosine = _cosine_from(dot, ref_sq, out_sq)
+        # The seed's atol is for values of order one (logits); float32 rounding grows with
+        # the magnitude of what is summed, so atol scales with the tensor's RMS above one.
+        stats.atol = tol.atol * max(1.0, float(np.sqrt(ref_sq / ref.size)))
+        # How far outside the elementwise bound the worst element is (≤ 1: inside).
+        for rows in chunks:
+            r = rows_ref[rows].astype(np.float64)
+            diff = np.abs(rows_out[rows].astype(np.float64) - r)
+            bound = stats.atol + tol.rtol * np.abs(r)
+            stats.excess = max(stats.excess, float((diff / bound).max()))
+        return stats
+
+    def _tops(self, r: Any, o: Any, first_row: int, tol: Tolerance) -> None:
+        import numpy as np
+
+        top_ref, top_out = r.argmax(axis=1), o.argmax(axis=1)
+        for i in np.nonzero(top_ref != top_out)[0]:
+            gap = float(r[i, top_ref[i]] - r[i, top_out[i]])
+            # Within the dtype's tolerance either logit may move by atol + rtol·|x|, so
+            # a gap under twice that can flip by rounding alone.
+            margin = 2 * (tol.atol + tol.rtol * abs(float(r[i, top_ref[i]])))
+            (self.near_ties if gap <= margin else self.mismatched).append(first_row + int(i))
+
+
+def _cosine_from(dot: float, x_sq: float, y_sq: float) -> float:
+    """Cosine from a dot product and squared norms (1.0 for two zero arrays)."""
+    import math
+
+    nx, ny = math.sqrt(x_sq), math.sqrt(y_sq)
     if nx == 0.0 and ny == 0.0:
         return 1.0
     if nx == 0.0 or ny == 0.0:
         return 0.0
-    return float(np.dot(x, y) / (nx * ny))
+    return dot / (nx * ny)
 
 
 def compare(
@@ -125,52 +204,30 @@ def compare(
     """
     import numpy as np
 
-    ref = np.asarray(reference, dtype=np.float64)
-    out = np.asarray(got, dtype=np.float64)
-    if ref.shape != out.shape:
+    ref_in, out_in = np.asarray(reference), np.asarray(got)
+    if ref_in.shape != out_in.shape:
         return Comparison(
             name,
             FAIL,
             None,
             0.0,
             None if not logits else False,
-            f"shape {list(out.shape)} where the reference has {list(ref.shape)}",
+            f"shape {list(out_in.shape)} where the reference has {list(ref_in.shape)}",
             [],
             [],
         )
-    if not np.all(np.isfinite(out)):
-        bad = int(np.size(out) - np.count_nonzero(np.isfinite(out)))
+    stats = _Stats.of(ref_in, out_in, tol, logits)
+    if stats.not_finite:
         return Comparison(
             name, FAIL, None, 0.0, False if logits else None,
-            f"{bad} values are NaN or infinite", [], [],
+            f"{stats.not_finite} values are NaN or infinite", [], [],
         )  # fmt: skip
-    diff = np.abs(out - ref)
-    max_abs = float(diff.max()) if diff.size else 0.0
-    cos = cosine(ref, out)
-    # The seed's atol is for values of order one (logits); float32 rounding grows with the
-    # magnitude of what is summed, so atol scales with the tensor's RMS above one.
-    scale = max(1.0, float(np.sqrt(np.mean(ref * ref)))) if ref.size else 1.0
-    atol = tol.atol * scale
-    # How far outside the elementwise bound the worst element is (≤ 1: inside).
-    excess = float((diff / (atol + tol.rtol * np.abs(ref))).max()) if diff.size else 0.0
+    max_abs, cos, atol, excess = stats.max_abs, stats.cosine, stats.atol, stats.excess
     within = excess <= 1.0
-    per_position: list[float] = []
-    near_ties: list[int] = []
+    per_position = stats.per_position if logits else []
+    near_ties, mismatched = stats.near_ties, stats.mismatched
     argmax_match: bool | None = None
-    mismatched: list[int] = []
-    if logits and ref.ndim >= 1 and ref.size:
-        rows_ref = ref.reshape(-1, ref.shape[-1])
-        rows_out = out.reshape(-1, out.shape[-1])
-        rows_diff = diff.reshape(-1, diff.shape[-1])
-        per_position = [float(v) for v in rows_diff.max(axis=1)]
-        top_ref = rows_ref.argmax(axis=1)
-        top_out = rows_out.argmax(axis=1)
-        for i in np.nonzero(top_ref != top_out)[0]:
-            gap = float(rows_ref[i, top_ref[i]] - rows_ref[i, top_out[i]])
-            # Within the dtype's tolerance either logit may move by atol + rtol·|x|, so
-            # a gap under twice that can flip by rounding alone.
-            margin = 2 * (tol.atol + tol.rtol * abs(float(rows_ref[i, top_ref[i]])))
-            (near_ties if gap <= margin else mismatched).append(int(i))
+    if logits and ref_in.ndim >= 1 and ref_in.size:
         argmax_match = not near_ties and not mismatched
 
     if mismatched:

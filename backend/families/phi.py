@@ -179,10 +179,10 @@ def _fix_audio_sizes(models: dict[str, Any], cfg: Cfg) -> str | None:
     return phi4mm_audio_sizes_input(models, cfg)
 
 
-def _fix_crops(models: dict[str, Any], cfg: Cfg) -> str:
-    from mmforge.backend.graph_fixes import phi4mm_crops_as_batch
+def _fix_images(models: dict[str, Any], cfg: Cfg) -> str:
+    from mmforge.backend.graph_fixes import phi4mm_images_one_at_a_time
 
-    return phi4mm_crops_as_batch(models, cfg)
+    return phi4mm_images_one_at_a_time(models, cfg)
 
 
 def _fix_projection_mode(models: dict[str, Any], cfg: Cfg) -> str | None:
@@ -205,7 +205,7 @@ PHI4MM_PACKAGE = PackageSpec(
         "audio_sizes": "audio_sizes",
         "audio_projection_mode": "audio_projection_mode",
     },
-    graph_fixes=(_fix_audio_sizes, _fix_crops, _fix_projection_mode),
+    graph_fixes=(_fix_audio_sizes, _fix_images, _fix_projection_mode),
     audio_processor_json=_phi4mm_audio_processor,
     config_patch="phi4mm_remote_style",
     rename_checkpoint=_phi4mm_remote_names,
@@ -232,7 +232,8 @@ PHI4MM = Family(
     notes=(
         "The runtime rewrites <|image_N|> and <|audio_N|> in the prompt to the tokens at "
         "ids 200010 and 200011 (<|endoftext10|>, <|endoftext11|>).",
-        "Packages take one image per prompt: mobius 0.1 builds the HD transform for one image.",
+        "mobius 0.1 builds the HD transform for one image; mmforge runs that graph once per "
+        "image in a Loop, so a prompt can hold several.",
         "Remote-code checkpoints carry vision/speech LoRA adapters, which are not "
         "converted; native transformers checkpoints have none.",
     ),

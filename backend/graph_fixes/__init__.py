@@ -11,7 +11,7 @@ from mmforge.backend.graph_fixes.gemma import gemma3_batched_images
 from mmforge.backend.graph_fixes.mistral import pixtral_rope_any_grid
 from mmforge.backend.graph_fixes.phi import (
     phi4mm_audio_sizes_input,
-    phi4mm_crops_as_batch,
+    phi4mm_images_one_at_a_time,
     phi4mm_projection_mode,
 )
 from mmforge.backend.graph_fixes.qwen import qwen3_deepstack, qwen_unpad_images
@@ -20,7 +20,7 @@ __all__ = [
     "bidirectional_image_attention",
     "gemma3_batched_images",
     "phi4mm_audio_sizes_input",
-    "phi4mm_crops_as_batch",
+    "phi4mm_images_one_at_a_time",
     "phi4mm_projection_mode",
     "pixtral_rope_any_grid",
     "qwen3_deepstack",

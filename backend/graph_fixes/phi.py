@@ -8,7 +8,7 @@ import numpy as np
 
 from mmforge.backend.errors import LayoutError
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.graph_fixes._common import GraphEdit, initializer
+from mmforge.backend.graph_fixes._common import initializer
 
 
 def phi4mm_audio_sizes_input(models: dict[str, Any], cfg: Cfg) -> str | None:
@@ -33,32 +33,111 @@ def phi4mm_audio_sizes_input(models: dict[str, Any], cfg: Cfg) -> str | None:
     return "Phi-4 speech graph: an audio_sizes input for the runtime to bind"
 
 
-def phi4mm_crops_as_batch(models: dict[str, Any], cfg: Cfg) -> str:
-    """Phi-4-multimodal: take the runtime's [images, crops, ...] pixels and masks.
+def phi4mm_images_one_at_a_time(models: dict[str, Any], cfg: Cfg) -> str:
+    """Phi-4-multimodal: run mobius's one-image vision graph once per image, in a Loop.
 
-    The runtime passes pixel_values [images, crops, 3, H, W] and image_attention_mask
-    [images, crops, h, w]; mobius's vision graph reads crops as its batch axis
-    ([crops, 3, H, W], [crops, h, w]). The inputs lose their declared rank and are
-    flattened to that layout first.
+    The runtime passes every image of a prompt at once: pixel_values [images, crops, 3,
+    H, W], image_attention_mask [images, crops, h, w] and image_sizes [images, 2], with
+    crops padded to the image that has most. mobius builds the HD transform for one image
+    ([crops, 3, H, W], [crops, h, w], [1, 2]), so a second image made the runtime fail
+    ("has shape {1414,64} but the computed output shape is {477,64}"). The whole graph
+    becomes the body of a Loop over images; each turn takes its image's slices and the
+    features are concatenated, as HF concatenates each image's tokens.
     """
     import onnx_ir as ir
 
     graph = models["vision_encoder"].graph
-    edit = GraphEdit(graph)
-    for name in ("pixel_values", "image_attention_mask"):
-        old = next((v for v in graph.inputs if v.name == name), None)
-        if old is None or old.shape is None:
-            raise LayoutError(f"The Phi-4 vision graph has no {name} input of known shape")
-        tail = [int(d) for d in list(old.shape)[1:]]
-        new = ir.Value(name=name, type=ir.TensorType(old.dtype), shape=None)
-        old.name = f"{name}_crops"
-        shape = edit.const(f"mmforge_{name}_crops", np.array([-1, *tail], dtype=np.int64))
-        flat = edit.add("Reshape", [new, shape])
-        old.replace_all_uses_with(flat)
-        flat.name = f"{name}_crops"
-        graph.inputs[graph.inputs.index(old)] = new
-    edit.insert_before(graph.node(0))
-    return "Phi-4 vision: the runtime's per-image crops are flattened into the batch axis"
+    inputs = {v.name: v for v in graph.inputs}
+    wanted = ("pixel_values", "image_attention_mask", "image_sizes")
+    if any(n not in inputs for n in wanted) or len(graph.outputs) != 1:
+        raise LayoutError(f"The Phi-4 vision graph does not take {', '.join(wanted)}")
+    features = graph.outputs[0]
+    width = features.shape[-1] if features.shape is not None else None
+    if not isinstance(width, int):
+        raise LayoutError("The Phi-4 vision graph's feature width is unknown")
+
+    outer = {
+        name: ir.Value(name=name, type=ir.TensorType(inputs[name].dtype), shape=None)
+        for name in wanted
+    }
+    image = ir.Value(
+        name="mmforge_image", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape([])
+    )
+    cond = ir.Value(name="mmforge_cond", type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]))
+    so_far = ir.Value(name="mmforge_features_so_far", type=ir.TensorType(features.dtype))
+    first = ir.node("Unsqueeze", inputs=[image, initializer(graph, "mmforge_axis0", np.array([0]))])
+    last = ir.node(
+        "Add", inputs=[first.outputs[0], initializer(graph, "mmforge_one", np.array([1]))]
+    )
+    head: list[Any] = [first, last]
+    for name in wanted:
+        cut = ir.node(
+            "Slice",
+            inputs=[
+                outer[name],
+                first.outputs[0],
+                last.outputs[0],
+                graph.initializers["mmforge_axis0"],
+            ],
+        )
+        head.append(cut)
+        value = cut.outputs[0]
+        if name != "image_sizes":  # [1, crops, ...] -> [crops, ...]; sizes stay [1, 2]
+            squeeze = ir.node("Squeeze", inputs=[value, graph.initializers["mmforge_axis0"]])
+            head.append(squeeze)
+            value = squeeze.outputs[0]
+        inputs[name].replace_all_uses_with(value)
+    # Nodes that only transform weights (transposes, concats) stay outside the Loop, so
+    # the folding after the weights are applied still sees them; the rest runs per image.
+    constant = set(graph.initializers.values())
+    body_nodes = []
+    for node in list(graph):
+        if all(v is None or v in constant for v in node.inputs):
+            constant.update(node.outputs)
+        else:
+            graph.remove(node)
+            body_nodes.append(node)
+    grown = ir.node("Concat", inputs=[so_far, features], attributes={"axis": 0})
+    keep = ir.node("Identity", inputs=[cond])
+    body = ir.Graph(
+        inputs=[image, cond, so_far],
+        outputs=[keep.outputs[0], grown.outputs[0]],
+        nodes=[*head, *body_nodes, grown, keep],
+        name="mmforge_one_image",
+    )
+    body.sort()  # mobius's node order is not always topological (a fused node comes late)
+    count = ir.node("Shape", inputs=[outer["pixel_values"]], attributes={"start": 0, "end": 1})
+    scalar = ir.node("Squeeze", inputs=[count.outputs[0], graph.initializers["mmforge_axis0"]])
+    empty = initializer(
+        graph, "mmforge_no_features", np.zeros((0, width), dtype=features.dtype.numpy())
+    )
+    always = initializer(graph, "mmforge_true", np.array(True))
+    loop = ir.node(
+        "Loop",
+        inputs=[scalar.outputs[0], always, empty],
+        attributes={"body": ir.AttrGraph("body", body)},
+    )
+    for node in (count, scalar, loop):
+        graph.append(node)
+    for i, node in enumerate([*head, grown, keep, count, scalar]):
+        node.outputs[0].name = f"mmforge_loop_{i}"
+    # Values left unnamed (mobius's optional outputs) are named per graph when saved, so
+    # the Loop body and the outer graph would both define "val_0": name them all here.
+    taken = 0
+    for node in [*body_nodes, *graph]:
+        for value in node.outputs:
+            if value.name is None or value.name.startswith("val_"):
+                value.name = f"mmforge_value_{taken}"
+                taken += 1
+    graph.inputs.clear()
+    graph.inputs.extend(outer[name] for name in wanted)
+    output_name = features.name
+    features.name = "mmforge_image_features"
+    loop.outputs[0].name = output_name
+    loop.outputs[0].dtype = features.dtype
+    graph.outputs.clear()
+    graph.outputs.append(loop.outputs[0])
+    return "Phi-4 vision: mobius's one-image graph runs once per image in a Loop"
 
 
 def phi4mm_projection_mode(models: dict[str, Any], cfg: Cfg) -> str | None:

@@ -228,8 +228,27 @@ def test_attachments_the_model_cannot_take_are_refused_and_nothing_changes(packa
     assert (store.folder(session.conversation.id) / "conversation.json").read_text() == saved
 
 
-def test_phi4mm_takes_one_image_per_conversation(package):
+def test_phi4mm_takes_a_second_image_in_a_later_turn(tiny, package, tmp_path):
+    from PIL import Image
+
+    small = tmp_path / "small.png"
+    Image.open(resources.probe_image()).resize((96, 64)).save(small)
     session = ChatSession(package("phi4mm"))
+    session.send("Look.", session.prepare_attachments(_files("phi4mm")), _greedy(4))
+    second = session.send("And this?", session.prepare_attachments([(small, IMAGE)]), _greedy(16))
+    assert second.stats.prefill == "fresh"
+    fresh, inputs = _fresh(session, 3, 16)
+    assert second.token_ids == fresh
+    assert second.token_ids == _hf(tiny("phi4mm"), inputs, 16, session.info.eos_token_ids)
+
+
+def test_a_phi4mm_package_from_before_the_per_image_graph_takes_one_image(package, tmp_path):
+    folder = tmp_path / "old"
+    shutil.copytree(package("phi4mm"), folder)
+    manifest = json.loads((folder / "mmforge_manifest.json").read_text())
+    manifest["notes"] = [n for n in manifest["notes"] if "once per image" not in n]
+    (folder / "mmforge_manifest.json").write_text(json.dumps(manifest))
+    session = ChatSession(folder)
     session.send("Look.", session.prepare_attachments(_files("phi4mm")), _greedy(4))
     with pytest.raises(AttachmentError, match="1 image per conversation"):
         session.prepare_attachments([(resources.probe_image(), IMAGE)])

@@ -486,21 +486,7 @@ def test_gemma4_with_bidirectional_vision_attention_matches_transformers(tiny, t
     assert hf_reference.greedy_generate(model, ref, 32) != hf_tokens
 
 
-MULTI_IMAGE = [
-    pytest.param(
-        f,
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="mobius 0.1 builds Phi-4's HD transform for one image per prompt",
-        ),
-    )
-    if f == "phi4mm"
-    else f
-    for f in CONVERTIBLE
-]
-
-
-@pytest.mark.parametrize("family", MULTI_IMAGE)
+@pytest.mark.parametrize("family", CONVERTIBLE)
 def test_three_images_of_two_sizes_match_transformers(tiny, package, family, tmp_path):
     """The runtime stacks images padded to the largest one; the graphs must not read the
     padding (Qwen) nor drop the image axis (Gemma 3)."""

@@ -123,12 +123,13 @@ def test_convert_offers_only_the_precisions_the_family_converts_to(qtbot, window
     items = lambda: [convert.dtype.itemText(i) for i in range(convert.dtype.count())]  # noqa: E731
     convert.dtype.setCurrentText("f16")
     model.source.setText(str(tiny("lfm2_vl")))
-    with qtbot.waitSignal(window.state.profile_changed, timeout=LONG):
+    # (finished comes after the profile; the Inspect button comes back with it)
+    with qtbot.waitSignals([window.state.profile_changed, model.runner.finished], timeout=LONG):
         model.inspect_button.click()
     assert "LFM2-VL" in model.card.toPlainText()
     assert items() == ["f32", "int4"] and convert.dtype.currentText() == "f32"
     model.source.setText(str(tiny("qwen2_5_vl")))
-    with qtbot.waitSignal(window.state.profile_changed, timeout=LONG):
+    with qtbot.waitSignals([window.state.profile_changed, model.runner.finished], timeout=LONG):
         model.inspect_button.click()
     assert items() == ["f32", "f16", "int4"]
 
