@@ -547,8 +547,8 @@ class ChatSession:
             except RuntimeError as e:
                 raise MmforgeError(
                     f"The runtime could not prepare the attachments ({e})",
-                    "Very wide or very tall images fail in this runtime's resize: crop the "
-                    "image closer to square, or remove it",
+                    "Check the attachment; very wide or very tall images fail in this "
+                    "runtime's resize, so crop such an image closer to square, or remove it",
                 ) from None
             ids = inputs.input_ids
             if exact is not None and self._same_specials(exact, ids):

@@ -4,7 +4,8 @@ mobius 0.1 has no LFM2. The vision tower and the embedding are written here, op 
 with the checkpoint's own tensor names as initializers, so weights and their report go
 through the common path (weights.py). The hybrid conv/attention decoder comes from ONNX
 Runtime GenAI's model builder, which knows the runtime's conv-state contract; its weights
-are baked in, so `account_builder_weights` checks every one against the checkpoint.
+are baked in, so weights.check_baked compares every one with the checkpoint, and
+add_conv_biases adds the projection biases the builder drops.
 
 The vision graph follows transformers 5's Lfm2VlModel.get_image_features exactly:
 - patch embedding (Linear on already patchified pixels) plus the learned position grid
@@ -79,10 +80,10 @@ class _Graph:
         self.graph.register_initializer(value)
         return value
 
-    def op(self, op_type: str, *inputs: Any, outputs: int = 1, **attrs: Any) -> Any:
-        node = self.ir.node(op_type, inputs=list(inputs), attributes=attrs, num_outputs=outputs)
+    def op(self, op_type: str, *inputs: Any, **attrs: Any) -> Any:
+        node = self.ir.node(op_type, inputs=list(inputs), attributes=attrs)
         self.graph.append(node)
-        return node.outputs[0] if outputs == 1 else tuple(node.outputs)
+        return node.outputs[0]
 
     def output(self, value: Any, name: str) -> None:
         value.name = name

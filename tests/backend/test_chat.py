@@ -277,7 +277,7 @@ def test_an_image_the_runtime_cannot_resize_is_a_clear_error_and_nothing_is_lost
     session.send("Hi.", options=_greedy(4))
     with pytest.raises(MmforgeError, match="could not prepare the attachments") as e:
         session.send("What is this?", session.prepare_attachments([(wide, IMAGE)]), _greedy(4))
-    assert "crop the image" in e.value.one_line()
+    assert "crop such an image" in e.value.one_line()
     assert len(session.messages) == 2
     # The session still answers afterwards.
     assert len(session.send("And now?", options=_greedy(4)).token_ids) == 4
