@@ -137,6 +137,7 @@ def phi4mm_images_one_at_a_time(models: dict[str, Any], cfg: Cfg) -> str:
     loop.outputs[0].dtype = features.dtype
     graph.outputs.clear()
     graph.outputs.append(loop.outputs[0])
+    graph.sort()
     return "Phi-4 vision: mobius's one-image graph runs once per image in a Loop"
 
 
