@@ -1,4 +1,5 @@
-"""Synthetic Qwen2.5-VL checkpoints of a chosen size, built offline with random weights.
+"""Synthetic Qwen2.5-VL and LFM2-VL checkpoints of a chosen size, built offline with
+random weights.
 
 Shared by the benchmarks (run them as `python benchmarks/<name>.py`, which puts this
 folder on the import path).
@@ -40,6 +41,43 @@ def build_checkpoint(name: str, folder: Path) -> int:
         v.hidden_size, v.depth, v.intermediate_size = v_hidden, v_depth, v_hidden * 2
         v.num_heads, v.out_hidden_size = v_hidden // 64, hidden
         v.fullatt_block_indexes = [v_depth - 1]
+        return config
+
+    spec = dataclasses.replace(base, make_config=make_config)
+    write_tiny(spec, folder)
+    from mmforge.backend.checkpoint import local_tensors
+
+    return sum(t.numel for t in local_tensors(folder) or [])
+
+
+# name: (text hidden, text layers, text intermediate, vision hidden, vision layers)
+LFM2_SIZES = {
+    "50M": (512, 8, 1536, 384, 4),
+    "200M": (1024, 12, 3072, 512, 8),
+    "400M": (1024, 16, 4096, 768, 12),
+}
+
+
+def build_lfm2_checkpoint(name: str, folder: Path) -> int:
+    """Write a synthetic LFM2-VL checkpoint (a conv layer, then attention every third);
+    returns its parameter count."""
+    from mmforge.backend.tiny import specs
+    from mmforge.backend.tiny.build import write_tiny
+
+    hidden, layers, inter, v_hidden, v_layers = LFM2_SIZES[name]
+    base = specs.LFM2_VL
+
+    def make_config(special: dict[str, int], vocab: int):
+        config = base.make_config(special, vocab)
+        t = config.text_config
+        t.hidden_size, t.num_hidden_layers, t.intermediate_size = hidden, layers, inter
+        t.num_attention_heads, t.num_key_value_heads = hidden // 64, max(1, hidden // 128)
+        t.layer_types = ["full_attention" if i % 3 == 2 else "conv" for i in range(layers)]
+        t.vocab_size = VOCAB
+        v = config.vision_config
+        v.hidden_size, v.num_hidden_layers, v.intermediate_size = v_hidden, v_layers, v_hidden * 4
+        v.num_attention_heads, v.num_patches = v_hidden // 64, 256
+        config.projector_hidden_size = hidden * 2
         return config
 
     spec = dataclasses.replace(base, make_config=make_config)

@@ -8,6 +8,10 @@ then for each one measures, in fresh processes:
 It prints wall time, peak RSS and the ratio to the copy. Run it by hand:
 
     python benchmarks/convert.py [--sizes 50M,200M,800M] [--work /tmp/mmforge-bench]
+    python benchmarks/convert.py --family lfm2_vl --sizes 400M
+
+(LFM2-VL's decoder comes from ORT GenAI's builder in a child process; its peak is part of
+the mmforge row.)
 
 Targets (issue #3): peak memory grows with the largest component, not the whole model;
 conversion time within 3x of the copy.
@@ -23,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from _synthetic import build_checkpoint
+from _synthetic import build_checkpoint, build_lfm2_checkpoint
 
 _MEASURE = (
     "import resource, subprocess, sys, time\n"
@@ -51,6 +55,12 @@ def measure(cmd: list[str], work: Path) -> tuple[float, float, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="50M,200M,800M")
+    parser.add_argument(
+        "--family",
+        choices=("qwen2_5_vl", "lfm2_vl"),
+        default="qwen2_5_vl",
+        help="lfm2_vl: sizes 50M, 200M, 400M; mobius has no LFM2, so no mobius row",
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/mmforge-bench"))
     parser.add_argument("--rounds", type=int, default=1, help="median over this many runs")
     args = parser.parse_args()
@@ -59,40 +69,39 @@ def main() -> None:
     mobius = str(Path(sys.executable).with_name("mobius"))
     rows = []
     for name in args.sizes.split(","):
-        ck = args.work / f"qwen25vl-{name}"
+        ck = args.work / f"{args.family}-{name}"
         t = time.perf_counter()
-        params = build_checkpoint(name, ck)
+        build = build_lfm2_checkpoint if args.family == "lfm2_vl" else build_checkpoint
+        params = build(name, ck)
         print(
             f"[{name}] built {params / 1e6:.0f}M parameters in {time.perf_counter() - t:.0f}s",
             flush=True,
         )
         gb = sum(p.stat().st_size for p in ck.glob("*.safetensors")) / 1e9
-        results: dict[str, list[tuple[float, float]]] = {"copy": [], "mmforge": [], "mobius": []}
-        inner: list[tuple[float, float]] = []  # mmforge without the runtime validation
-        for _ in range(args.rounds):
-            for tool, cmd, out in (
-                ("copy", ["sh", "-c", f"cp -r {ck} {args.work}/copy && sync"], args.work / "copy"),
-                (
-                    "mmforge",
-                    [mmforge, "convert", str(ck), "-o", str(args.work / "pkg"), "--json"],
-                    args.work / "pkg",
-                ),
+        tools = [
+            ("copy", ["sh", "-c", f"cp -r {ck} {args.work}/copy && sync"], args.work / "copy"),
+            (
+                "mmforge",
+                [mmforge, "convert", str(ck), "-o", str(args.work / "pkg"), "--json"],
+                args.work / "pkg",
+            ),
+        ]
+        if args.family != "lfm2_vl":  # mobius 0.1 has no LFM2
+            mob = args.work / "mob"
+            tools.append(
                 (
                     "mobius",
                     [
-                        mobius,
-                        "build",
-                        "--config",
-                        str(ck),
-                        "--runtime",
-                        "ort-genai",
-                        "--ep",
-                        "cpu",
-                        str(args.work / "mob"),
+                        *(mobius, "build", "--config", str(ck)),
+                        *("--runtime", "ort-genai", "--ep", "cpu", str(mob)),
                     ],
-                    args.work / "mob",
-                ),
-            ):
+                    mob,
+                )
+            )
+        results: dict[str, list[tuple[float, float]]] = {tool: [] for tool, _, _ in tools}
+        inner: list[tuple[float, float]] = []  # mmforge without the runtime validation
+        for _ in range(args.rounds):
+            for tool, cmd, out in tools:
                 shutil.rmtree(out, ignore_errors=True)
                 subprocess.run(["sync"], check=False)
                 seconds, rss, stdout = measure(cmd, args.work)
@@ -117,7 +126,7 @@ def main() -> None:
     )
     for name, params, gb, med in rows:
         base = med["copy"][0]
-        for tool in ("copy", "mmforge", "mmforge w/o validate", "mobius"):
+        for tool in [t for t in ("copy", "mmforge", "mmforge w/o validate", "mobius") if t in med]:
             seconds, rss = med[tool]
             print(
                 f"{name:>6} {params / 1e6:>7.0f}M {gb:>6.2f} | {tool:>20} {seconds:>8.1f} "
