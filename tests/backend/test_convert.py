@@ -681,3 +681,22 @@ def test_the_lfm2_decoder_builder_reports_its_layers_as_build_progress():
         (2, 6, "decoder: layer 2/4"),
         (5, 6, "decoder: writing"),
     ]
+
+
+def test_lfm2_vl_in_the_hub_layout_converts_and_matches_transformers(tiny, tmp_path):
+    """Hub checkpoints keep the SigLIP2 tower under vision_tower.vision_model."""
+
+    def hub_layout(weights):
+        for name in [n for n in weights if n.startswith("model.vision_tower.")]:
+            hub = name.replace("model.vision_tower.", "model.vision_tower.vision_model.")
+            weights[hub] = weights.pop(name)
+
+    src = _lfm2_variant(tiny, tmp_path, lambda t: None, hub_layout)
+    manifest = convert(str(src), tmp_path / "pkg")
+    assert manifest.weights["unused"] == 0 and manifest.weights["missing"] == 0
+    rt = Runtime(tmp_path / "pkg")
+    messages = hf_reference.messages_for("Describe this image.", n_images=1)
+    inputs = rt.process(rt.prompt(messages), images=[resources.probe_image()])
+    ref = hf_reference.from_runtime(src, inputs.prompt, inputs.arrays)
+    hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(src), ref, 32)
+    assert len(set(hf_tokens)) >= 4 and rt.greedy(inputs, 32) == hf_tokens
