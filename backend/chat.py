@@ -199,6 +199,21 @@ def _max_images(folder: Path, pipeline: str) -> int | None:
     return None if any(_PHI4_PER_IMAGE_NOTE in str(n) for n in notes) else 1
 
 
+def _refusal_hint(message: str) -> str:
+    """What to do when the runtime's processor refuses a conversation's attachments."""
+    if "padded into" in message or "out of valid range" in message:
+        # ORT GenAI 0.18 (LFM2-VL, Mistral 3) pads every image of a prompt into a batch
+        # the size of one of them, which cannot hold a wider or taller one.
+        return (
+            "This runtime cannot batch images of different shapes here: keep to images of "
+            "one size and shape, or start a new conversation for this image"
+        )
+    return (
+        "Check the attachment; very wide or very tall images fail in this runtime's resize, "
+        "so crop such an image closer to square, or remove it"
+    )
+
+
 def available_eps() -> dict[str, str | None]:
     """Each execution provider and why it cannot be used (None when it can)."""
     import onnxruntime_genai as og
@@ -546,9 +561,7 @@ class ChatSession:
                 inputs = self.runtime.process(prompt, images, audios)
             except RuntimeError as e:
                 raise MmforgeError(
-                    f"The runtime could not prepare the attachments ({e})",
-                    "Check the attachment; very wide or very tall images fail in this "
-                    "runtime's resize, so crop such an image closer to square, or remove it",
+                    f"The runtime could not prepare the attachments ({e})", _refusal_hint(str(e))
                 ) from None
             ids = inputs.input_ids
             if exact is not None and self._same_specials(exact, ids):

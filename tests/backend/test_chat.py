@@ -283,6 +283,22 @@ def test_an_image_the_runtime_cannot_resize_is_a_clear_error_and_nothing_is_lost
     assert len(session.send("And now?", options=_greedy(4)).token_ids) == 4
 
 
+def test_images_the_runtime_cannot_batch_get_a_hint_that_helps(package, tmp_path):
+    """ORT GenAI 0.18 pads an LFM2-VL prompt's images into one of their sizes."""
+    from PIL import Image
+
+    wide = tmp_path / "wide.png"
+    Image.new("RGB", (200, 100), (20, 160, 40)).save(wide)  # 64x160 after resizing
+    session = ChatSession(package("lfm2_vl"))
+    session.send(
+        "Look.", session.prepare_attachments([(resources.probe_image(), IMAGE)]), _greedy(4)
+    )
+    with pytest.raises(MmforgeError, match="could not prepare the attachments") as e:
+        session.send("And this?", session.prepare_attachments([(wide, IMAGE)]), _greedy(4))
+    assert "images of one size and shape" in e.value.one_line()
+    assert len(session.messages) == 2
+
+
 def test_cuda_is_refused_with_the_reason_where_it_is_missing(package):
     import onnxruntime_genai as og
 
