@@ -150,7 +150,10 @@ class TurnResult:
 
 @dataclass(frozen=True)
 class PackageInfo:
-    """What a package can take, read from its genai_config.json alone (no runtime)."""
+    """What a package can take, read without loading the runtime.
+
+    From genai_config.json, and for Phi-4's image limit from the manifest.
+    """
 
     folder: Path
     pipeline_type: str

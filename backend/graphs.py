@@ -37,7 +37,7 @@ class BuiltGraphs:
         models: Component name to `onnx_ir.Model`.
         module: The mobius module that built them (it knows the weight renames), or None.
         baked: Components whose weights the builder wrote itself: initializer name to
-            (checkpoint tensors, how they combine; see lfm2_graphs.combine). The weight
+            (checkpoint tensors, how they combine: weights.BAKED_KINDS). The weight
             plan checks each against the checkpoint instead of filling it.
         work: A scratch folder the graphs' external data lives in until they are written.
         notes: What the build fixed, for the manifest.

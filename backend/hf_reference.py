@@ -316,7 +316,7 @@ def _lfm2_vl(
             out = lfm2_vl_images(images, read_json(folder / "preprocessor_config.json", "model"))
         except ValueError as e:
             raise MmforgeError(
-                str(e), "Large images differ from HF by design (no tiling)"
+                str(e), "The runtime never tiles, so such images differ from HF by design"
             ) from None
         reps = [f"<|image_start|>{'<image>' * n}<|image_end|>" for n in out.pop("num_tokens")]
         tensors.update(out)

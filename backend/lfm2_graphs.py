@@ -150,18 +150,24 @@ def vision_graph(cfg: Cfg) -> Any:
     if grid * grid != int(v.get("num_patches", 256)):
         raise MmforgeError(
             f"vision_config.num_patches={v.get('num_patches')} is not a square grid",
-            "This SigLIP2 layout is not supported",
+            "Only SigLIP2 towers with a square position grid (as released LFM2-VL) convert",
         )
     act = str(v.get("hidden_act", "gelu_pytorch_tanh"))
     if act not in ("gelu_pytorch_tanh", "gelu"):
-        raise MmforgeError(f"Vision activation {act} is not supported", "Use a released LFM2-VL")
+        raise MmforgeError(
+            f"Vision activation {act} is not supported",
+            "Only gelu_pytorch_tanh or gelu towers (as released LFM2-VL) convert",
+        )
     factor = int(cfg.get("downsample_factor", 2))
     text_hidden = int(cfg.text.get("hidden_size"))
     proj_hidden = int(cfg.get("projector_hidden_size", text_hidden))
     proj_bias = bool(cfg.get("projector_bias", True))
     proj_act = str(cfg.get("projector_hidden_act", "gelu"))
     if proj_act not in ("gelu", "gelu_pytorch_tanh"):
-        raise MmforgeError(f"Projector activation {proj_act} is not supported", "")
+        raise MmforgeError(
+            f"Projector activation {proj_act} is not supported",
+            "Only gelu or gelu_pytorch_tanh projectors (as released LFM2-VL) convert",
+        )
 
     g = _Graph("lfm2_vl_vision")
     f32, i64 = ir.DataType.FLOAT, ir.DataType.INT64
@@ -313,7 +319,10 @@ def embedding_graph(cfg: Cfg) -> Any:
     vocab, hidden = int(text.get("vocab_size")), int(text.get("hidden_size"))
     image_token = cfg.get("image_token_id")
     if not isinstance(image_token, int):
-        raise MmforgeError("config.json has no image_token_id", "The checkpoint is incomplete")
+        raise MmforgeError(
+            "config.json has no image_token_id",
+            "Add image_token_id (the id of <image> in the tokenizer) to config.json",
+        )
     g = _Graph("lfm2_vl_embedding")
     ids = g.input("input_ids", ir.DataType.INT64, ["batch_size", "sequence_length"])
     features = g.input("image_features", ir.DataType.FLOAT, ["num_image_tokens", hidden])
@@ -369,7 +378,9 @@ def builder_decoder(folder: Path, work: Path, ep: str, ctx: JobContext, layers: 
     if proc.returncode != 0 or not (out / "model.onnx").is_file():
         raise MmforgeError(
             "Building the LFM2 decoder failed: " + (" / ".join(tail) or f"exit {proc.returncode}"),
-            "This checkpoint's text model is not supported by the ONNX Runtime GenAI builder",
+            "This checkpoint's text model is not supported by the ONNX Runtime GenAI builder; "
+            "its output is in the error's details (--verbose on the command line)",
+            details=seen[-4000:],
         )
     return out
 
@@ -392,8 +403,8 @@ def _report_builder(text: str, layers: int, total: int, ctx: JobContext) -> None
 def builder_sources(cfg: Cfg) -> dict[str, tuple[tuple[str, ...], str]]:
     """Builder initializer -> (checkpoint tensors, how they combine) for the LFM2 decoder.
 
-    "same": equal as is; "t": transposed (MatMul weights); "qkv": q, k, v stacked, then
-    transposed (the builder fuses the attention projections).
+    The ways of combining are weights.BAKED_KINDS: the projections' MatMul weights are
+    transposed, the attention projections fused as "qkv", the rotary tables computed.
     """
     text = cfg.text
     layer_types = layer_kinds(cfg)
@@ -435,6 +446,8 @@ def builder_sources(cfg: Cfg) -> dict[str, tuple[tuple[str, ...], str]]:
         else TEXT_PREFIX + "embed_tokens.weight"
     )
     out["lm_head.MatMul.weight"] = ((head,), "t")
+    for table in ("cos_cache", "sin_cache"):  # rotary tables the builder computes
+        out[table] = ((), "computed")
     return out
 
 
@@ -488,27 +501,3 @@ def add_conv_biases(decoder: Any, cfg: Cfg, folder: Path) -> str | None:
             add.replace_input_with(0, product)  # the line above rewired this one too
             added += 1
     return f"Decoder: {added} short-convolution projection biases added (the builder drops them)"
-
-
-# Initializers the builder computes rather than reads (rotary tables).
-COMPUTED = ("cos_cache", "sin_cache")
-
-
-def combined_shape(shapes: list[list[int]], how: str) -> list[int]:
-    """The shape of the builder's initializer made from checkpoint tensors of `shapes`."""
-    if how == "same":
-        return list(shapes[0])
-    if how == "t":
-        return list(reversed(shapes[0]))
-    return [shapes[0][1], sum(s[0] for s in shapes)]  # qkv
-
-
-def combine(tensors: list[Any], how: str) -> Any:
-    """The builder's initializer value from the checkpoint tensors (torch)."""
-    import torch
-
-    if how == "same":
-        return tensors[0]
-    if how == "t":
-        return tensors[0].T
-    return torch.cat(tensors, 0).T

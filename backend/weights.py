@@ -313,6 +313,32 @@ def plan_weights(
     return WeightPlan(report=report, assignments=assignments, baked_refs=named)
 
 
+# How a weight a builder wrote itself is made from checkpoint tensors (BuiltGraphs.baked):
+# "same" equal as is, "t" transposed (MatMul weights), "qkv" q, k and v stacked then
+# transposed (fused attention projections), "computed" from no tensor (rotary tables).
+BAKED_KINDS = ("same", "t", "qkv", "computed")
+
+
+def _baked_shape(shapes: list[list[int]], how: str) -> list[int]:
+    """The shape of a baked weight made from checkpoint tensors of `shapes`."""
+    if how == "same":
+        return list(shapes[0])
+    if how == "t":
+        return list(reversed(shapes[0]))
+    return [shapes[0][1], sum(s[0] for s in shapes)]  # qkv
+
+
+def _baked_value(tensors: list[Any], how: str) -> Any:
+    """A baked weight's expected value from its checkpoint tensors (torch)."""
+    import torch
+
+    if how == "same":
+        return tensors[0]
+    if how == "t":
+        return tensors[0].T
+    return torch.cat(tensors, 0).T  # qkv
+
+
 def _plan_baked(
     component: str,
     model: Any,
@@ -326,12 +352,10 @@ def _plan_baked(
     Each must come from checkpoint tensors of the right shapes; its values are compared
     when the component is written (check_baked).
     """
-    from mmforge.backend.lfm2_graphs import COMPUTED, combined_shape
-
     for init_name, value in model.graph.initializers.items():
-        if init_name in COMPUTED or not value.dtype.is_floating_point():
-            continue
         source = sources.get(init_name)
+        if not value.dtype.is_floating_point() or (source and source[1] == "computed"):
+            continue
         if source is None or any(name not in refs for name in source[0]):
             report.missing.append(
                 {"component": component, "initializer": init_name, "shape": _shape(value.shape)}
@@ -339,7 +363,7 @@ def _plan_baked(
             continue
         names, how = source
         expected = _shape(value.shape)
-        actual = combined_shape([list(refs[n].shape) for n in names], how)
+        actual = _baked_shape([list(refs[n].shape) for n in names], how)
         if expected is not None and expected != actual:
             report.mismatched.append(
                 {
@@ -363,14 +387,16 @@ def check_baked(graphs: BuiltGraphs, component: str, plan: WeightPlan, ctx: JobC
     """
     import torch
 
-    from mmforge.backend.lfm2_graphs import combine
-
     sources = graphs.baked.get(component, {})
     model = graphs.models[component]
-    todo = [(n, v) for n, v in model.graph.initializers.items() if n in sources]
+    todo = [
+        (n, v)
+        for n, v in model.graph.initializers.items()
+        if n in sources and sources[n][1] != "computed"
+    ]
     for done, (init_name, value) in enumerate(todo, start=1):
         names, how = sources[init_name]
-        expected = combine([plan.baked_refs[n].read().float() for n in names], how)
+        expected = _baked_value([plan.baked_refs[n].read().float() for n in names], how)
         actual = torch.tensor(value.const_value.numpy(), dtype=torch.float32)
         if actual.shape != expected.shape or not torch.equal(actual, expected):
             diff = (

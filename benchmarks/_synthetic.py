@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 SIZES = {
     "100M": (768, 10, 2048, 384, 4),
@@ -23,7 +24,6 @@ VOCAB = 32000
 def build_checkpoint(name: str, folder: Path) -> int:
     """Write a synthetic Qwen2.5-VL checkpoint; returns its parameter count."""
     from mmforge.backend.tiny import specs
-    from mmforge.backend.tiny.build import write_tiny
 
     hidden, layers, inter, v_hidden, v_depth = SIZES[name]
     base = specs.QWEN2_5_VL
@@ -43,11 +43,7 @@ def build_checkpoint(name: str, folder: Path) -> int:
         v.fullatt_block_indexes = [v_depth - 1]
         return config
 
-    spec = dataclasses.replace(base, make_config=make_config)
-    write_tiny(spec, folder)
-    from mmforge.backend.checkpoint import local_tensors
-
-    return sum(t.numel for t in local_tensors(folder) or [])
+    return _write(dataclasses.replace(base, make_config=make_config), folder)
 
 
 # name: (text hidden, text layers, text intermediate, vision hidden, vision layers)
@@ -62,7 +58,6 @@ def build_lfm2_checkpoint(name: str, folder: Path) -> int:
     """Write a synthetic LFM2-VL checkpoint (a conv layer, then attention every third);
     returns its parameter count."""
     from mmforge.backend.tiny import specs
-    from mmforge.backend.tiny.build import write_tiny
 
     hidden, layers, inter, v_hidden, v_layers = LFM2_SIZES[name]
     base = specs.LFM2_VL
@@ -80,8 +75,13 @@ def build_lfm2_checkpoint(name: str, folder: Path) -> int:
         config.projector_hidden_size = hidden * 2
         return config
 
-    spec = dataclasses.replace(base, make_config=make_config)
-    write_tiny(spec, folder)
-    from mmforge.backend.checkpoint import local_tensors
+    return _write(dataclasses.replace(base, make_config=make_config), folder)
 
+
+def _write(spec: Any, folder: Path) -> int:
+    """Write a checkpoint from a resized tiny spec; returns its parameter count."""
+    from mmforge.backend.checkpoint import local_tensors
+    from mmforge.backend.tiny.build import write_tiny
+
+    write_tiny(spec, folder)
     return sum(t.numel for t in local_tensors(folder) or [])

@@ -32,12 +32,11 @@ def _projector(cfg: Cfg) -> Projector:
 
 
 def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
-    low = int(pre.first("min_image_tokens", default=64))
-    high = int(pre.first("max_image_tokens", default=256))
+    patch, factor, low, high = _sizes(cfg, pre)
     return ImageTokens(
         minimum=low,
         maximum=high,
-        rule=f"⌈rows/2⌉·⌈cols/2⌉ of 16px patches, kept within [{low}, {high}] "
+        rule=f"⌈rows/{factor}⌉·⌈cols/{factor}⌉ of {patch}px patches, kept within [{low}, {high}] "
         "(no tiling in the runtime)",
     )
 

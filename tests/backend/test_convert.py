@@ -19,15 +19,7 @@ CONVERTIBLE = ["qwen2_5_vl", "qwen3_vl", "mistral3", "gemma3", "gemma4", "phi4mm
 
 @pytest.mark.parametrize("family", CONVERTIBLE)
 def test_package_generates_the_same_32_greedy_tokens_as_transformers(tiny, package, family):
-    folder = package(family)
-    rt = Runtime(folder)
-    messages = hf_reference.messages_for("Describe this image.", n_images=1)
-    inputs = rt.process(rt.prompt(messages), images=[resources.probe_image()])
-    ort_tokens = rt.greedy(inputs, 32)
-
-    model = hf_reference.load_model(tiny(family))
-    ref = hf_reference.from_runtime(tiny(family), inputs.prompt, inputs.arrays)
-    hf_tokens = hf_reference.greedy_generate(model, ref, 32)
+    ort_tokens, hf_tokens = _greedy_both(package(family), tiny(family))
     assert len(set(hf_tokens)) >= 4, "the reference is degenerate; the test would prove nothing"
     assert ort_tokens == hf_tokens
 
@@ -67,6 +59,18 @@ def test_text_only_generation_matches_transformers(tiny, package, family):
     )
     hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(tiny(family)), ref, 32)
     assert ort_tokens == hf_tokens
+
+
+def _greedy_both(folder, checkpoint, images=None, text="Describe this image."):
+    """32 greedy tokens from the package and from transformers on the runtime's own ids
+    and pixels (the probe image unless `images` are given)."""
+    images = [resources.probe_image()] if images is None else images
+    rt = Runtime(folder)
+    messages = hf_reference.messages_for(text, n_images=len(images))
+    inputs = rt.process(rt.prompt(messages), images=images)
+    ref = hf_reference.from_runtime(checkpoint, inputs.prompt, inputs.arrays)
+    hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(checkpoint), ref, 32)
+    return rt.greedy(inputs, 32), hf_tokens
 
 
 def _probe():
@@ -492,14 +496,8 @@ def test_three_images_of_two_sizes_match_transformers(tiny, package, family, tmp
     padding (Qwen) nor drop the image axis (Gemma 3)."""
     small = tmp_path / "small.png"
     _probe().resize((96, 64)).save(small)
-    rt = Runtime(package(family))
-    messages = hf_reference.messages_for("Compare these.", n_images=3)
-    inputs = rt.process(
-        rt.prompt(messages), images=[resources.probe_image(), small, resources.probe_image()]
-    )
-    ort_tokens = rt.greedy(inputs, 32)
-    ref = hf_reference.from_runtime(tiny(family), inputs.prompt, inputs.arrays)
-    hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(tiny(family)), ref, 32)
+    images = [resources.probe_image(), small, resources.probe_image()]
+    ort_tokens, hf_tokens = _greedy_both(package(family), tiny(family), images, "Compare these.")
     assert ort_tokens == hf_tokens
 
 
@@ -648,12 +646,8 @@ def test_lfm2_conv_projection_biases_the_builder_drops_are_added(tiny, tmp_path)
     manifest = convert(str(src), tmp_path / "pkg")
     assert manifest.weights["unused"] == 0 and manifest.weights["missing"] == 0
     assert any("2 short-convolution projection biases added" in n for n in manifest.notes)
-    rt = Runtime(tmp_path / "pkg")
-    messages = hf_reference.messages_for("Describe this image.", n_images=1)
-    inputs = rt.process(rt.prompt(messages), images=[resources.probe_image()])
-    ref = hf_reference.from_runtime(src, inputs.prompt, inputs.arrays)
-    hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(src), ref, 32)
-    assert len(set(hf_tokens)) >= 4 and rt.greedy(inputs, 32) == hf_tokens
+    ort_tokens, hf_tokens = _greedy_both(tmp_path / "pkg", src)
+    assert len(set(hf_tokens)) >= 4 and ort_tokens == hf_tokens
 
 
 def test_an_lfm2_text_weight_no_graph_uses_stops_the_conversion(tiny, tmp_path):
@@ -694,9 +688,5 @@ def test_lfm2_vl_in_the_hub_layout_converts_and_matches_transformers(tiny, tmp_p
     src = _lfm2_variant(tiny, tmp_path, lambda t: None, hub_layout)
     manifest = convert(str(src), tmp_path / "pkg")
     assert manifest.weights["unused"] == 0 and manifest.weights["missing"] == 0
-    rt = Runtime(tmp_path / "pkg")
-    messages = hf_reference.messages_for("Describe this image.", n_images=1)
-    inputs = rt.process(rt.prompt(messages), images=[resources.probe_image()])
-    ref = hf_reference.from_runtime(src, inputs.prompt, inputs.arrays)
-    hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(src), ref, 32)
-    assert len(set(hf_tokens)) >= 4 and rt.greedy(inputs, 32) == hf_tokens
+    ort_tokens, hf_tokens = _greedy_both(tmp_path / "pkg", src)
+    assert len(set(hf_tokens)) >= 4 and ort_tokens == hf_tokens
