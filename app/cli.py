@@ -190,7 +190,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    from mmforge.backend.worker import serve
+    from mmforge.backend.worker.server import serve
 
     return serve()
 
@@ -259,7 +259,7 @@ EXIT_VERDICT = {"PASS": 0, "FAIL": 1, "AMBIGUOUS": 3}
 def _cmd_verify(args: argparse.Namespace) -> int:
     from mmforge.backend.jobs import JobContext
     from mmforge.backend.verify import verify
-    from mmforge.backend.verify_report import render_html, render_table
+    from mmforge.backend.verify.report import render_html, render_table
 
     report = verify(
         args.package,
@@ -293,8 +293,8 @@ def _write_report(path: Path, text: str) -> None:
 def _cmd_chat(args: argparse.Namespace) -> int:
     import signal
 
-    from mmforge.backend.attachments import AUDIO, IMAGE
-    from mmforge.backend.chat_worker import ChatClient
+    from mmforge.backend.chat.attachments import AUDIO, IMAGE
+    from mmforge.backend.chat.client import ChatClient
     from mmforge.backend.errors import MmforgeError
 
     if args.max_new_tokens < 1:
@@ -369,8 +369,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from platformdirs import user_data_dir
 
     from mmforge import resources
-    from mmforge.backend.attachments import IMAGE
     from mmforge.backend.chat import ChatSession, GenerationOptions
+    from mmforge.backend.chat.attachments import IMAGE
     from mmforge.backend.convert import convert
     from mmforge.backend.inspect import inspect_source
     from mmforge.backend.jobs import JobContext

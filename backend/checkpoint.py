@@ -1,239 +1,166 @@
-"""Tensor names, shapes and dtypes of a checkpoint, read without loading the weights.
+"""A checkpoint folder, read once: config, processor settings, generation defaults, family.
 
-Three sources, best first: safetensors headers on disk; safetensors headers on the hub
-(HTTP range requests, no download); a model built from the config on the meta device.
+`Checkpoint.read(folder)` parses `config.json` once, with transformers' defaults applied
+where transformers knows the model type, and the processor and generation configs beside
+it. Inspect, build, weights, package and verify all take this value instead of reading
+the folder again; the tensor headers are read on first use and kept.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
-import json
-import math
-import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mmforge.backend import families
 from mmforge.backend.errors import MmforgeError
-
-DTYPE_BYTES = {
-    "F64": 8,
-    "F32": 4,
-    "F16": 2,
-    "BF16": 2,
-    "I64": 8,
-    "I32": 4,
-    "I16": 2,
-    "I8": 1,
-    "U8": 1,
-    "BOOL": 1,
-    "F8_E4M3": 1,
-    "F8_E5M2": 1,
-}
-_MAX_HEADER = 100 * 1024 * 1024
+from mmforge.backend.families import Cfg, Family
+from mmforge.backend.source import read_json
+from mmforge.backend.tensors import TensorInfo, local_tensors
 
 
 @dataclass(frozen=True)
-class TensorInfo:
-    """One tensor of a checkpoint.
+class Checkpoint:
+    """A Hugging Face checkpoint folder as every stage sees it.
 
     Attributes:
-        name: The checkpoint key.
-        shape: Its shape.
-        dtype: safetensors dtype name ("F32", "BF16", ...).
+        folder: The folder holding config.json.
+        family: Its family entry.
+        config: The config as a dict, with transformers' defaults applied (as written
+            when the model type exists only as remote code).
+        remote_code: Whether the model type exists only as remote code.
+        preprocessor: Image processor settings (preprocessor_config.json, else the
+            image_processor block of processor_config.json).
+        audio_preprocessor: Audio feature extractor settings.
+        generation: generation_config.json (empty when absent).
+        hf_config: The transformers config object (None for remote code); builders that
+            adapt it get their own copy from `transformers_config()`.
     """
 
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
+    folder: Path
+    family: Family
+    config: dict[str, Any]
+    remote_code: bool
+    preprocessor: Cfg
+    audio_preprocessor: Cfg
+    generation: dict[str, Any]
+    hf_config: Any = field(default=None, repr=False, compare=False)
 
     @property
-    def numel(self) -> int:
-        """Number of elements."""
-        return math.prod(self.shape)
+    def cfg(self) -> Cfg:
+        """The config with dotted-path access."""
+        return Cfg(self.config)
 
     @property
-    def nbytes(self) -> int:
-        """Size in bytes in the checkpoint."""
-        return self.numel * DTYPE_BYTES.get(self.dtype, 4)
+    def model_type(self) -> str:
+        """The config's model_type."""
+        return str(self.config.get("model_type"))
 
+    def transformers_config(self) -> Any:
+        """A private copy of the transformers config, for code that adapts it.
 
-def read_header(path: Path) -> dict[str, dict[str, object]]:
-    """Parse the JSON header of one safetensors file.
-
-    Raises:
-        MmforgeError: The file is truncated or not safetensors.
-    """
-    return _parsed(path)[1]
-
-
-def _parsed(path: Path) -> tuple[int, dict[str, dict[str, object]]]:
-    """Where the data of a safetensors file starts, and its header.
-
-    Parsed once per file version: inspection, the weight plan and every tensor read
-    share it.
-    """
-    try:
-        stat = path.stat()
-    except OSError as e:
-        raise MmforgeError(
-            f"{path.name} could not be read ({e})",
-            "The download may be incomplete: download the model again",
-        ) from e
-    return _parse_header(path, stat.st_size, stat.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=256)
-def _parse_header(path: Path, size: int, mtime_ns: int) -> tuple[int, dict[str, dict[str, object]]]:
-    try:
-        with path.open("rb") as f:
-            prefix = f.read(8)
-            if len(prefix) < 8:
-                raise ValueError("shorter than its 8-byte header length")
-            (length,) = struct.unpack("<Q", prefix)
-            if length > min(_MAX_HEADER, size - 8):
-                raise ValueError(f"header length {length} does not fit in {size} bytes")
-            header = json.loads(f.read(length))
-        end = max(
-            (int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"),
-            default=0,
-        )
-        if 8 + length + end > size:
-            raise ValueError(f"data ends at byte {8 + length + end} but the file has {size}")
-    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
-        raise MmforgeError(
-            f"{path.name} is not a valid safetensors file ({e})",
-            "The download may be incomplete or corrupt: delete it and download again",
-        ) from e
-    if not isinstance(header, dict):
-        raise MmforgeError(
-            f"{path.name} has a malformed safetensors header",
-            "The file is corrupt: delete it and download the model again",
-        )
-    return 8 + int(length), header
-
-
-def _from_header(header: dict[str, dict[str, object]]) -> list[TensorInfo]:
-    out = []
-    for name, meta in header.items():
-        if name == "__metadata__":
-            continue
-        shape = tuple(int(d) for d in meta["shape"])  # type: ignore[attr-defined]
-        out.append(TensorInfo(name, shape, str(meta["dtype"])))
-    return out
-
-
-def safetensors_headers(folder: Path) -> dict[Path, dict[str, dict[str, object]]] | None:
-    """The header of every safetensors file of the checkpoint in `folder`, or None if none.
-
-    With an index, the files are the shards it names; otherwise every *.safetensors file.
-
-    Raises:
-        MmforgeError: A shard named by the index is missing, or a file is corrupt.
-    """
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        except (ValueError, KeyError) as e:
-            raise MmforgeError(f"{index.name} is malformed ({e})", "Download it again") from e
-        shards = sorted(set(weight_map.values()))
-        present = [s for s in shards if (folder / s).is_file()]
-        if not present:
-            return None  # metadata-only folder (hub inspect): no shard fetched yet
-        missing = [s for s in shards if s not in present]
-        if missing:
+        Raises:
+            MmforgeError: The model type exists only as remote code.
+        """
+        if self.hf_config is None:
             raise MmforgeError(
-                f"Shard {missing[0]} named in {index.name} is missing",
-                "Download the model again; the copy is incomplete",
+                f"transformers has no native class for {self.family.name} "
+                f"(model_type '{self.model_type}')",
+                "Use the model's native transformers version",
             )
-        files = [folder / s for s in shards]
-    else:
-        files = sorted(folder.glob("*.safetensors"))
-    return {f: read_header(f) for f in files} or None
+        return copy.deepcopy(self.hf_config)
+
+    @functools.cached_property
+    def tensors(self) -> list[TensorInfo] | None:
+        """The tensors of its safetensors files (None when it has none), read once.
+
+        Raises:
+            MmforgeError: A shard named by the index is missing, or a file is corrupt.
+        """
+        return local_tensors(self.folder)
+
+    @classmethod
+    def read(
+        cls,
+        folder: Path,
+        *,
+        trust_remote_code: bool = False,
+        config: dict[str, Any] | None = None,
+    ) -> Checkpoint:
+        """Read a checkpoint folder.
+
+        Args:
+            folder: The folder holding config.json.
+            trust_remote_code: Accept a model type that exists only as remote code (its
+                config is read as written; its code is never run).
+            config: config.json as already parsed (`ResolvedSource.config`), so that it
+                is not parsed again.
+
+        Raises:
+            MmforgeError: Malformed or unreadable config, an unknown or text-only family,
+                or remote code without consent.
+        """
+        raw = config if config is not None else read_json(folder / "config.json", "model")
+        family = families.lookup(raw.get("model_type"))
+        hf_config = _transformers_config(folder, raw, family, trust_remote_code)
+        return cls(
+            folder=folder,
+            family=family,
+            config=raw if hf_config is None else hf_config.to_dict(),
+            remote_code=hf_config is None,
+            preprocessor=_image_settings(folder),
+            audio_preprocessor=_audio_settings(folder),
+            generation=_optional_json(folder / "generation_config.json"),
+            hf_config=hf_config,
+        )
 
 
-def local_tensors(folder: Path) -> list[TensorInfo] | None:
-    """Tensors from the safetensors files in `folder`, or None if it has none.
+def _transformers_config(
+    folder: Path, raw: dict[str, Any], family: Family, trust_remote_code: bool
+) -> Any:
+    """The transformers config built from the parsed dict, or None for remote code.
 
-    Raises:
-        MmforgeError: A shard named by the index is missing, or a file is corrupt.
+    Built with `from_dict`, as `from_pretrained` does after reading the file, so the file
+    is parsed only once.
     """
-    headers = safetensors_headers(folder)
-    if headers is None:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING, CONFIG_MAPPING_NAMES
+
+    model_type = raw.get("model_type")
+    if model_type not in CONFIG_MAPPING_NAMES or model_type in family.remote_code_types:
+        if not trust_remote_code:
+            raise MmforgeError(
+                f"{family.name} (model_type '{model_type}') is defined only by code in its "
+                "repository, which mmforge does not run without your consent",
+                "If you trust the repository, rerun with --trust-remote-code",
+            )
         return None
-    return [t for header in headers.values() for t in _from_header(header)]
-
-
-def hub_tensors(repo_id: str, revision: str | None, token: str | None) -> list[TensorInfo] | None:
-    """Tensors from the safetensors headers on the hub, fetched by range requests."""
-    from huggingface_hub import HfApi
-
-    from mmforge.backend.source import hub_endpoint
-
-    api = HfApi(endpoint=hub_endpoint(), token=token)
     try:
-        meta = api.get_safetensors_metadata(repo_id, revision=revision)
-    except Exception:  # noqa: BLE001 - no safetensors on the hub: the caller falls back
-        return None
-    out: list[TensorInfo] = []
-    for file_meta in meta.files_metadata.values():
-        for name, info in file_meta.tensors.items():
-            out.append(TensorInfo(name, tuple(info.shape), info.dtype))
-    return out
+        return CONFIG_MAPPING[model_type].from_dict(dict(raw))
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise MmforgeError(
+            f"transformers cannot read {folder / 'config.json'}: {e}",
+            "The config is malformed; download the model again or fix the file",
+        ) from e
 
 
-def meta_tensors(config: object, hf_class: str) -> list[TensorInfo]:
-    """Tensors of the model built from a transformers config on the meta device.
-
-    Nothing is allocated. Tied parameters are counted once, as a checkpoint stores them.
-    """
-    import torch
-    import transformers
-
-    cls = getattr(transformers, hf_class)
-    with torch.device("meta"):
-        model = cls._from_config(config)
-    dtype = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
-    return [
-        TensorInfo(name, tuple(p.shape), dtype.get(p.dtype, "F32"))
-        for name, p in model.named_parameters()
-    ]
+def _optional_json(path: Path) -> dict[str, Any]:
+    return read_json(path, "model") if path.is_file() else {}
 
 
-# safetensors dtype -> torch dtype name; numpy reads the same names, except bfloat16,
-# which numpy lacks: its bits are read as uint16 and viewed as bfloat16 in torch.
-TORCH_DTYPES = {
-    "F64": "float64",
-    "F32": "float32",
-    "F16": "float16",
-    "BF16": "bfloat16",
-    "I64": "int64",
-    "I32": "int32",
-    "I16": "int16",
-    "I8": "int8",
-    "U8": "uint8",
-    "BOOL": "bool",
-}
-_NUMPY = {**TORCH_DTYPES, "BF16": "uint16"}
+def _image_settings(folder: Path) -> Cfg:
+    """preprocessor_config.json, else the image_processor block of processor_config.json."""
+    pre = folder / "preprocessor_config.json"
+    if pre.is_file():
+        return Cfg(read_json(pre, "model"))
+    return Cfg(_optional_json(folder / "processor_config.json")).sub("image_processor")
 
 
-def read_tensor(path: Path, name: str) -> Any:
-    """Read one tensor from a safetensors file with a plain read (no mmap) as torch.
-
-    Reading instead of mapping keeps the checkpoint out of the process's resident set:
-    only the tensor being converted occupies memory.
-    """
-    import numpy as np
-    import torch
-
-    base, header = _parsed(path)
-    meta: dict[str, Any] = header[name]
-    dtype = str(meta["dtype"])
-    start, end = (int(x) for x in meta["data_offsets"])
-    count = (end - start) // np.dtype(_NUMPY[dtype]).itemsize
-    array = np.fromfile(path, dtype=_NUMPY[dtype], count=count, offset=base + start)
-    tensor = torch.from_numpy(array)
-    if dtype == "BF16":
-        tensor = tensor.view(torch.bfloat16)
-    return tensor.reshape([int(d) for d in meta["shape"]])
+def _audio_settings(folder: Path) -> Cfg:
+    """processor_config.json's feature_extractor, else an audio preprocessor_config.json."""
+    found = Cfg(_optional_json(folder / "processor_config.json")).sub("feature_extractor")
+    if found.data:
+        return found
+    pre = _optional_json(folder / "preprocessor_config.json")
+    return Cfg(pre) if "feature_extractor_type" in pre else Cfg({})

@@ -13,12 +13,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend import checkpoint, families
-from mmforge.backend.checkpoint import TensorInfo
-from mmforge.backend.errors import MmforgeError
+from mmforge.backend import tensors
+from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.families import Cfg, Family, ImageTokens, Projector
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.source import ResolvedSource, read_json, resolve
+from mmforge.backend.tensors import TensorInfo
 
 log = logging.getLogger(__name__)
 
@@ -111,61 +111,21 @@ def component_of(name: str) -> str:
     return "decoder"
 
 
-def load_config(folder: Path, *, trust_remote_code: bool) -> tuple[dict[str, Any], bool]:
-    """Read a model config, filling defaults through transformers where it knows the type.
-
-    Returns:
-        The config dict, and whether the model type exists only as remote code.
-
-    Raises:
-        MmforgeError: Malformed or unreadable config, or remote code without consent.
-    """
-    raw = read_json(folder / "config.json", "model")
-    model_type = raw.get("model_type")
-    family = families.lookup(model_type)
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
-
-    native = model_type in CONFIG_MAPPING_NAMES and model_type not in family.remote_code_types
-    if not native:
-        if not trust_remote_code:
-            raise MmforgeError(
-                f"{family.name} (model_type '{model_type}') is defined only by code in its "
-                "repository, which mmforge does not run without your consent",
-                "If you trust the repository, rerun with --trust-remote-code",
-            )
-        return raw, True
-    from transformers import AutoConfig
-
-    try:
-        config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
-    except (ValueError, TypeError, KeyError, OSError) as e:
-        raise MmforgeError(
-            f"transformers cannot read {folder / 'config.json'}: {e}",
-            "The config is malformed; download the model again or fix the file",
-        ) from e
-    return config.to_dict(), False
-
-
 def _tensors(
-    resolved: ResolvedSource,
-    family: Family,
-    config_dict: dict[str, Any],
-    remote: bool,
-    token: str | None,
+    checkpoint: Checkpoint, resolved: ResolvedSource, token: str | None
 ) -> tuple[list[TensorInfo] | None, str]:
-    found = checkpoint.local_tensors(resolved.folder)
+    found = checkpoint.tensors
     if found is not None:
         return found, "safetensors"
     src = resolved.source
     if src.repo_id is not None and not resolved.offline:
-        found = checkpoint.hub_tensors(src.repo_id, resolved.commit or src.revision, token)
+        found = tensors.hub_tensors(src.repo_id, resolved.commit or src.revision, token)
         if found is not None:
             return found, "hub safetensors headers"
-    if not remote and family.hf_class:
-        from transformers import AutoConfig
-
-        config = AutoConfig.from_pretrained(resolved.folder)
-        return checkpoint.meta_tensors(config, family.hf_class), "config (meta device)"
+    family = checkpoint.family
+    if not checkpoint.remote_code and family.hf_class:
+        meta = tensors.meta_tensors(checkpoint.transformers_config(), family.hf_class)
+        return meta, "config (meta device)"
     return None, "unknown"
 
 
@@ -217,7 +177,7 @@ def estimate_sizes(
     pkg = {d: package(d) for d in dtypes}
     mem = {d: pkg[d] + kv_elems * (2 if d == "f16" else 4) for d in dtypes}
     peak = TOOLS_FOOTPRINT + 2 * max(t.numel for t in tensors) * 4
-    if spec is not None and spec.engine != "mobius":
+    if spec is not None and spec.builder_holds_model:
         peak = TOOLS_FOOTPRINT + params["total"] * 4  # the builder holds the whole model
     return Sizes(
         source=source,
@@ -253,40 +213,26 @@ def _dtype(cfg: Cfg) -> str:
     return str(value).replace("torch.", "") if value else "float32"
 
 
-def read_preprocessor(folder: Path) -> Cfg:
-    """The image processor settings: preprocessor_config.json, else processor_config.json."""
-    pre = folder / "preprocessor_config.json"
-    if pre.is_file():
-        return Cfg(read_json(pre, "model"))
-    proc = folder / "processor_config.json"
-    if proc.is_file():
-        return Cfg(read_json(proc, "model")).sub("image_processor")
-    return Cfg({})
-
-
-def read_audio_preprocessor(folder: Path) -> Cfg:
-    """The audio feature extractor settings (processor_config.json's feature_extractor)."""
-    proc = folder / "processor_config.json"
-    if proc.is_file():
-        found = Cfg(read_json(proc, "model")).sub("feature_extractor")
-        if found.data:
-            return found
-    pre = folder / "preprocessor_config.json"
-    if pre.is_file() and "feature_extractor_type" in read_json(pre, "model"):
-        return Cfg(read_json(pre, "model"))
-    return Cfg({})
-
-
 def profile_folder(
     resolved: ResolvedSource, *, trust_remote_code: bool = False, token: str | None = None
 ) -> Profile:
     """Build the profile of a resolved source (its folder holds at least config.json)."""
-    folder = resolved.folder
-    config_dict, remote = load_config(folder, trust_remote_code=trust_remote_code)
-    cfg = Cfg(config_dict)
-    model_type = str(config_dict.get("model_type"))
-    family = families.lookup(model_type)
-    tensors, tensor_source = _tensors(resolved, family, config_dict, remote, token)
+    checkpoint = Checkpoint.read(
+        resolved.folder, trust_remote_code=trust_remote_code, config=resolved.config
+    )
+    return profile_checkpoint(checkpoint, resolved, token=token)
+
+
+def profile_checkpoint(
+    checkpoint: Checkpoint, resolved: ResolvedSource, *, token: str | None = None
+) -> Profile:
+    """The profile of a checkpoint that has been read."""
+    folder = checkpoint.folder
+    cfg = checkpoint.cfg
+    remote = checkpoint.remote_code
+    model_type = checkpoint.model_type
+    family = checkpoint.family
+    tensors_found, tensor_source = _tensors(checkpoint, resolved, token)
     token_ids = family.token_ids(cfg)
     token_strings = _token_strings(folder, token_ids)
     warnings: list[str] = []
@@ -304,7 +250,7 @@ def profile_folder(
     components = family.components(cfg)
     if not {"vision_encoder", "audio_encoder"} & set(components):
         warnings.append("This config has no vision or audio encoder: it is a text-only model.")
-    if tensors is None:
+    if tensors_found is None:
         warnings.append("Parameter count unknown: no safetensors weights and no config class.")
     if resolved.offline:
         warnings.append("The hub was unreachable; the cached copy was used.")
@@ -321,10 +267,10 @@ def profile_folder(
         projector=family.projector(cfg),
         token_ids=token_ids,
         token_strings=token_strings,
-        image_tokens=family.image_tokens(cfg, read_preprocessor(folder)),
+        image_tokens=family.image_tokens(cfg, checkpoint.preprocessor),
         dtype=_dtype(cfg),
         remote_code=remote,
-        sizes=estimate_sizes(tensors, tensor_source, cfg, family),
+        sizes=estimate_sizes(tensors_found, tensor_source, cfg, family),
         notes=family.notes,
         warnings=tuple(warnings),
         commit=resolved.commit,

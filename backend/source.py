@@ -74,6 +74,8 @@ class ResolvedSource:
         commit: The hub commit the files come from (None for a local folder).
         offline: True when the hub could not be reached and the cache was used.
         files: Names of the files fetched (hub) or found (local), relative to `folder`.
+        config: config.json as parsed while checking a local folder (None for the hub),
+            so that the checkpoint is not parsed again (`Checkpoint.read`).
     """
 
     source: Source
@@ -81,6 +83,7 @@ class ResolvedSource:
     commit: str | None = None
     offline: bool = False
     files: tuple[str, ...] = ()
+    config: dict[str, Any] | None = None
 
 
 def parse_source(spec: str) -> Source:
@@ -128,15 +131,15 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def check_model_folder(folder: Path) -> None:
-    """Fail with a clear message unless `folder` holds a readable `config.json`."""
+def check_model_folder(folder: Path) -> dict[str, Any]:
+    """`folder`'s config.json, parsed; a clear error unless it holds a readable one."""
     config = folder / "config.json"
     if not config.is_file():
         raise MmforgeError(
             f"{folder} has no config.json, so it is not a Hugging Face model folder",
             "Pass the folder that holds config.json (for a hub model, its snapshot folder)",
         )
-    read_json(config, "model")
+    return read_json(config, "model")
 
 
 def hub_endpoint() -> str:
@@ -242,9 +245,9 @@ def resolve(
     source = parse_source(spec)
     cache_dir = cache_dir or hub_cache_dir()
     if source.local_path is not None:
-        check_model_folder(source.local_path)
+        config = check_model_folder(source.local_path)
         files = tuple(sorted(p.name for p in source.local_path.iterdir() if p.is_file()))
-        return ResolvedSource(source=source, folder=source.local_path, files=files)
+        return ResolvedSource(source=source, folder=source.local_path, files=files, config=config)
     return _resolve_hub(source, ctx, purpose, token, allow_pickle, cache_dir)
 
 

@@ -23,10 +23,10 @@ VOCAB = 32000
 
 def build_checkpoint(name: str, folder: Path) -> int:
     """Write a synthetic Qwen2.5-VL checkpoint; returns its parameter count."""
-    from mmforge.backend.tiny import specs
+    from mmforge.backend.families import qwen
 
     hidden, layers, inter, v_hidden, v_depth = SIZES[name]
-    base = specs.QWEN2_5_VL
+    base = qwen.tiny.QWEN2_5_VL
 
     def make_config(special: dict[str, int], vocab: int):
         config = base.make_config(special, vocab)
@@ -57,10 +57,10 @@ LFM2_SIZES = {
 def build_lfm2_checkpoint(name: str, folder: Path) -> int:
     """Write a synthetic LFM2-VL checkpoint (a conv layer, then attention every third);
     returns its parameter count."""
-    from mmforge.backend.tiny import specs
+    from mmforge.backend.families import lfm2
 
     hidden, layers, inter, v_hidden, v_layers = LFM2_SIZES[name]
-    base = specs.LFM2_VL
+    base = lfm2.tiny.LFM2_VL
 
     def make_config(special: dict[str, int], vocab: int):
         config = base.make_config(special, vocab)
@@ -80,7 +80,7 @@ def build_lfm2_checkpoint(name: str, folder: Path) -> int:
 
 def _write(spec: Any, folder: Path) -> int:
     """Write a checkpoint from a resized tiny spec; returns its parameter count."""
-    from mmforge.backend.checkpoint import local_tensors
+    from mmforge.backend.tensors import local_tensors
     from mmforge.backend.tiny.build import write_tiny
 
     write_tiny(spec, folder)

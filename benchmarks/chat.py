@@ -63,8 +63,8 @@ def _raw(model: Any, image: Path, n: int) -> tuple[float, float, list[int]]:
 
 
 def _session(session: Any, image: Path, n: int) -> tuple[float, float, list[int]]:
-    from mmforge.backend.attachments import IMAGE
     from mmforge.backend.chat import GenerationOptions
+    from mmforge.backend.chat.attachments import IMAGE
 
     session.new_conversation()
     attachments = session.prepare_attachments([(image, IMAGE)])
@@ -121,11 +121,11 @@ def main() -> None:
     args = parser.parse_args()
 
     from mmforge import resources
-    from mmforge.backend import hf_reference
     from mmforge.backend.chat import ChatSession
-    from mmforge.backend.chat_worker import ChatClient
+    from mmforge.backend.chat.client import ChatClient
     from mmforge.backend.convert import convert
     from mmforge.backend.runtime import Runtime
+    from mmforge.backend.verify import hf_reference
 
     args.work.mkdir(parents=True, exist_ok=True)
     ck, pkg = args.work / "checkpoint-100M", args.work / f"package-100M-{args.dtype}"

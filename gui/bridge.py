@@ -85,7 +85,7 @@ class JobRunner(QObject):
 
     def start(self, job: str, args: dict[str, Any]) -> None:
         """Start `job` with `args` (see `backend/worker.py`)."""
-        from mmforge.backend.worker import WorkerJob
+        from mmforge.backend.worker.client import WorkerJob
 
         if self._job is not None:
             raise RuntimeError("a job is already running")
@@ -239,7 +239,7 @@ class ChatBridge(QObject):
     def _run(
         self, package: Path, ep: str, store_root: Path | None, conversation: str | None
     ) -> None:
-        from mmforge.backend.chat_worker import ChatClient
+        from mmforge.backend.chat.client import ChatClient
 
         try:
             client = ChatClient(package, ep, store_root=store_root, conversation=conversation)

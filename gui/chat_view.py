@@ -26,8 +26,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from mmforge.backend.attachments import IMAGE, kind_of
-from mmforge.backend.conversations import ConversationStore
+from mmforge.backend.chat.attachments import IMAGE, kind_of
+from mmforge.backend.chat.conversations import ConversationStore
 from mmforge.gui.bridge import ChatBridge, JobRunner
 from mmforge.gui.errors import show_error
 from mmforge.gui.markdown import STYLE, plain, to_html

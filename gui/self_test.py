@@ -17,8 +17,8 @@ from PySide6.QtCore import QObject, QTimer, Slot
 from PySide6.QtWidgets import QApplication
 
 from mmforge import resources
-from mmforge.backend.attachments import IMAGE
-from mmforge.backend.conversations import ConversationStore
+from mmforge.backend.chat.attachments import IMAGE
+from mmforge.backend.chat.conversations import ConversationStore
 
 TIMEOUT_MS = 600_000
 

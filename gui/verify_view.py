@@ -164,7 +164,7 @@ class VerifyView(QWidget):
 
     @Slot(dict)
     def _on_result(self, report: dict[str, Any]) -> None:
-        from mmforge.backend.verify_report import plot_svg
+        from mmforge.backend.verify.report import plot_svg
 
         self.report = report
         self.progress.setValue(100)
@@ -218,7 +218,7 @@ class VerifyView(QWidget):
 
     @Slot()
     def _export_html(self) -> None:
-        from mmforge.backend.verify_report import render_html
+        from mmforge.backend.verify.report import render_html
 
         self._save("Export HTML", "HTML (*.html)", render_html(as_report(self.report)))
 

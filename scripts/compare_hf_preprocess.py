@@ -1,8 +1,9 @@
-r"""Compare backend/hf_preprocess.py with the real transformers image processors.
+r"""Compare the torch-only image processors with the real transformers ones.
 
 transformers 5 implements the Phi-4-multimodal and LFM2-VL image processors with
 torchvision, which does not install beside the project's pinned CPU torch, so the HF
-reference repeats their steps in plain torch. This script checks that repetition against
+reference repeats their steps in plain torch (backend/families/phi/preprocess.py and
+backend/families/lfm2/preprocess.py). This script checks that repetition against
 the real processors. Run it in a separate environment that has torchvision, e.g.
 
     python -m venv /tmp/tv && /tmp/tv/bin/pip install torch==2.14.1 torchvision==0.29.1 \\
@@ -40,14 +41,25 @@ KEYS = {
 }
 
 
-def _ours() -> object:
-    spec = importlib.util.spec_from_file_location(
-        "hf_preprocess", ROOT / "backend" / "hf_preprocess.py"
-    )
+def _load(name: str, path: Path) -> object:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _ours() -> dict[str, object]:
+    """Our functions, loaded from their files (this environment has no mmforge installed)."""
+    families = ROOT / "backend" / "families"
+    _load("mmforge.backend.families._hf_image", families / "_hf_image.py")
+    phi = _load("mmforge_phi_preprocess", families / "phi" / "preprocess.py")
+    lfm2 = _load("mmforge_lfm2_preprocess", families / "lfm2" / "preprocess.py")
+    return {
+        "phi4mm_images": phi.phi4mm_images,  # type: ignore[attr-defined]
+        "lfm2_vl_images": lfm2.lfm2_vl_images,  # type: ignore[attr-defined]
+    }
 
 
 def main(folders: list[str]) -> int:
@@ -67,7 +79,7 @@ def main(folders: list[str]) -> int:
             image = probe.resize(size)
             hf = processor(images=[image], return_tensors="pt")
             try:
-                mine = getattr(ours, function)([image], settings)
+                mine = ours[function]([image], settings)  # type: ignore[operator]
             except ValueError as e:  # an image HF tiles (LFM2-VL): not comparable
                 print(f"{folder.name} {kind} {size}: skipped ({e})")
                 continue

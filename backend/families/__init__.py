@@ -1,7 +1,11 @@
 """The family registry: one entry per Hugging Face model family.
 
-`lookup(model_type)` returns the family's entry; everything family-specific (projector
-choice, token ids, runtime pipeline type, known limitations) lives in that entry.
+`lookup(model_type)` returns the family's entry. Everything family-specific lives in the
+family's folder and is reached through its entry: projector choice, token ids, runtime
+pipeline type and limitations (`__init__.py`), the package it needs (`PackageSpec`: config
+fields, processor JSON, graph fixes in `graph_fixes.py`, builder adaptations in
+`build.py`), verify's HF side (`Reference`, in `reference.py`), and its tiny test
+checkpoint (`tiny.py`). No stage branches on a family key.
 """
 
 from __future__ import annotations
@@ -10,9 +14,18 @@ import difflib
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families import gemma, lfm2, mistral, others, phi, qwen
-from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector
+from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector, Reference
 
-__all__ = ["ALL", "Cfg", "Family", "ImageTokens", "Projector", "by_key", "lookup"]
+__all__ = [
+    "ALL",
+    "Cfg",
+    "Family",
+    "ImageTokens",
+    "Projector",
+    "Reference",
+    "by_pipeline",
+    "lookup",
+]
 
 ALL: tuple[Family, ...] = (
     *qwen.FAMILIES,
@@ -24,7 +37,7 @@ ALL: tuple[Family, ...] = (
 )
 
 _BY_TYPE = {t: f for f in ALL for t in f.model_types}
-_BY_KEY = {f.key: f for f in ALL}
+_BY_PIPELINE = {f.pipeline_type: f for f in ALL if f.package is not None}
 
 # Text-only relatives that people pick by mistake; they get a pointed message.
 _TEXT_ONLY = {
@@ -43,9 +56,9 @@ _TEXT_ONLY = {
 }
 
 
-def by_key(key: str) -> Family:
-    """The family with this registry key."""
-    return _BY_KEY[key]
+def by_pipeline(pipeline_type: str) -> Family | None:
+    """The family whose packages have this ONNX Runtime GenAI `model.type`, if any."""
+    return _BY_PIPELINE.get(pipeline_type)
 
 
 def lookup(model_type: str | None) -> Family:

@@ -10,7 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mmforge.backend.tiny.build import TinySpec
 
 
 class Cfg:
@@ -104,14 +108,18 @@ class PackageSpec:
         speech_inputs: `model.speech.inputs` (runtime name to graph input name), for
             families with an audio encoder.
         audio_processor_json: The audio feature extraction JSON, for those families.
-        graph_fixes: Surgery applied to the built graphs (see graph_fixes.py); each takes
-            the component models and the config and returns a line for the manifest.
+        graph_fixes: Surgery applied to the built graphs, in order (each family folder's
+            graph_fixes.py); each takes the component models and the config and returns
+            a line for the manifest, or None when it had nothing to do.
         rename_checkpoint: Maps a checkpoint tensor name to the layout the graph builder
             expects (transformers 5 saves some towers in a newer layout than the hub's).
-        module_patch: Name of an adaptation of the graph builder's module (graphs.py
-            MODULE_PATCHES), applied before the build.
-        config_patch: Name of a config normalisation (graphs.py CONFIG_PATCHES) applied
-            to the transformers config before the build.
+        config_patch: Adapts (a private copy of) the transformers config before mobius
+            reads it.
+        module_patch: Adapts mobius's module before it builds the graphs.
+        build: The family's own graph builder, for families mobius does not build
+            (checkpoint, scratch folder, job context -> BuiltGraphs); None: mobius.
+        builder_holds_model: Whether that builder loads the whole model at once (the
+            conversion peak is then the model in f32, not the largest tensor).
         hidden_multiple: The decoder takes inputs_embeds this many times the hidden size
             wide (Qwen3-VL carries DeepStack levels as extra columns).
         fused_attention: Whether the graph builder's EP-specific attention fusion
@@ -119,8 +127,6 @@ class PackageSpec:
             the portable Attention + RotaryEmbedding graph is built instead.
         decoder_fields: Extra `model.decoder.*` keys (LFM2's layer types and conv cache).
         dtypes: The package dtypes this family converts to.
-        engine: Which graph builder makes the graphs: "mobius", or "lfm2_vl" (our own
-            vision and embedding graphs around ORT GenAI's builder decoder; lfm2_graphs.py).
         notes: What this family's packaging fixes or cannot express, for the manifest.
     """
 
@@ -133,13 +139,62 @@ class PackageSpec:
     graph_fixes: tuple[Callable[[dict[str, Any], Cfg], str | None], ...] = ()
     rename_checkpoint: Callable[[str], str] | None = None
     fused_attention: bool = True
-    module_patch: str | None = None
-    config_patch: str | None = None
+    config_patch: Callable[[Any], None] | None = None
+    module_patch: Callable[[Any], None] | None = None
+    build: Callable[[Any, Path, Any], Any] | None = None
+    builder_holds_model: bool = False
     hidden_multiple: Callable[[Cfg], int] = lambda cfg: 1
     decoder_fields: Callable[[Cfg], dict[str, Any]] = lambda cfg: {}
-    engine: str = "mobius"
     dtypes: tuple[str, ...] = ("f32", "f16", "int4")
     notes: tuple[str, ...] = ()
+
+
+def channels_first(pixels: Any) -> Any:
+    """[3, everything else] for pixels laid out [..., 3, H, W]."""
+    import numpy as np
+
+    axis = pixels.ndim - 3
+    return np.moveaxis(pixels, axis, 0).reshape(3, -1)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """How verify builds the Hugging Face side of a family and compares preprocessing.
+
+    Attributes:
+        prepare: HF model inputs from the checkpoint's own processors (checkpoint,
+            tokenizer, templated prompt, PIL images, (samples, rate) clips).
+        from_runtime: Puts the runtime processor's arrays into HF inputs under HF's names
+            (config, arrays, inputs holding the runtime's ids, filled in place).
+        pixel_key: HF's name for the pixels.
+        audio_key: HF's name for the audio features.
+        channels_first: The pixels as [3, everything else], in HF's layout.
+        pixel_outliers: The share of pixels that may differ by more than 0.02 (None:
+            verify's documented bound).
+        hf_pixels: HF's pixels to compare with the runtime's (checkpoint, PIL images,
+            runtime arrays, HF pixels, runtime pixels); None: HF's as they are.
+        placeholder_layout: Checks the runtime's placeholder layout against its own image
+            sizes instead of against HF's ids (config, runtime ids, runtime arrays, image
+            token, tokenizer) -> (whether it holds, what was found).
+        preprocessing_note: A documented preprocessing difference, for the report.
+        text_difference: Why the runtime's text tokens may differ from HF's.
+        config_tokens: genai_config token fields verify checks against the checkpoint,
+            beyond the image (and audio) token.
+    """
+
+    prepare: Callable[[Any, Any, str, list[Any], list[Any]], Any]
+    from_runtime: Callable[[Cfg, dict[str, Any], Any], None]
+    pixel_key: str = "pixel_values"
+    audio_key: str = "input_features"
+    channels_first: Callable[[Any], Any] = channels_first
+    pixel_outliers: float | None = None
+    hf_pixels: Callable[[Any, list[Any], dict[str, Any], Any, Any], Any] | None = None
+    placeholder_layout: Callable[[Cfg, list[int], dict[str, Any], int | None, Any], Any] | None = (
+        None
+    )
+    preprocessing_note: str | None = None
+    text_difference: str = "the runtime tokenizes some text differently"
+    config_tokens: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -162,6 +217,10 @@ class Family:
         notes: Known limitations and fixes, shown to the user.
         remote_code_types: `model_type` values that exist only as remote code.
         package: How to package it for the runtime (None: conversion not supported yet).
+        reference: How verify builds its HF side (None: no parity checks yet).
+        max_images: Images a package of this family takes per conversation, from the
+            package manifest's notes (None: no limit known).
+        tiny: The spec of its tiny random-weight test checkpoint (tiny.py in its folder).
     """
 
     key: str
@@ -179,6 +238,9 @@ class Family:
     notes: tuple[str, ...] = ()
     remote_code_types: tuple[str, ...] = ()
     package: PackageSpec | None = None
+    reference: Reference | None = None
+    max_images: Callable[[list[str]], int | None] = lambda notes: None
+    tiny: TinySpec | None = None
 
     def components(self, cfg: Cfg) -> tuple[str, ...]:
         """The ONNX models to build, in the seeds' I/O contract names."""

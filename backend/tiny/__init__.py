@@ -2,19 +2,31 @@
 
 Used as test fixtures and as the built-in demo model. Each checkpoint loads in
 transformers, has an offline-trained tokenizer whose special tokens sit at the ids its
-config names, a chat template and the family's preprocessor config.
+config names, a chat template and the family's preprocessor config. The specs live in
+each family's folder (`families/<family>/tiny.py`); `build.py` writes any of them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from mmforge.backend.tiny.build import TinyCheckpoint, write_tiny
-from mmforge.backend.tiny.specs import SPECS
+from mmforge.backend.tiny.build import TinyCheckpoint, TinySpec, write_tiny
 
-__all__ = ["FAMILIES", "TinyCheckpoint", "build_tiny"]
+__all__ = ["FAMILIES", "TinyCheckpoint", "build_tiny", "specs"]
 
-FAMILIES: tuple[str, ...] = tuple(SPECS)
+
+def specs() -> dict[str, TinySpec]:
+    """Every family's tiny spec, by family key."""
+    from mmforge.backend.families import ALL  # the families' specs import this package
+
+    return {f.key: f.tiny for f in ALL if f.tiny is not None}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FAMILIES":  # the families with a tiny checkpoint, in registry order
+        return tuple(specs())
+    raise AttributeError(name)
 
 
 def build_tiny(family_key: str, folder: Path, *, seed: int = 0) -> TinyCheckpoint:
@@ -23,4 +35,4 @@ def build_tiny(family_key: str, folder: Path, *, seed: int = 0) -> TinyCheckpoin
     Raises:
         KeyError: The family has no tiny spec.
     """
-    return write_tiny(SPECS[family_key], folder, seed=seed)
+    return write_tiny(specs()[family_key], folder, seed=seed)

@@ -1,8 +1,8 @@
 """Writing a tiny random-weight checkpoint laid out like a hub repository.
 
-A family's spec (in `specs.py`) gives the config, the special tokens, the chat template
-and the preprocessor config; this module trains the tokenizer, builds the model with
-scaled random weights, and writes every file a hub repository would have.
+A family's spec (`families/<family>/tiny.py`) gives the config, the special tokens, the
+chat template and the preprocessor config; this module trains the tokenizer, builds the
+model with scaled random weights, and writes every file a hub repository would have.
 """
 
 from __future__ import annotations

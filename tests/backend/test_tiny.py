@@ -9,9 +9,9 @@ from PIL import Image
 from tokenizers import Tokenizer
 
 from mmforge import resources
-from mmforge.backend import hf_reference
 from mmforge.backend.tiny import FAMILIES
 from mmforge.backend.tiny.tokenizer import train_tokenizer
+from mmforge.backend.verify import hf_reference
 from tests.images import make_tone
 
 AUDIO_FAMILIES = {"gemma4", "phi4mm"}

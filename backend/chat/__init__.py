@@ -1,0 +1,17 @@
+"""The chat pipeline: a package loaded in ONNX Runtime GenAI, turn by turn.
+
+- `session`: `ChatSession` (prefill, stream, stop, regenerate, continue);
+- `attachments`: checking and preparing images and audio;
+- `conversations`: the saved conversations;
+- `worker` and `client`: the session in a worker process, and its client.
+"""
+
+from mmforge.backend.chat.session import (
+    ChatSession,
+    GenerationOptions,
+    PackageInfo,
+    TurnResult,
+    available_eps,
+)
+
+__all__ = ["ChatSession", "GenerationOptions", "PackageInfo", "TurnResult", "available_eps"]

@@ -1,0 +1,223 @@
+"""Saved conversations: one folder each, JSON plus copies of the attachments.
+
+Layout under the root (by default `<user data dir>/conversations`):
+
+    <id>/conversation.json
+    <id>/attachments/<files>
+
+Every save writes a temporary file and renames it over the old one, so a crash at any
+moment leaves either the previous or the new version, never a torn file. The chat engine
+saves the user's message before generating and the answer when it ends, so a crash
+mid-answer loses nothing that was already on screen before it began.
+
+This module imports nothing heavy: the GUI lists and opens conversations in its own
+process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend.chat.attachments import Attachment
+from mmforge.backend.errors import MmforgeError
+
+log = logging.getLogger(__name__)
+
+FILE = "conversation.json"
+FORMAT = 1
+
+
+@dataclass
+class Message:
+    """One chat message.
+
+    Attributes:
+        role: "user" or "assistant".
+        text: The message text.
+        attachments: Prepared attachments (user messages only).
+        token_ids: The answer's token ids (assistant messages only).
+        stats: Generation figures for an answer (see `chat.TurnStats`).
+        stop_reason: Why an answer ended: "eos", "length" or "stopped".
+    """
+
+    role: str
+    text: str
+    attachments: list[Attachment] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    stop_reason: str = ""
+
+    def to_dict(self, folder: Path | None = None) -> dict[str, Any]:
+        """JSON form; attachment paths are written relative to `folder` when inside it."""
+        data = asdict(self)
+        data["attachments"] = [_attachment_out(a, folder) for a in self.attachments]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], folder: Path | None = None) -> Message:
+        """Inverse of `to_dict`."""
+        attachments = [_attachment_in(a, folder) for a in data.get("attachments", [])]
+        return cls(
+            role=str(data["role"]),
+            text=str(data.get("text", "")),
+            attachments=attachments,
+            token_ids=[int(t) for t in data.get("token_ids", [])],
+            stats=dict(data.get("stats", {})),
+            stop_reason=str(data.get("stop_reason", "")),
+        )
+
+
+def _attachment_out(a: Attachment, folder: Path | None) -> dict[str, Any]:
+    data = a.to_dict()
+    if folder is not None and a.path.is_relative_to(folder):
+        data["path"] = a.path.relative_to(folder).as_posix()
+    return data
+
+
+def _attachment_in(data: dict[str, Any], folder: Path | None) -> Attachment:
+    a = Attachment.from_dict(data)
+    if folder is not None and not a.path.is_absolute():
+        a = Attachment.from_dict({**data, "path": str(folder / a.path)})
+    return a
+
+
+@dataclass
+class Conversation:
+    """A conversation with one package.
+
+    Attributes:
+        id: Folder name under the store root.
+        package: The package folder it was held with.
+        title: A short title (the first user message, cut).
+        created: Seconds since the epoch.
+        updated: Seconds since the epoch.
+        messages: The messages in order.
+    """
+
+    id: str
+    package: str
+    title: str = ""
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    messages: list[Message] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a conversation list shows without loading every message."""
+
+    id: str
+    title: str
+    package: str
+    updated: float
+    messages: int
+
+
+def default_root() -> Path:
+    """`<user data dir>/conversations` (platformdirs)."""
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("mmforge", appauthor=False)) / "conversations"
+
+
+class ConversationStore:
+    """Conversations on disk under one root folder."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = root or default_root()
+
+    def new(self, package: Path | str) -> Conversation:
+        """A new, empty conversation (its folder is made on first save)."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        return Conversation(id=f"{stamp}-{uuid.uuid4().hex[:8]}", package=str(package))
+
+    def folder(self, conversation_id: str) -> Path:
+        """The conversation's folder (names are checked: no path tricks)."""
+        if not conversation_id or "/" in conversation_id or conversation_id.startswith("."):
+            raise MmforgeError(
+                f"Not a conversation id: {conversation_id!r}", "Pick one from the list"
+            )
+        return self.root / conversation_id
+
+    def attachments_folder(self, conversation_id: str) -> Path:
+        """Where the conversation keeps its attachment copies."""
+        return self.folder(conversation_id) / "attachments"
+
+    def save(self, conversation: Conversation) -> None:
+        """Write the conversation atomically."""
+        folder = self.folder(conversation.id)
+        folder.mkdir(parents=True, exist_ok=True)
+        conversation.updated = time.time()
+        if not conversation.title:
+            first = next((m.text for m in conversation.messages if m.role == "user"), "")
+            conversation.title = _title(first)
+        data = {
+            "format": FORMAT,
+            "id": conversation.id,
+            "package": conversation.package,
+            "title": conversation.title,
+            "created": conversation.created,
+            "updated": conversation.updated,
+            "messages": [m.to_dict(folder) for m in conversation.messages],
+        }
+        tmp = folder / f".{FILE}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, folder / FILE)
+
+    def load(self, conversation_id: str) -> Conversation:
+        """Read one conversation."""
+        folder = self.folder(conversation_id)
+        path = folder / FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return Conversation(
+                id=str(data["id"]),
+                package=str(data["package"]),
+                title=str(data.get("title", "")),
+                created=float(data.get("created", 0.0)),
+                updated=float(data.get("updated", 0.0)),
+                messages=[Message.from_dict(m, folder) for m in data.get("messages", [])],
+            )
+        except FileNotFoundError:
+            raise MmforgeError(
+                f"No saved conversation {conversation_id}", "It may have been deleted"
+            ) from None
+        except (ValueError, KeyError, TypeError) as e:
+            raise MmforgeError(
+                f"The saved conversation {conversation_id} is damaged",
+                f"Delete it, or repair {path} by hand",
+                details=str(e),
+            ) from None
+
+    def list(self) -> list[Summary]:
+        """Every readable conversation, most recently updated first."""
+        if not self.root.is_dir():
+            return []
+        out = []
+        for folder in self.root.iterdir():
+            if not (folder / FILE).is_file():
+                continue
+            try:
+                c = self.load(folder.name)
+            except MmforgeError as e:
+                log.warning("skipping %s: %s", folder, e.user_message)
+                continue
+            out.append(Summary(c.id, c.title, c.package, c.updated, len(c.messages)))
+        return sorted(out, key=lambda s: s.updated, reverse=True)
+
+    def delete(self, conversation_id: str) -> None:
+        """Remove a conversation and its attachment copies."""
+        shutil.rmtree(self.folder(conversation_id), ignore_errors=True)
+
+
+def _title(text: str, limit: int = 60) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"

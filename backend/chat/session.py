@@ -1,0 +1,660 @@
+"""The chat engine: multi-turn, multimodal, streaming chat over ONNX Runtime GenAI.
+
+A `ChatSession` holds one loaded package and one conversation. It keeps the exact token
+ids the model has seen, message by message, so that a later turn continues the KV cache
+instead of recomputing the history, and gives the same tokens as a fresh prefill of the
+same ids would (tests check this against a fresh generator and against transformers).
+
+How each turn is fed (from FINDINGS, each re-measured by the tests):
+- the next user turn is appended to the live generator when nothing before it changed
+  and it brings no attachment. After an answer that ended on EOS, the generator has
+  processed everything, and the new tokens are appended. After an answer that was stopped
+  (Stop or the token limit), its last token was sampled but never processed:
+  `rewind_to(n - 1)` and then appending `[last, *new]` gives exactly the fresh-prefill
+  state. LFM2's convolution state cannot be rewound, so there a stopped answer is
+  followed by a fresh prefill;
+- a turn that brings an image or audio cannot be appended (the runtime fails with
+  "Gather idx=1 must be within…"), so a new generator prefills the whole history with
+  every attachment;
+- Regenerate and edit-last-message go back in the history. The runtime cannot shrink its
+  KV cache here (`past_present_share_buffer` is off in every package), so they prefill a
+  new generator from the saved exact ids, with the attachments' pixels and features
+  taken from the processor.
+
+Sampling options are fixed per generator; a turn whose options differ starts a new one
+from the exact ids.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend.chat.attachments import AUDIO, IMAGE, Attachment, AttachmentError, prepare
+from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.memory import current_rss_bytes
+
+log = logging.getLogger(__name__)
+
+STOP_EOS = "eos"
+STOP_LENGTH = "length"
+STOP_STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    """How to pick tokens. Greedy unless `do_sample` is set.
+
+    Attributes:
+        max_new_tokens: Answer length limit.
+        do_sample: Sample instead of taking the most likely token.
+        temperature: Sampling temperature.
+        top_p: Nucleus sampling mass.
+        top_k: Keep the k most likely tokens before sampling.
+        seed: Random seed for sampling (None: the runtime picks one).
+    """
+
+    max_new_tokens: int = 256
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 50
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise MmforgeError("max_new_tokens must be at least 1", "Pass a positive number")
+        valid = self.temperature > 0 and 0 < self.top_p <= 1 and self.top_k >= 1
+        if self.do_sample and not valid:
+            raise MmforgeError(
+                "Sampling needs temperature > 0, 0 < top_p ≤ 1 and top_k ≥ 1",
+                "Fix the sampling options",
+            )
+
+    def search_options(self, max_length: int) -> dict[str, Any]:
+        """The runtime's search options for a generator."""
+        if not self.do_sample:
+            return {"max_length": max_length, "do_sample": False, "top_k": 1}
+        options: dict[str, Any] = {
+            "max_length": max_length,
+            "do_sample": True,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+        }
+        if self.seed is not None:
+            options["random_seed"] = self.seed
+        return options
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> GenerationOptions:
+        """From a JSON object; unknown keys are refused."""
+        data = dict(data or {})
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(data) - known
+        if unknown:
+            raise MmforgeError(
+                f"Unknown generation options: {', '.join(sorted(unknown))}",
+                f"Use {', '.join(sorted(known))}",
+            )
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class TurnStats:
+    """Figures for one answer.
+
+    Attributes:
+        prompt_tokens: Tokens in the context when the answer began.
+        prefill_tokens: Tokens this turn had to process before the first new one.
+        new_tokens: Tokens in the answer.
+        time_to_first_token_s: From the request to the first answer token (includes
+            preprocessing, encoders and prefill).
+        decode_tokens_per_s: Answer tokens after the first, per second.
+        total_s: From the request to the end of the answer.
+        prefill: "continued" (appended to the live KV cache) or "fresh".
+    """
+
+    prompt_tokens: int
+    prefill_tokens: int
+    new_tokens: int
+    time_to_first_token_s: float
+    decode_tokens_per_s: float
+    total_s: float
+    prefill: str
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """One finished (or stopped) answer."""
+
+    text: str
+    token_ids: list[int]
+    stop_reason: str
+    stats: TurnStats
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {**asdict(self), "stats": asdict(self.stats)}
+
+
+@dataclass(frozen=True)
+class PackageInfo:
+    """What a package can take, read without loading the runtime.
+
+    From genai_config.json, and for Phi-4's image limit from the manifest.
+    """
+
+    folder: Path
+    pipeline_type: str
+    vision: bool
+    audio: bool
+    context_length: int
+    eos_token_ids: tuple[int, ...]
+    special_ids: tuple[int, ...]
+    max_images: int | None
+    can_rewind: bool = True
+
+    @classmethod
+    def read(cls, folder: Path) -> PackageInfo:
+        """Read a package folder; a folder that is not one gets a clear error."""
+        from mmforge.backend.runtime import read_genai_config
+
+        model = read_genai_config(folder)["model"]
+        eos = model.get("eos_token_id", [])
+        eos_ids = tuple(int(t) for t in (eos if isinstance(eos, list) else [eos]))
+        specials = [model.get(k) for k in ("image_token_id", "video_token_id", "audio_token_id")]
+        pipeline = str(model.get("type", ""))
+        return cls(
+            folder=folder,
+            pipeline_type=pipeline,
+            vision="vision" in model,
+            audio="speech" in model,
+            context_length=int(model.get("context_length", 4096)),
+            eos_token_ids=eos_ids,
+            special_ids=tuple(int(t) for t in specials if isinstance(t, int)),
+            max_images=_max_images(folder, pipeline),
+            # A short-convolution state (LFM2) cannot be rewound ("LFM2 does not support
+            # RewindTo"): it would need every earlier token replayed.
+            can_rewind="past_conv_names" not in model.get("decoder", {}).get("inputs", {}),
+        )
+
+
+def _max_images(folder: Path, pipeline: str) -> int | None:
+    """How many images a package takes per conversation (None: no limit known)."""
+    from mmforge.backend.families import by_pipeline
+
+    family = by_pipeline(pipeline)
+    manifest = folder / "mmforge_manifest.json"
+    if family is None or not manifest.is_file():
+        return None
+    try:
+        notes = json.loads(manifest.read_text(encoding="utf-8")).get("notes", [])
+    except (OSError, ValueError):
+        return None
+    return family.max_images([str(n) for n in notes])
+
+
+def _refusal_hint(message: str) -> str:
+    """What to do when the runtime's processor refuses a conversation's attachments."""
+    if "padded into" in message or "out of valid range" in message:
+        # ORT GenAI 0.18 (LFM2-VL, Mistral 3) pads every image of a prompt into a batch
+        # the size of one of them, which cannot hold a wider or taller one.
+        return (
+            "This runtime cannot batch images of different shapes here: keep to images of "
+            "one size and shape, or start a new conversation for this image"
+        )
+    return (
+        "Check the attachment; very wide or very tall images fail in this runtime's resize, "
+        "so crop such an image closer to square, or remove it"
+    )
+
+
+def available_eps() -> dict[str, str | None]:
+    """Each execution provider and why it cannot be used (None when it can)."""
+    import onnxruntime_genai as og
+
+    cuda: str | None = None
+    if not og.is_cuda_available():
+        cuda = (
+            "The installed onnxruntime-genai has no CUDA support; install "
+            "onnxruntime-genai-cuda and a CUDA 12 runtime on a machine with an NVIDIA GPU"
+        )
+    return {"cpu": None, "cuda": cuda}
+
+
+TokenCallback = Callable[[str, int], None]
+StopCheck = Callable[[], bool]
+
+
+def _never() -> bool:
+    return False
+
+
+def _ignore(text: str, token: int) -> None:
+    return None
+
+
+class ChatSession:
+    """One package, loaded once, and one conversation with it.
+
+    Args:
+        package: The package folder.
+        ep: "cpu" or "cuda".
+        store: Where conversations are saved; None keeps this one in memory only.
+        conversation: A saved conversation to continue (its history is prefilled afresh
+            on the next turn).
+    """
+
+    def __init__(
+        self,
+        package: Path,
+        ep: str = "cpu",
+        *,
+        store: ConversationStore | None = None,
+        conversation: Conversation | None = None,
+    ):
+        self.info = PackageInfo.read(package)
+        reason = available_eps().get(ep, f"Unknown execution provider {ep!r}")
+        if reason:
+            raise MmforgeError(f"Cannot run on {ep.upper()}: {reason}", "Choose CPU")
+        from mmforge.backend.runtime import Runtime
+
+        before, start = current_rss_bytes(), time.perf_counter()
+        try:
+            self.runtime = Runtime(package, ep)
+        except RuntimeError as e:
+            raise MmforgeError(
+                f"ONNX Runtime GenAI could not load {package}",
+                "Convert the model again; if it persists, report the message in the details",
+                details=str(e),
+            ) from None
+        self.ep = ep
+        self.load_s = time.perf_counter() - start
+        self.load_memory_bytes = max(0, current_rss_bytes() - before)
+        self.store = store
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+        self.conversation = conversation or self._new_conversation()
+        self._reset_state()
+
+    # -- public API ---------------------------------------------------------------------
+
+    @property
+    def messages(self) -> list[Message]:
+        """The conversation's messages (read only by callers)."""
+        return self.conversation.messages
+
+    def new_conversation(self) -> None:
+        """Start an empty conversation (the old one stays saved)."""
+        self.conversation = self._new_conversation()
+        self._reset_state()
+
+    def open_conversation(self, conversation: Conversation) -> None:
+        """Continue a saved conversation; its history is prefilled on the next turn."""
+        self.conversation = conversation
+        self._reset_state()
+
+    def prepare_attachments(self, files: Sequence[tuple[Path, str]]) -> list[Attachment]:
+        """Check attachments against the package and copy them for the runtime.
+
+        Raises `AttachmentError` (nothing in the conversation changes) for a file the model
+        cannot take.
+        """
+        images = sum(1 for _, kind in files if kind == IMAGE)
+        audios = sum(1 for _, kind in files if kind == AUDIO)
+        if images and not self.info.vision:
+            raise AttachmentError(
+                "This model cannot see images (its package has no vision encoder)",
+                "Remove the image, or chat with a vision model",
+            )
+        if audios and not self.info.audio:
+            raise AttachmentError(
+                "This model cannot hear audio (its package has no audio encoder)",
+                "Remove the audio clip, or chat with Gemma 4 or Phi-4-multimodal",
+            )
+        if self.info.max_images is not None:
+            held = sum(1 for a in self._attachments() if a.kind == IMAGE)
+            if held + images > self.info.max_images:
+                raise AttachmentError(
+                    f"A {self.info.pipeline_type} package takes {self.info.max_images} image "
+                    f"per conversation, and this one would hold {held + images}",
+                    "Start a new conversation for another image",
+                )
+        dest = self._attachment_folder()
+        return [prepare(path, kind, dest) for path, kind in files]
+
+    def send(
+        self,
+        text: str,
+        attachments: Sequence[Attachment] = (),
+        options: GenerationOptions | None = None,
+        on_token: TokenCallback = _ignore,
+        should_stop: StopCheck = _never,
+    ) -> TurnResult:
+        """Add a user message and stream the answer."""
+        if not text.strip() and not attachments:
+            raise MmforgeError("The message is empty", "Type something or attach a file")
+        if self.messages and self.messages[-1].role == "user":
+            raise MmforgeError(
+                "The last message has no answer yet", "Regenerate or edit it instead"
+            )
+        self.messages.append(Message("user", text, list(attachments)))
+        self._segments.append(None)
+        self._end_texts.append(None)
+        try:
+            return self._answer(options or GenerationOptions(), on_token, should_stop)
+        except MmforgeError:
+            # The message goes back to the caller's draft; the saved copy goes too.
+            self._pop()
+            self._save()
+            raise
+
+    def regenerate(
+        self,
+        options: GenerationOptions | None = None,
+        on_token: TokenCallback = _ignore,
+        should_stop: StopCheck = _never,
+    ) -> TurnResult:
+        """Answer the last user message again (replacing the last answer)."""
+        if not self.messages:
+            raise MmforgeError("There is nothing to regenerate", "Send a message first")
+        if self.messages[-1].role == "assistant":
+            self._pop()
+        return self._answer(options or GenerationOptions(), on_token, should_stop)
+
+    def edit_last(
+        self,
+        text: str,
+        attachments: Sequence[Attachment] | None = None,
+        options: GenerationOptions | None = None,
+        on_token: TokenCallback = _ignore,
+        should_stop: StopCheck = _never,
+    ) -> TurnResult:
+        """Replace the last user message (and its answer) and answer the new one.
+
+        `attachments=None` keeps the old message's attachments.
+        """
+        if not any(m.role == "user" for m in self.messages):
+            raise MmforgeError("There is no message to edit", "Send a message first")
+        popped = [self._pop()]
+        if popped[0].role == "assistant":
+            popped.insert(0, self._pop())
+        keep = popped[0].attachments if attachments is None else list(attachments)
+        try:
+            return self.send(text, keep, options, on_token, should_stop)
+        except MmforgeError:
+            # Nothing is lost: the old exchange comes back (prefilled afresh next time).
+            self._restore(popped)
+            raise
+
+    def context_ids(self, messages: int | None = None) -> list[int] | None:
+        """The exact token ids the model saw for the first `messages` messages.
+
+        None where the history was re-tokenized from text (after a new attachment).
+        """
+        n = len(self.messages) if messages is None else messages
+        segments = self._segments[:n]
+        if any(s is None for s in segments):
+            return None
+        return [t for s in segments for t in (s or [])]
+
+    def prompt_text(self, messages: int | None = None) -> str:
+        """The chat-template text of the first `messages` messages (generation prompt last)."""
+        n = len(self.messages) if messages is None else messages
+        return self.runtime.prompt(self._template_messages()[:n])
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _new_conversation(self) -> Conversation:
+        if self.store is not None:
+            return self.store.new(self.info.folder)
+        return Conversation(id="unsaved", package=str(self.info.folder))
+
+    def _reset_state(self) -> None:
+        """Forget the generator; the next turn prefills the history afresh."""
+        self._gen: Any = None
+        self._gen_options: GenerationOptions | None = None
+        self._gen_messages = -1  # messages fully held by the generator (-1: none)
+        self._pending = False  # the last sampled token was not processed yet
+        n = len(self.messages)
+        # Exact ids each message added, and the template text up to its end (None: unknown).
+        self._segments: list[list[int] | None] = [None] * n
+        self._end_texts: list[str | None] = [None] * n
+
+    def _attachment_folder(self) -> Path:
+        if self.store is not None:
+            return self.store.attachments_folder(self.conversation.id)
+        if self._scratch is None:
+            self._scratch = tempfile.TemporaryDirectory(prefix="mmforge-chat-")
+        return Path(self._scratch.name)
+
+    def _attachments(self) -> list[Attachment]:
+        return [a for m in self.messages for a in m.attachments]
+
+    def _pop(self) -> Message:
+        message = self.messages.pop()
+        self._segments.pop()
+        self._end_texts.pop()
+        if self._gen_messages > len(self.messages):
+            self._gen_messages = -1  # the generator holds more than the history now
+        return message
+
+    def _restore(self, messages: list[Message]) -> None:
+        for m in messages:
+            self.messages.append(m)
+            self._segments.append(None)
+            self._end_texts.append(None)
+        self._save()
+
+    def _save(self) -> None:
+        if self.store is not None:
+            self.store.save(self.conversation)
+
+    def _template_messages(self) -> list[dict[str, Any]]:
+        out = []
+        for m in self.messages:
+            parts: list[dict[str, Any]] = [{"type": a.kind} for a in m.attachments]
+            parts.append({"type": "text", "text": m.text})
+            out.append({"role": m.role, "content": parts})
+        return out
+
+    def _answer(
+        self, options: GenerationOptions, on_token: TokenCallback, should_stop: StopCheck
+    ) -> TurnResult:
+        self._save()  # the user's message is on disk before any work starts
+        start = time.perf_counter()
+        try:
+            prefill, prefill_tokens = self._feed(options)
+            result = self._generate(options, on_token, should_stop, start, prefill, prefill_tokens)
+        except RuntimeError as e:
+            self._gen, self._gen_messages = None, -1
+            raise MmforgeError(
+                "ONNX Runtime GenAI failed while answering",
+                "Try again; if it fails again, start a new conversation",
+                details=str(e),
+            ) from None
+        message = Message(
+            "assistant",
+            result.text,
+            token_ids=result.token_ids,
+            stats=asdict(result.stats),
+            stop_reason=result.stop_reason,
+        )
+        self.messages.append(message)
+        self._segments.append(list(result.token_ids))
+        prev = self._end_texts[-1]
+        self._end_texts.append(None if prev is None else prev + result.text)
+        if self._gen is not None:
+            self._gen_messages = len(self.messages)
+        self._save()
+        return result
+
+    def _feed(self, options: GenerationOptions) -> tuple[str, int]:
+        """Bring the generator to the state after the prompt; returns (mode, tokens fed)."""
+        prompt = self.runtime.prompt(self._template_messages())
+        last = self.messages[-1]
+        exact: list[int] | None = None
+        if self._segments[-1] is not None and self._end_texts[-1] == prompt:
+            exact = [t for s in self._segments for t in (s or [])]  # regenerate
+        elif not last.attachments and all(s is not None for s in self._segments[:-1]):
+            base = self._end_texts[-2] if len(self.messages) > 1 else ""
+            if base is not None and prompt.startswith(base):
+                delta = self._encode(prompt[len(base) :])
+                continuing = (
+                    self._gen is not None
+                    and (self.info.can_rewind or not self._pending)
+                    and self._gen_messages == len(self.messages) - 1
+                    and self._gen_options is not None
+                    and self._gen_options.search_options(0) == options.search_options(0)
+                )
+                self._segments[-1], self._end_texts[-1] = delta, prompt
+                if continuing:
+                    return "continued", self._append(delta)
+                exact = [t for s in self._segments for t in (s or [])]
+        return "fresh", self._prefill(prompt, exact, options)
+
+    def _encode(self, text: str) -> list[int]:
+        return [int(t) for t in self.runtime.tokenizer.encode(text)]
+
+    def _exceeds_context(self, n: int) -> bool:
+        return n >= self.info.context_length
+
+    def _context_error(self, n: int) -> MmforgeError:
+        return MmforgeError(
+            f"The conversation ({n} tokens) does not fit the model's context "
+            f"({self.info.context_length} tokens)",
+            "Start a new conversation, or edit the last message to be shorter",
+        )
+
+    def _append(self, delta: list[int]) -> int:
+        import numpy as np
+
+        gen = self._gen
+        held = int(gen.token_count())
+        if self._exceeds_context(held + len(delta)):
+            raise self._context_error(held + len(delta))
+        if self._pending:
+            last = int(gen.get_sequence(0)[-1])
+            gen.rewind_to(held - 1)
+            delta = [last, *delta]
+        gen.append_tokens(np.asarray(delta, dtype=np.int32))
+        return len(delta)
+
+    def _prefill(self, prompt: str, exact: list[int] | None, options: GenerationOptions) -> int:
+        """A new generator holding the whole history; `exact` ids when known."""
+        import numpy as np
+
+        og = self.runtime.og
+        params = og.GeneratorParams(self.runtime.model)
+        params.set_search_options(**options.search_options(self.info.context_length))
+        self._gen, self._gen_options, self._pending = None, None, False
+        gen = og.Generator(self.runtime.model, params)
+        attachments = self._attachments()
+        images = [a.path for a in attachments if a.kind == IMAGE]
+        audios = [a.path for a in attachments if a.kind == AUDIO]
+        if images or audios:
+            try:
+                inputs = self.runtime.process(prompt, images, audios)
+            except RuntimeError as e:
+                raise MmforgeError(
+                    f"The runtime could not prepare the attachments ({e})", _refusal_hint(str(e))
+                ) from None
+            ids = inputs.input_ids
+            if exact is not None and self._same_specials(exact, ids):
+                dtype = inputs.arrays["input_ids"].dtype
+                inputs.named["input_ids"] = og.Tensor(np.asarray([exact], dtype=dtype))
+                ids = exact
+            else:
+                self._forget_segments(ids, prompt)
+            if self._exceeds_context(len(ids)):
+                raise self._context_error(len(ids))
+            gen.set_inputs(inputs.named)
+        else:
+            if exact is None:
+                exact = self._encode(prompt)
+                self._forget_segments(exact, prompt)
+            ids = exact
+            if self._exceeds_context(len(ids)):
+                raise self._context_error(len(ids))
+            gen.append_tokens(np.asarray(ids, dtype=np.int32))
+        self._gen, self._gen_options = gen, options
+        return len(ids)
+
+    def _same_specials(self, a: list[int], b: list[int]) -> bool:
+        """Whether two id lists hold the same number of each placeholder token."""
+        specials = self.info.special_ids
+        return bool(specials) and all(a.count(t) == b.count(t) for t in specials)
+
+    def _forget_segments(self, ids: list[int], prompt: str) -> None:
+        """The history was re-tokenized from text: only the whole is known now."""
+        n = len(self.messages)
+        self._segments = [[] for _ in range(n - 1)] + [list(ids)]
+        self._end_texts = [None] * (n - 1) + [prompt]
+
+    def _generate(
+        self,
+        options: GenerationOptions,
+        on_token: TokenCallback,
+        should_stop: StopCheck,
+        start: float,
+        prefill: str,
+        prefill_tokens: int,
+    ) -> TurnResult:
+        gen = self._gen
+        tokenizer = self.runtime.tokenizer
+        stream = tokenizer.create_stream()
+        eos = set(self.info.eos_token_ids)
+        context = int(gen.token_count()) if prefill == "continued" else prefill_tokens
+        tokens: list[int] = []
+        pieces: list[str] = []
+        first_at: float | None = None
+        reason = STOP_LENGTH
+        while len(tokens) < options.max_new_tokens:
+            if should_stop():
+                reason = STOP_STOPPED
+                break
+            if gen.is_done():
+                break
+            gen.generate_next_token()
+            token = int(gen.get_next_tokens()[0])
+            if first_at is None:
+                first_at = time.perf_counter()
+            if token in eos and gen.is_done():
+                reason = STOP_EOS
+                break
+            tokens.append(token)
+            piece = stream.decode(token)
+            pieces.append(piece)
+            on_token(piece, token)
+        end = time.perf_counter()
+        if first_at is None:
+            # Nothing was generated: the prompt may not even have been processed.
+            self._gen, self._gen_messages = None, -1
+        self._pending = reason != STOP_EOS and bool(tokens)
+        decode_s = end - first_at if first_at is not None else 0.0
+        stats = TurnStats(
+            prompt_tokens=context,
+            prefill_tokens=prefill_tokens,
+            new_tokens=len(tokens),
+            time_to_first_token_s=round((first_at or end) - start, 6),
+            decode_tokens_per_s=round((len(tokens) - 1) / decode_s, 2) if decode_s > 0 else 0.0,
+            total_s=round(end - start, 6),
+            prefill=prefill,
+        )
+        # The stream's text, as shown while streaming. (Tokenizer.decode of a whole answer
+        # stops at the first invalid UTF-8 sequence that a random model emits.)
+        return TurnResult("".join(pieces), tokens, reason, stats)
+
+    def close(self) -> None:
+        """Release the model and any scratch files."""
+        self._gen = None
+        if self._scratch is not None:
+            self._scratch.cleanup()
+            self._scratch = None

@@ -1,0 +1,196 @@
+"""Chat in a worker process: the session loop on the worker side (`chat.client` is the other).
+
+onnxruntime-genai holds the GIL while it computes a token, so a chat running in the GUI's
+process would freeze it; the session lives in `mmforge worker` instead and speaks the same
+JSON-lines protocol as conversion, with more commands, because a chat lasts many turns.
+
+Commands (one JSON object a line; `seq` numbers a request so a late Stop cannot stop the
+next one):
+    {"cmd": "run", "job": "chat", "args": {"package", "ep", "save", "store_root",
+                                           "conversation"}}
+    {"cmd": "send", "seq", "text", "attachments": [{"path", "kind"}], "options": {...}}
+    {"cmd": "regenerate", "seq", "options"}
+    {"cmd": "edit", "seq", "text", "attachments": [...] | null, "options"}
+    {"cmd": "stop", "seq"}            (between two tokens; no seq: the current request)
+    {"cmd": "new"} | {"cmd": "open", "id"} | {"cmd": "close"}
+Events:
+    {"event": "ready", "value": {...}}                       once, after the model loaded
+    {"event": "attachments", "seq", "value": [...]}          what was prepared (and notes)
+    {"event": "token", "seq", "text", "id"}                  one per answer token
+    {"event": "turn", "seq", "value": {text, token_ids, stop_reason, stats}}
+    {"event": "conversation", "value": {"id", "title", "messages"}}
+    {"event": "error", "seq", "message", "hint", "details"}  the session goes on
+    {"event": "closed"}
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.worker.protocol import error_event, read_command
+
+Send = Callable[[dict[str, Any]], None]
+
+
+def serve_chat(args: dict[str, Any], stdin: IO[str], send: Send) -> int:
+    """The worker side: load the package, then answer commands until close or EOF."""
+    commands: queue.Queue[dict[str, Any]] = queue.Queue()
+    stopped: set[int | None] = set()
+    lock = threading.Lock()
+
+    def listen() -> None:
+        while True:
+            command = read_command(stdin)
+            if command is None:  # the client went away: stop and close
+                with lock:
+                    stopped.add(None)
+                commands.put({"cmd": "close"})
+                return
+            if command.get("cmd") in ("stop", "cancel"):
+                with lock:
+                    stopped.add(command.get("seq"))
+                continue
+            commands.put(command)
+
+    def on_term(*_: Any) -> None:
+        with lock:
+            stopped.add(None)
+        commands.put({"cmd": "close"})
+
+    signal.signal(signal.SIGTERM, on_term)
+    # Ctrl+C in a terminal reaches the whole process group; the client decides what it
+    # means (the CLI sends Stop), so the worker ignores it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=listen, daemon=True).start()
+    try:
+        loop = _ChatLoop(args, send, stopped, lock)
+    except MmforgeError as e:
+        send(error_event(e))
+        return 2
+    send({"event": "ready", "value": loop.ready()})
+    while True:
+        command = commands.get()
+        if command.get("cmd") == "close":
+            break
+        loop.handle(command)
+    loop.session.close()
+    send({"event": "closed"})
+    return 0
+
+
+class _ChatLoop:
+    """Runs each command against one `ChatSession` and reports events."""
+
+    def __init__(self, args: dict[str, Any], send: Send, stopped: set[int | None], lock: Any):
+        from mmforge.backend.chat import ChatSession
+        from mmforge.backend.chat.conversations import ConversationStore
+
+        self.send = send
+        self.stopped = stopped
+        self.lock = lock
+        self.store: ConversationStore | None = None
+        if args.get("save", True):
+            root = args.get("store_root")
+            self.store = ConversationStore(Path(root) if root else None)
+        conversation = None
+        if args.get("conversation"):
+            if self.store is None:
+                raise MmforgeError(
+                    "Opening a saved conversation needs a session that saves",
+                    "Start the chat with saving on",
+                )
+            conversation = self.store.load(str(args["conversation"]))
+        self.session = ChatSession(
+            Path(str(args["package"])),
+            str(args.get("ep", "cpu")),
+            store=self.store,
+            conversation=conversation,
+        )
+
+    def ready(self) -> dict[str, Any]:
+        s = self.session
+        return {
+            "package": str(s.info.folder),
+            "pipeline_type": s.info.pipeline_type,
+            "vision": s.info.vision,
+            "audio": s.info.audio,
+            "ep": s.ep,
+            "load_s": round(s.load_s, 3),
+            "load_memory_bytes": s.load_memory_bytes,
+            "conversation": self._conversation(),
+        }
+
+    def _conversation(self) -> dict[str, Any]:
+        c = self.session.conversation
+        return {"id": c.id, "title": c.title, "messages": [m.to_dict() for m in c.messages]}
+
+    def handle(self, command: dict[str, Any]) -> None:
+        from mmforge.backend.chat import GenerationOptions
+
+        name = command.get("cmd")
+        seq = command.get("seq")
+        try:
+            if name == "new":
+                self.session.new_conversation()
+                self.send({"event": "conversation", "value": self._conversation()})
+                return
+            if name == "open":
+                if self.store is None:
+                    raise MmforgeError(
+                        "Conversations are not saved in this session",
+                        "Start the chat with saving on to open saved ones",
+                    )
+                self.session.open_conversation(self.store.load(str(command.get("id"))))
+                self.send({"event": "conversation", "value": self._conversation()})
+                return
+            if name not in ("send", "regenerate", "edit"):
+                raise MmforgeError(
+                    f"Unknown chat command {name!r}",
+                    "Use send, regenerate, edit, stop, new, open or close",
+                )
+            options = GenerationOptions.from_dict(command.get("options"))
+            with self.lock:
+                self.stopped.discard(seq)
+
+            def should_stop() -> bool:
+                return seq in self.stopped or None in self.stopped
+
+            def on_token(text: str, token: int) -> None:
+                self.send({"event": "token", "seq": seq, "text": text, "id": token})
+
+            if name == "regenerate":
+                result = self.session.regenerate(options, on_token, should_stop)
+            else:
+                files = command.get("attachments")
+                attachments = None
+                if files is not None:
+                    pairs = [(Path(str(f["path"])), str(f["kind"])) for f in files]
+                    attachments = self.session.prepare_attachments(pairs)
+                    self.send(
+                        {
+                            "event": "attachments",
+                            "seq": seq,
+                            "value": [a.to_dict() for a in attachments],
+                        }
+                    )
+                text = str(command.get("text", ""))
+                if name == "send":
+                    result = self.session.send(
+                        text, attachments or [], options, on_token, should_stop
+                    )
+                else:
+                    result = self.session.edit_last(
+                        text, attachments, options, on_token, should_stop
+                    )
+            self.send({"event": "turn", "seq": seq, "value": result.to_dict()})
+        except Exception as e:  # noqa: BLE001 - the session survives; the client shows it
+            self.send(error_event(e, seq=seq))
+        finally:
+            with self.lock:
+                self.stopped.discard(seq)

@@ -1,0 +1,148 @@
+"""Graph building: mobius-onnx as the engine, behind this one module.
+
+mobius builds numerically right graphs for several families. Everything around it is
+ours: the config normalisation before the build, the weight application with its report,
+and the whole ONNX Runtime GenAI packaging. Only this module drives mobius; a family's
+adaptations of it (`PackageSpec.config_patch`, `module_patch`) live in the family's
+folder. A family that mobius does not know brings its own builder (`PackageSpec.build`,
+LFM2-VL's in families/lfm2/graphs.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mmforge.backend.errors import LayoutError, MmforgeError
+from mmforge.backend.families._graphs import COMPONENT_NAMES, BuiltGraphs, quiet_library
+from mmforge.backend.jobs import JobContext
+
+if TYPE_CHECKING:
+    from mmforge.backend.checkpoint import Checkpoint
+
+log = logging.getLogger(__name__)
+
+_DTYPES = {"f32": "f32", "f16": "f16", "int4": "f32"}  # int4 quantizes an f32 decoder
+
+
+def build_graphs(
+    checkpoint: Checkpoint,
+    dtype: str,
+    ep: str,
+    *,
+    work: Path | None = None,
+    ctx: JobContext | None = None,
+) -> BuiltGraphs:
+    """Build the component graphs of a checkpoint, without weights.
+
+    Families with a builder of their own (`PackageSpec.build`) use it; the others are
+    built by mobius.
+
+    Args:
+        checkpoint: The checkpoint.
+        dtype: "f32", "f16" or "int4" (int4 builds f32; the decoder is quantized later).
+        ep: "cpu" or "cuda" steer mobius's EP-specific fusions; "default" builds the
+            portable graph without them.
+        work: A scratch folder for builders that write files (LFM2-VL's decoder).
+        ctx: Progress and cancel for builders that run for long.
+
+    Raises:
+        MmforgeError: mobius does not know the model type, or its build failed.
+    """
+    spec = checkpoint.family.package
+    if spec is not None and spec.build is not None:
+        if work is None:
+            raise LayoutError(f"The {checkpoint.family.name} build needs a scratch folder")
+        built: BuiltGraphs = spec.build(checkpoint, work, ctx or JobContext())
+        return built
+    return _build_with_mobius(checkpoint, dtype, ep)
+
+
+def _build_with_mobius(checkpoint: Checkpoint, dtype: str, ep: str) -> BuiltGraphs:
+    family = checkpoint.family
+    with quiet_library():
+        from mobius._builder import build_from_module, resolve_dtype
+        from mobius._config_resolver import _config_from_hf, _default_task_for_model
+        from mobius._registry import registry
+
+    hf_config = checkpoint.transformers_config()
+    spec = family.package
+    if spec is not None and spec.config_patch is not None:
+        spec.config_patch(hf_config)
+    model_type = hf_config.model_type
+    if model_type not in registry:
+        raise MmforgeError(
+            f"The graph builder (mobius) has no {family.name} model ({model_type})",
+            "This family cannot be converted yet",
+        )
+    module_class = registry.get(model_type)
+    text_config = getattr(hf_config, "text_config", None) or hf_config
+    config = _config_from_hf(text_config, parent_config=hf_config, module_class=module_class)
+    config = dataclasses.replace(config, dtype=resolve_dtype(_DTYPES[dtype]))
+    task = _default_task_for_model(model_type)
+    try:
+        with quiet_library():
+            module = module_class(config)
+            if spec is not None and spec.module_patch is not None:
+                spec.module_patch(module)
+            package = build_from_module(module, config, task, execution_provider=ep)
+    except Exception as e:
+        raise MmforgeError(
+            f"Building the {family.name} graphs failed: {type(e).__name__}: {e}",
+            "This checkpoint's configuration is not supported yet",
+        ) from e
+    models = {name: package[name] for name in package}
+    unknown = set(models) - set(COMPONENT_NAMES)
+    if unknown:
+        raise LayoutError(f"Unexpected components from the graph builder: {sorted(unknown)}")
+    ensure_f32_encoder_inputs(models)
+    return BuiltGraphs(models=models, module=module)
+
+
+ENCODERS = ("vision_encoder", "audio_encoder")
+
+
+def ensure_f32_encoder_inputs(models: dict[str, Any]) -> list[str]:
+    """Give every floating encoder input the float32 type, with a Cast inside the graph.
+
+    Preprocessing produces float32 in every runtime (PIL, ORT GenAI processors, audio
+    front-ends), so encoders take float32 whatever their weights' dtype (seed rule).
+    mobius 0.1 declares f16 inputs on f16 builds; this rewrites them.
+
+    Returns:
+        "component/input" for each input that was rewritten.
+    """
+    import onnx_ir as ir
+
+    low = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
+    changed = []
+    for component in ENCODERS:
+        model = models.get(component)
+        if model is None:
+            continue
+        graph = model.graph
+        for position, old in enumerate(list(graph.inputs)):
+            if old.dtype not in low:
+                continue
+            name = old.name
+            old.name = f"{name}_{old.dtype.name.lower()}_in"
+            new = ir.Value(name=name, type=ir.TensorType(ir.DataType.FLOAT), shape=old.shape)
+            cast = ir.node("Cast", inputs=[new], attributes={"to": old.dtype}, name=f"{name}_cast")
+            old.replace_all_uses_with(cast.outputs[0])
+            cast.outputs[0].name = f"{name}_{old.dtype.name.lower()}"
+            cast.outputs[0].dtype = old.dtype
+            cast.outputs[0].shape = old.shape
+            graph.inputs[position] = new
+            graph.insert_before(graph.node(0), cast)
+            changed.append(f"{component}/{name}")
+    return changed
+
+
+def fold_after_weights(model: Any) -> None:
+    """Fold the weight transposes and concats mobius leaves until weights are known."""
+    with quiet_library():
+        from mobius._optimizations import fold_initializers_after_weights
+
+        fold_initializers_after_weights(model)

@@ -1,0 +1,318 @@
+"""The conversion job: source → ONNX Runtime GenAI package, written atomically.
+
+Stages: resolve (download), inspect, build graphs, apply weights, quantize (int4),
+write ONNX, package (genai_config, processor JSON, tokenizer), validate in the runtime.
+Everything is built in a temporary folder beside OUT and renamed at the end, so a failed
+or cancelled conversion leaves no partial package and leaves an existing OUT untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mmforge.backend import __version__, families
+from mmforge.backend.checkpoint import Checkpoint
+from mmforge.backend.convert import package
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.inspect import Profile, profile_checkpoint
+from mmforge.backend.jobs import JobContext
+from mmforge.backend.memory import peak_rss_bytes
+from mmforge.backend.source import resolve
+
+if TYPE_CHECKING:
+    from mmforge.backend.convert.weights import WeightPlan
+    from mmforge.backend.families._graphs import BuiltGraphs
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "mmforge_manifest.json"
+DTYPES = ("f32", "f16", "int4")
+EPS = ("cpu", "cuda")
+
+
+@dataclass
+class Manifest:
+    """What a conversion produced. Written into the package as mmforge_manifest.json."""
+
+    source: str
+    family: str
+    family_key: str
+    pipeline_type: str
+    components: list[str]
+    dtype: str
+    ep: str
+    files: dict[str, int] = field(default_factory=dict)
+    timings_s: dict[str, float] = field(default_factory=dict)
+    weights: dict[str, int] = field(default_factory=dict)
+    validation: dict[str, Any] = field(default_factory=dict)
+    peak_rss_mb: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    commit: str | None = None
+    mmforge_version: str = __version__
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+@contextmanager
+def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = round(time.perf_counter() - start, 3)
+
+
+def check_output(out: Path) -> None:
+    """Refuse an OUT that would destroy something that is not an mmforge package.
+
+    Raises:
+        MmforgeError: OUT is a file, or a non-empty folder without an mmforge manifest.
+    """
+    if not out.exists():
+        if not out.parent.exists():
+            raise MmforgeError(f"The folder {out.parent} does not exist", "Create it first")
+        return
+    if not out.is_dir():
+        raise MmforgeError(f"{out} is a file", "Choose a folder for the package")
+    if any(out.iterdir()) and not (out / MANIFEST).is_file():
+        raise MmforgeError(
+            f"{out} is not empty and is not an mmforge package",
+            "Choose an empty or new folder; mmforge only replaces its own packages",
+        )
+
+
+def convert(
+    spec: str,
+    out: Path,
+    ctx: JobContext | None = None,
+    *,
+    dtype: str = "f32",
+    ep: str = "cpu",
+    token: str | None = None,
+    allow_pickle: bool = False,
+    trust_remote_code: bool = False,
+) -> Manifest:
+    """Convert a hub id or local folder into an ONNX Runtime GenAI package at `out`.
+
+    Raises:
+        MmforgeError: Anything the user can act on (unsupported family, corrupt weights,
+            the runtime rejecting the result).
+        Cancelled: The job was cancelled; nothing was written.
+    """
+    ctx = ctx or JobContext()
+    if dtype not in DTYPES:
+        raise MmforgeError(f"Unknown dtype '{dtype}'", f"Choose one of {', '.join(DTYPES)}")
+    if ep not in EPS:
+        raise MmforgeError(f"Unknown target '{ep}'", f"Choose one of {', '.join(EPS)}")
+    out = Path(out).expanduser().resolve()
+    check_output(out)
+    timings: dict[str, float] = {}
+    with _timed(timings, "resolve"):
+        resolved = resolve(spec, ctx, purpose="convert", token=token, allow_pickle=allow_pickle)
+    with _timed(timings, "inspect"):
+        checkpoint = Checkpoint.read(
+            resolved.folder, trust_remote_code=trust_remote_code, config=resolved.config
+        )
+        profile = profile_checkpoint(checkpoint, resolved, token=token)
+    _check_convertible(checkpoint, profile, dtype)
+    _remove_stale_staging(out)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.mmforge-{os.getpid()}-", dir=out.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; a package is an ordinary folder
+    try:
+        manifest = _build_into(staging, checkpoint, dtype, ep, ctx, timings, allow_pickle)
+        manifest.source = spec
+        manifest.commit = resolved.commit
+        package.write_json(staging / MANIFEST, manifest.to_dict())
+        ctx.check_cancel()
+        _publish(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    ctx.report("done", 1, 1, message=f"package written to {out}", force=True)
+    return manifest
+
+
+def _check_convertible(checkpoint: Checkpoint, profile: Profile, dtype: str) -> None:
+    """Refuse, before any heavy work, what this version cannot convert."""
+    family = checkpoint.family
+    if not profile.runnable or family.pipeline_type is None:
+        raise MmforgeError(
+            f"{family.name} cannot be converted for ONNX Runtime GenAI: {profile.runtime_reason}",
+            "`mmforge inspect` still describes it; choose a family the runtime runs",
+        )
+    if checkpoint.remote_code:
+        raise MmforgeError(
+            f"This {family.name} checkpoint is defined by remote code, which mmforge does "
+            "not convert",
+            "Use the model's native transformers version (model_type "
+            f"{', '.join(t for t in family.model_types if t not in family.remote_code_types)})",
+        )
+    if family.package is None:
+        raise MmforgeError(
+            f"Converting {family.name} is not supported yet in this version of mmforge",
+            "Supported now: " + ", ".join(f.name for f in families.ALL if f.package),
+        )
+    if dtype not in family.package.dtypes:
+        raise MmforgeError(
+            f"{family.name} converts to {' or '.join(family.package.dtypes)} in this version, "
+            f"not {dtype}",
+            f"Use --dtype {family.package.dtypes[0]}",
+        )
+
+
+def _build_into(
+    staging: Path,
+    checkpoint: Checkpoint,
+    dtype: str,
+    ep: str,
+    ctx: JobContext,
+    timings: dict[str, float],
+    allow_pickle: bool = False,
+) -> Manifest:
+    from mmforge.backend.convert.validate import validate_package
+    from mmforge.backend.convert.weights import checkpoint_refs, plan_weights
+
+    family = checkpoint.family
+    spec = family.package
+    assert spec is not None and family.pipeline_type is not None
+    with _timed(timings, "build"):
+        graphs, fixes = _build(checkpoint, dtype, ep, staging, ctx)
+    with _timed(timings, "plan"):
+        refs = checkpoint_refs(checkpoint.folder, allow_pickle=allow_pickle)
+        plan = plan_weights(graphs, refs, spec.rename_checkpoint)
+    io_names = {name: package.GraphIO.of(model) for name, model in graphs.models.items()}
+    files = _write_components(graphs, plan, dtype, staging, ctx, timings)
+    with _timed(timings, "package"):
+        ctx.report("package", 0, 1, message="genai_config, processor and tokenizer", force=True)
+        config = package.write_package(staging, checkpoint, io_names, plan.report, ep)
+        ctx.report("package", 1, 1)
+    peak = {"before_validation": _peak_rss_mb()}
+    with _timed(timings, "validate"):
+        image_token = config["model"].get("image_token_id")
+        checked = validate_package(staging, image_token, ctx, ep=ep)
+    for path in staging.iterdir():
+        files[path.name] = path.stat().st_size
+    return Manifest(
+        source="",
+        family=family.name,
+        family_key=family.key,
+        pipeline_type=family.pipeline_type,
+        components=list(io_names),
+        dtype=dtype,
+        ep=ep,
+        files=dict(sorted(files.items())),
+        timings_s=timings,
+        weights=plan.report.summary(),
+        validation=asdict(checked),
+        peak_rss_mb={**peak, "with_validation": _peak_rss_mb(), **_child_peak(graphs)},
+        notes=[*fixes, *spec.notes],
+    )
+
+
+def _build(
+    checkpoint: Checkpoint, dtype: str, ep: str, staging: Path, ctx: JobContext
+) -> tuple[BuiltGraphs, list[str]]:
+    """The graphs without weights, with the family's fixes applied; the fixes' notes."""
+    from mmforge.backend.convert.graphs import build_graphs
+
+    spec = checkpoint.family.package
+    assert spec is not None
+    ctx.report("build", 0, 1, message="building graphs", force=True)
+    build_ep = ep if spec.fused_attention else "default"
+    graphs = build_graphs(checkpoint, dtype, build_ep, work=staging / ".build", ctx=ctx)
+    fixes = [*graphs.notes]
+    for fix in spec.graph_fixes:
+        note = fix(graphs.models, checkpoint.cfg)
+        if note:
+            fixes.append(note)
+    ctx.report("build", 1, 1, message=", ".join(graphs.models))
+    return graphs, fixes
+
+
+def _write_components(
+    graphs: BuiltGraphs,
+    plan: WeightPlan,
+    dtype: str,
+    staging: Path,
+    ctx: JobContext,
+    timings: dict[str, float],
+) -> dict[str, int]:
+    """Fill, (quantize,) and write each component in turn; the files written and sizes.
+
+    One component at a time: read its tensors, write it, let it go. Peak memory follows
+    the largest component, not the checkpoint.
+    """
+    from mmforge.backend.convert.weights import apply_component, check_baked
+
+    files: dict[str, int] = {}
+    for component in list(graphs.models):
+        with _timed(timings, f"weights/{component}"):
+            if component in graphs.baked:
+                check_baked(graphs, component, plan, ctx)
+            else:
+                apply_component(graphs, component, plan, ctx)
+        if dtype == "int4" and component == "decoder":
+            with _timed(timings, "quantize"):
+                from mmforge.backend.convert.quantize import quantize_decoder
+
+                graphs.models[component] = quantize_decoder(graphs.models[component], ctx)
+        with _timed(timings, f"write/{component}"):
+            files.update(package.save_component(graphs.models[component], component, staging, ctx))
+        del graphs.models[component]  # written: let its tensors go
+    if graphs.work is not None:
+        shutil.rmtree(graphs.work, ignore_errors=True)
+    return files
+
+
+def _peak_rss_mb() -> int:
+    """This process's peak resident memory so far, in MB (0 where unknown)."""
+    return peak_rss_bytes() // 2**20
+
+
+def _child_peak(graphs: Any) -> dict[str, int]:
+    """The decoder builder's own peak, for families whose decoder is built in a child."""
+    if not graphs.baked:
+        return {}
+    return {"decoder_builder_process": peak_rss_bytes(children=True) // 2**20}
+
+
+def _remove_stale_staging(out: Path) -> None:
+    """Delete staging folders left by a conversion whose process was killed."""
+    for path in out.parent.glob(f".{out.name}.mmforge-*"):
+        parts = path.name.rsplit(".mmforge-", 1)[-1].split("-")
+        pid = int(parts[0]) if parts and parts[0].isdigit() else None
+        if pid is None or pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:
+            continue  # another user's live process
+
+
+def _publish(staging: Path, out: Path) -> None:
+    """Move the finished package into place; an old package is replaced only at the end."""
+    if not out.exists():
+        os.rename(staging, out)
+        return
+    backup = out.parent / f".{out.name}.mmforge-old-{uuid.uuid4().hex[:8]}"
+    os.rename(out, backup)
+    try:
+        os.rename(staging, out)
+    except BaseException:
+        os.rename(backup, out)
+        raise
+    shutil.rmtree(backup, ignore_errors=True)

@@ -1,0 +1,52 @@
+"""Image steps for HF processors that exist only with torchvision.
+
+transformers 5 implements the Phi-4-multimodal and LFM2-VL image processors on torchvision
+alone, and torchvision cannot be installed beside the pinned CPU torch. Those families
+restate their processors' steps with plain torch (their preprocess.py), using these
+helpers, which apply the interpolation kernels torchvision uses on tensors (it calls
+`torch.nn.functional.interpolate`), so the pixels are the ones HF would produce.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def to_uint8_chw(image: Any) -> Any:
+    """A PIL image as an RGB uint8 tensor [3, H, W]."""
+    import torch
+
+    rgb = np.asarray(image.convert("RGB"), dtype=np.uint8)
+    return torch.from_numpy(rgb.copy()).permute(2, 0, 1).contiguous()
+
+
+def resize(image: Any, height: int, width: int, mode: str, antialias: bool = True) -> Any:
+    """Resize a [C, H, W] tensor the way torchvision's tensor `resize` does.
+
+    uint8 input stays uint8: bilinear runs natively on uint8 on the CPU; other modes run in
+    float and are rounded and clamped back, as torchvision does.
+    """
+    import torch
+    from torch.nn import functional as F
+
+    batch = image.unsqueeze(0)
+    if image.dtype == torch.uint8 and mode != "bilinear":
+        out = F.interpolate(
+            batch.float(), size=(height, width), mode=mode, antialias=antialias, align_corners=False
+        )
+        return out.clamp_(0, 255).round_().to(torch.uint8)[0]
+    align = None if mode in ("nearest",) else False
+    return F.interpolate(
+        batch, size=(height, width), mode=mode, antialias=antialias, align_corners=align
+    )[0]
+
+
+def normalize(image: Any, scale: float, mean: list[float], std: list[float]) -> Any:
+    """Rescale, then normalise per channel: (image · scale - mean) / std, as float."""
+    import torch
+
+    m = torch.tensor(mean, dtype=torch.float32).view(3, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32).view(3, 1, 1)
+    return (image.float() * scale - m) / s

@@ -1,0 +1,109 @@
+"""The Hugging Face side of verify, shared by the families: model inputs and their helpers.
+
+Each family's reference.py builds HF inputs from the checkpoint's own tokenizer, chat
+template and processors. The placeholder expansion (one image token per feature) is
+written out per family, because several transformers processors cannot be constructed
+without torchvision, which cannot be installed beside the pinned CPU torch. Each
+expansion follows the family's HF processor exactly; tests compare the result with the
+model's own feature count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.families._base import Cfg
+
+if TYPE_CHECKING:
+    from mmforge.backend.checkpoint import Checkpoint
+
+
+@dataclass
+class ReferenceInputs:
+    """Model inputs for the HF reference.
+
+    Attributes:
+        prompt: The chat-template text before placeholder expansion.
+        input_ids: Token ids after expansion.
+        tensors: Keyword arguments for the HF model (torch tensors).
+    """
+
+    prompt: str
+    input_ids: list[int]
+    tensors: dict[str, Any] = field(default_factory=dict)
+
+
+def image_processor(checkpoint: Checkpoint) -> Any:
+    """The checkpoint's HF image processor (the PIL implementation without torchvision).
+
+    Named by its settings file, so transformers does not open config.json again (it
+    would, to look for a timm checkpoint).
+    """
+    from transformers import AutoImageProcessor
+
+    name = (
+        "preprocessor_config.json"
+        if (checkpoint.folder / "preprocessor_config.json").is_file()
+        else "processor_config.json"
+    )
+    return AutoImageProcessor.from_pretrained(checkpoint.folder, image_processor_filename=name)
+
+
+def audio_features(checkpoint: Checkpoint, audios: list[Any]) -> Any:
+    """Run the checkpoint's HF audio feature extractor on (samples, rate) pairs."""
+    import transformers
+
+    settings = dict(checkpoint.audio_preprocessor.data)
+    cls = getattr(transformers, settings.pop("feature_extractor_type"))
+    extractor = cls(**settings)
+    rate = extractor.sampling_rate
+    for _, sr in audios:
+        if sr != rate:
+            raise MmforgeError(
+                f"Audio must be {rate} Hz for this model, got {sr} Hz",
+                f"Resample the clip to {rate} Hz",
+            )
+    return extractor([a for a, _ in audios], sampling_rate=rate, return_tensors="pt")
+
+
+def encode(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of `text`, without special tokens added."""
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def finish(tokenizer: Any, prompt: str, expanded: str, tensors: dict[str, Any]) -> ReferenceInputs:
+    """The inputs for an expanded prompt: its ids, an all-ones mask and `tensors`."""
+    import torch
+
+    ids = encode(tokenizer, expanded)
+    tensors["input_ids"] = torch.tensor([ids])
+    tensors["attention_mask"] = torch.ones_like(tensors["input_ids"])
+    return ReferenceInputs(prompt=prompt, input_ids=ids, tensors=tensors)
+
+
+def replace_each(text: str, placeholder: str, replacements: list[str]) -> str:
+    """Replace the k-th `placeholder` in `text` by replacements[k] (HF processor style)."""
+    pieces = text.split(placeholder)
+    if len(pieces) - 1 != len(replacements):
+        raise MmforgeError(
+            f"The prompt has {len(pieces) - 1} placeholders {placeholder} for "
+            f"{len(replacements)} attachments",
+            "Give one attachment per placeholder in the messages",
+        )
+    out = pieces[0]
+    for rep, rest in zip(replacements, pieces[1:], strict=True):
+        out += rep + rest
+    return out
+
+
+def token_types(result: ReferenceInputs, cfg: Cfg) -> Any:
+    """HF's mm_token_type_ids: 0 text, 1 image, 2 video, 3 audio."""
+    ids = result.tensors["input_ids"]
+    types = ids.new_zeros(ids.shape)
+    for key, kind in (("image_token_id", 1), ("video_token_id", 2), ("audio_token_id", 3)):
+        token = cfg.get(key)
+        if isinstance(token, int):
+            types[ids == token] = kind
+    return types

@@ -1,0 +1,321 @@
+"""Gemma 3 and Gemma 4 (vision, and audio on the small Gemma 4 sizes)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from mmforge.backend.families._base import (
+    RESAMPLE,
+    Cfg,
+    Family,
+    ImageTokens,
+    PackageSpec,
+    Projector,
+    Reference,
+    as_int,
+    ids,
+    processor_op,
+    rescale_and_normalize,
+)
+from mmforge.backend.families._embedding import text_embedding_without_features
+from mmforge.backend.families.gemma import reference, tiny
+from mmforge.backend.families.gemma.attention import bidirectional_image_attention
+from mmforge.backend.families.gemma.build import flat_head_dims
+from mmforge.backend.families.gemma.graph_fixes import gemma3_batched_images
+
+
+def _gemma3_projector(cfg: Cfg) -> Projector:
+    image = as_int(cfg.get("vision_config.image_size", 896))
+    patch = as_int(cfg.get("vision_config.patch_size", 14))
+    tokens = int(cfg.get("mm_tokens_per_image", 256))
+    side = image // patch
+    kernel = side // max(1, math.isqrt(tokens))
+    return Projector(
+        "Gemma3MultiModalProjector",
+        "AvgPool2d → RMSNorm → MatMul",
+        f"Gemma 3 pools the {side}×{side} patch grid (image_size={image}, patch_size={patch}) "
+        f"with a {kernel}×{kernel} AvgPool2d to mm_tokens_per_image={tokens}, then RMSNorm "
+        "and one MatMul",
+        {
+            "vision_config.image_size": image,
+            "vision_config.patch_size": patch,
+            "mm_tokens_per_image": tokens,
+        },
+    )
+
+
+def _gemma3_image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
+    tokens = int(cfg.get("mm_tokens_per_image", 256))
+    return ImageTokens(fixed=tokens, rule="mm_tokens_per_image, fixed (the runtime hard-codes 256)")
+
+
+def _gemma3_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    """Fixed-size resize and normalisation, channels first.
+
+    DecodeImage already yields RGB; ConvertRGB after it would swap red and blue.
+    """
+    size = int(pre.first("size.height", default=cfg.get("vision_config.image_size", 896)))
+    return {
+        "processor": {
+            "name": "gemma_3_image_processing",
+            "transforms": [
+                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
+                processor_op(
+                    "resize",
+                    "Resize",
+                    {
+                        "interpolation": RESAMPLE.get(int(pre.get("resample", 2)), "LINEAR"),
+                        "width": size,
+                        "height": size,
+                        "keep_aspect_ratio": 0,
+                    },
+                ),
+                *rescale_and_normalize(pre, [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]),
+                processor_op("to_channel_first", "Permute3D", {"dims": [2, 0, 1]}),
+            ],
+        }
+    }
+
+
+def _siglip_hub_layout(name: str) -> str:
+    # transformers 5 saves `vision_tower.embeddings...`; hub checkpoints (and mobius) use
+    # `vision_tower.vision_model.embeddings...`.
+    for prefix in ("vision_tower.", "model.vision_tower."):
+        if name.startswith(prefix) and not name.startswith(prefix + "vision_model."):
+            return prefix + "vision_model." + name[len(prefix) :]
+    return name
+
+
+def _gemma4_vision_bidirectional(models: dict[str, Any], cfg: Cfg) -> str | None:
+    # The larger Gemma 4 checkpoints let an image's tokens attend both ways
+    # (use_bidirectional_attention="vision"); the small ones are causal.
+    if cfg.get("text_config.use_bidirectional_attention") != "vision":
+        return None
+    return bidirectional_image_attention(models, cfg)
+
+
+GEMMA3_PACKAGE = PackageSpec(
+    model_fields=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
+    vision_fields=lambda cfg, pre: {},
+    vision_inputs={"pixel_values": "pixel_values"},
+    processor_json=_gemma3_processor,
+    rename_checkpoint=_siglip_hub_layout,
+    graph_fixes=(
+        bidirectional_image_attention,
+        gemma3_batched_images,
+        text_embedding_without_features,
+    ),
+    # mobius 0.1's GroupQueryAttention fusion gives every layer the sliding-window RoPE
+    # table (theta 1e4), also the global layers (1e6): logits off by 0.4 on the tiny
+    # checkpoint. The portable graph keeps both tables and matches HF to 3e-6.
+    fused_attention=False,
+    notes=(
+        "Built without mobius's GroupQueryAttention fusion, which applies the local RoPE "
+        "table to the global layers too.",
+        "No ConvertRGB after DecodeImage (it would swap red and blue).",
+        "Keep search.chunk_size unset: the bidirectional image mask needs the image in "
+        "one prefill pass.",
+    ),
+)
+
+GEMMA3 = Family(
+    key="gemma3",
+    name="Gemma 3",
+    model_types=("gemma3",),
+    pipeline_type="gemma3",
+    hf_class="Gemma3ForConditionalGeneration",
+    projector=_gemma3_projector,
+    token_ids=lambda cfg: ids(
+        cfg,
+        image_token_id=("image_token_index", "image_token_id"),
+        boi_token_id=("boi_token_index", "boi_token_id"),
+        eoi_token_id=("eoi_token_index", "eoi_token_id"),
+    ),
+    image_tokens=_gemma3_image_tokens,
+    runtime_token_strings=("<start_of_image>", "<image_soft_token>", "<end_of_image>"),
+    package=GEMMA3_PACKAGE,
+    reference=Reference(
+        prepare=reference.gemma3_prepare, from_runtime=reference.gemma3_from_runtime
+    ),
+    tiny=tiny.GEMMA3,
+    notes=(
+        "Image tokens attend to each other bidirectionally in HF; the decoder must build "
+        "that mask from input_ids, since token_type_ids never reach it in the runtime.",
+        "The runtime hard-codes 256 tokens per image.",
+    ),
+)
+
+
+def _gemma4_projector(cfg: Cfg) -> Projector:
+    clipped = bool(cfg.get("vision_config.use_clipped_linears", False))
+    pool = cfg.get("vision_config.pooling_kernel_size", 3)
+    return Projector(
+        "Gemma4MultimodalEmbedder",
+        "pool → RMSNorm → ClippableLinear",
+        f"Gemma 4 pools {pool}×{pool} patches, then embeds vision (and audio) features with "
+        f"RMSNorm and a ClippableLinear (use_clipped_linears={clipped}); a plain Linear "
+        "is wrong where clipping is learned",
+        {
+            "vision_config.pooling_kernel_size": pool,
+            "vision_config.use_clipped_linears": clipped,
+        },
+    )
+
+
+def _gemma4_image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
+    most = pre.first("max_soft_tokens", "image_seq_length", default=280)
+    return ImageTokens(
+        maximum=int(most),
+        rule=f"aspect-preserving resize, at most {most} soft tokens per image",
+    )
+
+
+def _gemma4_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    """The runtime's Gemma 4 transform (resize, patchify, position ids) in one op."""
+    return {
+        "processor": {
+            "name": "gemma4_image_processor",
+            "transforms": [
+                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
+                processor_op(
+                    "gemma4_image_transform",
+                    "Gemma4ImageTransform",
+                    {
+                        "patch_size": int(
+                            pre.get("patch_size", cfg.get("vision_config.patch_size", 16))
+                        ),
+                        "max_soft_tokens": int(pre.get("max_soft_tokens", 280)),
+                        "pooling_kernel_size": int(
+                            pre.get(
+                                "pooling_kernel_size",
+                                cfg.get("vision_config.pooling_kernel_size", 3),
+                            )
+                        ),
+                    },
+                ),
+            ],
+        }
+    }
+
+
+def _gemma4_audio_processor(cfg: Cfg, audio: Cfg) -> dict[str, Any]:
+    """Gemma4LogMel with the checkpoint's feature extractor settings."""
+    rate = int(audio.get("sampling_rate", 16000))
+    return {
+        "feature_extraction": {
+            "sequence": [
+                processor_op("audio_decoder", "AudioDecoder"),
+                processor_op(
+                    "gemma4_log_mel",
+                    "Gemma4LogMel",
+                    {
+                        "feature_size": int(audio.get("feature_size", 128)),
+                        "sampling_rate": rate,
+                        "frame_length_ms": 1000.0 * int(audio.get("frame_length", 320)) / rate,
+                        "hop_length_ms": 1000.0 * int(audio.get("hop_length", 160)) / rate,
+                        "min_frequency": float(audio.get("min_frequency", 0.0)),
+                        "max_frequency": float(audio.get("max_frequency", rate / 2)),
+                        "preemphasis": float(audio.get("preemphasis", 0.0)),
+                        "preemphasis_htk_flavor": int(
+                            bool(audio.get("preemphasis_htk_flavor", True))
+                        ),
+                        "fft_overdrive": int(bool(audio.get("fft_overdrive", False))),
+                        "mel_floor": float(audio.get("mel_floor", 0.001)),
+                    },
+                ),
+            ]
+        }
+    }
+
+
+GEMMA4_PACKAGE = PackageSpec(
+    model_fields=lambda cfg: ids(
+        cfg,
+        image_token_id="image_token_id",
+        audio_token_id="audio_token_id",
+        boa_token_id="boa_token_id",
+    ),
+    vision_fields=lambda cfg, pre: {},
+    vision_inputs={"pixel_values": "pixel_values", "pixel_position_ids": "pixel_position_ids"},
+    processor_json=_gemma4_processor,
+    speech_inputs={"audio_embeds": "input_features", "attention_mask": "input_features_mask"},
+    audio_processor_json=_gemma4_audio_processor,
+    config_patch=flat_head_dims,
+    graph_fixes=(_gemma4_vision_bidirectional, text_embedding_without_features),
+    fused_attention=False,
+    notes=(
+        "genai_config gets a flat global head size (transformers 5 keeps it in "
+        "per_layer_config) and per_layer_inputs in embedding outputs and decoder inputs.",
+        "Built without mobius's GroupQueryAttention fusion, as for Gemma 3.",
+    ),
+)
+
+
+def _gemma4_channels_first(pixels: Any) -> Any:
+    """Gemma 4's patches [N, P, p·p·3] as [3, everything else]."""
+    return pixels.reshape(-1, 3).T
+
+
+def _gemma4_hf_pixels(
+    checkpoint: Any, images: list[Any], arrays: dict[str, Any], hf: Any, runtime: Any
+) -> Any:
+    return hf[:, : runtime.shape[1]]  # HF pads every image to the largest patch count
+
+
+GEMMA4_REFERENCE = Reference(
+    prepare=reference.gemma4_prepare,
+    from_runtime=reference.gemma4_from_runtime,
+    channels_first=_gemma4_channels_first,
+    # Gemma 4's resize differs from HF's over more of the image (FINDINGS: max 0.117).
+    pixel_outliers=1.0,
+    hf_pixels=_gemma4_hf_pixels,
+    text_difference="the runtime wraps each image and audio block in blank lines (documented)",
+)
+
+GEMMA4 = Family(
+    key="gemma4",
+    name="Gemma 4",
+    model_types=("gemma4",),
+    pipeline_type="gemma4",
+    hf_class="Gemma4ForConditionalGeneration",
+    projector=_gemma4_projector,
+    token_ids=lambda cfg: ids(
+        cfg,
+        image_token_id="image_token_id",
+        boi_token_id="boi_token_id",
+        eoi_token_id="eoi_token_id",
+        audio_token_id="audio_token_id",
+        boa_token_id="boa_token_id",
+        eoa_token_id=("eoa_token_id", "eoa_token_index"),
+        video_token_id="video_token_id",
+    ),
+    image_tokens=_gemma4_image_tokens,
+    has_vision=lambda cfg: cfg.has("vision_config"),
+    has_audio=lambda cfg: cfg.has("audio_config"),
+    package=GEMMA4_PACKAGE,
+    reference=GEMMA4_REFERENCE,
+    tiny=tiny.GEMMA4,
+    runtime_token_strings=(
+        "<|image>",
+        "<|image|>",
+        "<image|>",
+        "<|audio>",
+        "<|audio|>",
+        "<audio|>",
+    ),
+    notes=(
+        "The audio encoder exists only on the small sizes (config.audio_config set); "
+        "a config without vision_config is text-only.",
+        "The embedding also outputs per_layer_inputs, listed in embedding.outputs and "
+        "decoder.inputs.",
+        "The runtime resizes images slightly differently from HF; vision parity is measured "
+        "on the runtime's own pixels.",
+        "The runtime's processor wraps each image and audio block in blank lines that HF's "
+        "processor does not add, so its prompt ids differ from HF's in those text tokens "
+        "(verify reports preprocessing as AMBIGUOUS for this reason); parity feeds both "
+        "sides the runtime's ids.",
+    ),
+)
+
+FAMILIES = (GEMMA3, GEMMA4)

@@ -1,0 +1,39 @@
+"""LFM2-VL's graphs: ours for the vision tower and embedding, the GenAI builder's decoder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mmforge.backend.families._graphs import BuiltGraphs
+from mmforge.backend.families.lfm2 import decoder
+from mmforge.backend.families.lfm2.vision import embedding_graph, vision_graph
+from mmforge.backend.jobs import JobContext
+
+if TYPE_CHECKING:
+    from mmforge.backend.checkpoint import Checkpoint
+
+
+def build(checkpoint: Checkpoint, work: Path, ctx: JobContext) -> BuiltGraphs:
+    """LFM2-VL: our vision and embedding graphs, the ORT GenAI builder's decoder."""
+    import onnx_ir as ir
+
+    cfg, folder = checkpoint.cfg, checkpoint.folder
+    models = {
+        "vision_encoder": vision_graph(cfg),
+        "embedding": embedding_graph(cfg),
+    }
+    # The builder's CPU flavour for every target: its CUDA flavour fuses the Q/K norms into
+    # GroupQueryAttention under other weight names, which could not be checked here
+    # without a GPU. The CUDA provider runs the portable graph too.
+    layers = int(cfg.text.get("num_hidden_layers"))
+    built = decoder.builder_decoder(folder, work, "cpu", ctx, layers)
+    models["decoder"] = ir.load(built / "model.onnx")
+    fixed = decoder.add_conv_biases(models["decoder"], cfg, folder)
+    return BuiltGraphs(
+        models=models,
+        baked={"decoder": decoder.builder_sources(cfg)},
+        work=work,
+        notes=[fixed] if fixed else [],
+        must_use=decoder.MUST_USE,
+    )

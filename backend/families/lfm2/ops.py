@@ -1,0 +1,99 @@
+"""A small op-by-op ONNX graph builder over onnx_ir, for the LFM2-VL graphs we write."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+OPSET = 18
+
+
+class GraphBuilder:
+    """A small op-by-op builder over onnx_ir."""
+
+    def __init__(self, name: str):
+        import onnx_ir as ir
+
+        self.ir = ir
+        self.graph = ir.Graph(inputs=[], outputs=[], nodes=[], name=name, opset_imports={"": OPSET})
+        self._consts = 0
+
+    def input(self, name: str, dtype: Any, shape: list[Any]) -> Any:
+        """A graph input."""
+        value = self.ir.Value(name=name, type=self.ir.TensorType(dtype), shape=self.ir.Shape(shape))
+        self.graph.inputs.append(value)
+        return value
+
+    def weight(self, name: str, shape: list[int]) -> Any:
+        """An initializer the checkpoint fills (no value yet)."""
+        ir = self.ir
+        value = ir.Value(
+            name=name, type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape(list(shape))
+        )
+        self.graph.initializers[name] = value  # register_initializer wants a value
+        return value
+
+    def const(self, array: Any) -> Any:
+        """A constant initializer."""
+        self._consts += 1
+        name = f"mmforge_const_{self._consts}"
+        value = self.ir.Value(name=name, const_value=self.ir.tensor(np.asarray(array), name=name))
+        self.graph.register_initializer(value)
+        return value
+
+    def op(self, op_type: str, *inputs: Any, **attrs: Any) -> Any:
+        """Append a node; its first output."""
+        node = self.ir.node(op_type, inputs=list(inputs), attributes=attrs)
+        self.graph.append(node)
+        return node.outputs[0]
+
+    def output(self, value: Any, name: str) -> None:
+        """Name a value and make it a graph output."""
+        value.name = name
+        self.graph.outputs.append(value)
+
+    def model(self) -> Any:
+        """The finished model."""
+        return self.ir.Model(self.graph, ir_version=10, producer_name="mmforge")
+
+    # Layers -------------------------------------------------------------------------
+
+    def linear(self, x: Any, prefix: str, n_in: int, n_out: int, bias: bool = True) -> Any:
+        """X @ weightᵀ (+ bias), with the checkpoint's weight names."""
+        w = self.weight(prefix + ".weight", [n_out, n_in])
+        y = self.op("MatMul", x, self.op("Transpose", w, perm=[1, 0]))
+        return self.op("Add", y, self.weight(prefix + ".bias", [n_out])) if bias else y
+
+    def layer_norm(self, x: Any, prefix: str, size: int, eps: float) -> Any:
+        """LayerNormalization with the checkpoint's weight names."""
+        scale = self.weight(prefix + ".weight", [size])
+        return self.op(
+            "LayerNormalization",
+            x,
+            scale,
+            self.weight(prefix + ".bias", [size]),
+            epsilon=eps,
+            axis=-1,
+        )
+
+    def gelu(self, x: Any, tanh: bool) -> Any:
+        """GELU, exact or with the tanh approximation."""
+        half_x = self.op("Mul", x, self.const(np.float32(0.5)))
+        if tanh:  # gelu_pytorch_tanh
+            cube = self.op("Mul", self.op("Mul", x, x), x)
+            inner = self.op("Add", x, self.op("Mul", cube, self.const(np.float32(0.044715))))
+            t = self.op(
+                "Tanh", self.op("Mul", inner, self.const(np.float32(math.sqrt(2 / math.pi))))
+            )
+        else:
+            t = self.op("Erf", self.op("Mul", x, self.const(np.float32(1 / math.sqrt(2)))))
+        return self.op("Mul", half_x, self.op("Add", t, self.const(np.float32(1.0))))
+
+    def slice(self, x: Any, start: int, end: int, axis: int) -> Any:
+        """x[start:end] along one axis."""
+        return self.op(
+            "Slice", x, self.const(np.array([start])), self.const(np.array([end])),
+            self.const(np.array([axis])),
+        )  # fmt: skip

@@ -1,0 +1,141 @@
+"""Mistral 3 (Pixtral vision tower)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from mmforge.backend.families._base import (
+    CLIP_MEAN,
+    CLIP_STD,
+    Cfg,
+    Family,
+    ImageTokens,
+    PackageSpec,
+    Projector,
+    Reference,
+    as_int,
+    ids,
+    image_sizes_pipeline,
+    rescale_and_normalize,
+)
+from mmforge.backend.families._embedding import text_embedding_without_features
+from mmforge.backend.families.mistral import reference, tiny
+from mmforge.backend.families.mistral.graph_fixes import pixtral_rope_any_grid
+
+
+def _projector(cfg: Cfg) -> Projector:
+    merge = cfg.get("spatial_merge_size", 2)
+    act = cfg.get("projector_hidden_act", "gelu")
+    return Projector(
+        "Mistral3MultiModalProjector",
+        "RMSNorm → spatial merge → Linear → GELU → Linear",
+        f"model_type mistral3 with spatial_merge_size={merge}: RMSNorm, a {merge}×{merge} "
+        f"patch merge, then Linear → {act.upper()} → Linear",
+        {"spatial_merge_size": merge, "projector_hidden_act": act},
+    )
+
+
+def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
+    patch = as_int(
+        pre.first(
+            "patch_size.height", "patch_size", default=cfg.get("vision_config.patch_size", 14)
+        )
+    )
+    merge = int(cfg.get("spatial_merge_size", 2))
+    edge = int(pre.first("size.longest_edge", default=cfg.get("vision_config.image_size", 1540)))
+    side = math.ceil(edge / (patch * merge))
+    return ImageTokens(
+        minimum=2,
+        maximum=side * side + side,
+        rule=f"rows × cols of {patch * merge}px blocks (longest edge ≤ {edge}px), plus one "
+        "[IMG_BREAK]/[IMG_END] per row",
+    )
+
+
+def _patch(cfg: Cfg, pre: Cfg) -> int:
+    return as_int(
+        pre.first(
+            "patch_size.height", "patch_size", default=cfg.get("vision_config.patch_size", 14)
+        )
+    )
+
+
+def _vision_fields(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    # The runtime reads patch_size from genai_config, not from the processor JSON, and
+    # defaults it to 14 (ORT GenAI 0.18).
+    return {
+        "patch_size": _patch(cfg, pre),
+        "spatial_merge_size": int(cfg.get("spatial_merge_size", 2)),
+    }
+
+
+def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    """The runtime's Pixtral pipeline, with the checkpoint's normalisation.
+
+    DecodeImage already yields RGB: adding ConvertRGB would swap red and blue (mobius 0.1
+    does that). The runtime resizes Qwen-style within a pixel budget; the budget is the
+    square of HF's longest edge.
+    """
+    block = _patch(cfg, pre) * int(cfg.get("spatial_merge_size", 2))
+    edge = int(pre.first("size.longest_edge", default=cfg.get("vision_config.image_size", 1540)))
+    return image_sizes_pipeline(
+        "pixtral_image_processor",
+        min_pixels=block * block,
+        max_pixels=edge * edge,
+        patch=_patch(cfg, pre),
+        merge=int(cfg.get("spatial_merge_size", 2)),
+        interpolation="CUBIC",
+        normalize=rescale_and_normalize(pre, CLIP_MEAN, CLIP_STD),
+    )
+
+
+MISTRAL3_PACKAGE = PackageSpec(
+    model_fields=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
+    vision_fields=_vision_fields,
+    vision_inputs={"pixel_values": "pixel_values"},
+    processor_json=_processor,
+    graph_fixes=(pixtral_rope_any_grid, text_embedding_without_features),
+    notes=(
+        "genai_config carries model.vision.patch_size (the runtime defaults to 14).",
+        "No ConvertRGB after DecodeImage (it would swap red and blue).",
+        "The runtime resizes within a pixel budget instead of HF's longest-edge rule, so "
+        "its pixels differ from HF's by design; vision parity uses the runtime's pixels.",
+    ),
+)
+
+MISTRAL3 = Family(
+    key="mistral3",
+    name="Mistral 3",
+    model_types=("mistral3",),
+    pipeline_type="mistral3",
+    hf_class="Mistral3ForConditionalGeneration",
+    projector=_projector,
+    token_ids=lambda cfg: ids(
+        cfg,
+        image_token_id=("image_token_index", "image_token_id"),
+        image_break_token_id=("image_break_token_id",),
+        image_end_token_id=("image_end_token_id",),
+    ),
+    image_tokens=_image_tokens,
+    runtime_token_strings=("[IMG]", "[IMG_BREAK]", "[IMG_END]", "[INST]"),
+    package=MISTRAL3_PACKAGE,
+    tiny=tiny.MISTRAL3,
+    reference=Reference(
+        prepare=reference.prepare,
+        from_runtime=reference.from_runtime,
+        hf_pixels=reference.pixels_at_runtime_size,
+        placeholder_layout=reference.placeholder_layout,
+        preprocessing_note=(
+            "Mistral 3: the runtime sizes images by a pixel budget and HF by the longest edge "
+            "(documented); preprocessing is compared at the runtime's size"
+        ),
+    ),
+    notes=(
+        "The runtime resizes Qwen-style (multiples of patch·merge within a pixel budget), "
+        "not with Pixtral's longest-edge rule: the vision encoder must take any patch grid.",
+        "genai_config must carry model.vision.patch_size; the runtime defaults to 14.",
+    ),
+)
+
+FAMILIES = (MISTRAL3,)

@@ -1,0 +1,92 @@
+"""Mistral 3: HF inputs for verify, and its placeholder and pixel checks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mmforge.backend.families._base import Cfg
+from mmforge.backend.families._reference import (
+    ReferenceInputs,
+    finish,
+    image_processor,
+    replace_each,
+)
+
+if TYPE_CHECKING:
+    from mmforge.backend.checkpoint import Checkpoint
+
+
+def prepare(
+    checkpoint: Checkpoint, tokenizer: Any, prompt: str, images: list[Any], audios: list[Any]
+) -> ReferenceInputs:
+    """PixtralProcessor's inputs: rows of [IMG] closed by [IMG_BREAK], then [IMG_END]."""
+    cfg = checkpoint.cfg
+    tensors: dict[str, Any] = {}
+    reps: list[str] = []
+    if images:
+        block = int(cfg.get("vision_config.patch_size", 14)) * int(cfg.get("spatial_merge_size", 2))
+        out = image_processor(checkpoint)(
+            images=images, patch_size={"height": block, "width": block}, return_tensors="pt"
+        )
+        tensors = {"pixel_values": out["pixel_values"], "image_sizes": out["image_sizes"]}
+        for height, width in out["image_sizes"].tolist():
+            rows = ["[IMG]" * (width // block) + "[IMG_BREAK]"] * (height // block)
+            reps.append("".join(rows)[: -len("[IMG_BREAK]")] + "[IMG_END]")
+    expanded = replace_each(prompt, "[IMG]", reps)
+    return finish(tokenizer, prompt, expanded, tensors)
+
+
+def from_runtime(cfg: Cfg, arrays: dict[str, Any], result: ReferenceInputs) -> None:
+    """The runtime's pixels and image sizes."""
+    import torch
+
+    if "pixel_values" in arrays:
+        pixels = torch.from_numpy(arrays["pixel_values"].astype("float32"))
+        result.tensors["pixel_values"] = pixels
+        sizes = arrays.get("image_sizes")
+        if sizes is None:
+            sizes = [list(pixels.shape[-2:])] * pixels.shape[0]
+        result.tensors["image_sizes"] = torch.as_tensor(sizes, dtype=torch.int64).reshape(-1, 2)
+
+
+def placeholder_layout(
+    cfg: Cfg, ids: list[int], arrays: dict[str, Any], image_token: int | None, tokenizer: Any
+) -> tuple[bool, str]:
+    """Whether the runtime's [IMG] layout follows its own image sizes, and what was found.
+
+    The runtime sizes images by a pixel budget where HF uses the longest edge, so its
+    placeholders are checked against the sizes it chose rather than against HF's ids.
+    """
+    block = int(cfg.get("vision_config.patch_size", 14)) * int(cfg.get("spatial_merge_size", 2))
+    sizes = [(int(h), int(w)) for h, w in arrays.get("image_sizes", [])]
+    want_img = sum((h // block) * (w // block) for h, w in sizes)
+    want_break = sum(h // block - 1 for h, _ in sizes)
+    img_break = tokenizer.convert_tokens_to_ids("[IMG_BREAK]")
+    img_end = tokenizer.convert_tokens_to_ids("[IMG_END]")
+    got = (sum(t == image_token for t in ids), ids.count(img_break), ids.count(img_end))
+    want = (want_img, want_break, len(sizes))
+    if got[0] != want[0]:
+        return (
+            False,
+            f"image token count mismatch: {got[0]} [IMG] tokens for image sizes {sizes} "
+            f"(expected {want[0]})",
+        )
+    if got != want:
+        return False, f"boundary markers differ: [IMG_BREAK]/[IMG_END] {got[1:]} for {want[1:]}"
+    return True, f"{want_img} image tokens laid out for the runtime's {sizes}"
+
+
+def pixels_at_runtime_size(
+    checkpoint: Checkpoint, images: list[Any], arrays: dict[str, Any], hf: Any, runtime: Any
+) -> Any:
+    """HF's pixels for the images resized to the runtime's sizes (its resize differs)."""
+    from PIL import Image
+
+    processor = image_processor(checkpoint)
+    sizes = [(int(h), int(w)) for h, w in arrays["image_sizes"]]
+    resized = [
+        img.resize((w, h), Image.Resampling.BICUBIC)
+        for img, (h, w) in zip(images, sizes, strict=True)
+    ]
+    out = processor(images=resized, do_resize=False, return_tensors="pt")["pixel_values"]
+    return out.float().numpy()

@@ -1,0 +1,253 @@
+"""Qwen2.5-VL, Qwen3-VL and Qwen3.5 (vision): patch-merger projectors and 3-D M-RoPE."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from mmforge.backend.families._base import (
+    CLIP_MEAN,
+    CLIP_STD,
+    Cfg,
+    Family,
+    ImageTokens,
+    PackageSpec,
+    Projector,
+    Reference,
+    dynamic_tokens,
+    ids,
+    processor_op,
+    rescale_and_normalize,
+)
+from mmforge.backend.families._embedding import text_embedding_without_features
+from mmforge.backend.families.qwen import reference, tiny
+from mmforge.backend.families.qwen.build import deepstack_vision_output
+from mmforge.backend.families.qwen.graph_fixes import qwen3_deepstack, qwen_unpad_images
+
+# Qwen2VLImageProcessor defaults, used when the checkpoint has no preprocessor config.
+_MIN_PIXELS = 56 * 56
+_MAX_PIXELS = 28 * 28 * 1280
+
+
+def _merger(cfg: Cfg) -> Projector:
+    merge = cfg.get("vision_config.spatial_merge_size", 2)
+    out = cfg.first("vision_config.out_hidden_size", "text_config.hidden_size")
+    deepstack = cfg.get("vision_config.deepstack_visual_indexes") or []
+    reason = (
+        f"Qwen vision towers end in a patch merger: spatial_merge_size={merge} groups "
+        f"{merge}×{merge} patches, then an MLP maps them to out_hidden_size={out}"
+    )
+    fields = {"vision_config.spatial_merge_size": merge, "vision_config.out_hidden_size": out}
+    if deepstack:
+        reason += f"; DeepStack mergers also tap layers {deepstack}"
+        fields["vision_config.deepstack_visual_indexes"] = deepstack
+    return Projector(
+        "PatchMerger", "spatial merge → LayerNorm → Linear → GELU → Linear", reason, fields
+    )
+
+
+def _qwen_tokens(cfg: Cfg) -> dict[str, int]:
+    return ids(
+        cfg,
+        image_token_id="image_token_id",
+        video_token_id="video_token_id",
+        vision_start_token_id="vision_start_token_id",
+        vision_end_token_id="vision_end_token_id",
+    )
+
+
+def _qwen_image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
+    patch = pre.first("patch_size", default=cfg.get("vision_config.patch_size", 14))
+    merge = pre.first("merge_size", default=cfg.get("vision_config.spatial_merge_size", 2))
+    factor = int(patch) * int(merge)
+    low = pre.first("min_pixels", "size.shortest_edge", default=_MIN_PIXELS)
+    high = pre.first("max_pixels", "size.longest_edge", default=_MAX_PIXELS)
+    return dynamic_tokens(
+        factor,
+        int(low),
+        int(high),
+        f"resize to multiples of {factor} px within [{low}, {high}] pixels; "
+        f"one token per {factor}×{factor} block",
+    )
+
+
+QWEN_STRINGS = ("<|vision_start|>", "<|image_pad|>", "<|vision_end|>")
+
+
+def _qwen_model_fields(cfg: Cfg) -> dict[str, Any]:
+    # Without vision_start_token_id or image_token_id the runtime silently falls back to
+    # 1-D positions (ORT GenAI 0.18); mobius 0.1 writes neither.
+    fields = ids(
+        cfg,
+        image_token_id="image_token_id",
+        video_token_id="video_token_id",
+        vision_start_token_id="vision_start_token_id",
+    )
+    missing = {"image_token_id", "vision_start_token_id"} - set(fields)
+    if missing:
+        raise ValueError(f"config.json lacks {sorted(missing)}, needed for 3-D positions")
+    return fields
+
+
+def _qwen_vision_fields(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    patch = int(pre.first("patch_size", default=cfg.get("vision_config.patch_size", 14)))
+    merge = int(pre.first("merge_size", default=cfg.get("vision_config.spatial_merge_size", 2)))
+    fields: dict[str, Any] = {
+        "spatial_merge_size": merge,
+        "patch_size": patch,
+        "tokens_per_second": float(cfg.get("vision_config.tokens_per_second", 2)),
+    }
+    window = cfg.get("vision_config.window_size")
+    if window is not None:
+        fields["window_size"] = int(window)
+    return fields
+
+
+def _qwen_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    """ort-extensions pipeline matching Qwen2VLImageProcessor with the checkpoint's values.
+
+    PatchImage yields HF's patch order and image_grid_thw; without it the runtime feeds
+    a rank-4 image and the vision graph rejects it (mobius 0.1 omits it).
+    """
+    patch = int(pre.first("patch_size", default=cfg.get("vision_config.patch_size", 14)))
+    merge = int(pre.first("merge_size", default=cfg.get("vision_config.spatial_merge_size", 2)))
+    temporal = int(
+        pre.first("temporal_patch_size", default=cfg.get("vision_config.temporal_patch_size", 2))
+    )
+    low = int(pre.first("min_pixels", "size.shortest_edge", default=_MIN_PIXELS))
+    high = int(pre.first("max_pixels", "size.longest_edge", default=_MAX_PIXELS))
+    return {
+        "processor": {
+            "name": "qwen2_5_image_processor",
+            "transforms": [
+                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
+                processor_op("convert_to_rgb", "ConvertRGB"),
+                processor_op(
+                    "resize",
+                    "Resize",
+                    {
+                        "smart_resize": 1,
+                        "min_pixels": low,
+                        "max_pixels": high,
+                        "patch_size": patch,
+                        "merge_size": merge,
+                    },
+                ),
+                *rescale_and_normalize(pre, CLIP_MEAN, CLIP_STD, qwen=True),
+                processor_op(
+                    "patch_image",
+                    "PatchImage",
+                    {"patch_size": patch, "temporal_patch_size": temporal, "merge_size": merge},
+                ),
+            ],
+        }
+    }
+
+
+QWEN_PACKAGE = PackageSpec(
+    model_fields=_qwen_model_fields,
+    vision_fields=_qwen_vision_fields,
+    vision_inputs={"pixel_values": "pixel_values", "image_grid_thw": "image_grid_thw"},
+    processor_json=_qwen_processor,
+    graph_fixes=(qwen_unpad_images, text_embedding_without_features),
+    notes=(
+        "genai_config names vision_start_token_id, image_token_id and video_token_id "
+        "(mobius omits them; the runtime then silently uses 1-D positions).",
+        "The processor JSON ends in PatchImage and uses the checkpoint's mean/std and "
+        "pixel limits.",
+        "The runtime's bicubic resize does not clamp the overshoot at sharp edges as PIL "
+        "does in uint8: on the probe image a few edge pixels differ by up to 0.17 "
+        "(normalised units), mean 8e-4; vision parity is measured on the runtime's pixels.",
+    ),
+)
+
+
+def _qwen_channels_first(pixels: Any) -> Any:
+    """Qwen's flattened patches [N, 3·t·p·p] as [3, everything else]."""
+    import numpy as np
+
+    return np.moveaxis(pixels.reshape(pixels.shape[0], 3, -1), 1, 0).reshape(3, -1)
+
+
+QWEN_REFERENCE = Reference(
+    prepare=reference.prepare,
+    from_runtime=reference.from_runtime,
+    channels_first=_qwen_channels_first,
+    config_tokens=("vision_start_token_id", "video_token_id"),
+)
+
+
+QWEN2_5_VL = Family(
+    key="qwen2_5_vl",
+    name="Qwen2.5-VL",
+    model_types=("qwen2_5_vl",),
+    pipeline_type="qwen2_5_vl",
+    hf_class="Qwen2_5_VLForConditionalGeneration",
+    projector=_merger,
+    token_ids=_qwen_tokens,
+    image_tokens=_qwen_image_tokens,
+    runtime_token_strings=QWEN_STRINGS,
+    package=QWEN_PACKAGE,
+    reference=QWEN_REFERENCE,
+    tiny=tiny.QWEN2_5_VL,
+    notes=(
+        "genai_config must name vision_start_token_id and image_token_id, or the runtime "
+        "silently falls back to 1-D positions.",
+    ),
+)
+
+
+def _deepstack_levels(cfg: Cfg) -> int:
+    return len(cfg.get("vision_config.deepstack_visual_indexes") or [])
+
+
+def _qwen3_hub_layout(name: str) -> str:
+    # The untied LM head sits at the top level; mobius looks for it under the language
+    # model (mobius 0.1 otherwise leaves decoder.lm_head.weight without weights).
+    return "model.language_model.lm_head.weight" if name == "lm_head.weight" else name
+
+
+QWEN3_PACKAGE = dataclasses.replace(
+    QWEN_PACKAGE,
+    graph_fixes=(qwen_unpad_images, qwen3_deepstack, text_embedding_without_features),
+    module_patch=deepstack_vision_output,
+    hidden_multiple=lambda cfg: 1 + _deepstack_levels(cfg),
+    rename_checkpoint=_qwen3_hub_layout,
+    fused_attention=False,
+)
+
+QWEN3_VL = Family(
+    key="qwen3_vl",
+    name="Qwen3-VL",
+    model_types=("qwen3_vl",),
+    pipeline_type="qwen3_vl",
+    hf_class="Qwen3VLForConditionalGeneration",
+    projector=_merger,
+    token_ids=_qwen_tokens,
+    image_tokens=_qwen_image_tokens,
+    runtime_token_strings=QWEN_STRINGS,
+    package=QWEN3_PACKAGE,
+    reference=QWEN_REFERENCE,
+    tiny=tiny.QWEN3_VL,
+    notes=(
+        "The runtime has no DeepStack: the vision output carries the DeepStack levels as "
+        "extra feature slots and the decoder adds them after the first layers.",
+    ),
+)
+
+QWEN3_5 = Family(
+    key="qwen3_5",
+    name="Qwen3.5-VL",
+    model_types=("qwen3_5", "qwen3_5_moe"),
+    pipeline_type=None,
+    no_pipeline_reason=(
+        "ONNX Runtime GenAI 0.18 has no qwen3_5 model type, and its text model mixes "
+        "Gated DeltaNet (linear attention) layers with full attention"
+    ),
+    hf_class="Qwen3_5ForConditionalGeneration",
+    projector=_merger,
+    token_ids=_qwen_tokens,
+    image_tokens=_qwen_image_tokens,
+)
+
+FAMILIES = (QWEN2_5_VL, QWEN3_VL, QWEN3_5)

@@ -1,0 +1,54 @@
+"""Qwen2.5-VL and Qwen3-VL: HF inputs for verify."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mmforge.backend.families._base import Cfg
+from mmforge.backend.families._reference import (
+    ReferenceInputs,
+    finish,
+    image_processor,
+    replace_each,
+    token_types,
+)
+
+if TYPE_CHECKING:
+    from mmforge.backend.checkpoint import Checkpoint
+
+
+def prepare(
+    checkpoint: Checkpoint, tokenizer: Any, prompt: str, images: list[Any], audios: list[Any]
+) -> ReferenceInputs:
+    """Qwen2VLProcessor's inputs: one <|image_pad|> per merged patch, and token types."""
+    cfg = checkpoint.cfg
+    pad = "<|image_pad|>"
+    tensors: dict[str, Any] = {}
+    counts: list[int] = []
+    if images:
+        out = image_processor(checkpoint)(images=images, return_tensors="pt")
+        merge = int(cfg.get("vision_config.spatial_merge_size", 2))
+        counts = [int(g.prod()) // (merge * merge) for g in out["image_grid_thw"]]
+        tensors = {"pixel_values": out["pixel_values"], "image_grid_thw": out["image_grid_thw"]}
+    expanded = replace_each(prompt, pad, [pad * n for n in counts])
+    result = finish(tokenizer, prompt, expanded, tensors)
+    # transformers 5 builds 3-D M-RoPE positions only when mm_token_type_ids marks the
+    # image tokens (its processor returns it); without it HF silently uses 1-D positions.
+    result.tensors["mm_token_type_ids"] = token_types(result, cfg)
+    return result
+
+
+def from_runtime(cfg: Cfg, arrays: dict[str, Any], result: ReferenceInputs) -> None:
+    """The runtime's patches without its padding, the image grids and token types."""
+    import numpy as np
+    import torch
+
+    if "pixel_values" in arrays:
+        grid = arrays["image_grid_thw"].astype("int64")
+        pixels = arrays["pixel_values"].astype("float32")
+        # The runtime pads each image's patches to the largest image; HF concatenates.
+        longest = pixels.shape[0] // grid.shape[0]
+        rows = [pixels[i * longest : i * longest + int(g.prod())] for i, g in enumerate(grid)]
+        result.tensors["pixel_values"] = torch.from_numpy(np.concatenate(rows))
+        result.tensors["image_grid_thw"] = torch.from_numpy(grid)
+    result.tensors["mm_token_type_ids"] = token_types(result, cfg)

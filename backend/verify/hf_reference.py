@@ -1,0 +1,148 @@
+"""The Hugging Face side of every comparison: the model, its tokenizer and its inputs.
+
+What differs per family (the placeholder expansion, the runtime's arrays under HF's names)
+is in the family's reference.py, reached through `Family.reference`. Each function takes a
+`Checkpoint` read once; a folder is read on the spot, for callers that have only that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend.checkpoint import Checkpoint
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.families import Reference
+from mmforge.backend.families import _reference as family_reference
+from mmforge.backend.families._reference import ReferenceInputs
+
+__all__ = [
+    "ReferenceInputs",
+    "from_runtime",
+    "greedy_generate",
+    "image_processor",
+    "load_model",
+    "load_tokenizer",
+    "messages_for",
+    "prepare",
+]
+
+
+def _checkpoint(source: Checkpoint | Path) -> Checkpoint:
+    return source if isinstance(source, Checkpoint) else Checkpoint.read(Path(source))
+
+
+def _reference(checkpoint: Checkpoint) -> Reference:
+    family = checkpoint.family
+    if family.reference is None:
+        raise MmforgeError(
+            f"No HF reference inputs for {family.name} yet",
+            "Parity checks are not available for this family yet",
+        )
+    return family.reference
+
+
+def load_model(source: Checkpoint | Path) -> Any:
+    """Load the HF model of a checkpoint in float32, eval mode, safetensors only."""
+    import transformers
+
+    checkpoint = _checkpoint(source)
+    family = checkpoint.family
+    if family.hf_class is None:
+        raise MmforgeError(
+            f"{family.name} has no transformers class to compare against",
+            "Parity checks need a family that transformers implements natively",
+        )
+    cls = getattr(transformers, family.hf_class)
+    transformers.utils.logging.disable_progress_bar()  # progress is ours to report
+    return cls.from_pretrained(
+        checkpoint.folder,
+        config=checkpoint.transformers_config(),
+        dtype="float32",
+        use_safetensors=True,
+    ).eval()
+
+
+def load_tokenizer(source: Checkpoint | Path) -> Any:
+    """The checkpoint's tokenizer (fast, from tokenizer.json).
+
+    Given the config, so that transformers does not read config.json again to pick the
+    class (it still does for vocabularies over 100k, to look for a Mistral tokenizer).
+    """
+    from transformers import AutoTokenizer
+
+    checkpoint = _checkpoint(source)
+    if checkpoint.hf_config is None:
+        return AutoTokenizer.from_pretrained(checkpoint.folder)
+    return AutoTokenizer.from_pretrained(checkpoint.folder, config=checkpoint.hf_config)
+
+
+def image_processor(source: Checkpoint | Path) -> Any:
+    """The checkpoint's HF image processor (the PIL implementation without torchvision)."""
+    return family_reference.image_processor(_checkpoint(source))
+
+
+def messages_for(text: str, n_images: int = 0, n_audios: int = 0) -> list[dict[str, Any]]:
+    """One user message with the attachments first, then the text."""
+    parts: list[dict[str, Any]] = [{"type": "image"} for _ in range(n_images)]
+    parts += [{"type": "audio"} for _ in range(n_audios)]
+    parts.append({"type": "text", "text": text})
+    return [{"role": "user", "content": parts}]
+
+
+def prepare(
+    source: Checkpoint | Path,
+    messages: list[dict[str, Any]],
+    images: Sequence[Any] = (),
+    audios: Sequence[Any] = (),
+    tokenizer: Any = None,
+) -> ReferenceInputs:
+    """Build HF model inputs for a conversation with attachments.
+
+    Args:
+        source: The checkpoint (or its folder).
+        messages: Chat messages; image/audio parts in the order of `images`/`audios`.
+        images: PIL images.
+        audios: (samples, sample_rate) pairs.
+        tokenizer: The checkpoint's tokenizer, when the caller has it loaded already.
+    """
+    checkpoint = _checkpoint(source)
+    reference = _reference(checkpoint)
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(checkpoint)
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    result: ReferenceInputs = reference.prepare(
+        checkpoint, tokenizer, prompt, list(images), list(audios)
+    )
+    return result
+
+
+def from_runtime(source: Checkpoint | Path, prompt: str, arrays: dict[str, Any]) -> ReferenceInputs:
+    """HF inputs holding exactly the runtime processor's token ids and pixel values.
+
+    End-to-end parity feeds both sides the same ids and pixels, so a token mismatch means
+    the models differ, not the preprocessing (which parity compares on its own).
+    """
+    import torch
+
+    checkpoint = _checkpoint(source)
+    reference = _reference(checkpoint)
+    ids = torch.from_numpy(arrays["input_ids"].astype("int64")).reshape(1, -1)
+    result = ReferenceInputs(
+        prompt=prompt,
+        input_ids=[int(t) for t in ids[0]],
+        tensors={"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+    )
+    reference.from_runtime(checkpoint.cfg, arrays, result)
+    return result
+
+
+def greedy_generate(model: Any, inputs: ReferenceInputs, max_new_tokens: int) -> list[int]:
+    """HF greedy generation; returns only the new token ids."""
+    import torch
+
+    with torch.no_grad():
+        out = model.generate(
+            **inputs.tensors, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1
+        )
+    return [int(t) for t in out[0, len(inputs.input_ids) :]]

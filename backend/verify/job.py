@@ -1,0 +1,342 @@
+"""`mmforge verify`: which stage of a package diverges from Hugging Face, and why.
+
+The debugging seed's method: gather the evidence once (evidence.py: the runtime's
+processor output and tokens, then HF's forward passes on the same ids and pixels), then
+compare each stage (preprocessing.py, stages.py) and name the first that diverges, with
+its likely cause.
+
+Memory: the runtime, the HF model and each ONNX session are loaded one after the other
+and released when their part is done, so the peak is about one copy of the model plus
+the captured activations.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend.checkpoint import Checkpoint
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.jobs import JobContext
+from mmforge.backend.memory import peak_rss_bytes
+from mmforge.backend.runtime import read_genai_config
+from mmforge.backend.verify import hf_reference
+from mmforge.backend.verify.evidence import (
+    PROMPT,
+    ReferenceEvidence,
+    RuntimeEvidence,
+    first_difference,
+    gather_reference,
+    gather_runtime,
+)
+from mmforge.backend.verify.parity import FAIL, Comparison, overall, tolerance
+from mmforge.backend.verify.preprocessing import check as check_preprocessing
+from mmforge.backend.verify.stages import Setup, graph_stages
+
+log = logging.getLogger(__name__)
+
+CAUSES = {
+    "preprocessing": "The runtime's processor prepares the inputs differently from HF",
+    "vision_encoder": (
+        "The vision encoder computes something else than HF: a vision weight not applied or "
+        "wrong, a different projector, or encoder inputs cast away from float32"
+    ),
+    "audio_encoder": (
+        "The audio encoder computes something else than HF: an audio weight not applied or "
+        "wrong, or different audio sizes"
+    ),
+    "embedding": (
+        "The embedding graph does not place the features at the placeholder tokens as HF "
+        "does, or its text embedding (or scale) differs"
+    ),
+    "embedding_per_layer": "The per-layer inputs (Gemma 4) differ from HF's",
+    "embedding_text_only": "A prompt without attachments does not embed as in HF",
+    "decoder_prefill": (
+        "The decoder computes different logits from the same embeddings: a decoder weight "
+        "not applied or wrong, the wrong attention over image tokens (Gemma's bidirectional "
+        "image attention), or the position ids (3-D M-RoPE for Qwen)"
+    ),
+    "decoder_step": "The decode step through the KV cache differs (cache layout or positions)",
+    "runtime_config": "genai_config.json lacks or mis-states a field the runtime needs",
+    "end_to_end": (
+        "Every graph matches on HF's inputs, but the runtime feeds them differently: "
+        "compare the runtime's token ids and positions with HF's"
+    ),
+}
+
+
+@dataclass
+class VerifyReport:
+    """The result of `verify`.
+
+    Attributes:
+        verdict: PASS, AMBIGUOUS or FAIL.
+        first_divergent_stage: The first FAIL stage (else the first AMBIGUOUS one).
+        cause: The likely cause of that stage's divergence, in plain words.
+        components: Each stage's comparison, in check order.
+        tokens: {"matched", "total", "runtime", "reference"} for the end-to-end check.
+        family: The family name.
+        dtype: The package's dtype.
+        package: The package folder.
+        reference: The reference source.
+        peak_rss_bytes: Peak resident memory of the process.
+        checkpoint_bytes: Size of the reference's weights on disk.
+        timings_s: Seconds per phase.
+        notes: Documented differences that apply here.
+    """
+
+    verdict: str
+    first_divergent_stage: str | None
+    cause: str | None
+    components: list[Comparison]
+    tokens: dict[str, Any]
+    family: str
+    dtype: str
+    package: str
+    reference: str
+    peak_rss_bytes: int = 0
+    checkpoint_bytes: int = 0
+    timings_s: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the contract's keys first)."""
+        return {
+            "verdict": self.verdict,
+            "first_divergent_stage": self.first_divergent_stage,
+            "cause": self.cause,
+            "components": [c.to_dict() for c in self.components],
+            "tokens": self.tokens,
+            "family": self.family,
+            "dtype": self.dtype,
+            "package": self.package,
+            "reference": self.reference,
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "checkpoint_bytes": self.checkpoint_bytes,
+            "timings_s": self.timings_s,
+            "notes": self.notes,
+        }
+
+
+def verify(
+    package: Path,
+    reference: str,
+    ctx: JobContext | None = None,
+    *,
+    images: Sequence[Path] = (),
+    audios: Sequence[Path] = (),
+    tokens: int = 32,
+) -> VerifyReport:
+    """Compare a package with its HF reference, stage by stage.
+
+    Args:
+        package: The package folder.
+        reference: The HF checkpoint: a local folder or a hub id.
+        ctx: Progress and cancel.
+        images: Images for the prompt (default: the probe image).
+        audios: Audio clips (default: the probe clip, for packages with audio).
+        tokens: Greedy tokens for the end-to-end check.
+
+    Raises:
+        MmforgeError: A bad package, a reference of another family, unreadable inputs.
+    """
+    from mmforge import resources
+    from mmforge.backend.source import resolve
+
+    ctx = ctx or JobContext()
+    if tokens < 1:
+        raise MmforgeError("--tokens must be at least 1", "Pass a positive number")
+    genai = read_genai_config(package)
+    resolved = resolve(reference, ctx, purpose="convert")
+    checkpoint = Checkpoint.read(resolved.folder, config=resolved.config)
+    family = checkpoint.family
+    model = genai["model"]
+    if family.pipeline_type != model.get("type"):
+        raise MmforgeError(
+            f"The package is a '{model.get('type')}' package but the reference is "
+            f"{family.name} ('{family.pipeline_type}')",
+            "Verify a package against the checkpoint it was converted from",
+        )
+    has_audio = "speech" in model
+    images = list(images) or [resources.probe_image()]
+    audios = list(audios) if audios else ([resources.probe_audio()] if has_audio else [])
+    if audios and not has_audio:
+        raise MmforgeError(
+            "This package has no audio encoder", "Verify it with images only (drop --audio)"
+        )
+    for path in [*images, *audios]:
+        if not Path(path).is_file():
+            raise MmforgeError(f"No such file: {path}", "Check the path")
+    dtype = _package_dtype(package)
+    tol = tolerance(dtype, int(model["decoder"].get("num_hidden_layers", 0)))
+    setup = Setup(
+        package=package,
+        model=model,
+        checkpoint=checkpoint,
+        tol=tol,
+        # int4 quantizes the decoder only: encoders and embedding stay float32.
+        tol_encoders=tolerance("f32") if not tol.elementwise else tol,
+        n_images=len(images),
+        n_audios=len(audios),
+    )
+    return _Verification(setup, reference, dtype, tokens, ctx).run(images, audios)
+
+
+class _Verification:
+    """One verification: the phases in order, each timed, and the report."""
+
+    def __init__(self, setup: Setup, reference: str, dtype: str, tokens: int, ctx: JobContext):
+        self.setup = setup
+        self.reference = reference
+        self.dtype = dtype
+        self.n_tokens = tokens
+        self.ctx = ctx
+        self.timings: dict[str, float] = {}
+        self.notes: list[str] = []
+
+    def _phase(self, name: str, step: int, message: str) -> Any:
+        self.ctx.report("verify", step, 4, message=message, force=True)
+        return _Timer(self.timings, name)
+
+    def run(self, images: list[Path], audios: list[Path]) -> VerifyReport:
+        setup, n_tokens = self.setup, self.n_tokens
+        messages = hf_reference.messages_for(PROMPT, len(images), len(audios))
+        with self._phase("runtime", 0, "running the package in ONNX Runtime GenAI"):
+            rt = gather_runtime(setup.package, messages, images, audios, n_tokens, self.ctx)
+        tokenizer = hf_reference.load_tokenizer(setup.checkpoint)
+        if rt.processor_error is not None:
+            self.notes.append("No later stage ran: they all need the runtime's processor output.")
+            stage, cause = _processor_failed(setup, rt, messages, tokenizer)
+            return self._report([stage], rt, None, cause)
+        with self._phase("reference", 1, "running the Hugging Face reference"):
+            files = (images, audios)
+            ref = gather_reference(
+                setup.checkpoint, rt, messages, files, tokenizer, n_tokens, self.ctx
+            )
+        if ref.error is not None:
+            self.notes.append("The graph stages did not run: they need HF's view of the inputs.")
+            return self._report(self._reference_failed(rt, ref, tokenizer), rt, ref)
+        with self._phase("stages", 2, "running each ONNX graph on the reference's inputs"):
+            preprocessing, note = check_preprocessing(setup, rt, ref, tokenizer)
+            if note:
+                self.notes.append(note)
+            self.ctx.check_cancel()
+            components = [preprocessing, *graph_stages(setup, rt, ref, self.ctx)]
+        self.ctx.report("verify", 4, 4, message="done", force=True)
+        return self._report(components, rt, ref)
+
+    def _reference_failed(
+        self, rt: RuntimeEvidence, ref: ReferenceEvidence, tokenizer: Any
+    ) -> list[Comparison]:
+        """HF cannot run on the runtime's processor output: preprocessing, and why no more."""
+        reason = f"HF cannot run on the runtime's processor output ({ref.error})"
+        if rt.generation_error is not None:
+            reason += f"; the runtime itself fails too: {rt.generation_error}"
+        preprocessing, note = check_preprocessing(self.setup, rt, ref, tokenizer)
+        if note:
+            self.notes.append(note)
+        return [preprocessing, Comparison("end_to_end", FAIL, None, 0.0, False, reason, [], [])]
+
+    def _report(
+        self,
+        components: list[Comparison],
+        rt: RuntimeEvidence,
+        ref: ReferenceEvidence | None,
+        cause: str | None = None,
+    ) -> VerifyReport:
+        """The report from the stages that ran; the cause of the first divergence unless given."""
+        verdict, first = overall(components)
+        if first is not None and cause is None:
+            cause = diagnose(next(c for c in components if c.name == first))
+        checkpoint = self.setup.checkpoint
+        weights = sum(p.stat().st_size for p in checkpoint.folder.glob("*.safetensors"))
+        return VerifyReport(
+            verdict=verdict,
+            first_divergent_stage=first,
+            cause=cause,
+            components=components,
+            tokens=_token_summary(rt, ref, self.n_tokens),
+            family=checkpoint.family.name,
+            dtype=self.dtype,
+            package=str(self.setup.package),
+            reference=self.reference,
+            peak_rss_bytes=peak_rss_bytes(),
+            checkpoint_bytes=weights,
+            timings_s=self.timings,
+            notes=self.notes,
+        )
+
+
+class _Timer:
+    """Times a block into a timings dict."""
+
+    def __init__(self, timings: dict[str, float], name: str):
+        self.timings, self.name = timings, name
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.timings[self.name] = round(time.perf_counter() - self.start, 3)
+
+
+def _processor_failed(
+    setup: Setup, rt: RuntimeEvidence, messages: list[dict[str, Any]], tokenizer: Any
+) -> tuple[Comparison, str]:
+    """The runtime's processor rejected the prompt: the one stage, and why."""
+    hf_prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    strings = setup.checkpoint.family.runtime_token_strings
+    missing = [s for s in strings if s in hf_prompt and s not in rt.prompt]
+    reason = f"the runtime's processor rejects the prompt: {rt.processor_error}"
+    cause = reason
+    if missing:
+        cause = (
+            f"boundary markers missing from the package's chat template: {', '.join(missing)} "
+            "(the checkpoint's template writes them and the runtime's processor looks for "
+            f"them). Runtime message: {rt.processor_error}"
+        )
+    return Comparison("preprocessing", FAIL, None, 0.0, None, reason, [], []), cause
+
+
+def _token_summary(
+    rt: RuntimeEvidence, ref: ReferenceEvidence | None, n_tokens: int
+) -> dict[str, Any]:
+    """Matched-prefix length and both token lists."""
+    if ref is None or not ref.tokens:  # the end-to-end check did not run
+        return {"matched": 0, "total": n_tokens, "runtime": [], "reference": []}
+    k = first_difference(ref.tokens, rt.tokens)
+    return {
+        "matched": len(ref.tokens) if k is None else k,
+        "total": len(ref.tokens),
+        "runtime": rt.tokens,
+        "reference": ref.tokens,
+    }
+
+
+def diagnose(stage: Comparison) -> str:
+    """The likely cause of a stage's divergence, in words a user can act on."""
+    if stage.name == "preprocessing" or stage.name == "runtime_config":
+        detail = stage.reason
+        if "vision_start_token_id" in detail:
+            return (
+                f"{detail}. Without it the runtime silently uses 1-D positions instead of "
+                "3-D M-RoPE; add the field to genai_config.json (or convert again)"
+            )
+        return detail
+    cause = CAUSES.get(stage.name, "")
+    if stage.name == "vision_encoder" and "token count" in stage.reason:
+        return stage.reason
+    return f"{cause} ({stage.reason})"
+
+
+def _package_dtype(package: Path) -> str:
+    try:
+        manifest = json.loads((package / "mmforge_manifest.json").read_text(encoding="utf-8"))
+        return str(manifest.get("dtype", "f32"))
+    except (OSError, ValueError):
+        return "f32"

@@ -1,0 +1,228 @@
+"""Verify stage 1: the runtime's processor against the HF processor on the same files.
+
+Three parts, one verdict (the worst):
+- token ids: the placeholder count per image and audio clip, then the sequence of special
+  tokens (boundary markers, turn markers) must match; other text tokens may differ only
+  where the runtime is documented to differ (AMBIGUOUS, with the reason);
+- pixels, in HF's layout: within the documented resize bounds (the runtime's bicubic
+  resize keeps overshoot at sharp edges that PIL clamps), with red and blue in order, and
+  normalised with the checkpoint's mean and std;
+- audio features: the same frames within the documented front-end bounds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mmforge.backend.verify import hf_reference
+from mmforge.backend.verify.evidence import ReferenceEvidence, RuntimeEvidence
+from mmforge.backend.verify.parity import AMBIGUOUS, FAIL, PASS, Comparison, cosine
+from mmforge.backend.verify.stages import Setup
+
+# Documented bounds of the runtime's preprocessing against HF's (see the conversion tests).
+PIXEL_MEAN = 3e-3
+PIXEL_OUTLIERS = 0.01  # share of pixels more than 0.02 apart (a family may allow more)
+PIXEL_MAX = 0.25
+AUDIO_MEAN = 3e-3
+AUDIO_MAX = 0.1
+
+
+def check(
+    setup: Setup, rt: RuntimeEvidence, ref: ReferenceEvidence, tokenizer: Any
+) -> tuple[Comparison, str | None]:
+    """The preprocessing comparison, and the family's documented difference, if any."""
+    reference = setup.checkpoint.family.reference
+    assert reference is not None
+    parts: list[tuple[str, str]] = []
+    if reference.placeholder_layout is not None:
+        holds, found = reference.placeholder_layout(
+            setup.checkpoint.cfg, list(rt.ids), rt.arrays, setup.image_token, tokenizer
+        )
+        parts.append((PASS if holds else FAIL, found))
+    else:
+        parts.append(_ids(setup, rt, ref, tokenizer, reference.text_difference))
+    runtime = hf_reference.from_runtime(setup.checkpoint, rt.prompt, rt.arrays).tensors
+    pixels = _pixels(setup, rt, ref, runtime)
+    max_abs: float | None = None
+    cos = 1.0
+    if pixels is not None:
+        verdict, reason, max_abs, cos = pixels
+        parts.append((verdict, reason))
+    audio = _audio(setup, ref, runtime)
+    if audio is not None:
+        parts.append(audio)
+    worst = FAIL if any(v == FAIL for v, _ in parts) else AMBIGUOUS
+    if all(v == PASS for v, _ in parts):
+        worst = PASS
+    shown = [r for v, r in parts if v == worst] if worst != PASS else [r for _, r in parts]
+    comparison = Comparison("preprocessing", worst, max_abs, cos, None, "; ".join(shown), [], [])
+    return comparison, reference.preprocessing_note
+
+
+def _special_ids(tokenizer: Any) -> set[int]:
+    ids = set(tokenizer.all_special_ids)
+    ids.update(i for i, tok in tokenizer.added_tokens_decoder.items() if tok.special)
+    return ids
+
+
+def _ids(
+    setup: Setup, runtime: RuntimeEvidence, ref: ReferenceEvidence, tokenizer: Any, why: str
+) -> tuple[str, str]:
+    rt, hf = list(runtime.ids), list(ref.inputs.input_ids)
+    for name, token in (("image", setup.image_token), ("audio", setup.audio_token)):
+        if token is None:
+            continue
+        if rt.count(token) != hf.count(token):
+            return (
+                FAIL,
+                f"image token count mismatch: the runtime makes {rt.count(token)} {name} "
+                f"tokens where HF makes {hf.count(token)}",
+            )
+    specials = _special_ids(tokenizer)
+    rt_special = [t for t in rt if t in specials]
+    hf_special = [t for t in hf if t in specials]
+    if rt_special != hf_special:
+        missing = _multiset_difference(hf_special, rt_special)
+        extra = _multiset_difference(rt_special, hf_special)
+        words = []
+        if missing:
+            words.append(f"missing {_names(tokenizer, missing)}")
+        if extra:
+            words.append(f"extra {_names(tokenizer, extra)}")
+        detail = ", ".join(words) or "in another order"
+        return (
+            FAIL,
+            f"boundary markers differ from HF's ({detail}): the package's chat template "
+            "or processor does not wrap the attachments as the model expects",
+        )
+    if rt != hf:
+        extra, missing = _multiset_difference(rt, hf), _multiset_difference(hf, rt)
+        return (
+            AMBIGUOUS,
+            f"placeholders and markers match, but the runtime has {len(extra)} text token(s) "
+            f"HF lacks ({_names(tokenizer, extra) or '-'}) and lacks {len(missing)} "
+            f"({_names(tokenizer, missing) or '-'}): {why}; the later stages feed both "
+            "sides the runtime's ids",
+        )
+    return PASS, f"the same {len(rt)} token ids"
+
+
+def _multiset_difference(a: list[int], b: list[int]) -> list[int]:
+    rest = list(b)
+    out = []
+    for t in a:
+        if t in rest:
+            rest.remove(t)
+        else:
+            out.append(t)
+    return out
+
+
+def _names(tokenizer: Any, ids: list[int]) -> str:
+    counts: dict[str, int] = {}
+    for t in ids:
+        name = str(tokenizer.convert_ids_to_tokens(t))
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{n}×{c}" if c > 1 else n for n, c in counts.items())
+
+
+def _pixels(
+    setup: Setup, runtime: RuntimeEvidence, ref: ReferenceEvidence, rt_all: dict[str, Any]
+) -> tuple[str, str, float, float] | None:
+    """(verdict, reason, max abs diff, cosine) of the pixels in HF's layout."""
+    import numpy as np
+
+    reference = setup.checkpoint.family.reference
+    assert reference is not None
+    if not setup.n_images:
+        return None
+    key = reference.pixel_key
+    if key not in rt_all:
+        return FAIL, "the runtime's processor produced no pixel values", 0.0, 0.0
+    rt = rt_all[key].float().numpy()
+    hf = ref.inputs.tensors[key].float().numpy()
+    if reference.hf_pixels is not None:
+        hf = reference.hf_pixels(setup.checkpoint, ref.images, runtime.arrays, hf, rt)
+    if rt.shape != hf.shape:
+        return (
+            FAIL,
+            f"pixel values have shape {list(rt.shape)} where HF has {list(hf.shape)} "
+            "(resize or patch settings differ)",
+            0.0,
+            0.0,
+        )
+    rt_c, hf_c = reference.channels_first(rt), reference.channels_first(hf)
+    diff = np.abs(rt_c - hf_c)
+    max_abs, mean = float(diff.max()), float(diff.mean())
+    cos = cosine(hf_c, rt_c)
+    swapped = float(np.abs(rt_c - hf_c[::-1]).mean())
+    if swapped < mean:
+        return (
+            FAIL,
+            f"red and blue are swapped (channel order): mean difference {mean:.3f}, "
+            f"{swapped:.3f} with the channels reversed",
+            max_abs,
+            cos,
+        )
+    outliers = float((diff > 0.02).mean())
+    allowed = PIXEL_OUTLIERS if reference.pixel_outliers is None else reference.pixel_outliers
+    if mean < PIXEL_MEAN and outliers < allowed and max_abs < PIXEL_MAX:
+        return (
+            PASS,
+            f"pixels within the documented resize bounds (mean {mean:.1e}, max {max_abs:.3f})",
+            max_abs,
+            cos,
+        )
+    scale, offset = _fit(rt_c, hf_c)
+    if np.max(np.abs(scale - 1)) > 0.02 or np.max(np.abs(offset)) > 0.02:
+        return (
+            FAIL,
+            "normalisation differs (mean/std): per channel the runtime's pixels are "
+            f"{_fmt(scale)} × HF's + {_fmt(offset)}",
+            max_abs,
+            cos,
+        )
+    return (
+        FAIL,
+        f"pixels differ beyond the documented bounds (mean {mean:.3f}, max {max_abs:.3f})",
+        max_abs,
+        cos,
+    )
+
+
+def _fit(rt: Any, hf: Any) -> tuple[Any, Any]:
+    import numpy as np
+
+    scale, offset = np.empty(3), np.empty(3)
+    for c in range(3):
+        a = np.vstack([hf[c], np.ones_like(hf[c])]).T
+        scale[c], offset[c] = np.linalg.lstsq(a, rt[c], rcond=None)[0]
+    return scale, offset
+
+
+def _fmt(values: Any) -> str:
+    return "(" + ", ".join(f"{v:.3f}" for v in values) + ")"
+
+
+def _audio(setup: Setup, ref: ReferenceEvidence, rt_all: dict[str, Any]) -> tuple[str, str] | None:
+    import numpy as np
+
+    reference = setup.checkpoint.family.reference
+    assert reference is not None
+    if not setup.n_audios:
+        return None
+    key = reference.audio_key
+    if key not in rt_all or key not in ref.inputs.tensors:
+        return FAIL, "the runtime's processor produced no audio features"
+    rt = rt_all[key].float().numpy()[0]
+    hf = ref.inputs.tensors[key].float().numpy()[0]
+    if rt.shape[-1] != hf.shape[-1] or rt.shape[0] > hf.shape[0]:
+        return FAIL, f"audio features have shape {list(rt.shape)} where HF has {list(hf.shape)}"
+    diff = np.abs(rt - hf[: rt.shape[0]])
+    if float(diff.mean()) < AUDIO_MEAN and float(diff.max()) < AUDIO_MAX:
+        return PASS, f"audio features within the documented bounds (max {diff.max():.1e})"
+    return (
+        FAIL,
+        f"audio features differ from HF's (mean {diff.mean():.3g}, max {diff.max():.3g}): "
+        "sample rate, mel settings or normalisation",
+    )

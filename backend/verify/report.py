@@ -1,0 +1,151 @@
+"""How a verification report reads: a terminal table and a self-contained HTML page."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from mmforge.backend.verify.parity import AMBIGUOUS, FAIL, PASS
+
+_COLOURS = {PASS: "#1a7f37", AMBIGUOUS: "#9a6700", FAIL: "#cf222e"}
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value == 0:
+        return "0"
+    return f"{value:.2e}"
+
+
+def _argmax(value: bool | None) -> str:
+    return "—" if value is None else ("yes" if value else "no")
+
+
+def render_table(report: Any) -> str:
+    """The report as terminal text."""
+    rows = [("stage", "verdict", "max abs diff", "cosine", "argmax", "")]
+    for c in report.components:
+        rows.append(
+            (
+                c.name,
+                c.verdict,
+                _num(c.max_abs_diff),
+                f"{c.cosine:.6f}",
+                _argmax(c.argmax_match),
+                c.reason,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r[:5]))
+        + ("  " + r[5] if r[5] else "")
+        for r in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    t = report.tokens
+    lines += [
+        "",
+        f"{report.family} package ({report.dtype}) against {report.reference}",
+        f"end to end: {t['matched']} of {t['total']} greedy tokens identical",
+        f"verdict: {report.verdict}",
+    ]
+    if report.first_divergent_stage:
+        lines.append(f"first divergent stage: {report.first_divergent_stage}")
+        lines.append(f"likely cause: {report.cause}")
+    lines += [f"note: {n}" for n in report.notes]
+    lines.append(
+        f"peak memory {report.peak_rss_bytes / 1e9:.2f} GB for a "
+        f"{report.checkpoint_bytes / 1e9:.2f} GB checkpoint"
+    )
+    return "\n".join(lines)
+
+
+def plot_svg(per_position: list[float], width: int = 720, height: int = 220) -> str:
+    """An inline SVG of the per-position max |logit difference| (log scale)."""
+    import math
+
+    if not per_position:
+        return "<p>No per-position logits to plot.</p>"
+    floor = 1e-8
+    values = [math.log10(max(v, floor)) for v in per_position]
+    low, high = min(values), max(values)
+    if high - low < 1:
+        low, high = low - 0.5, high + 0.5
+    pad = 40
+    n = len(values)
+
+    def x(i: int) -> float:
+        return pad + (width - 2 * pad) * (i / max(n - 1, 1))
+
+    def y(v: float) -> float:
+        return height - pad + (2 * pad - height) * (v - low) / (high - low)
+
+    points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
+    ticks = "".join(
+        f'<text x="4" y="{y(k) + 4:.1f}" font-size="11">1e{k}</text>'
+        f'<line x1="{pad}" x2="{width - pad}" y1="{y(k):.1f}" y2="{y(k):.1f}" stroke="#ddd"/>'
+        for k in range(math.ceil(low), math.floor(high) + 1)
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="max absolute logit difference per position">{ticks}'
+        f'<polyline fill="none" stroke="#0969da" stroke-width="1.5" points="{points}"/>'
+        f'<text x="{pad}" y="{height - 8}" font-size="11">position 0</text>'
+        f'<text x="{width - pad - 70}" y="{height - 8}" font-size="11">position {n - 1}</text>'
+        "</svg>"
+    )
+
+
+def render_html(report: Any) -> str:
+    """The report as one HTML page with no outside references."""
+    esc = html.escape
+    rows = []
+    for c in report.components:
+        first = c.name == report.first_divergent_stage
+        rows.append(
+            f"<tr{' class=first' if first else ''}><td>{esc(c.name)}</td>"
+            f'<td><span class=badge style="background:{_COLOURS[c.verdict]}">'
+            f"{c.verdict}</span></td>"
+            f"<td>{_num(c.max_abs_diff)}</td><td>{c.cosine:.6f}</td>"
+            f"<td>{_argmax(c.argmax_match)}</td><td>{esc(c.reason)}</td></tr>"
+        )
+    prefill = next((c for c in report.components if c.name == "decoder_prefill"), None)
+    t = report.tokens
+    cause = ""
+    if report.first_divergent_stage:
+        cause = (
+            f"<p><b>First divergent stage:</b> {esc(report.first_divergent_stage)}<br>"
+            f"<b>Likely cause:</b> {esc(report.cause or '')}</p>"
+        )
+    notes = "".join(f"<li>{esc(n)}</li>" for n in report.notes)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>mmforge verify: {esc(report.family)} — {report.verdict}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; color: #1f2328; }}
+table {{ border-collapse: collapse; }}
+td, th {{ border-bottom: 1px solid #d0d7de; padding: 6px 10px; text-align: left;
+  vertical-align: top; }}
+tr.first td {{ background: #fff8c5; }}
+.badge {{ color: white; border-radius: 10px; padding: 2px 8px; font-size: 12px; }}
+.verdict {{ font-size: 1.4em; }}
+</style></head><body>
+<h1>Parity report</h1>
+<p>{esc(report.family)} package ({esc(report.dtype)}) at <code>{esc(report.package)}</code>
+against <code>{esc(report.reference)}</code></p>
+<p class=verdict>Verdict: <span class=badge style="background:{_COLOURS[report.verdict]}">
+{report.verdict}</span></p>
+{cause}
+<table><tr><th>stage</th><th>verdict</th><th>max abs diff</th><th>cosine</th>
+<th>argmax</th><th>why</th></tr>
+{"".join(rows)}
+</table>
+<p>End to end: {t["matched"]} of {t["total"]} greedy tokens identical.</p>
+<h2>Decoder prefill: max |logit difference| per position</h2>
+{plot_svg(prefill.per_position if prefill else [])}
+<ul>{notes}</ul>
+<p>Peak memory {report.peak_rss_bytes / 1e9:.2f} GB for a
+{report.checkpoint_bytes / 1e9:.2f} GB checkpoint.</p>
+</body></html>
+"""

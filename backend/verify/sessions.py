@@ -1,0 +1,157 @@
+"""Running one package graph on given inputs, in a plain onnxruntime session.
+
+A graph that refuses its inputs raises `GraphError`, which the stages turn into that
+stage's FAIL rather than a crash.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend.errors import MmforgeError
+
+_NUMPY_TYPES = {
+    "tensor(float)": "float32",
+    "tensor(float16)": "float16",
+    "tensor(int64)": "int64",
+    "tensor(int32)": "int32",
+    "tensor(bool)": "bool",
+}
+
+
+class GraphError(Exception):
+    """An ONNX session refused its inputs."""
+
+
+def open_session(package: Path, model_cfg: dict[str, Any], section: str) -> Any:
+    """A CPU session on the graph a genai_config section names."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 4  # failures come back as stage verdicts
+    path = package / model_cfg[section]["filename"]
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def run(session: Any, names: list[str] | None, feeds: dict[str, Any]) -> list[Any]:
+    """session.run, with a refusal as GraphError."""
+    try:
+        return list(session.run(names, feeds))
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types
+        raise GraphError(str(e).splitlines()[0][:300]) from None
+
+
+def run_named(session: Any, feeds: dict[str, Any]) -> dict[str, Any]:
+    """Every output of a run, by name."""
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, run(session, None, feeds), strict=True))
+
+
+def run_per_item(session: Any, feeds: dict[str, Any]) -> list[Any]:
+    """Run an encoder graph on its inputs.
+
+    Where the batch fails and every input has the same leading count, run one item at a
+    time and stack the rows, as the runtime does for such graphs.
+    """
+    import numpy as np
+
+    try:
+        return list(session.run(None, feeds))
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types
+        first = str(e)
+    counts = {v.shape[0] for v in feeds.values() if getattr(v, "ndim", 0) > 0}
+    if len(counts) != 1 or (n := counts.pop()) < 2:
+        raise GraphError(first.splitlines()[0][:300])
+    parts = [run(session, None, {k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)]
+    out = []
+    for j in range(len(parts[0])):
+        pieces = [p[j] for p in parts]
+        width = pieces[0].shape[-1]
+        out.append(np.concatenate([p.reshape(-1, width) for p in pieces]))
+    return out
+
+
+def cast(session: Any, feeds: dict[str, Any]) -> dict[str, Any]:
+    """Each feed in the dtype its graph input declares; feeds the graph lacks are dropped."""
+    import numpy as np
+
+    out = {}
+    for spec in session.get_inputs():
+        if spec.name in feeds:
+            out[spec.name] = np.asarray(feeds[spec.name]).astype(
+                _NUMPY_TYPES.get(spec.type, "float32")
+            )
+    return out
+
+
+def encoder_feeds(
+    session: Any, mapping: dict[str, str], arrays: dict[str, Any], prefix: str
+) -> dict[str, Any]:
+    """The runtime processor's arrays under the encoder graph's input names.
+
+    genai_config maps a role (its key) to a graph input (its value); the processor names
+    its output after the role, the graph input, or `<prefix>_<role>` (the masks).
+    """
+    feeds: dict[str, Any] = {}
+    for key, name in mapping.items():
+        for candidate in (key, name, f"{prefix}_{key}"):
+            if candidate in arrays:
+                feeds[name] = arrays[candidate]
+                break
+    for spec in session.get_inputs():
+        if spec.name not in feeds and spec.name in arrays:
+            feeds[spec.name] = arrays[spec.name]
+    missing = [s.name for s in session.get_inputs() if s.name not in feeds]
+    if missing:
+        raise MmforgeError(
+            f"The runtime's processor gives nothing for the graph inputs {missing}",
+            "The package's processor and graph disagree; convert again",
+        )
+    return cast(session, feeds)
+
+
+def fill_empty(session: Any, feeds: dict[str, Any]) -> dict[str, Any]:
+    """Zero-row features for feature inputs not given (a text-only prompt)."""
+    import numpy as np
+
+    out = dict(feeds)
+    for spec in session.get_inputs():
+        if spec.name in out or spec.name == "input_ids":
+            continue
+        dims = [d if isinstance(d, int) else 0 for d in spec.shape]
+        if not dims:  # rank unknown (Gemma 3 image features are [images, 256, hidden])
+            dims = [0, 256, int(session.get_outputs()[0].shape[-1])]
+        dims[0] = 0
+        out[spec.name] = np.zeros(dims, dtype=np.float32)
+    return out
+
+
+def empty_past(inputs: dict[str, Any], head_size: int) -> dict[str, Any]:
+    """The decoder's state before the first token: an empty KV cache, zero conv state."""
+    import numpy as np
+
+    feeds = {}
+    for name, spec in inputs.items():
+        if name.startswith("past_key_values."):
+            _, heads, _, size = spec.shape
+            size = size if isinstance(size, int) else head_size  # builder: "kv_cache_dim"
+            feeds[name] = np.zeros((1, int(heads), 0, int(size)), dtype=np.float32)
+        elif name.startswith("past.") and name.endswith(".conv"):  # LFM2 short convolution
+            _, channels, width = spec.shape
+            feeds[name] = np.zeros((1, int(channels), int(width)), dtype=np.float32)
+    return feeds
+
+
+def positions(hf: Any | None, start: int, end: int, spec: Any) -> Any:
+    """Position ids for [start, end): HF's where it made them (3-D M-RoPE), else a range."""
+    import numpy as np
+
+    if hf is not None:
+        if len(spec.shape) == 3 and hf.ndim == 3 and hf.shape[0] == 4:
+            hf = hf[1:]  # transformers may prepend the text positions
+        return hf[..., start:end]
+    ids = np.arange(start, end, dtype=np.int64)[None]
+    if len(spec.shape) == 3:
+        return np.broadcast_to(ids, (3, 1, end - start)).copy()
+    return ids

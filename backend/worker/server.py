@@ -1,0 +1,134 @@
+"""The worker side: run one job as the commands on stdin say, report on stdout.
+
+The GUI (and any client that must stay responsive) starts `mmforge worker`, writes one
+`run` command, and reads events until `result`, `error` or `cancelled` (see `protocol`).
+A `cancel` command stops the job at its next check; terminating the process is the hard
+cancel. Heavy libraries (torch, transformers, onnxruntime-genai) are imported in the
+worker only.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, Any
+
+from mmforge.backend.errors import Cancelled, MmforgeError
+from mmforge.backend.jobs import JobContext
+from mmforge.backend.worker.protocol import Channel, error_event, read_command
+
+log = logging.getLogger(__name__)
+
+
+def _inspect(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    from mmforge.backend.inspect import inspect_source
+
+    profile = inspect_source(
+        str(args["source"]), ctx, trust_remote_code=bool(args.get("trust_remote_code", False))
+    )
+    return profile.to_dict()
+
+
+def _convert(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    from mmforge.backend.convert import convert
+
+    manifest = convert(
+        str(args["source"]),
+        Path(args["output"]),
+        ctx,
+        dtype=str(args.get("dtype", "f32")),
+        ep=str(args.get("ep", "cpu")),
+        trust_remote_code=bool(args.get("trust_remote_code", False)),
+        allow_pickle=bool(args.get("allow_pickle", False)),
+    )
+    return manifest.to_dict()
+
+
+def _verify(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    from mmforge.backend.verify import verify
+
+    report = verify(
+        Path(args["package"]),
+        str(args["reference"]),
+        ctx,
+        images=[Path(p) for p in args.get("images", [])],
+        audios=[Path(p) for p in args.get("audios", [])],
+        tokens=int(args.get("tokens", 32)),
+    )
+    return report.to_dict()
+
+
+def _demo(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    from mmforge.backend.tiny.demo import demo_checkpoint
+
+    ctx.report("demo", 0, 1, message="building the demo checkpoint", force=True)
+    folder = demo_checkpoint()
+    ctx.report("demo", 1, 1, message=str(folder))
+    return {"folder": str(folder)}
+
+
+def _eps(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    from mmforge.backend.chat import available_eps
+
+    return dict(available_eps())
+
+
+JOBS: dict[str, Callable[[dict[str, Any], JobContext], dict[str, Any]]] = {
+    "inspect": _inspect,
+    "convert": _convert,
+    "verify": _verify,
+    "demo": _demo,
+    "eps": _eps,
+}
+
+
+def serve(stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
+    """Run one job as the commands on stdin say; report on stdout. Returns an exit code.
+
+    Anything else that writes to stdout (a library's print) is redirected to stderr, so
+    the event stream stays parseable.
+    """
+    stdin = stdin or sys.stdin
+    channel = Channel(stdout or sys.stdout)
+    sys.stdout = sys.stderr
+    first = read_command(stdin)
+    if first is not None and first.get("cmd") == "run" and first.get("job") == "chat":
+        from mmforge.backend.chat.worker import serve_chat
+
+        return serve_chat(dict(first.get("args") or {}), stdin, channel.send)
+    if first is None or first.get("cmd") != "run" or first.get("job") not in JOBS:
+        channel.send({"event": "error", "message": f"Expected a run command, got {first}"})
+        return 2
+    ctx = JobContext(on_progress=lambda p: channel.send({"event": "progress", **asdict(p)}))
+    # Terminating the worker is the hard cancel: stop at the next check and clean up.
+    signal.signal(signal.SIGTERM, lambda *_: ctx.cancel.cancel())
+    listener = threading.Thread(target=_listen, args=(stdin, ctx), daemon=True)
+    listener.start()
+    job = str(first["job"])
+    try:
+        value = JOBS[job](dict(first.get("args") or {}), ctx)
+    except Cancelled:
+        channel.send({"event": "cancelled"})
+        return 130
+    except MmforgeError as e:
+        channel.send(error_event(e))
+        return 2
+    except Exception as e:  # noqa: BLE001 - reported as an event; the client shows it
+        channel.send(error_event(e))
+        return 1
+    channel.send({"event": "result", "job": job, "value": value})
+    return 0
+
+
+def _listen(stdin: IO[str], ctx: JobContext) -> None:
+    """Set the cancel flag on a cancel command, or when the client goes away."""
+    while True:
+        command = read_command(stdin)
+        if command is None or command.get("cmd") == "cancel":
+            ctx.cancel.cancel()
+            return

@@ -1,0 +1,112 @@
+"""Attachments: bad files get one clear message; odd ones are made runtime-ready."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import soundfile as sf
+from PIL import Image
+
+from mmforge import resources
+from mmforge.backend.chat.attachments import (
+    AUDIO,
+    AUDIO_SAMPLE_RATE,
+    IMAGE,
+    MAX_IMAGE_SIDE,
+    AttachmentError,
+    kind_of,
+    prepare,
+    resample,
+)
+
+
+def test_a_text_file_named_png_is_not_an_image(tmp_path):
+    fake = tmp_path / "notes.png"
+    fake.write_text("hello, I am text")
+    with pytest.raises(AttachmentError, match=r"notes\.png: it is not an image file"):
+        prepare(fake, IMAGE, tmp_path / "out")
+
+
+def test_a_truncated_image_is_reported_as_damaged(tmp_path):
+    whole = tmp_path / "whole.png"
+    Image.effect_noise((256, 256), 60).convert("RGB").save(whole)
+    cut = tmp_path / "cut.png"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    with pytest.raises(AttachmentError, match="damaged or truncated"):
+        prepare(cut, IMAGE, tmp_path / "out")
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(AttachmentError, match=r"gone\.png: no such file"):
+        prepare(tmp_path / "gone.png", IMAGE, tmp_path / "out")
+
+
+def test_an_ordinary_image_is_copied_byte_for_byte(tmp_path):
+    prepared = prepare(resources.probe_image(), IMAGE, tmp_path)
+    assert prepared.path.read_bytes() == resources.probe_image().read_bytes()
+    assert (prepared.width, prepared.height, prepared.note) == (160, 120, "")
+
+
+@pytest.mark.parametrize("fmt,size", [("PNG", (10000, 10000)), ("JPEG", (9000, 6000))])
+def test_a_huge_image_is_reduced(tmp_path, fmt, size):
+    path = tmp_path / f"huge.{fmt.lower()}"
+    Image.new("RGB", size, (200, 30, 40)).save(path, format=fmt)
+    prepared = prepare(path, IMAGE, tmp_path / "out")
+    assert max(prepared.width, prepared.height) <= MAX_IMAGE_SIDE
+    assert prepared.note.startswith(f"reduced from {size[0]}×{size[1]}")
+    with Image.open(prepared.path) as image:
+        assert image.size == (prepared.width, prepared.height)
+        red, green, blue = image.convert("RGB").getpixel((10, 10))
+        assert red > 150 and green < 80 and blue < 90, "channels must survive the reduction"
+
+
+def test_a_palette_image_is_converted_to_rgb(tmp_path):
+    path = tmp_path / "palette.gif"
+    Image.new("P", (40, 30), 3).save(path)
+    prepared = prepare(path, IMAGE, tmp_path / "out")
+    assert prepared.path.suffix == ".png" and "to RGB PNG" in prepared.note
+    assert Image.open(prepared.path).mode == "RGB"
+
+
+def test_stereo_audio_at_another_rate_becomes_16k_mono(tmp_path):
+    rate, seconds = 44100, 1.0
+    t = np.arange(int(rate * seconds)) / rate
+    left = 0.5 * np.sin(2 * np.pi * 440 * t)
+    path = tmp_path / "stereo.wav"
+    sf.write(path, np.stack([left, left], axis=1), rate)
+    prepared = prepare(path, AUDIO, tmp_path / "out")
+    assert "mixed 2 channels to mono" in prepared.note and "44100 Hz to 16000 Hz" in prepared.note
+    data, out_rate = sf.read(prepared.path)
+    assert out_rate == AUDIO_SAMPLE_RATE and data.ndim == 1
+    assert prepared.seconds == pytest.approx(seconds, abs=1e-3)
+    spectrum = np.abs(np.fft.rfft(data))
+    assert np.argmax(spectrum) * AUDIO_SAMPLE_RATE / len(data) == pytest.approx(440, abs=2)
+    assert np.max(np.abs(data[1000:-1000])) == pytest.approx(0.5, abs=0.02)
+
+
+def test_resampling_removes_what_the_new_rate_cannot_hold():
+    rate = 48000
+    t = np.arange(rate) / rate
+    tone = np.sin(2 * np.pi * 1000 * t) + np.sin(2 * np.pi * 12000 * t)  # 12 kHz > 8 kHz
+    out = resample(tone.astype(np.float32), rate, 16000)
+    spectrum = np.abs(np.fft.rfft(out)) / len(out)
+    freqs = np.fft.rfftfreq(len(out), 1 / 16000)
+    assert spectrum[np.argmin(np.abs(freqs - 1000))] > 0.4
+    assert spectrum[np.argmin(np.abs(freqs - 4000))] < 1e-3, "12 kHz must not alias to 4 kHz"
+
+
+def test_files_that_are_not_audio_or_are_empty_are_refused(tmp_path):
+    fake = tmp_path / "voice.wav"
+    fake.write_text("not audio")
+    with pytest.raises(AttachmentError, match="not an audio file"):
+        prepare(fake, AUDIO, tmp_path / "out")
+    empty = tmp_path / "empty.wav"
+    sf.write(empty, np.zeros((0,), dtype=np.float32), 16000)
+    with pytest.raises(AttachmentError, match="holds no sound"):
+        prepare(empty, AUDIO, tmp_path / "out")
+
+
+def test_kind_follows_the_file_name(tmp_path):
+    assert kind_of(tmp_path / "a.WAV") == AUDIO
+    assert kind_of(tmp_path / "a.flac") == AUDIO
+    assert kind_of(tmp_path / "a.jpg") == IMAGE

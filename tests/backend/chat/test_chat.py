@@ -1,0 +1,319 @@
+"""The chat engine: every turn equals a fresh prefill of the same ids and transformers."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mmforge import resources
+from mmforge.backend.chat import ChatSession, GenerationOptions
+from mmforge.backend.chat.attachments import AUDIO, IMAGE, AttachmentError
+from mmforge.backend.chat.conversations import ConversationStore
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.verify import hf_reference
+
+AUDIO_FAMILIES = {"gemma4", "phi4mm"}
+ALL = ["qwen2_5_vl", "qwen3_vl", "mistral3", "gemma3", "gemma4", "phi4mm", "lfm2_vl"]
+
+
+def _greedy(n: int) -> GenerationOptions:
+    return GenerationOptions(max_new_tokens=n)
+
+
+def _files(family: str) -> list[tuple[Path, str]]:
+    files = [(resources.probe_image(), IMAGE)]
+    if family in AUDIO_FAMILIES:
+        files.append((resources.probe_audio(), AUDIO))
+    return files
+
+
+def _strip_eos(tokens: list[int], eos: tuple[int, ...]) -> list[int]:
+    return tokens[:-1] if tokens and tokens[-1] in eos else tokens
+
+
+def _fresh(session: ChatSession, messages: int, n: int) -> tuple[list[int], dict]:
+    """Greedy tokens of a brand-new generator prefilled with the session's exact ids for
+    its first `messages` messages, and the processor arrays holding those ids."""
+    rt = session.runtime
+    og = rt.og
+    ids = session.context_ids(messages)
+    assert ids is not None
+    prompt = session.prompt_text(messages)
+    held = [a for m in session.messages[:messages] for a in m.attachments]
+    images = [a.path for a in held if a.kind == IMAGE]
+    audios = [a.path for a in held if a.kind == AUDIO]
+    params = og.GeneratorParams(rt.model)
+    params.set_search_options(max_length=4096, do_sample=False, top_k=1)
+    gen = og.Generator(rt.model, params)
+    if images or audios:
+        inputs = rt.process(prompt, images, audios)
+        dtype = inputs.arrays["input_ids"].dtype
+        inputs.named["input_ids"] = og.Tensor(np.asarray([ids], dtype=dtype))
+        gen.set_inputs(inputs.named)
+        arrays = dict(inputs.arrays)
+    else:
+        gen.append_tokens(np.asarray(ids, dtype=np.int32))
+        arrays = {}
+    arrays["input_ids"] = np.asarray([ids], dtype=np.int64)
+    out: list[int] = []
+    while len(out) < n and not gen.is_done():
+        gen.generate_next_token()
+        out.append(int(gen.get_next_tokens()[0]))
+    return _strip_eos(out, session.info.eos_token_ids), {"prompt": prompt, "arrays": arrays}
+
+
+def _hf(checkpoint: Path, fresh: dict, n: int, eos: tuple[int, ...]) -> list[int]:
+    ref = hf_reference.from_runtime(checkpoint, fresh["prompt"], fresh["arrays"])
+    return _strip_eos(
+        hf_reference.greedy_generate(hf_reference.load_model(checkpoint), ref, n), eos
+    )
+
+
+@pytest.mark.parametrize("family", ALL)
+def test_a_continued_turn_equals_a_fresh_prefill_and_transformers(tiny, package, family):
+    session = ChatSession(package(family))
+    attachments = session.prepare_attachments(_files(family))
+    first = session.send("Describe this.", attachments, _greedy(8))
+    assert first.stop_reason == "length" and len(first.token_ids) == 8
+    second = session.send("And then?", options=_greedy(16))
+    if session.info.can_rewind:
+        assert second.stats.prefill == "continued"
+        assert second.stats.prefill_tokens < second.stats.prompt_tokens
+    else:  # LFM2: the unprocessed last token cannot be rewound into a conv state
+        assert family == "lfm2_vl" and second.stats.prefill == "fresh"
+
+    fresh, inputs = _fresh(session, 3, 16)
+    assert second.token_ids == fresh
+    hf = _hf(tiny(family), inputs, 16, session.info.eos_token_ids)
+    assert len(set(hf)) >= 4, "a degenerate reference would prove nothing"
+    assert second.token_ids == hf
+
+
+def test_stop_mid_answer_then_continue_equals_a_fresh_prefill(package):
+    session = ChatSession(package("gemma3"))
+    seen: list[int] = []
+    first = session.send(
+        "Describe this.",
+        session.prepare_attachments(_files("gemma3")),
+        _greedy(200),
+        on_token=lambda text, token: seen.append(token),
+        should_stop=lambda: len(seen) >= 5,
+    )
+    assert first.stop_reason == "stopped" and first.token_ids == seen and len(seen) == 5
+    second = session.send("Go on.", options=_greedy(16))
+    assert second.stats.prefill == "continued"
+    assert second.token_ids == _fresh(session, 3, 16)[0]
+
+
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "lfm2_vl"])
+def test_continue_after_an_answer_that_ended_on_eos(tiny, package, tmp_path, family):
+    """Make a token the model emits at step 4 the EOS, so the first answer ends on it.
+    Nothing is left unprocessed then, so even LFM2 (no rewind) continues its state."""
+    original = package(family)
+    probe = ChatSession(original).send("Describe this.", options=_greedy(8)).token_ids
+    step = next(i for i in range(3, 8) if probe[i] not in probe[:i])
+    folder = tmp_path / "pkg"
+    shutil.copytree(original, folder)
+    config = json.loads((folder / "genai_config.json").read_text())
+    config["model"]["eos_token_id"] = [probe[step]]
+    (folder / "genai_config.json").write_text(json.dumps(config))
+
+    session = ChatSession(folder)
+    first = session.send("Describe this.", options=_greedy(8))
+    assert first.stop_reason == "eos" and first.token_ids == probe[:step]
+    second = session.send("And then?", options=_greedy(16))
+    assert second.stats.prefill == "continued"
+    fresh, inputs = _fresh(session, 3, 16)
+    assert second.token_ids == fresh
+    assert second.token_ids == _hf(tiny(family), inputs, 16, (probe[step],))
+
+
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "gemma3"])
+def test_an_image_in_a_later_turn_prefills_the_whole_history(tiny, package, family):
+    session = ChatSession(package(family))
+    session.send("Hello there.", options=_greedy(8))
+    second = session.send(
+        "What is in this picture?", session.prepare_attachments(_files(family)), _greedy(16)
+    )
+    assert second.stats.prefill == "fresh"
+    fresh, inputs = _fresh(session, 3, 16)
+    assert second.token_ids == fresh
+    assert second.token_ids == _hf(tiny(family), inputs, 16, session.info.eos_token_ids)
+
+
+def test_regenerate_and_edit_last(package):
+    session = ChatSession(package("qwen2_5_vl"))
+    session.send("Describe this.", session.prepare_attachments(_files("qwen2_5_vl")), _greedy(8))
+    answer = session.send("And then?", options=_greedy(16))
+    again = session.regenerate(_greedy(16))
+    assert again.token_ids == answer.token_ids
+    assert [m.role for m in session.messages] == ["user", "assistant"] * 2
+
+    edited = session.edit_last("What colour is it?", options=_greedy(16))
+    assert session.messages[-2].text == "What colour is it?"
+    assert session.messages[-2].attachments == []
+    reference = ChatSession(package("qwen2_5_vl"))
+    reference.send(
+        "Describe this.", reference.prepare_attachments(_files("qwen2_5_vl")), _greedy(8)
+    )
+    assert edited.token_ids == reference.send("What colour is it?", options=_greedy(16)).token_ids
+
+
+def test_sampling_repeats_with_a_seed_and_changes_without(package):
+    session = ChatSession(package("qwen2_5_vl"))
+
+    def sample(seed: int) -> GenerationOptions:
+        return GenerationOptions(max_new_tokens=24, do_sample=True, temperature=1.5, seed=seed)
+
+    first = session.send("Tell me a story.", options=sample(7)).token_ids
+    assert session.regenerate(sample(7)).token_ids == first
+    assert session.regenerate(sample(8)).token_ids != first
+    greedy = session.regenerate(_greedy(24)).token_ids
+    assert session.regenerate(_greedy(24)).token_ids == greedy
+
+
+def test_conversations_persist_with_copies_of_their_attachments(package, tmp_path):
+    store = ConversationStore(tmp_path / "store")
+    session = ChatSession(package("gemma4"), store=store)
+    attachments = session.prepare_attachments(_files("gemma4"))
+    answer = session.send("What is this?", attachments, _greedy(8))
+
+    [summary] = store.list()
+    assert summary.title == "What is this?" and summary.messages == 2
+    saved = store.load(summary.id)
+    user, reply = saved.messages
+    assert [a.kind for a in user.attachments] == [IMAGE, AUDIO]
+    for a in user.attachments:
+        assert a.path.is_file() and a.path.is_relative_to(store.folder(summary.id))
+    assert reply.token_ids == answer.token_ids and reply.stop_reason == "length"
+
+    # A new session continues it: the history is prefilled afresh, with its attachments.
+    resumed = ChatSession(package("gemma4"), store=store, conversation=saved)
+    turn = resumed.send("And then?", options=_greedy(8))
+    assert turn.stats.prefill == "fresh" and len(store.load(summary.id).messages) == 4
+
+    store.delete(summary.id)
+    assert store.list() == [] and not store.folder(summary.id).exists()
+
+
+def test_a_damaged_conversation_file_is_reported_and_skipped(tmp_path):
+    store = ConversationStore(tmp_path)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "conversation.json").write_text("{not json")
+    assert store.list() == []
+    with pytest.raises(MmforgeError, match="damaged"):
+        store.load("broken")
+    with pytest.raises(MmforgeError, match="Not a conversation id"):
+        store.load("../elsewhere")
+
+
+def test_attachments_the_model_cannot_take_are_refused_and_nothing_changes(package, tmp_path):
+    store = ConversationStore(tmp_path / "store")
+    session = ChatSession(package("qwen2_5_vl"), store=store)
+    session.send("Hi.", options=_greedy(4))
+    saved = (store.folder(session.conversation.id) / "conversation.json").read_text()
+    before = list(session.messages)
+
+    with pytest.raises(AttachmentError, match="cannot hear audio"):
+        session.prepare_attachments([(resources.probe_audio(), AUDIO)])
+    session.info = dataclasses.replace(session.info, vision=False)
+    with pytest.raises(AttachmentError, match="cannot see images"):
+        session.prepare_attachments([(resources.probe_image(), IMAGE)])
+    assert session.messages == before
+    assert (store.folder(session.conversation.id) / "conversation.json").read_text() == saved
+
+
+def test_phi4mm_takes_a_second_image_in_a_later_turn(tiny, package, tmp_path):
+    from PIL import Image
+
+    small = tmp_path / "small.png"
+    Image.open(resources.probe_image()).resize((96, 64)).save(small)
+    session = ChatSession(package("phi4mm"))
+    session.send("Look.", session.prepare_attachments(_files("phi4mm")), _greedy(4))
+    second = session.send("And this?", session.prepare_attachments([(small, IMAGE)]), _greedy(16))
+    assert second.stats.prefill == "fresh"
+    fresh, inputs = _fresh(session, 3, 16)
+    assert second.token_ids == fresh
+    assert second.token_ids == _hf(tiny("phi4mm"), inputs, 16, session.info.eos_token_ids)
+
+
+def test_a_phi4mm_package_from_before_the_per_image_graph_takes_one_image(package, tmp_path):
+    folder = tmp_path / "old"
+    shutil.copytree(package("phi4mm"), folder)
+    manifest = json.loads((folder / "mmforge_manifest.json").read_text())
+    manifest["notes"] = [n for n in manifest["notes"] if "once per image" not in n]
+    (folder / "mmforge_manifest.json").write_text(json.dumps(manifest))
+    session = ChatSession(folder)
+    session.send("Look.", session.prepare_attachments(_files("phi4mm")), _greedy(4))
+    with pytest.raises(AttachmentError, match="1 image per conversation"):
+        session.prepare_attachments([(resources.probe_image(), IMAGE)])
+
+
+def test_a_failed_turn_gives_the_message_back(package, tmp_path):
+    """The context limit is checked before anything runs; the message leaves the history."""
+    folder = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), folder)
+    store = ConversationStore(tmp_path / "store")
+    session = ChatSession(folder, store=store)
+    session.info = dataclasses.replace(session.info, context_length=40)
+    session.send("Hi.", options=_greedy(4))
+    with pytest.raises(MmforgeError, match="does not fit the model's context"):
+        session.send("word " * 60, options=_greedy(4))
+    assert [m.text for m in session.messages][:1] == ["Hi."] and len(session.messages) == 2
+    assert len(store.load(session.conversation.id).messages) == 2
+
+
+def test_an_image_the_runtime_cannot_resize_is_a_clear_error_and_nothing_is_lost(package, tmp_path):
+    from PIL import Image
+
+    wide = tmp_path / "wide.png"
+    Image.new("RGB", (1000, 50), (200, 30, 30)).save(wide)  # ORT GenAI 0.18: resize fails
+    session = ChatSession(package("lfm2_vl"))
+    session.send("Hi.", options=_greedy(4))
+    with pytest.raises(MmforgeError, match="could not prepare the attachments") as e:
+        session.send("What is this?", session.prepare_attachments([(wide, IMAGE)]), _greedy(4))
+    assert "crop such an image" in e.value.one_line()
+    assert len(session.messages) == 2
+    # The session still answers afterwards.
+    assert len(session.send("And now?", options=_greedy(4)).token_ids) == 4
+
+
+def test_images_the_runtime_cannot_batch_get_a_hint_that_helps(package, tmp_path):
+    """ORT GenAI 0.18 pads an LFM2-VL prompt's images into one of their sizes."""
+    from PIL import Image
+
+    wide = tmp_path / "wide.png"
+    Image.new("RGB", (200, 100), (20, 160, 40)).save(wide)  # 64x160 after resizing
+    session = ChatSession(package("lfm2_vl"))
+    session.send(
+        "Look.", session.prepare_attachments([(resources.probe_image(), IMAGE)]), _greedy(4)
+    )
+    with pytest.raises(MmforgeError, match="could not prepare the attachments") as e:
+        session.send("And this?", session.prepare_attachments([(wide, IMAGE)]), _greedy(4))
+    assert "images of one size and shape" in e.value.one_line()
+    assert len(session.messages) == 2
+
+
+def test_cuda_is_refused_with_the_reason_where_it_is_missing(package):
+    import onnxruntime_genai as og
+
+    if og.is_cuda_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(MmforgeError, match=r"Cannot run on CUDA: .*onnxruntime-genai-cuda"):
+        ChatSession(package("qwen2_5_vl"), ep="cuda")
+
+
+def test_empty_messages_and_bad_options_are_refused(package):
+    session = ChatSession(package("qwen2_5_vl"))
+    with pytest.raises(MmforgeError, match="empty"):
+        session.send("   ")
+    with pytest.raises(MmforgeError, match="Unknown generation options: beams"):
+        GenerationOptions.from_dict({"beams": 2})
+    with pytest.raises(MmforgeError, match="temperature > 0"):
+        GenerationOptions(do_sample=True, temperature=0)
+    assert session.messages == []

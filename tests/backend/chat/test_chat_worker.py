@@ -1,0 +1,101 @@
+"""Chat through a worker process: streaming, Stop, errors that keep the session, crashes."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from PIL import Image
+
+from mmforge import resources
+from mmforge.backend.chat import ChatSession, GenerationOptions
+from mmforge.backend.chat.attachments import IMAGE
+from mmforge.backend.chat.client import ChatClient
+from mmforge.backend.chat.conversations import ConversationStore
+from mmforge.backend.errors import MmforgeError
+
+
+def _env(tmp_path):
+    return {"HF_HUB_OFFLINE": "1", "XDG_DATA_HOME": str(tmp_path / "data")}
+
+
+def test_streamed_tokens_make_the_answer_and_match_the_in_process_session(package, tmp_path):
+    image = [(resources.probe_image(), IMAGE)]
+    with ChatClient(package("qwen2_5_vl"), save=False, env=_env(tmp_path)) as client:
+        assert client.info["vision"] and not client.info["audio"]
+        events = list(client.send("Describe this.", image, {"max_new_tokens": 12}))
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "attachments" and kinds[-1] == "turn"
+    tokens = [e for e in events if e["event"] == "token"]
+    turn = events[-1]["value"]
+    assert [e["id"] for e in tokens] == turn["token_ids"]
+    assert "".join(e["text"] for e in tokens) == turn["text"]
+
+    session = ChatSession(package("qwen2_5_vl"))
+    local = session.send(
+        "Describe this.", session.prepare_attachments(image), GenerationOptions(max_new_tokens=12)
+    )
+    assert turn["token_ids"] == local.token_ids
+
+
+def test_stop_ends_the_answer_between_tokens_and_the_session_goes_on(package, tmp_path):
+    with ChatClient(package("qwen2_5_vl"), save=False, env=_env(tmp_path)) as client:
+        stream = client.send("Tell me everything.", options={"max_new_tokens": 3000})
+        for event in stream:
+            if event["event"] == "token":
+                client.stop()
+                break
+        turn = next(e for e in stream if e["event"] == "turn")["value"]
+        assert turn["stop_reason"] == "stopped" and 1 <= turn["stats"]["new_tokens"] < 3000
+        after = list(client.send("Shorter, please.", options={"max_new_tokens": 4}))
+        assert after[-1]["value"]["stats"]["prefill"] == "continued"
+
+
+def test_a_bad_attachment_is_an_error_event_and_the_next_message_works(package, tmp_path):
+    fake = tmp_path / "photo.png"
+    fake.write_text("text, not pixels")
+    huge = tmp_path / "huge.jpg"
+    Image.new("RGB", (10000, 10000), (20, 120, 220)).save(huge, quality=80)
+    with ChatClient(package("qwen2_5_vl"), save=False, env=_env(tmp_path)) as client:
+        [error] = list(client.send("Look.", [(fake, IMAGE)]))
+        assert error["event"] == "error" and "not an image file" in error["message"]
+        events = list(client.send("Look.", [(huge, IMAGE)], {"max_new_tokens": 4}))
+        assert "reduced from 10000×10000" in events[0]["value"][0]["note"]
+        assert events[-1]["event"] == "turn" and events[-1]["value"]["stats"]["new_tokens"] == 4
+
+
+def test_a_worker_killed_mid_answer_keeps_the_saved_conversation(package, tmp_path):
+    store = ConversationStore(tmp_path / "store")
+    client = ChatClient(package("qwen2_5_vl"), store_root=store.root, env=_env(tmp_path))
+    try:
+        list(client.send("First question.", options={"max_new_tokens": 4}))
+        stream = client.send("Second question.", options={"max_new_tokens": 3000})
+        next(e for e in stream if e["event"] == "token")
+        os.kill(client._job.process.pid, signal.SIGKILL)
+        with pytest.raises(MmforgeError, match="stopped unexpectedly"):
+            list(stream)
+    finally:
+        client.close()
+    [summary] = store.list()
+    texts = [m.text for m in store.load(summary.id).messages]
+    assert texts[0] == "First question." and texts[2] == "Second question."
+
+
+def test_conversations_can_be_started_and_reopened(package, tmp_path):
+    store = ConversationStore(tmp_path / "store")
+    with ChatClient(package("qwen2_5_vl"), store_root=store.root, env=_env(tmp_path)) as client:
+        first = client.info["conversation"]["id"]
+        list(client.send("One.", options={"max_new_tokens": 3}))
+        second = client.new_conversation()
+        assert second["id"] != first and second["messages"] == []
+        reopened = client.open_conversation(first)
+        assert reopened["messages"][0]["text"] == "One."
+        events = list(client.send("Two.", options={"max_new_tokens": 3}))
+        assert events[-1]["event"] == "turn"
+    assert len(store.load(first).messages) == 4
+
+
+def test_a_folder_that_is_not_a_package_fails_before_the_session(tmp_path):
+    with pytest.raises(MmforgeError, match="not an ONNX Runtime GenAI package"):
+        ChatClient(tmp_path, save=False, env=_env(tmp_path))

@@ -1,0 +1,692 @@
+"""Conversion: packages load in ONNX Runtime GenAI and match transformers token for token."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from mmforge import resources
+from mmforge.backend.convert import MANIFEST, convert
+from mmforge.backend.errors import Cancelled, MmforgeError
+from mmforge.backend.jobs import JobContext, Progress
+from mmforge.backend.runtime import Runtime
+from mmforge.backend.verify import hf_reference
+
+CONVERTIBLE = ["qwen2_5_vl", "qwen3_vl", "mistral3", "gemma3", "gemma4", "phi4mm", "lfm2_vl"]
+
+
+@pytest.mark.parametrize("family", CONVERTIBLE)
+def test_package_generates_the_same_32_greedy_tokens_as_transformers(tiny, package, family):
+    ort_tokens, hf_tokens = _greedy_both(package(family), tiny(family))
+    assert len(set(hf_tokens)) >= 4, "the reference is degenerate; the test would prove nothing"
+    assert ort_tokens == hf_tokens
+
+
+@pytest.mark.parametrize(
+    "family,n_images,n_audios",
+    [("gemma4", 0, 1), ("gemma4", 1, 1), ("phi4mm", 0, 1), ("phi4mm", 1, 1)],
+)
+def test_audio_generation_matches_transformers(tiny, package, family, n_images, n_audios):
+    rt = Runtime(package(family))
+    messages = hf_reference.messages_for("Describe this.", n_images=n_images, n_audios=n_audios)
+    inputs = rt.process(
+        rt.prompt(messages),
+        images=[resources.probe_image()] * n_images,
+        audios=[resources.probe_audio()] * n_audios,
+    )
+    assert "audio_embeds" in inputs.arrays
+    ort_tokens = rt.greedy(inputs, 32)
+    ref = hf_reference.from_runtime(tiny(family), inputs.prompt, inputs.arrays)
+    hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(tiny(family)), ref, 32)
+    assert len(set(hf_tokens)) >= 4
+    assert ort_tokens == hf_tokens
+
+
+@pytest.mark.parametrize("family", CONVERTIBLE)
+def test_text_only_generation_matches_transformers(tiny, package, family):
+    """The seeds' golden rule: text alone first. Placeholder ids a random model may emit
+    must embed as text here, as in HF."""
+    import torch
+
+    rt = Runtime(package(family))
+    inputs = rt.process(rt.prompt([{"role": "user", "content": "Hello there, how are you?"}]))
+    ort_tokens = rt.greedy(inputs, 32)
+    ids = torch.tensor([inputs.input_ids])
+    ref = hf_reference.ReferenceInputs(
+        inputs.prompt, inputs.input_ids, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    )
+    hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(tiny(family)), ref, 32)
+    assert ort_tokens == hf_tokens
+
+
+def _greedy_both(folder, checkpoint, images=None, text="Describe this image."):
+    """32 greedy tokens from the package and from transformers on the runtime's own ids
+    and pixels (the probe image unless `images` are given)."""
+    images = [resources.probe_image()] if images is None else images
+    rt = Runtime(folder)
+    messages = hf_reference.messages_for(text, n_images=len(images))
+    inputs = rt.process(rt.prompt(messages), images=images)
+    ref = hf_reference.from_runtime(checkpoint, inputs.prompt, inputs.arrays)
+    hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(checkpoint), ref, 32)
+    return rt.greedy(inputs, 32), hf_tokens
+
+
+def _probe():
+    from PIL import Image
+
+    return Image.open(resources.probe_image()).convert("RGB")
+
+
+def _runtime_inputs(folder):
+    rt = Runtime(folder)
+    messages = hf_reference.messages_for("Describe this image.", n_images=1)
+    return messages, rt.process(rt.prompt(messages), images=[resources.probe_image()])
+
+
+def _assert_same_pixels_and_channel_order(ort_pixels, hf_pixels, channel_axis):
+    assert ort_pixels.shape == hf_pixels.shape
+    diff = abs(ort_pixels - hf_pixels)
+    # The runtime's bicubic resize keeps the overshoot at sharp edges that PIL clamps to
+    # uint8 (documented in the family notes): rare edge pixels differ, the rest agree.
+    assert diff.mean() < 2e-3
+    assert (diff > 0.02).mean() < 0.01
+    assert diff.max() < 0.25
+    # Channel order: red and blue swapped would differ everywhere the probe is coloured.
+    swapped = hf_pixels.take([2, 1, 0], axis=channel_axis)
+    assert abs(ort_pixels - swapped).mean() > 0.1
+
+
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl"])
+def test_qwen_preprocessing_matches_the_hf_processor(tiny, package, family):
+    messages, inputs = _runtime_inputs(package(family))
+    ref = hf_reference.prepare(tiny(family), messages, [_probe()])
+    assert inputs.input_ids == ref.input_ids
+    assert (inputs.arrays["image_grid_thw"] == ref.tensors["image_grid_thw"].numpy()).all()
+    # Each flattened patch is (channel 3, temporal 2, patch, patch), channel outermost.
+    n = ref.tensors["pixel_values"].shape[0]
+    _assert_same_pixels_and_channel_order(
+        inputs.arrays["pixel_values"].reshape(n, 3, -1),
+        ref.tensors["pixel_values"].numpy().reshape(n, 3, -1),
+        channel_axis=1,
+    )
+
+
+def test_lfm2_vl_preprocessing_matches_the_hf_processor(tiny, package):
+    messages, inputs = _runtime_inputs(package("lfm2_vl"))
+    ref = hf_reference.prepare(tiny("lfm2_vl"), messages, [_probe()])
+    assert inputs.input_ids == ref.input_ids
+    assert (inputs.arrays["image_sizes"] == ref.tensors["spatial_shapes"].numpy()).all()
+    assert (
+        inputs.arrays["image_attention_mask"] == ref.tensors["pixel_attention_mask"].numpy()
+    ).all()
+    # Patches are flattened (row, column, channel): channel innermost.
+    ort = inputs.arrays["pixel_values"]
+    n, p = ort.shape[:2]
+    _assert_same_pixels_and_channel_order(
+        ort.reshape(n, p, -1, 3),
+        ref.tensors["pixel_values"].numpy().reshape(n, p, -1, 3),
+        channel_axis=3,
+    )
+
+
+def test_mistral3_preprocessing_matches_hf_at_the_runtime_size(tiny, package):
+    from PIL import Image
+
+    messages, inputs = _runtime_inputs(package("mistral3"))
+    height, width = (int(v) for v in inputs.arrays["image_sizes"][0])
+    # The runtime sizes images by a pixel budget, HF by the longest edge: by design they
+    # differ (the probe becomes 144x96 here, 128x96 in HF). Compare the rest of the
+    # pipeline at the runtime's size.
+    hf_size = hf_reference.prepare(tiny("mistral3"), messages, [_probe()]).tensors["image_sizes"]
+    assert [int(v) for v in hf_size[0]] == [96, 128] and (height, width) == (96, 144)
+    resized = _probe().resize((width, height), Image.BICUBIC)
+    processor = hf_reference.image_processor(tiny("mistral3"))
+    hf = processor(images=[resized], do_resize=False, return_tensors="pt")["pixel_values"]
+    _assert_same_pixels_and_channel_order(inputs.arrays["pixel_values"], hf.numpy(), channel_axis=1)
+
+
+def test_gemma3_preprocessing_matches_the_hf_processor(tiny, package):
+    messages, inputs = _runtime_inputs(package("gemma3"))
+    ref = hf_reference.prepare(tiny("gemma3"), messages, [_probe()])
+    assert inputs.input_ids == ref.input_ids  # 256 soft tokens between the markers
+    # The image prompt is longer than the sliding window, so the parity tests cross it
+    # (HF keeps the window on the bidirectional image block too).
+    window = json.loads((tiny("gemma3") / "config.json").read_text())["text_config"][
+        "sliding_window"
+    ]
+    assert len(inputs.input_ids) > 2 * window
+    _assert_same_pixels_and_channel_order(
+        inputs.arrays["pixel_values"], ref.tensors["pixel_values"].numpy(), channel_axis=1
+    )
+
+
+def test_gemma4_preprocessing_matches_hf(tiny, package):
+    import numpy as np
+    import soundfile as sf
+
+    rt = Runtime(package("gemma4"))
+    messages = hf_reference.messages_for("Describe this.", n_images=1, n_audios=1)
+    inputs = rt.process(
+        rt.prompt(messages), images=[resources.probe_image()], audios=[resources.probe_audio()]
+    )
+    samples, rate = sf.read(resources.probe_audio(), dtype="float32")
+    ref = hf_reference.prepare(tiny("gemma4"), messages, [_probe()], [(samples, rate)])
+    # Same patches at the same positions; HF pads to the maximum patch count.
+    positions = ref.tensors["image_position_ids"].numpy()[0]
+    valid = int((positions[:, 0] >= 0).sum())
+    assert inputs.arrays["pixel_values"].shape[1] == valid
+    assert (inputs.arrays["pixel_position_ids"][0] == positions[:valid]).all()
+    hf_pixels = ref.tensors["pixel_values"].numpy()[0, :valid]
+    diff = abs(inputs.arrays["pixel_values"][0] - hf_pixels)
+    # The runtime's resize differs slightly from HF's (documented): bounded, rare.
+    assert diff.mean() < 3e-3 and diff.max() < 0.25
+    # Each patch is (16, 16, 3) channel-last: red/blue swapped would differ strongly.
+    as_rgb = lambda a: a.reshape(-1, 256, 3)  # noqa: E731
+    swapped = as_rgb(hf_pixels)[..., ::-1]
+    assert abs(as_rgb(inputs.arrays["pixel_values"][0]) - swapped).mean() > 0.05
+    # Log-mel features agree on every frame the runtime produced.
+    ort_audio = inputs.arrays["audio_embeds"][0]
+    hf_audio = ref.tensors["input_features"].numpy()[0, : ort_audio.shape[0]]
+    assert np.abs(ort_audio - hf_audio).max() < 1e-4
+    assert int(inputs.arrays["audio_attention_mask"].sum()) == int(
+        ref.tensors["input_features_mask"].sum()
+    )
+    # The runtime wraps each image and audio sequence in "\n\n" (HF does not); the
+    # placeholder counts agree.
+    ids = json.loads((package("gemma4") / "genai_config.json").read_text())["model"]
+    for name in ("image_token_id", "audio_token_id"):
+        assert inputs.input_ids.count(ids[name]) == ref.input_ids.count(ids[name]) > 0
+
+
+def test_phi4mm_preprocessing_matches_hf(tiny, package):
+    import numpy as np
+    import soundfile as sf
+
+    rt = Runtime(package("phi4mm"))
+    messages = hf_reference.messages_for("Describe this.", n_images=1, n_audios=1)
+    inputs = rt.process(
+        rt.prompt(messages), images=[resources.probe_image()], audios=[resources.probe_audio()]
+    )
+    samples, rate = sf.read(resources.probe_audio(), dtype="float32")
+    ref = hf_reference.prepare(tiny("phi4mm"), messages, [_probe()], [(samples, rate)])
+    # Same prompt ids: <|image_1|>/<|audio_1|> become as many 200010/200011 tokens as HF.
+    assert inputs.input_ids == ref.input_ids
+    assert (
+        inputs.arrays["image_attention_mask"] == ref.tensors["image_attention_mask"].numpy()
+    ).all()
+    assert (inputs.arrays["image_sizes"] == ref.tensors["image_sizes"].numpy()).all()
+    _assert_same_pixels_and_channel_order(
+        inputs.arrays["pixel_values"][0],
+        ref.tensors["image_pixel_values"].numpy()[0],
+        channel_axis=1,
+    )
+    # The runtime's log-mel front end differs slightly from HF's (documented, bounded).
+    ort_audio = inputs.arrays["audio_embeds"][0]
+    hf_audio = ref.tensors["audio_input_features"].numpy()[0]
+    assert ort_audio.shape == hf_audio.shape
+    diff = np.abs(ort_audio - hf_audio)
+    assert diff.mean() < 3e-3 and diff.max() < 0.1
+
+
+def test_manifest_and_weight_report(package):
+    folder = package("qwen2_5_vl")
+    manifest = json.loads((folder / MANIFEST).read_text())
+    assert manifest["pipeline_type"] == "qwen2_5_vl"
+    assert set(manifest["components"]) == {"vision_encoder", "embedding", "decoder"}
+    assert manifest["files"]["decoder.onnx.data"] > 0
+    report = json.loads((folder / "weights_report.json").read_text())
+    assert report["summary"]["missing"] == 0 and report["summary"]["shape_mismatch"] == 0
+    assert report["summary"]["mapped"] == 57
+    config = json.loads((folder / "genai_config.json").read_text())["model"]
+    # The fields mobius forgets: without them the runtime silently uses 1-D positions.
+    assert config["vision_start_token_id"] == 387 and config["image_token_id"] == 389
+    assert config["type"] == "qwen2_5_vl"
+    steps = json.loads((folder / "processor_config.json").read_text())["processor"]["transforms"]
+    assert steps[-1]["operation"]["type"] == "PatchImage"
+
+
+def test_cancel_mid_build_leaves_nothing(tiny, tmp_path):
+    out = tmp_path / "pkg"
+    ctx = JobContext(min_interval_s=0)
+
+    def cancel_when_writing(e: Progress) -> None:
+        if e.stage == "write":
+            ctx.cancel.cancel()
+
+    ctx.on_progress = cancel_when_writing
+    with pytest.raises(Cancelled):
+        convert(str(tiny("qwen2_5_vl")), out, ctx)
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cancel_while_the_lfm2_decoder_builder_runs_stops_it(tiny, tmp_path, monkeypatch):
+    import subprocess
+    import threading
+
+    children: list[subprocess.Popen] = []
+
+    class Recorded(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            children.append(self)
+            threading.Timer(0.5, ctx.cancel.cancel).start()  # while the builder runs
+
+    monkeypatch.setattr(subprocess, "Popen", Recorded)
+    out = tmp_path / "pkg"
+    ctx = JobContext(min_interval_s=0)
+    with pytest.raises(Cancelled):
+        convert(str(tiny("lfm2_vl")), out, ctx)
+    [builder] = children
+    assert builder.returncode is not None and builder.returncode < 0  # killed, not finished
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failure_mid_write_keeps_the_old_package(tiny, package, tmp_path, monkeypatch):
+    out = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    from mmforge.backend.convert import package as package_module
+
+    def broken_tokenizer(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(package_module, "write_tokenizer", broken_tokenizer)
+    with pytest.raises(OSError):
+        convert(str(tiny("qwen2_5_vl")), out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pkg"]
+
+
+def test_a_folder_that_is_not_a_package_is_never_replaced(tiny, tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "thesis.txt").write_text("precious")
+    with pytest.raises(MmforgeError, match="not an mmforge package"):
+        convert(str(tiny("qwen2_5_vl")), out)
+    assert (out / "thesis.txt").read_text() == "precious"
+
+
+def test_corrupt_safetensors(tiny, tmp_path):
+    src = tmp_path / "ck"
+    shutil.copytree(tiny("qwen2_5_vl"), src)
+    data = (src / "model.safetensors").read_bytes()
+    (src / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(MmforgeError, match="not a valid safetensors file"):
+        convert(str(src), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_shard(tiny, tmp_path):
+    src = tmp_path / "ck"
+    shutil.copytree(tiny("qwen2_5_vl"), src)
+    (src / "model.safetensors").rename(src / "model-00001-of-00002.safetensors")
+    index = {"metadata": {}, "weight_map": {"lm_head.weight": "model-00002-of-00002.safetensors"}}
+    from safetensors import safe_open
+
+    with safe_open(str(src / "model-00001-of-00002.safetensors"), "pt") as f:
+        for name in f.keys():  # noqa: SIM118
+            index["weight_map"].setdefault(name, "model-00001-of-00002.safetensors")
+    (src / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(MmforgeError, match=r"model-00002-of-00002\.safetensors"):
+        convert(str(src), tmp_path / "out")
+
+
+def test_unsupported_family_exits_2(tmp_path, capsys):
+    import transformers
+
+    from mmforge.app.cli import main
+
+    transformers.LlavaConfig().save_pretrained(tmp_path / "llava")
+    assert main(["convert", str(tmp_path / "llava"), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "LLaVA cannot be converted" in err[0]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "family,dtype",
+    [(f, d) for d in ("f16", "int4") for f in CONVERTIBLE if (f, d) != ("lfm2_vl", "f16")],
+)
+def test_f16_and_int4_packages_load_and_generate(package, family, dtype):
+    import onnx
+
+    folder = package(family, dtype)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    f32 = json.loads((package(family) / MANIFEST).read_text())
+    assert manifest["dtype"] == dtype
+    assert manifest["files"]["decoder.onnx.data"] < f32["files"]["decoder.onnx.data"]
+    vision = onnx.load(str(folder / "vision.onnx"), load_external_data=False)
+    pixel_input = next(i for i in vision.graph.input if i.name == "pixel_values")
+    # Encoders take float32 whatever the weights' dtype (the preprocessors produce f32).
+    assert pixel_input.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    decoder = onnx.load(str(folder / "decoder.onnx"), load_external_data=False)
+    ops = {n.op_type for n in decoder.graph.node}
+    assert ("MatMulNBits" in ops) == (dtype == "int4")
+    rt = Runtime(folder)
+    messages = hf_reference.messages_for("Describe this image.", n_images=1)
+    inputs = rt.process(rt.prompt(messages), images=[resources.probe_image()])
+    tokens = rt.greedy(inputs, 16)
+    vocab = json.loads((folder / "genai_config.json").read_text())["model"]["vocab_size"]
+    assert len(tokens) >= 1 and all(0 <= t < vocab for t in tokens)
+
+
+def test_qwen3_deepstack_travels_as_extra_columns(package):
+    import onnx
+
+    folder = package("qwen3_vl")
+    config = json.loads((folder / "genai_config.json").read_text())["model"]
+    # Two DeepStack levels: the decoder takes 3 x 64 columns; the KV cache keeps head 16.
+    assert config["decoder"]["hidden_size"] == 192 and config["decoder"]["head_size"] == 16
+    vision = onnx.load(str(folder / "vision.onnx"), load_external_data=False)
+    assert vision.graph.output[0].type.tensor_type.shape.dim[1].dim_value == 192
+    report = json.loads((folder / "weights_report.json").read_text())
+    assert report["summary"]["unused"] == 0  # the DeepStack mergers are used
+    assert any("deepstack_merger_list" in m["checkpoint"] for m in report["mapped"])
+
+
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "lfm2_vl"])
+def test_cuda_package_names_its_provider_and_says_when_it_was_not_run(tiny, tmp_path, family):
+    import onnxruntime_genai as og
+
+    manifest = convert(str(tiny(family)), tmp_path / "cuda", ep="cuda")
+    config = json.loads((tmp_path / "cuda" / "genai_config.json").read_text())["model"]
+    assert config["decoder"]["session_options"]["provider_options"] == [{"cuda": {}}]
+    if og.is_cuda_available():
+        assert manifest.validation["ep"] == "cuda" and manifest.validation["image_tokens"] > 0
+    else:
+        assert manifest.validation["ep"].startswith("not run")
+
+
+def test_without_cuda_a_malformed_graph_is_still_caught(package, tmp_path):
+    import onnx
+
+    from mmforge.backend.convert.validate import _check_without_cuda
+
+    folder = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), folder)
+    model = onnx.load(str(folder / "embedding.onnx"), load_external_data=False)
+    model.graph.node[0].input[0] = "no_such_value"
+    onnx.save(model, str(folder / "embedding.onnx"))
+    with pytest.raises(MmforgeError, match="malformed"):
+        _check_without_cuda(folder, JobContext())
+
+
+def test_convert_from_the_hub_downloads_then_converts(hub, tiny, tmp_path):
+    hub.state.add_folder("tiny-org/qwen", tiny("qwen2_5_vl"))
+    events: list[Progress] = []
+    manifest = convert(
+        "tiny-org/qwen", tmp_path / "pkg", JobContext(on_progress=events.append, min_interval_s=0)
+    )
+    assert manifest.commit == hub.state.repos["tiny-org/qwen"].sha
+    stages = [e.stage for e in events]
+    for stage in ("download", "build", "weights", "write", "package", "validate", "done"):
+        assert stage in stages, stage
+    assert stages.index("download") < stages.index("build") < stages.index("validate")
+    assert (tmp_path / "pkg" / "genai_config.json").is_file()
+
+
+def test_pickled_weights_convert_only_with_consent(tiny, tmp_path):
+    import shutil as sh
+
+    import torch
+    from safetensors.torch import load_file
+
+    src = tmp_path / "ck"
+    sh.copytree(tiny("qwen2_5_vl"), src)
+    state = load_file(src / "model.safetensors")
+    (src / "model.safetensors").unlink()
+    torch.save(state, src / "pytorch_model.bin")
+    with pytest.raises(MmforgeError) as e:
+        convert(str(src), tmp_path / "out")
+    assert "--allow-pickle" in e.value.one_line()
+    assert not (tmp_path / "out").exists()
+    manifest = convert(str(src), tmp_path / "out", allow_pickle=True)
+    assert manifest.weights["mapped"] == len(state) and manifest.weights["missing"] == 0
+
+
+def test_a_pickle_with_code_is_refused_even_with_consent(tiny, tmp_path):
+    import pickle
+    import shutil as sh
+
+    src = tmp_path / "ck"
+    sh.copytree(tiny("qwen2_5_vl"), src)
+    (src / "model.safetensors").unlink()
+
+    class Payload:
+        def __reduce__(self):
+            return (print, ("this must never run",))
+
+    (src / "pytorch_model.bin").write_bytes(pickle.dumps({"x": Payload()}))
+    with pytest.raises(MmforgeError, match="could not be loaded safely"):
+        convert(str(src), tmp_path / "out", allow_pickle=True)
+
+
+def test_gemma4_with_bidirectional_vision_attention_matches_transformers(tiny, tmp_path):
+    """Larger Gemma 4 checkpoints let an image's tokens attend both ways."""
+    import shutil as sh
+
+    src = tmp_path / "ck"
+    sh.copytree(tiny("gemma4"), src)
+    config = json.loads((src / "config.json").read_text())
+    config["text_config"]["use_bidirectional_attention"] = "vision"
+    (src / "config.json").write_text(json.dumps(config))
+    manifest = convert(str(src), tmp_path / "pkg")
+    assert any("bidirectionally" in note for note in manifest.notes)
+    rt = Runtime(tmp_path / "pkg")
+    messages = hf_reference.messages_for("Describe this image.", n_images=1)
+    inputs = rt.process(rt.prompt(messages), images=[resources.probe_image()])
+    ort_tokens = rt.greedy(inputs, 32)
+    model = hf_reference.load_model(src)
+    ref = hf_reference.from_runtime(src, inputs.prompt, inputs.arrays)
+    hf_tokens = hf_reference.greedy_generate(model, ref, 32)
+    assert ort_tokens == hf_tokens
+    # The mask matters here: HF without the image blocks answers differently.
+    del ref.tensors["mm_token_type_ids"]
+    assert hf_reference.greedy_generate(model, ref, 32) != hf_tokens
+
+
+@pytest.mark.parametrize("family", CONVERTIBLE)
+def test_three_images_of_two_sizes_match_transformers(tiny, package, family, tmp_path):
+    """The runtime stacks images padded to the largest one; the graphs must not read the
+    padding (Qwen) nor drop the image axis (Gemma 3)."""
+    small = tmp_path / "small.png"
+    _probe().resize((96, 64)).save(small)
+    images = [resources.probe_image(), small, resources.probe_image()]
+    ort_tokens, hf_tokens = _greedy_both(package(family), tiny(family), images, "Compare these.")
+    assert ort_tokens == hf_tokens
+
+
+def test_byte_level_tokenizer_declared_as_llama_is_relabelled_so_ids_match(tiny, tmp_path):
+    import shutil as sh
+
+    from transformers import AutoTokenizer
+
+    src = tmp_path / "ck"
+    sh.copytree(tiny("qwen2_5_vl"), src)
+    config = json.loads((src / "tokenizer_config.json").read_text())
+    config["tokenizer_class"] = "LlamaTokenizerFast"
+    (src / "tokenizer_config.json").write_text(json.dumps(config))
+    convert(str(src), tmp_path / "pkg")
+    packaged = json.loads((tmp_path / "pkg" / "tokenizer_config.json").read_text())
+    assert packaged["tokenizer_class"] == "PreTrainedTokenizerFast"
+    text = "The sky is blue, 12 birds sang 345 songs!"
+    hf_ids = AutoTokenizer.from_pretrained(tiny("qwen2_5_vl"))(text, add_special_tokens=False)
+    ort_ids = list(Runtime(tmp_path / "pkg").tokenizer.encode(text))
+    assert ort_ids == hf_ids["input_ids"]
+
+
+def test_lfm2_vl_f16_is_refused_with_the_reason(tiny, tmp_path):
+    with pytest.raises(MmforgeError) as e:
+        convert(str(tiny("lfm2_vl")), tmp_path / "out", dtype="f16")
+    assert "f32 or int4" in e.value.one_line()
+    assert not (tmp_path / "out").exists()
+    assert not list(tmp_path.iterdir())  # no staging folder left behind
+
+
+def test_lfm2_vl_decoder_weights_are_checked_against_the_checkpoint(package):
+    report = json.loads((package("lfm2_vl") / "weights_report.json").read_text())
+    assert report["summary"]["unused"] == 0 and report["summary"]["missing"] == 0
+    targets = {m["checkpoint"]: m["targets"] for m in report["mapped"]}
+    q = "model.language_model.layers.1.self_attn.q_proj.weight"
+    assert targets[q] == ["decoder/model.layers.1.attn.qkv_proj.MatMul.weight"]
+    embed = targets["model.language_model.embed_tokens.weight"]
+    assert sorted(embed) == [
+        "decoder/lm_head.MatMul.weight",
+        "embedding/model.language_model.embed_tokens.weight",
+    ]
+
+
+def test_lfm2_vl_builder_weights_that_differ_from_the_checkpoint_fail(tiny, tmp_path, monkeypatch):
+    from mmforge.backend.families.lfm2 import decoder as lfm2_decoder
+
+    real = lfm2_decoder.builder_sources
+
+    def swapped(cfg):  # pretend the builder read w3 where it read w1
+        sources = real(cfg)
+        gate, up = (
+            "model.layers.0.mlp.gate_proj.MatMul.weight",
+            "model.layers.0.mlp.up_proj.MatMul.weight",
+        )
+        sources[gate], sources[up] = sources[up], sources[gate]
+        return sources
+
+    monkeypatch.setattr(lfm2_decoder, "builder_sources", swapped)
+    with pytest.raises(MmforgeError) as e:
+        convert(str(tiny("lfm2_vl")), tmp_path / "out")
+    assert "gate_proj.MatMul.weight differs from the checkpoint" in e.value.one_line()
+    assert not list(tmp_path.iterdir())
+
+
+def test_remote_code_checkpoints_are_refused_with_the_native_alternative(tmp_path):
+    folder = tmp_path / "remote"
+    folder.mkdir()
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "phi4mm",
+                "auto_map": {"AutoConfig": "configuration_phi4mm.Phi4MMConfig"},
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+            }
+        )
+    )
+    with pytest.raises(MmforgeError) as e:
+        convert(str(folder), tmp_path / "out", trust_remote_code=True)
+    assert "phi4_multimodal" in e.value.one_line()
+    assert not (tmp_path / "out").exists()
+
+
+def test_lfm2_vl_with_image_splitting_on_matches_transformers(tiny, tmp_path):
+    """Released LFM2-VL checkpoints split large images, so HF pads every image to a
+    tile's 1024 patches; the package must pad the same way for images HF keeps whole."""
+    src = tmp_path / "ck"
+    shutil.copytree(tiny("lfm2_vl"), src)
+    config = json.loads((src / "preprocessor_config.json").read_text())
+    config["do_image_splitting"] = True
+    (src / "preprocessor_config.json").write_text(json.dumps(config))
+    convert(str(src), tmp_path / "pkg")
+    genai = json.loads((tmp_path / "pkg" / "genai_config.json").read_text())
+    assert genai["model"]["vision"]["max_num_patches"] == 1024
+    rt = Runtime(tmp_path / "pkg")
+    messages = hf_reference.messages_for("Describe this image.", n_images=1)
+    inputs = rt.process(rt.prompt(messages), images=[resources.probe_image()])
+    assert inputs.arrays["pixel_values"].shape[1] == 1024
+    ref = hf_reference.prepare(src, messages, [_probe()])
+    assert inputs.input_ids == ref.input_ids
+    assert ref.tensors["pixel_values"].shape[1] == 1024
+    ort_tokens = rt.greedy(inputs, 32)
+    hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(src), ref, 32)
+    assert len(set(hf_tokens)) >= 4 and ort_tokens == hf_tokens
+
+
+def test_lfm2_layer_kinds_read_older_configs_as_transformers_does():
+    from transformers import Lfm2Config
+
+    from mmforge.backend.families import Cfg
+    from mmforge.backend.families.lfm2 import layer_kinds
+
+    for text in ({"num_hidden_layers": 4, "full_attn_idxs": [1, 3]}, {"num_hidden_layers": 3}):
+        expected = Lfm2Config(**text).layer_types
+        assert layer_kinds(Cfg({"text_config": text})) == expected
+
+
+def _lfm2_variant(tiny, tmp_path, edit_text, edit_weights):
+    from safetensors.torch import load_file, save_file
+
+    src = tmp_path / "ck"
+    shutil.copytree(tiny("lfm2_vl"), src)
+    config = json.loads((src / "config.json").read_text())
+    edit_text(config["text_config"])
+    (src / "config.json").write_text(json.dumps(config))
+    weights = load_file(src / "model.safetensors")
+    edit_weights(weights)
+    save_file(weights, src / "model.safetensors", metadata={"format": "pt"})
+    return src
+
+
+def test_lfm2_conv_projection_biases_the_builder_drops_are_added(tiny, tmp_path):
+    """transformers uses in_proj/out_proj biases when conv_bias is set; ORT GenAI's builder
+    leaves them out (measured: the top token then differs at every position)."""
+    import torch
+
+    def biases(weights):
+        g = torch.Generator().manual_seed(0)
+        for part, size in (("in_proj", 192), ("out_proj", 64), ("conv", 64)):
+            weights[f"model.language_model.layers.0.conv.{part}.bias"] = (
+                torch.randn(size, generator=g) * 0.5
+            )
+
+    src = _lfm2_variant(tiny, tmp_path, lambda t: t.update(conv_bias=True), biases)
+    manifest = convert(str(src), tmp_path / "pkg")
+    assert manifest.weights["unused"] == 0 and manifest.weights["missing"] == 0
+    assert any("2 short-convolution projection biases added" in n for n in manifest.notes)
+    ort_tokens, hf_tokens = _greedy_both(tmp_path / "pkg", src)
+    assert len(set(hf_tokens)) >= 4 and ort_tokens == hf_tokens
+
+
+def test_an_lfm2_text_weight_no_graph_uses_stops_the_conversion(tiny, tmp_path):
+    import torch
+
+    def extra(weights):
+        weights["model.language_model.layers.0.feed_forward.w1.bias"] = torch.ones(128)
+
+    src = _lfm2_variant(tiny, tmp_path, lambda t: None, extra)
+    with pytest.raises(MmforgeError) as e:
+        convert(str(src), tmp_path / "pkg")
+    assert "feed_forward.w1.bias" in e.value.one_line()
+    assert not (tmp_path / "pkg").exists()
+
+
+def test_the_lfm2_decoder_builder_reports_its_layers_as_build_progress():
+    from mmforge.backend.families.lfm2.decoder import _report_builder
+
+    events: list[Progress] = []
+    ctx = JobContext(min_interval_s=0)
+    ctx.on_progress = events.append
+    _report_builder("Loading weights\nReading layer 0\nReading layer 1\n", 4, 6, ctx)
+    _report_builder("Reading layer 3\nReading final norm\nSaving ONNX model in x\n", 4, 6, ctx)
+    assert [(e.done, e.total, e.message) for e in events] == [
+        (2, 6, "decoder: layer 2/4"),
+        (5, 6, "decoder: writing"),
+    ]
+
+
+def test_lfm2_vl_in_the_hub_layout_converts_and_matches_transformers(tiny, tmp_path):
+    """Hub checkpoints keep the SigLIP2 tower under vision_tower.vision_model."""
+
+    def hub_layout(weights):
+        for name in [n for n in weights if n.startswith("model.vision_tower.")]:
+            hub = name.replace("model.vision_tower.", "model.vision_tower.vision_model.")
+            weights[hub] = weights.pop(name)
+
+    src = _lfm2_variant(tiny, tmp_path, lambda t: None, hub_layout)
+    manifest = convert(str(src), tmp_path / "pkg")
+    assert manifest.weights["unused"] == 0 and manifest.weights["missing"] == 0
+    ort_tokens, hf_tokens = _greedy_both(tmp_path / "pkg", src)
+    assert len(set(hf_tokens)) >= 4 and ort_tokens == hf_tokens

@@ -1,0 +1,105 @@
+"""The verdict logic of stage-by-stage parity: tolerances, near-ties, first divergence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mmforge.backend.verify.parity import (
+    AMBIGUOUS,
+    FAIL,
+    PASS,
+    compare,
+    compare_ids,
+    cosine,
+    overall,
+    tolerance,
+)
+
+F32 = tolerance("f32")
+RNG = np.random.default_rng(0)
+
+
+def test_tolerances_follow_the_seed():
+    assert (F32.atol, F32.rtol) == (1e-4, 2e-2)
+    assert (tolerance("f32", layers=32).atol, tolerance("f32", layers=32).rtol) == (1e-3, 5e-2)
+    assert (tolerance("f16").atol, tolerance("bf16").rtol) == (1e-2, 5e-2)
+    assert not tolerance("int4").elementwise
+    with pytest.raises(ValueError):
+        tolerance("f8")
+
+
+def test_equal_outputs_pass_and_small_noise_passes():
+    ref = RNG.normal(size=(4, 32)).astype(np.float32)
+    assert compare("vision", ref, ref, F32).verdict == PASS
+    noisy = ref + RNG.normal(scale=1e-6, size=ref.shape)
+    c = compare("vision", ref, noisy, F32)
+    assert c.verdict == PASS and c.max_abs_diff < 1e-5 and c.cosine > 0.999999
+
+
+def test_a_perturbed_output_is_ambiguous_when_close_and_fails_when_far():
+    ref = RNG.normal(size=(64, 64))
+    close = ref + RNG.uniform(-3e-4, 3e-4, size=ref.shape)
+    c = compare("embedding", ref, close, F32)
+    assert c.verdict == AMBIGUOUS and "× the bound" in c.reason
+    wrong_but_aligned = ref + RNG.normal(scale=1e-2, size=ref.shape)
+    c = compare("embedding", ref, wrong_but_aligned, F32)
+    assert c.cosine > 0.999 and c.verdict == FAIL and "beyond rounding noise" in c.reason
+    far = ref + RNG.normal(scale=1.0, size=ref.shape)
+    c = compare("embedding", ref, far, F32)
+    assert c.verdict == FAIL and "cosine" in c.reason
+
+
+def test_swapped_channels_fail():
+    ref = RNG.normal(size=(1, 3, 16, 16))
+    c = compare("preprocessing", ref, ref[:, ::-1], F32)
+    assert c.verdict == FAIL
+
+
+def test_a_shape_mismatch_or_nan_fails_with_the_reason():
+    ref = np.zeros((2, 8))
+    c = compare("vision", ref, np.zeros((3, 8)), F32)
+    assert c.verdict == FAIL and "shape [3, 8]" in c.reason and c.max_abs_diff is None
+    bad = ref.copy()
+    bad[0, 0] = np.nan
+    assert "NaN" in compare("vision", ref, bad, F32).reason
+
+
+def test_logits_top_token_mismatch_fails_but_a_near_tie_is_ambiguous():
+    ref = RNG.normal(size=(3, 100))
+    ref[1, 7], ref[1, 9] = 9.0, 8.99999  # positions 1: a near-tie between 7 and 9
+    got = ref + RNG.normal(scale=1e-5, size=ref.shape)
+    got[1, 9] = 9.00001
+    c = compare("decoder", ref, got, F32, logits=True)
+    assert c.verdict == AMBIGUOUS and c.near_ties == [1] and c.argmax_match is False
+    assert len(c.per_position) == 3
+
+    wrong = ref.copy()
+    wrong[2, int(np.argmin(ref[2]))] = ref[2].max() + 5.0
+    c = compare("decoder", ref, wrong, F32, logits=True)
+    assert c.verdict == FAIL and "position(s), first at 2" in c.reason
+
+
+def test_int4_is_judged_by_cosine_and_top_tokens():
+    ref = RNG.normal(size=(2, 50)) * 3
+    got = ref + RNG.normal(scale=0.05, size=ref.shape)
+    got[:, ref.argmax(axis=1)] += 1.0  # keep the top tokens clear of the noise
+    ref_top = ref.copy()
+    ref_top[:, ref.argmax(axis=1)] += 1.0
+    c = compare("decoder", ref_top, got, tolerance("int4"), logits=True)
+    assert c.verdict == PASS and c.argmax_match
+
+
+def test_ids_and_the_first_divergent_stage():
+    assert compare_ids("tokens", [1, 2, 3], [1, 2, 3]).verdict == PASS
+    c = compare_ids("tokens", [1, 2, 3, 4], [1, 2, 5])
+    assert c.verdict == FAIL and c.max_abs_diff == 2.0 and "position 2" in c.reason
+
+    ref = np.ones(8)
+    ok = compare("preprocessing", ref, ref, F32)
+    noise = compare("vision", ref, ref + 5e-2, F32)  # 2.5x the bound
+    broken = compare("decoder", ref, -ref, F32)
+    assert overall([ok, ok]) == (PASS, None)
+    assert overall([ok, noise, ok]) == (AMBIGUOUS, "vision")
+    assert overall([ok, noise, broken]) == (FAIL, "decoder")
+    assert cosine(np.zeros(3), np.zeros(3)) == 1.0 and cosine(np.zeros(3), ref[:3]) == 0.0
