@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend import tensors
+from mmforge.backend import tensors, typed
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.families import Cfg, Family, ImageTokens, Projector
 from mmforge.backend.jobs import JobContext
@@ -97,6 +97,11 @@ class Profile:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Profile:
+        """The profile from its JSON form (`to_dict`)."""
+        return typed.from_dict(cls, data)
 
 
 def component_of(name: str) -> str:

@@ -18,8 +18,16 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
+from mmforge.backend.chat.conversations import Conversation
+from mmforge.backend.chat.values import SessionInfo, TurnResult
+from mmforge.backend.convert import Manifest
 from mmforge.backend.errors import MmforgeError
+from mmforge.backend.inspect import Profile
 from mmforge.backend.jobs import Progress
+from mmforge.backend.verify import VerifyReport
+
+# The typed result of each job, rebuilt from the worker's JSON (the others stay dicts).
+RESULT_TYPES: dict[str, Any] = {"inspect": Profile, "convert": Manifest, "verify": VerifyReport}
 
 
 def _drain(events: queue.Queue[tuple[str, Any]]) -> list[tuple[str, Any]]:
@@ -40,12 +48,12 @@ class JobRunner(QObject):
     """One job at a time in a worker process.
 
     Signals:
-        progress(Progress), succeeded(dict value), failed(dict error), cancelled(),
-        finished() after any of the three.
+        progress(Progress), succeeded(value: the job's typed result, see RESULT_TYPES),
+        failed(dict error), cancelled(), finished() after any of the three.
     """
 
     progress = Signal(object)
-    succeeded = Signal(dict)
+    succeeded = Signal(object)
     failed = Signal(dict)
     cancelled = Signal()
     finished = Signal()
@@ -90,7 +98,9 @@ class JobRunner(QObject):
         if self._job is not None:
             raise RuntimeError("a job is already running")
         self._job = WorkerJob(job, args)
-        self._thread = threading.Thread(target=self._pump, args=(self._job,), daemon=True)
+        self._thread = threading.Thread(
+            target=self._pump, args=(self._job, RESULT_TYPES.get(job)), daemon=True
+        )
         self._thread.start()
 
     def shutdown(self, grace_s: float = 10.0) -> None:
@@ -114,7 +124,7 @@ class JobRunner(QObject):
         if self._job is not None:
             self._job.kill()
 
-    def _pump(self, job: Any) -> None:
+    def _pump(self, job: Any, result_type: Any) -> None:
         outcome: tuple[str, Any] = ("failed", _error("The worker stopped unexpectedly"))
         try:
             for event in job.events():
@@ -123,7 +133,9 @@ class JobRunner(QObject):
                     continue
                 kind = event.get("event")
                 if kind == "result":
-                    outcome = ("succeeded", event.get("value") or {})
+                    value = event.get("value") or {}
+                    typed = result_type.from_dict(value) if result_type else value
+                    outcome = ("succeeded", typed)
                 elif kind == "cancelled":
                     outcome = ("cancelled", None)
                 elif kind == "error":
@@ -131,6 +143,8 @@ class JobRunner(QObject):
                         "failed",
                         _error(str(event.get("message")), event.get("hint"), event.get("details")),
                     )
+        except MmforgeError as e:  # a result that is not what the job returns
+            outcome = ("failed", _error(e.user_message, e.hint, e.details))
         except (OSError, ValueError) as e:
             outcome = (
                 "failed",
@@ -149,17 +163,20 @@ class ChatBridge(QObject):
     Requests are queued and run one after another on the bridge's thread; `stop()` acts
     at once, between two tokens.
 
+    The worker owns the conversation and its store; the bridge hands on what it reports,
+    typed: the conversation after every change (before the `turn` that changed it).
+
     Signals:
-        ready(dict info), token(str text), attachments(list), turn(dict), failed(dict),
-        conversation(dict), busy(bool), closed().
+        ready(SessionInfo), token(str text), attachments(list), turn(TurnResult),
+        failed(dict), conversation(Conversation), busy(bool), closed().
     """
 
-    ready = Signal(dict)
+    ready = Signal(object)
     token = Signal(str)
     attachments = Signal(list)
-    turn = Signal(dict)
+    turn = Signal(object)
     failed = Signal(dict)
-    conversation = Signal(dict)
+    conversation = Signal(object)
     busy = Signal(bool)
     closed = Signal()
     _wake = Signal()  # from the session thread, queued to the GUI thread; no payload
@@ -222,6 +239,10 @@ class ChatBridge(QObject):
         """Queue opening a saved conversation."""
         self._requests.put(("open_conversation", (conversation_id,)))
 
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Queue deleting a saved conversation (the worker writes the store)."""
+        self._requests.put(("delete_conversation", (conversation_id,)))
+
     def stop(self) -> None:
         """Stop the answer being streamed."""
         client = self._client
@@ -248,7 +269,7 @@ class ChatBridge(QObject):
             self._put("closed", None)
             return
         self._client = client
-        self._put("ready", client.info)
+        self._put("ready", SessionInfo.from_dict(client.info))
         try:
             while (request := self._requests.get()) is not None:
                 name, args = request
@@ -256,7 +277,7 @@ class ChatBridge(QObject):
                 try:
                     result = getattr(client, name)(*args)
                     if isinstance(result, dict):
-                        self._put("conversation", result)
+                        self._put("conversation", Conversation.from_dict(result))
                     else:
                         self._stream(result)
                 except MmforgeError as e:
@@ -276,7 +297,9 @@ class ChatBridge(QObject):
             elif kind == "attachments":
                 self._put("attachments", list(event.get("value") or []))
             elif kind == "turn":
-                self._put("turn", dict(event.get("value") or {}))
+                if event.get("conversation"):
+                    self._put("conversation", Conversation.from_dict(event["conversation"]))
+                self._put("turn", TurnResult.from_dict(event.get("value") or {}))
             elif kind == "error":
                 self._put(
                     "failed",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,30 @@ from PySide6.QtWidgets import (
 )
 
 from mmforge.backend.chat.attachments import IMAGE, kind_of
-from mmforge.backend.chat.conversations import ConversationStore
+from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
+from mmforge.backend.chat.values import SessionInfo, TurnResult
 from mmforge.gui.bridge import ChatBridge, JobRunner
 from mmforge.gui.errors import show_error
 from mmforge.gui.markdown import STYLE, plain, to_html
 from mmforge.gui.state import AppState
 
 STOPS = {"eos": "end of answer", "length": "token limit", "stopped": "stopped"}
+
+
+@dataclass
+class Pending:
+    """The turn in flight, shown until the worker reports the conversation it made.
+
+    Attributes:
+        replaces: Messages at the end of the conversation that the turn replaces
+            (regenerate: the answer; edit: the last message and its answer).
+        user: The user message sent, when the turn sends one.
+        answer: The answer streamed so far.
+    """
+
+    replaces: int = 0
+    user: Message | None = None
+    answer: str = ""
 
 
 class ChatInput(QPlainTextEdit):
@@ -163,7 +181,7 @@ class ChatView(QWidget):
     def __init__(self, state: AppState, parent: QWidget | None = None):
         super().__init__(parent)
         self.state = state
-        self.store = ConversationStore()
+        self.store = ConversationStore()  # read here for the list; the worker writes it
         self.bridge = ChatBridge(self)
         self.eps = JobRunner(self)
         self._scratch = tempfile.TemporaryDirectory(prefix="mmforge-paste-")
@@ -193,14 +211,15 @@ class ChatView(QWidget):
         self.conversations.itemClicked.connect(self._open)
         new = QPushButton("New")
         new.clicked.connect(self.bridge.new_conversation)
-        delete = QPushButton("Delete")
-        delete.clicked.connect(self._delete)
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.setToolTip("Delete the selected conversation (with a package loaded)")
+        self.delete_button.clicked.connect(self._delete)
         side = QVBoxLayout()
         side.addWidget(QLabel("Conversations"))
         side.addWidget(self.conversations, 1)
         row = QHBoxLayout()
         row.addWidget(new)
-        row.addWidget(delete)
+        row.addWidget(self.delete_button)
         side.addLayout(row)
         self.transcript = QTextBrowser()
         self.transcript.setObjectName("transcript")
@@ -246,10 +265,11 @@ class ChatView(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.info)
         layout.addLayout(body, 1)
-        self.messages: list[dict[str, Any]] = []
+        # What the worker last reported, and the turn in flight: no copy of our own.
+        self.conversation: Conversation | None = None
+        self.pending: Pending | None = None
         self._draft: tuple[str, list[tuple[Path, str]]] | None = None
         self._editing = False
-        self._conversation_id = ""
         self._loaded = False
         self._busy = False
         self._render_timer = QTimer(self, singleShot=True, interval=100)
@@ -271,7 +291,7 @@ class ChatView(QWidget):
 
     # -- loading -------------------------------------------------------------------------
 
-    @Slot(dict)
+    @Slot(object)
     def _on_eps(self, eps: dict[str, Any]) -> None:
         model = self.ep.model()
         for i in range(self.ep.count()):
@@ -292,24 +312,24 @@ class ChatView(QWidget):
         self.load_button.setEnabled(False)
         self.bridge.load(Path(package), self.ep.currentText(), self.store.root)
 
-    @Slot(dict)
-    def _on_ready(self, info: dict[str, Any]) -> None:
+    @Slot(object)
+    def _on_ready(self, info: SessionInfo) -> None:
         self._loaded = True
         self.load_button.setEnabled(True)
-        caps = ["images"] if info.get("vision") else []
-        caps += ["audio"] if info.get("audio") else []
+        caps = ["images"] if info.vision else []
+        caps += ["audio"] if info.audio else []
         text = (
-            f"{info.get('pipeline_type')} on {str(info.get('ep')).upper()}: loaded in "
-            f"{info.get('load_s', 0):.2f} s, {info.get('load_memory_bytes', 0) / 1e6:.0f} MB; "
+            f"{info.pipeline_type} on {info.ep.upper()}: loaded in "
+            f"{info.load_s:.2f} s, {info.load_memory_bytes / 1e6:.0f} MB; "
             f"takes {' and '.join(caps) or 'text only'}."
         )
-        if is_demo(Path(str(info.get("package", "")))):
+        if is_demo(Path(info.package)):
             text += (
                 "<br><b>This is the random-weight demo model: it talks nonsense by design, "
                 "while its parity with the original is exact.</b>"
             )
         self.info.setText(text)
-        self._on_conversation(info.get("conversation") or {})
+        self._on_conversation(info.conversation)
         self._update_buttons()
 
     @Slot()
@@ -368,24 +388,22 @@ class ChatView(QWidget):
     @Slot()
     def _delete(self) -> None:
         item = self.conversations.currentItem()
-        if item is not None and not self._busy:
-            self.store.delete(str(item.data(Qt.ItemDataRole.UserRole)))
-            self.refresh_conversations()
+        if item is not None and self._loaded and not self._busy:
+            self.bridge.delete_conversation(str(item.data(Qt.ItemDataRole.UserRole)))
 
-    @Slot(dict)
-    def _on_conversation(self, conversation: dict[str, Any]) -> None:
-        self._conversation_id = str(conversation.get("id", ""))
-        self.messages = [
-            {
-                "role": m["role"],
-                "text": m["text"],
-                "attachments": [a["name"] for a in m.get("attachments", [])],
-                "stats": m.get("stats", {}),
-            }
-            for m in conversation.get("messages", [])
-        ]
+    @Slot(object)
+    def _on_conversation(self, conversation: Conversation) -> None:
+        after_turn = self.pending is not None
+        self.conversation = conversation
+        self.pending = None
         self._render()
-        self.refresh_conversations()
+        # Reading every saved conversation is disk work on the GUI thread: after a turn of
+        # a conversation already listed, update its entry only.
+        listed = self._list_item(conversation.id)
+        if after_turn and listed is not None:
+            listed.setToolTip(f"{len(conversation.messages)} messages with {conversation.package}")
+        else:
+            self.refresh_conversations()
 
     # -- attachments ---------------------------------------------------------------------
 
@@ -425,42 +443,53 @@ class ChatView(QWidget):
         self._draft = (text, files)
         self.input.clear()
         self.strip.set_files([])
+        names = [p.name for p, _ in files]
         if self._editing:
             self._editing = False
-            while self.messages and self.messages[-1]["role"] == "assistant":
-                self.messages.pop()
-            if self.messages:
-                self.messages.pop()
-            self._begin_turn(text, [p.name for p, _ in files] or ["(kept attachments)"])
+            self._begin_turn(self._tail_from_last_user(), text, names or ["(kept attachments)"])
             self.bridge.edit_last(text, self._options())
         else:
-            self._begin_turn(text, [p.name for p, _ in files])
+            self._begin_turn(0, text, names)
             self.bridge.send(text, files, self._options())
 
-    def _begin_turn(self, text: str, names: list[str]) -> None:
-        self.messages.append({"role": "user", "text": text, "attachments": names, "stats": {}})
-        self.messages.append({"role": "assistant", "text": "", "attachments": [], "stats": {}})
+    def _messages(self) -> list[Message]:
+        return self.conversation.messages if self.conversation is not None else []
+
+    def _tail_from_last_user(self) -> int:
+        """How many messages the last user message and what follows it make."""
+        messages = self._messages()
+        for back, m in enumerate(reversed(messages), start=1):
+            if m.role == "user":
+                return back
+        return 0
+
+    def _begin_turn(self, replaces: int, text: str | None, names: list[str]) -> None:
+        from mmforge.backend.chat.attachments import Attachment
+
+        user = None
+        if text is not None:
+            shown = [Attachment(kind="", path=Path(n), name=n) for n in names]
+            user = Message(role="user", text=text, attachments=shown)
+        self.pending = Pending(replaces=replaces, user=user)
         self._render()
 
     @Slot()
     def regenerate(self) -> None:
         """Answer the last message again."""
-        if not self._loaded or self._busy or not self.messages:
+        messages = self._messages()
+        if not self._loaded or self._busy or not messages:
             return
-        if self.messages[-1]["role"] == "assistant":
-            self.messages.pop()
         self._draft = None
-        self.messages.append({"role": "assistant", "text": "", "attachments": [], "stats": {}})
-        self._render()
+        self._begin_turn(1 if messages[-1].role == "assistant" else 0, None, [])
         self.bridge.regenerate(self._options())
 
     @Slot()
     def edit_last(self) -> None:
         """Put the last user message back in the input for editing."""
-        last = next((m for m in reversed(self.messages) if m["role"] == "user"), None)
+        last = next((m for m in reversed(self._messages()) if m.role == "user"), None)
         if last is None or self._busy:
             return
-        self.input.setPlainText(last["text"])
+        self.input.setPlainText(last.text)
         self._editing = True
         self.input.setFocus()
 
@@ -468,41 +497,29 @@ class ChatView(QWidget):
     def _on_token(self, text: str) -> None:
         # Streaming costs one text insertion per token; the Markdown render of the whole
         # answer happens once, when it ends (re-rendering per token stalled the window).
-        if self.messages and self.messages[-1]["role"] == "assistant":
-            first = not self.messages[-1]["text"]
-            self.messages[-1]["text"] += text
-            if first:
-                self._render(streaming=True)
-            cursor = self.transcript.textCursor()
-            cursor.movePosition(QTextCursor.MoveOperation.End)
-            cursor.insertText(text)
-            if not self._render_timer.isActive():
-                self._render_timer.start()
+        if self.pending is None:
+            return
+        first = not self.pending.answer
+        self.pending.answer += text
+        if first:
+            self._render(streaming=True)
+        cursor = self.transcript.textCursor()
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText(text)
+        if not self._render_timer.isActive():
+            self._render_timer.start()
 
-    @Slot(dict)
-    def _on_turn(self, turn: dict[str, Any]) -> None:
-        if self.messages and self.messages[-1]["role"] == "assistant":
-            self.messages[-1]["text"] = turn.get("text", "")
-            self.messages[-1]["stats"] = {**turn.get("stats", {}), "stop": turn.get("stop_reason")}
+    @Slot(object)
+    def _on_turn(self, turn: TurnResult) -> None:
+        # The worker reported the conversation this turn made just before (it is drawn).
         self._draft = None
-        self._render()
-        # Reading every saved conversation is disk work on the GUI thread: do it only when
-        # this conversation is not listed yet (its first answer); else update its entry.
-        listed = self._list_item(self._conversation_id)
-        if listed is None:
-            self.refresh_conversations()
-        else:
-            listed.setToolTip(f"{len(self.messages)} messages with {self.package.text()}")
 
     @Slot(dict)
     def _on_failed(self, error: dict[str, Any]) -> None:
+        self.pending = None
         if self._draft is not None:
             # Nothing is lost: the message and its attachments go back into the draft.
             text, files = self._draft
-            while self.messages and self.messages[-1]["role"] == "assistant":
-                self.messages.pop()
-            if self.messages and self.messages[-1]["role"] == "user":
-                self.messages.pop()
             self.input.setPlainText(text)
             self.strip.set_files(files)
             self._draft = None
@@ -519,7 +536,7 @@ class ChatView(QWidget):
 
     def _update_buttons(self) -> None:
         ready = self._loaded and not self._busy
-        for b in (self.send_button, self.regen_button, self.edit_button):
+        for b in (self.send_button, self.regen_button, self.edit_button, self.delete_button):
             b.setEnabled(ready)
         self.stop_button.setEnabled(self._loaded and self._busy)
 
@@ -534,29 +551,19 @@ class ChatView(QWidget):
         While `streaming`, the last answer is left open at the end, for tokens to be
         appended as plain text.
         """
-        parts = []
-        for index, m in enumerate(self.messages):
-            if m["role"] == "user":
-                files = "".join(
-                    f"<span style='background:#ddf4ff'>&nbsp;{html.escape(n)}&nbsp;</span> "
-                    for n in m["attachments"]
-                )
-                parts.append(f"<div><b>You</b> {files}{plain(m['text'])}</div>")
-                continue
-            if streaming and index == len(self.messages) - 1:
+        messages = list(self._messages())
+        pending = self.pending
+        if pending is not None:
+            messages = messages[: len(messages) - pending.replaces]
+            if pending.user is not None:
+                messages.append(pending.user)
+        parts = [_message_html(m) for m in messages]
+        if pending is not None:
+            if streaming:
                 parts.append("<div><b>Model</b></div><p></p>")
-                continue
-            body = to_html(m["text"]) if m["text"] else "<p><i>…</i></p>"
-            stats = m.get("stats") or {}
-            line = ""
-            if stats:
-                line = (
-                    f"<p style='color:#57606a;font-size:small'>{stats.get('new_tokens')} "
-                    f"tokens · first after {stats.get('time_to_first_token_s', 0):.2f} s · "
-                    f"{stats.get('decode_tokens_per_s', 0):.1f} tokens/s · "
-                    f"{STOPS.get(stats.get('stop', ''), stats.get('prefill', ''))}</p>"
-                )
-            parts.append(f"<div><b>Model</b>{body}{line}</div><hr>")
+            else:
+                answer = Message(role="assistant", text=pending.answer)
+                parts.append(_message_html(answer))
         self.transcript.setHtml("".join(parts))
         self._scroll_to_end()
 
@@ -565,3 +572,24 @@ class ChatView(QWidget):
         self.eps.shutdown()
         self.bridge.close()
         self._scratch.cleanup()
+
+
+def _message_html(m: Message) -> str:
+    """One message of the transcript."""
+    if m.role == "user":
+        files = "".join(
+            f"<span style='background:#ddf4ff'>&nbsp;{html.escape(a.name)}&nbsp;</span> "
+            for a in m.attachments
+        )
+        return f"<div><b>You</b> {files}{plain(m.text)}</div>"
+    body = to_html(m.text) if m.text else "<p><i>…</i></p>"
+    stats = m.stats
+    line = ""
+    if stats:
+        line = (
+            f"<p style='color:#57606a;font-size:small'>{stats.get('new_tokens')} "
+            f"tokens · first after {stats.get('time_to_first_token_s', 0):.2f} s · "
+            f"{stats.get('decode_tokens_per_s', 0):.1f} tokens/s · "
+            f"{STOPS.get(m.stop_reason, stats.get('prefill', ''))}</p>"
+        )
+    return f"<div><b>Model</b>{body}{line}</div><hr>"

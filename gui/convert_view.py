@@ -25,6 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from mmforge.backend.convert import Manifest
+from mmforge.backend.inspect import Profile
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.errors import show_error
 from mmforge.gui.state import AppState
@@ -135,10 +137,10 @@ class ConvertView(QWidget):
         name = Path(source.rstrip("/")).name.split("@")[0] or "model"
         self.output.setText(str(self.state.packages_folder() / f"{name}-onnx"))
 
-    @Slot(dict)
-    def _on_profile(self, profile: dict[str, Any]) -> None:
+    @Slot(object)
+    def _on_profile(self, profile: Profile) -> None:
         """Offer only the precisions this family converts to (LFM2-VL has no f16)."""
-        sizes = (profile.get("sizes") or {}).get("package_bytes") or {}
+        sizes = profile.sizes.package_bytes
         offered = [d for d in DTYPES if d in sizes] or list(DTYPES)
         current = self.dtype.currentText()
         self.dtype.clear()
@@ -210,16 +212,16 @@ class ConvertView(QWidget):
         self.stage.setText(text)
         self.log.appendPlainText(f"[{elapsed:6.1f}s] {p.stage}: {p.message}")
 
-    @Slot(dict)
-    def _on_result(self, manifest: dict[str, Any]) -> None:
+    @Slot(object)
+    def _on_result(self, manifest: Manifest) -> None:
         self.overall.setValue(1000)
         out = self.output.text().strip()
-        files = manifest.get("files", {})
-        w = manifest.get("weights", {})
+        files = manifest.files
+        w = manifest.weights
         self.summary.setText(
-            f"<b>{manifest.get('family')}</b> → '{manifest.get('pipeline_type')}' package "
-            f"({manifest.get('dtype')}, {manifest.get('ep')}) in {out}<br>"
-            f"{' + '.join(manifest.get('components', []))}; {len(files)} files, "
+            f"<b>{manifest.family}</b> → '{manifest.pipeline_type}' package "
+            f"({manifest.dtype}, {manifest.ep}) in {out}<br>"
+            f"{' + '.join(manifest.components)}; {len(files)} files, "
             f"{sum(files.values()) / 1e6:.1f} MB; weights {w.get('mapped')} mapped, "
             f"{w.get('unused')} unused, 0 missing"
         )

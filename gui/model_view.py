@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from mmforge.backend.inspect import Profile
 from mmforge.backend.units import human_bytes, human_count
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.errors import show_error
@@ -53,56 +54,53 @@ def token_path() -> Path:
     return Path(constants.HF_TOKEN_PATH)
 
 
-def profile_html(p: dict[str, Any]) -> str:
+def profile_html(p: Profile) -> str:
     """The inspection card."""
     esc = html.escape
-    parts = [
-        f"<h2>{esc(p['family'])} <small>({esc(p['model_type'])}, {esc(p['dtype'])})</small></h2>"
-    ]
-    if p.get("runnable"):
-        parts.append(f"<p>Runs in ONNX Runtime GenAI as <b>{esc(p['pipeline_type'])}</b>.</p>")
+    parts = [f"<h2>{esc(p.family)} <small>({esc(p.model_type)}, {esc(p.dtype)})</small></h2>"]
+    if p.runnable:
+        parts.append(f"<p>Runs in ONNX Runtime GenAI as <b>{esc(str(p.pipeline_type))}</b>.</p>")
     else:
         parts.append(
-            f"<p style='color:#cf222e'><b>Not runnable:</b> {esc(str(p.get('runtime_reason')))}</p>"
+            f"<p style='color:#cf222e'><b>Not runnable:</b> {esc(str(p.runtime_reason))}</p>"
         )
     boxes = "".join(
         f"<td style='background:#ddf4ff;border:1px solid #54aeff;padding:6px 10px'>{esc(c)}</td>"
         "<td>&nbsp;→&nbsp;</td>"
-        for c in p.get("components", [])
+        for c in p.components
     )
     parts.append(f"<table><tr>{boxes[: -len('<td>&nbsp;→&nbsp;</td>')]}</tr></table>")
-    proj = {k: esc(str(v)) for k, v in p.get("projector", {}).items()}
+    proj = p.projector
     parts.append(
-        f"<p><b>Projector:</b> {proj.get('variant')}: {proj.get('architecture')}"
-        f"<br><i>{proj.get('reason')}</i></p>"
+        f"<p><b>Projector:</b> {esc(proj.variant)}: {esc(proj.architecture)}"
+        f"<br><i>{esc(proj.reason)}</i></p>"
     )
-    strings = p.get("token_strings", {})
     rows = "".join(
-        f"<tr><td>{esc(k)}</td><td>{v}</td><td>{esc(strings.get(k, ''))}</td></tr>"
-        for k, v in p.get("token_ids", {}).items()
+        f"<tr><td>{esc(k)}</td><td>{v}</td><td>{esc(p.token_strings.get(k, ''))}</td></tr>"
+        for k, v in p.token_ids.items()
     )
     parts.append(f"<p><b>Token ids</b></p><table>{rows}</table>")
-    sizes = p.get("sizes", {})
-    params = sizes.get("parameters") or {}
+    sizes = p.sizes
+    params = sizes.parameters
     if params:
         parts.append(
             f"<p><b>Parameters:</b> {human_count(int(params.get('total', 0)))} "
             f"({', '.join(f'{k} {human_count(int(v))}' for k, v in parts_of(params))})"
-            f"<br><b>Download:</b> {human_bytes(sizes.get('checkpoint_bytes', 0))}</p>"
+            f"<br><b>Download:</b> {human_bytes(sizes.checkpoint_bytes)}</p>"
         )
         rows = "".join(
-            f"<tr><td>{d}</td><td>{human_bytes(sizes['package_bytes'][d])}</td>"
-            f"<td>{human_bytes(sizes['memory_bytes'][d])}</td></tr>"
+            f"<tr><td>{d}</td><td>{human_bytes(sizes.package_bytes[d])}</td>"
+            f"<td>{human_bytes(sizes.memory_bytes[d])}</td></tr>"
             for d in ("f32", "f16", "int4")
-            if d in sizes["package_bytes"]
+            if d in sizes.package_bytes
         )
         parts.append(
             f"<table><tr><th>dtype</th><th>package</th><th>runtime memory</th></tr>{rows}</table>"
         )
-    if p.get("remote_code"):
+    if p.remote_code:
         parts.append("<p style='color:#9a6700'>Needs remote code.</p>")
-    parts += [f"<p style='color:#9a6700'>⚠ {esc(w)}</p>" for w in p.get("warnings", [])]
-    parts += [f"<p style='color:#57606a'>{esc(n)}</p>" for n in p.get("notes", [])]
+    parts += [f"<p style='color:#9a6700'>⚠ {esc(w)}</p>" for w in p.warnings]
+    parts += [f"<p style='color:#57606a'>{esc(n)}</p>" for n in p.notes]
     return "".join(parts)
 
 
@@ -235,23 +233,24 @@ class ModelView(QWidget):
     def _on_progress(self, p: Any) -> None:
         self.status.setText(f"{p.stage}: {p.message}")
 
-    @Slot(dict)
-    def _on_result(self, value: dict[str, Any]) -> None:
+    @Slot(object)
+    def _on_result(self, value: Any) -> None:
         if self._pending == "demo":
             self.source.setText(str(value["folder"]))
             self._pending = "inspect-next"
             return
-        self.state.set_profile(value)
-        card = profile_html(value)
-        if "mmforge/demo/" in str(value.get("source", "")):
+        profile: Profile = value
+        self.state.set_profile(profile)
+        card = profile_html(profile)
+        if "mmforge/demo/" in profile.source:
             card = (
                 "<p style='background:#fff8c5;padding:6px'><b>The built-in demo model.</b> "
                 "A tiny Qwen2.5-VL with random weights, built offline: it talks nonsense by "
                 "design, while its conversion, parity and chat are real and exact.</p>" + card
             )
         self.card.setHtml(card)
-        self.next_button.setEnabled(bool(value.get("runnable")))
-        self.status.setText("Inspected." if value.get("runnable") else "Inspected: not runnable.")
+        self.next_button.setEnabled(profile.runnable)
+        self.status.setText("Inspected." if profile.runnable else "Inspected: not runnable.")
         self.refresh_known()
 
     @Slot(dict)

@@ -19,6 +19,9 @@ from PySide6.QtWidgets import QApplication
 from mmforge import resources
 from mmforge.backend.chat.attachments import IMAGE
 from mmforge.backend.chat.conversations import ConversationStore
+from mmforge.backend.chat.values import SessionInfo, TurnResult
+from mmforge.backend.inspect import Profile
+from mmforge.backend.verify import VerifyReport
 
 TIMEOUT_MS = 600_000
 
@@ -70,10 +73,10 @@ class SelfTest(QObject):
 
         QTimer.singleShot(300, run)
 
-    @Slot(dict)
-    def _inspected(self, profile: dict[str, Any]) -> None:
-        if not profile.get("runnable"):
-            self._fail(f"the demo model is not runnable: {profile.get('runtime_reason')}")
+    @Slot(object)
+    def _inspected(self, profile: Profile) -> None:
+        if not profile.runnable:
+            self._fail(f"the demo model is not runnable: {profile.runtime_reason}")
             return
         self._then("model", self._convert)
 
@@ -92,10 +95,10 @@ class SelfTest(QObject):
         self.window.go(2)
         self.window.verify_view.run()
 
-    @Slot(dict)
-    def _verified(self, report: dict[str, Any]) -> None:
-        if report.get("verdict") != "PASS":
-            self._fail(f"verify says {report.get('verdict')}: {report.get('cause')}")
+    @Slot(object)
+    def _verified(self, report: VerifyReport) -> None:
+        if report.verdict != "PASS":
+            self._fail(f"verify says {report.verdict}: {report.cause}")
             return
         self._step("verify PASS; loading the chat")
         self._then("verify", self._load)
@@ -104,8 +107,8 @@ class SelfTest(QObject):
         self.window.go(3)
         self.window.chat_view.load()
 
-    @Slot(dict)
-    def _loaded(self, info: dict[str, Any]) -> None:
+    @Slot(object)
+    def _loaded(self, info: SessionInfo) -> None:
         self._step("one chat turn with the probe image")
         chat = self.window.chat_view
         chat.max_tokens.setValue(16)
@@ -113,12 +116,12 @@ class SelfTest(QObject):
         chat.input.setPlainText("What is in this picture?")
         chat.send()
 
-    @Slot(dict)
-    def _answered(self, turn: dict[str, Any]) -> None:
-        if not turn.get("token_ids"):
+    @Slot(object)
+    def _answered(self, turn: TurnResult) -> None:
+        if not turn.token_ids:
             self._fail("the chat answer is empty")
             return
-        self._step(f"answered {len(turn['token_ids'])} tokens; all steps passed")
+        self._step(f"answered {len(turn.token_ids)} tokens; all steps passed")
         self.ok = True
         self._then("chat", self._finish)
 

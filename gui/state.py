@@ -3,27 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QObject, QSettings, Signal
+
+from mmforge.backend.inspect import Profile
 
 
 class AppState(QObject):
     """Shared selection, with QSettings for what persists between runs.
 
     Signals:
-        source_changed(str), profile_changed(dict), package_changed(str)
+        source_changed(str), profile_changed(Profile), package_changed(str)
     """
 
     source_changed = Signal(str)
-    profile_changed = Signal(dict)
+    profile_changed = Signal(object)
     package_changed = Signal(str)
 
     def __init__(self, settings: QSettings, parent: QObject | None = None):
         super().__init__(parent)
         self.settings = settings
         self.source = ""
-        self.profile: dict[str, Any] = {}
+        self.profile: Profile | None = None
         self.package = str(settings.value("package", "") or "")
 
     def set_source(self, source: str) -> None:
@@ -33,7 +34,7 @@ class AppState(QObject):
         self.settings.setValue("recent_sources", [source, *recent][:10])
         self.source_changed.emit(source)
 
-    def set_profile(self, profile: dict[str, Any]) -> None:
+    def set_profile(self, profile: Profile) -> None:
         """Inspection finished."""
         self.profile = profile
         self.profile_changed.emit(profile)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from PySide6.QtCore import QByteArray, Signal, Slot
@@ -26,17 +25,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from mmforge.backend.verify import VerifyReport
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.errors import show_error
 from mmforge.gui.state import AppState
 
 COLOURS = {"PASS": "#1a7f37", "AMBIGUOUS": "#9a6700", "FAIL": "#cf222e"}
-
-
-def as_report(data: dict[str, Any]) -> Any:
-    """The worker's JSON report as the object `verify_report` renders."""
-    components = [SimpleNamespace(**c) for c in data.get("components", [])]
-    return SimpleNamespace(**{**data, "components": components})
 
 
 class VerifyView(QWidget):
@@ -118,7 +112,7 @@ class VerifyView(QWidget):
         self.runner.finished.connect(self._on_finished)
         state.package_changed.connect(self.package.setText)
         state.source_changed.connect(self.reference.setText)
-        self.report: dict[str, Any] = {}
+        self.report: VerifyReport | None = None
 
     @Slot()
     def pick_files(self) -> None:
@@ -162,44 +156,43 @@ class VerifyView(QWidget):
             self.progress.setValue(int(100 * p.done / p.total))
         self.verdict.setText(p.message)
 
-    @Slot(dict)
-    def _on_result(self, report: dict[str, Any]) -> None:
+    @Slot(object)
+    def _on_result(self, report: VerifyReport) -> None:
         from mmforge.backend.verify.report import plot_svg
 
         self.report = report
         self.progress.setValue(100)
-        components = report.get("components", [])
+        components = report.components
         self.table.setRowCount(len(components))
-        first = report.get("first_divergent_stage")
+        first = report.first_divergent_stage
         for i, c in enumerate(components):
-            diff = c.get("max_abs_diff")
             cells = (
-                c["name"],
-                c["verdict"],
-                "—" if diff is None else f"{diff:.2e}",
-                f"{c['cosine']:.6f}",
-                "—" if c.get("argmax_match") is None else ("yes" if c["argmax_match"] else "no"),
-                c.get("reason", ""),
+                c.name,
+                c.verdict,
+                "—" if c.max_abs_diff is None else f"{c.max_abs_diff:.2e}",
+                f"{c.cosine:.6f}",
+                "—" if c.argmax_match is None else ("yes" if c.argmax_match else "no"),
+                c.reason,
             )
             for j, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if j == 1:
                     item.setForeground(QColor("white"))
-                    item.setBackground(QColor(COLOURS.get(c["verdict"], "#57606a")))
-                elif c["name"] == first:
+                    item.setBackground(QColor(COLOURS.get(c.verdict, "#57606a")))
+                elif c.name == first:
                     item.setBackground(QColor("#fff8c5"))
                 self.table.setItem(i, j, item)
         self.table.resizeColumnsToContents()
-        tokens = report.get("tokens", {})
+        tokens = report.tokens
         text = (
-            f"<b style='color:{COLOURS[report['verdict']]}'>{report['verdict']}</b> — "
+            f"<b style='color:{COLOURS[report.verdict]}'>{report.verdict}</b> — "
             f"{tokens.get('matched')} of {tokens.get('total')} greedy tokens identical."
         )
         if first:
-            text += f"<br><b>First divergent stage: {first}.</b> {report.get('cause', '')}"
+            text += f"<br><b>First divergent stage: {first}.</b> {report.cause or ''}"
         self.verdict.setText(text)
-        prefill = next((c for c in components if c["name"] == "decoder_prefill"), None)
-        svg = plot_svg(prefill.get("per_position", []) if prefill else [])
+        prefill = next((c for c in components if c.name == "decoder_prefill"), None)
+        svg = plot_svg(prefill.per_position if prefill else [])
         self.plot.load(QByteArray(svg.encode("utf-8")))
         self.export_json.setEnabled(True)
         self.export_html.setEnabled(True)
@@ -214,13 +207,15 @@ class VerifyView(QWidget):
 
     @Slot()
     def _export_json(self) -> None:
-        self._save("Export JSON", "JSON (*.json)", json.dumps(self.report, indent=2))
+        if self.report is not None:
+            self._save("Export JSON", "JSON (*.json)", json.dumps(self.report.to_dict(), indent=2))
 
     @Slot()
     def _export_html(self) -> None:
         from mmforge.backend.verify.report import render_html
 
-        self._save("Export HTML", "HTML (*.html)", render_html(as_report(self.report)))
+        if self.report is not None:
+            self._save("Export HTML", "HTML (*.html)", render_html(self.report))
 
     @Slot(dict)
     def _on_failed(self, error: dict[str, Any]) -> None:

@@ -135,6 +135,10 @@ class ChatClient:
         """Continue a saved conversation; returns it with its messages."""
         return self._simple({"cmd": "open", "id": conversation_id})
 
+    def delete_conversation(self, conversation_id: str) -> dict[str, Any]:
+        """Delete a saved conversation; returns the one the session holds afterwards."""
+        return self._simple({"cmd": "delete", "id": conversation_id})
+
     def stop(self) -> None:
         """Stop the answer being streamed, between two tokens (safe from any thread)."""
         current = self._current

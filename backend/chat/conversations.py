@@ -109,6 +109,29 @@ class Conversation:
     updated: float = field(default_factory=time.time)
     messages: list[Message] = field(default_factory=list)
 
+    def to_dict(self, folder: Path | None = None) -> dict[str, Any]:
+        """JSON form; attachment paths are written relative to `folder` when inside it."""
+        return {
+            "id": self.id,
+            "package": self.package,
+            "title": self.title,
+            "created": self.created,
+            "updated": self.updated,
+            "messages": [m.to_dict(folder) for m in self.messages],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], folder: Path | None = None) -> Conversation:
+        """Inverse of `to_dict`."""
+        return cls(
+            id=str(data["id"]),
+            package=str(data["package"]),
+            title=str(data.get("title", "")),
+            created=float(data.get("created", 0.0)),
+            updated=float(data.get("updated", 0.0)),
+            messages=[Message.from_dict(m, folder) for m in data.get("messages", [])],
+        )
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -159,15 +182,7 @@ class ConversationStore:
         if not conversation.title:
             first = next((m.text for m in conversation.messages if m.role == "user"), "")
             conversation.title = _title(first)
-        data = {
-            "format": FORMAT,
-            "id": conversation.id,
-            "package": conversation.package,
-            "title": conversation.title,
-            "created": conversation.created,
-            "updated": conversation.updated,
-            "messages": [m.to_dict(folder) for m in conversation.messages],
-        }
+        data = {"format": FORMAT, **conversation.to_dict(folder)}
         tmp = folder / f".{FILE}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
         os.replace(tmp, folder / FILE)
@@ -177,15 +192,7 @@ class ConversationStore:
         folder = self.folder(conversation_id)
         path = folder / FILE
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            return Conversation(
-                id=str(data["id"]),
-                package=str(data["package"]),
-                title=str(data.get("title", "")),
-                created=float(data.get("created", 0.0)),
-                updated=float(data.get("updated", 0.0)),
-                messages=[Message.from_dict(m, folder) for m in data.get("messages", [])],
-            )
+            return Conversation.from_dict(json.loads(path.read_text(encoding="utf-8")), folder)
         except FileNotFoundError:
             raise MmforgeError(
                 f"No saved conversation {conversation_id}", "It may have been deleted"

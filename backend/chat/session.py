@@ -27,179 +27,30 @@ from the exact ids.
 
 from __future__ import annotations
 
-import json
 import logging
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from mmforge.backend.chat.attachments import AUDIO, IMAGE, Attachment, AttachmentError, prepare
 from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
+from mmforge.backend.chat.values import (
+    STOP_EOS,
+    STOP_LENGTH,
+    STOP_STOPPED,
+    GenerationOptions,
+    PackageInfo,
+    TurnResult,
+    TurnStats,
+    available_eps,
+)
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.memory import current_rss_bytes
 
 log = logging.getLogger(__name__)
-
-STOP_EOS = "eos"
-STOP_LENGTH = "length"
-STOP_STOPPED = "stopped"
-
-
-@dataclass(frozen=True)
-class GenerationOptions:
-    """How to pick tokens. Greedy unless `do_sample` is set.
-
-    Attributes:
-        max_new_tokens: Answer length limit.
-        do_sample: Sample instead of taking the most likely token.
-        temperature: Sampling temperature.
-        top_p: Nucleus sampling mass.
-        top_k: Keep the k most likely tokens before sampling.
-        seed: Random seed for sampling (None: the runtime picks one).
-    """
-
-    max_new_tokens: int = 256
-    do_sample: bool = False
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 50
-    seed: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.max_new_tokens < 1:
-            raise MmforgeError("max_new_tokens must be at least 1", "Pass a positive number")
-        valid = self.temperature > 0 and 0 < self.top_p <= 1 and self.top_k >= 1
-        if self.do_sample and not valid:
-            raise MmforgeError(
-                "Sampling needs temperature > 0, 0 < top_p ≤ 1 and top_k ≥ 1",
-                "Fix the sampling options",
-            )
-
-    def search_options(self, max_length: int) -> dict[str, Any]:
-        """The runtime's search options for a generator."""
-        if not self.do_sample:
-            return {"max_length": max_length, "do_sample": False, "top_k": 1}
-        options: dict[str, Any] = {
-            "max_length": max_length,
-            "do_sample": True,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "top_k": self.top_k,
-        }
-        if self.seed is not None:
-            options["random_seed"] = self.seed
-        return options
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> GenerationOptions:
-        """From a JSON object; unknown keys are refused."""
-        data = dict(data or {})
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = set(data) - known
-        if unknown:
-            raise MmforgeError(
-                f"Unknown generation options: {', '.join(sorted(unknown))}",
-                f"Use {', '.join(sorted(known))}",
-            )
-        return cls(**data)
-
-
-@dataclass(frozen=True)
-class TurnStats:
-    """Figures for one answer.
-
-    Attributes:
-        prompt_tokens: Tokens in the context when the answer began.
-        prefill_tokens: Tokens this turn had to process before the first new one.
-        new_tokens: Tokens in the answer.
-        time_to_first_token_s: From the request to the first answer token (includes
-            preprocessing, encoders and prefill).
-        decode_tokens_per_s: Answer tokens after the first, per second.
-        total_s: From the request to the end of the answer.
-        prefill: "continued" (appended to the live KV cache) or "fresh".
-    """
-
-    prompt_tokens: int
-    prefill_tokens: int
-    new_tokens: int
-    time_to_first_token_s: float
-    decode_tokens_per_s: float
-    total_s: float
-    prefill: str
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    """One finished (or stopped) answer."""
-
-    text: str
-    token_ids: list[int]
-    stop_reason: str
-    stats: TurnStats
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {**asdict(self), "stats": asdict(self.stats)}
-
-
-@dataclass(frozen=True)
-class PackageInfo:
-    """What a package can take, read without loading the runtime.
-
-    From genai_config.json, and for Phi-4's image limit from the manifest.
-    """
-
-    folder: Path
-    pipeline_type: str
-    vision: bool
-    audio: bool
-    context_length: int
-    eos_token_ids: tuple[int, ...]
-    special_ids: tuple[int, ...]
-    max_images: int | None
-    can_rewind: bool = True
-
-    @classmethod
-    def read(cls, folder: Path) -> PackageInfo:
-        """Read a package folder; a folder that is not one gets a clear error."""
-        from mmforge.backend.runtime import read_genai_config
-
-        model = read_genai_config(folder)["model"]
-        eos = model.get("eos_token_id", [])
-        eos_ids = tuple(int(t) for t in (eos if isinstance(eos, list) else [eos]))
-        specials = [model.get(k) for k in ("image_token_id", "video_token_id", "audio_token_id")]
-        pipeline = str(model.get("type", ""))
-        return cls(
-            folder=folder,
-            pipeline_type=pipeline,
-            vision="vision" in model,
-            audio="speech" in model,
-            context_length=int(model.get("context_length", 4096)),
-            eos_token_ids=eos_ids,
-            special_ids=tuple(int(t) for t in specials if isinstance(t, int)),
-            max_images=_max_images(folder, pipeline),
-            # A short-convolution state (LFM2) cannot be rewound ("LFM2 does not support
-            # RewindTo"): it would need every earlier token replayed.
-            can_rewind="past_conv_names" not in model.get("decoder", {}).get("inputs", {}),
-        )
-
-
-def _max_images(folder: Path, pipeline: str) -> int | None:
-    """How many images a package takes per conversation (None: no limit known)."""
-    from mmforge.backend.families import by_pipeline
-
-    family = by_pipeline(pipeline)
-    manifest = folder / "mmforge_manifest.json"
-    if family is None or not manifest.is_file():
-        return None
-    try:
-        notes = json.loads(manifest.read_text(encoding="utf-8")).get("notes", [])
-    except (OSError, ValueError):
-        return None
-    return family.max_images([str(n) for n in notes])
 
 
 def _refusal_hint(message: str) -> str:
@@ -215,19 +66,6 @@ def _refusal_hint(message: str) -> str:
         "Check the attachment; very wide or very tall images fail in this runtime's resize, "
         "so crop such an image closer to square, or remove it"
     )
-
-
-def available_eps() -> dict[str, str | None]:
-    """Each execution provider and why it cannot be used (None when it can)."""
-    import onnxruntime_genai as og
-
-    cuda: str | None = None
-    if not og.is_cuda_available():
-        cuda = (
-            "The installed onnxruntime-genai has no CUDA support; install "
-            "onnxruntime-genai-cuda and a CUDA 12 runtime on a machine with an NVIDIA GPU"
-        )
-    return {"cpu": None, "cuda": cuda}
 
 
 TokenCallback = Callable[[str, int], None]

@@ -12,13 +12,13 @@ next one):
     {"cmd": "regenerate", "seq", "options"}
     {"cmd": "edit", "seq", "text", "attachments": [...] | null, "options"}
     {"cmd": "stop", "seq"}            (between two tokens; no seq: the current request)
-    {"cmd": "new"} | {"cmd": "open", "id"} | {"cmd": "close"}
+    {"cmd": "new"} | {"cmd": "open", "id"} | {"cmd": "delete", "id"} | {"cmd": "close"}
 Events:
-    {"event": "ready", "value": {...}}                       once, after the model loaded
+    {"event": "ready", "value": SessionInfo}                 once, after the model loaded
     {"event": "attachments", "seq", "value": [...]}          what was prepared (and notes)
     {"event": "token", "seq", "text", "id"}                  one per answer token
-    {"event": "turn", "seq", "value": {text, token_ids, stop_reason, stats}}
-    {"event": "conversation", "value": {"id", "title", "messages"}}
+    {"event": "turn", "seq", "value": TurnResult, "conversation": Conversation}
+    {"event": "conversation", "value": Conversation}         after new, open or delete
     {"event": "error", "seq", "message", "hint", "details"}  the session goes on
     {"event": "closed"}
 """
@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from mmforge.backend.chat.values import SessionInfo
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.worker.protocol import error_event, read_command
 
@@ -115,20 +116,19 @@ class _ChatLoop:
 
     def ready(self) -> dict[str, Any]:
         s = self.session
-        return {
-            "package": str(s.info.folder),
-            "pipeline_type": s.info.pipeline_type,
-            "vision": s.info.vision,
-            "audio": s.info.audio,
-            "ep": s.ep,
-            "load_s": round(s.load_s, 3),
-            "load_memory_bytes": s.load_memory_bytes,
-            "conversation": self._conversation(),
-        }
+        return SessionInfo(
+            package=str(s.info.folder),
+            pipeline_type=s.info.pipeline_type,
+            vision=s.info.vision,
+            audio=s.info.audio,
+            ep=s.ep,
+            load_s=round(s.load_s, 3),
+            load_memory_bytes=s.load_memory_bytes,
+            conversation=s.conversation,
+        ).to_dict()
 
     def _conversation(self) -> dict[str, Any]:
-        c = self.session.conversation
-        return {"id": c.id, "title": c.title, "messages": [m.to_dict() for m in c.messages]}
+        return self.session.conversation.to_dict()
 
     def handle(self, command: dict[str, Any]) -> None:
         from mmforge.backend.chat import GenerationOptions
@@ -149,10 +149,14 @@ class _ChatLoop:
                 self.session.open_conversation(self.store.load(str(command.get("id"))))
                 self.send({"event": "conversation", "value": self._conversation()})
                 return
+            if name == "delete":
+                self._delete(str(command.get("id")))
+                self.send({"event": "conversation", "value": self._conversation()})
+                return
             if name not in ("send", "regenerate", "edit"):
                 raise MmforgeError(
                     f"Unknown chat command {name!r}",
-                    "Use send, regenerate, edit, stop, new, open or close",
+                    "Use send, regenerate, edit, stop, new, open, delete or close",
                 )
             options = GenerationOptions.from_dict(command.get("options"))
             with self.lock:
@@ -188,9 +192,27 @@ class _ChatLoop:
                     result = self.session.edit_last(
                         text, attachments, options, on_token, should_stop
                     )
-            self.send({"event": "turn", "seq": seq, "value": result.to_dict()})
+            self.send(
+                {
+                    "event": "turn",
+                    "seq": seq,
+                    "value": result.to_dict(),
+                    "conversation": self._conversation(),
+                }
+            )
         except Exception as e:  # noqa: BLE001 - the session survives; the client shows it
             self.send(error_event(e, seq=seq))
         finally:
             with self.lock:
                 self.stopped.discard(seq)
+
+    def _delete(self, conversation_id: str) -> None:
+        """Delete a saved conversation; the session moves on to a new one if it was open."""
+        if self.store is None:
+            raise MmforgeError(
+                "Conversations are not saved in this session",
+                "Start the chat with saving on to manage saved ones",
+            )
+        if conversation_id == self.session.conversation.id:
+            self.session.new_conversation()
+        self.store.delete(conversation_id)

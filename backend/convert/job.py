@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mmforge.backend import __version__, families
+from mmforge.backend import __version__, families, typed
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.convert import package
 from mmforge.backend.errors import MmforgeError
@@ -63,6 +63,11 @@ class Manifest:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Manifest:
+        """The manifest from its JSON form (`to_dict`)."""
+        return typed.from_dict(cls, data)
 
 
 @contextmanager

@@ -9,6 +9,7 @@
 - `report`: the report, its table, HTML and plot.
 """
 
-from mmforge.backend.verify.job import VerifyReport, verify
+from mmforge.backend.verify.job import verify
+from mmforge.backend.verify.report import VerifyReport
 
 __all__ = ["VerifyReport", "verify"]

@@ -16,7 +16,6 @@ import json
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from mmforge.backend.verify.evidence import (
 )
 from mmforge.backend.verify.parity import FAIL, Comparison, overall, tolerance
 from mmforge.backend.verify.preprocessing import check as check_preprocessing
+from mmforge.backend.verify.report import VerifyReport
 from mmforge.backend.verify.stages import Setup, graph_stages
 
 log = logging.getLogger(__name__)
@@ -68,59 +68,6 @@ CAUSES = {
         "compare the runtime's token ids and positions with HF's"
     ),
 }
-
-
-@dataclass
-class VerifyReport:
-    """The result of `verify`.
-
-    Attributes:
-        verdict: PASS, AMBIGUOUS or FAIL.
-        first_divergent_stage: The first FAIL stage (else the first AMBIGUOUS one).
-        cause: The likely cause of that stage's divergence, in plain words.
-        components: Each stage's comparison, in check order.
-        tokens: {"matched", "total", "runtime", "reference"} for the end-to-end check.
-        family: The family name.
-        dtype: The package's dtype.
-        package: The package folder.
-        reference: The reference source.
-        peak_rss_bytes: Peak resident memory of the process.
-        checkpoint_bytes: Size of the reference's weights on disk.
-        timings_s: Seconds per phase.
-        notes: Documented differences that apply here.
-    """
-
-    verdict: str
-    first_divergent_stage: str | None
-    cause: str | None
-    components: list[Comparison]
-    tokens: dict[str, Any]
-    family: str
-    dtype: str
-    package: str
-    reference: str
-    peak_rss_bytes: int = 0
-    checkpoint_bytes: int = 0
-    timings_s: dict[str, float] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (the contract's keys first)."""
-        return {
-            "verdict": self.verdict,
-            "first_divergent_stage": self.first_divergent_stage,
-            "cause": self.cause,
-            "components": [c.to_dict() for c in self.components],
-            "tokens": self.tokens,
-            "family": self.family,
-            "dtype": self.dtype,
-            "package": self.package,
-            "reference": self.reference,
-            "peak_rss_bytes": self.peak_rss_bytes,
-            "checkpoint_bytes": self.checkpoint_bytes,
-            "timings_s": self.timings_s,
-            "notes": self.notes,
-        }
 
 
 def verify(

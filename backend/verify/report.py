@@ -1,13 +1,73 @@
-"""How a verification report reads: a terminal table and a self-contained HTML page."""
+"""The verification report: its value, a terminal table and a self-contained HTML page."""
 
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass, field
 from typing import Any
 
-from mmforge.backend.verify.parity import AMBIGUOUS, FAIL, PASS
+from mmforge.backend import typed
+from mmforge.backend.verify.parity import AMBIGUOUS, FAIL, PASS, Comparison
 
 _COLOURS = {PASS: "#1a7f37", AMBIGUOUS: "#9a6700", FAIL: "#cf222e"}
+
+
+@dataclass
+class VerifyReport:
+    """The result of `verify`.
+
+    Attributes:
+        verdict: PASS, AMBIGUOUS or FAIL.
+        first_divergent_stage: The first FAIL stage (else the first AMBIGUOUS one).
+        cause: The likely cause of that stage's divergence, in plain words.
+        components: Each stage's comparison, in check order.
+        tokens: {"matched", "total", "runtime", "reference"} for the end-to-end check.
+        family: The family name.
+        dtype: The package's dtype.
+        package: The package folder.
+        reference: The reference source.
+        peak_rss_bytes: Peak resident memory of the process.
+        checkpoint_bytes: Size of the reference's weights on disk.
+        timings_s: Seconds per phase.
+        notes: Documented differences that apply here.
+    """
+
+    verdict: str
+    first_divergent_stage: str | None
+    cause: str | None
+    components: list[Comparison]
+    tokens: dict[str, Any]
+    family: str
+    dtype: str
+    package: str
+    reference: str
+    peak_rss_bytes: int = 0
+    checkpoint_bytes: int = 0
+    timings_s: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the contract's keys first)."""
+        return {
+            "verdict": self.verdict,
+            "first_divergent_stage": self.first_divergent_stage,
+            "cause": self.cause,
+            "components": [c.to_dict() for c in self.components],
+            "tokens": self.tokens,
+            "family": self.family,
+            "dtype": self.dtype,
+            "package": self.package,
+            "reference": self.reference,
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "checkpoint_bytes": self.checkpoint_bytes,
+            "timings_s": self.timings_s,
+            "notes": self.notes,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> VerifyReport:
+        """The report from its JSON form (`to_dict`)."""
+        return typed.from_dict(cls, data)
 
 
 def _num(value: float | None) -> str:
@@ -22,7 +82,7 @@ def _argmax(value: bool | None) -> str:
     return "—" if value is None else ("yes" if value else "no")
 
 
-def render_table(report: Any) -> str:
+def render_table(report: VerifyReport) -> str:
     """The report as terminal text."""
     rows = [("stage", "verdict", "max abs diff", "cosine", "argmax", "")]
     for c in report.components:
@@ -97,7 +157,7 @@ def plot_svg(per_position: list[float], width: int = 720, height: int = 220) -> 
     )
 
 
-def render_html(report: Any) -> str:
+def render_html(report: VerifyReport) -> str:
     """The report as one HTML page with no outside references."""
     esc = html.escape
     rows = []

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QMessageBox
 
 from mmforge import resources
@@ -98,7 +98,7 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path):
         qtbot.waitSignal(chat.bridge.busy, timeout=LONG, check_params_cb=_idle),
     ):
         chat.send_button.click()
-    assert turn.args[0]["stats"]["new_tokens"] == 12
+    assert turn.args[0].stats.new_tokens == 12
     assert (
         "tokens/s" in chat.transcript.toPlainText() and "probe.png" in chat.transcript.toPlainText()
     )
@@ -114,7 +114,19 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path):
         with qtbot.waitSignal(chat.bridge.token, timeout=LONG):
             chat.send_button.click()
         chat.stop_button.click()
-    assert turn.args[0]["stop_reason"] == "stopped" and turn.args[0]["stats"]["new_tokens"] < 3000
+    assert turn.args[0].stop_reason == "stopped" and turn.args[0].stats.new_tokens < 3000
+
+    # Delete: the worker, which writes the store, removes the conversation; the list follows.
+    listed = lambda: [  # noqa: E731
+        chat.conversations.item(i).data(Qt.ItemDataRole.UserRole)
+        for i in range(chat.conversations.count())
+    ]
+    assert len(listed()) == 2
+    chat.conversations.setCurrentRow(1)
+    gone = chat.conversations.currentItem().data(Qt.ItemDataRole.UserRole)
+    with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
+        chat.delete_button.click()
+    assert len(listed()) == 1 and gone not in listed()
     assert not _dialogs(window)
 
 

@@ -96,6 +96,28 @@ def test_conversations_can_be_started_and_reopened(package, tmp_path):
     assert len(store.load(first).messages) == 4
 
 
+def test_the_worker_deletes_conversations_and_reports_them_with_each_turn(package, tmp_path):
+    store = ConversationStore(tmp_path / "store")
+    with ChatClient(package("qwen2_5_vl"), store_root=store.root, env=_env(tmp_path)) as client:
+        first = client.info["conversation"]["id"]
+        turn = list(client.send("One.", options={"max_new_tokens": 3}))[-1]
+        # The turn carries the conversation it made: the message and its answer.
+        assert turn["conversation"]["id"] == first
+        assert [m["role"] for m in turn["conversation"]["messages"]] == ["user", "assistant"]
+        assert turn["conversation"]["messages"][1]["token_ids"] == turn["value"]["token_ids"]
+        second = client.new_conversation()["id"]
+        list(client.send("Two.", options={"max_new_tokens": 3}))
+        assert {s.id for s in store.list()} == {first, second}
+        after = client.delete_conversation(first)
+        assert after["id"] == second and {s.id for s in store.list()} == {second}
+        # Deleting the open one moves the session to a new, empty conversation.
+        after = client.delete_conversation(second)
+        assert after["id"] not in (first, second) and after["messages"] == []
+        assert store.list() == []
+        with pytest.raises(MmforgeError, match="Not a conversation id"):
+            client.delete_conversation("../elsewhere")
+
+
 def test_a_folder_that_is_not_a_package_fails_before_the_session(tmp_path):
     with pytest.raises(MmforgeError, match="not an ONNX Runtime GenAI package"):
         ChatClient(tmp_path, save=False, env=_env(tmp_path))
