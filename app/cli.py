@@ -11,11 +11,12 @@ import json
 import logging
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from mmforge.backend.units import human_bytes, human_count
+from mmforge.app.terminal import emit_profile, print_turn_figures, progress_printer, render_profile
+from mmforge.backend.units import human_bytes
 
 EXIT_USER_ERROR = 2
 EXIT_INTERNAL = 1
@@ -29,6 +30,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USER_ERROR, f"mmforge: error: {message} (see `{self.prog} --help`)\n")
 
 
+_SOURCE_HELP = "hub id org/name[@revision] or a local folder"
+_REMOTE_HELP = "accept models whose classes exist only as code in their repository"
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from mmforge.backend import __version__
 
@@ -40,19 +45,29 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mmforge {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail to stderr")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-
-    p = sub.add_parser("inspect", help="profile a model before converting it")
-    p.add_argument("source", metavar="SOURCE", help="hub id org/name[@revision] or a local folder")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    for add in (_add_inspect, _add_convert, _add_demo, _add_worker, _add_chat, _add_verify):
+        add(sub)
+    p = sub.add_parser("gui", help="open the desktop app (the default)")
     p.add_argument(
-        "--trust-remote-code",
+        "--self-test",
         action="store_true",
-        help="accept models whose classes exist only as code in their repository",
+        help="drive the demo flow (convert, verify, chat) offscreen; exit 0 on success",
     )
+    p.set_defaults(func=_cmd_gui)
+    return parser
+
+
+def _add_inspect(sub: Any) -> None:
+    p = sub.add_parser("inspect", help="profile a model before converting it")
+    p.add_argument("source", metavar="SOURCE", help=_SOURCE_HELP)
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--trust-remote-code", action="store_true", help=_REMOTE_HELP)
     p.set_defaults(func=_cmd_inspect)
 
+
+def _add_convert(sub: Any) -> None:
     p = sub.add_parser("convert", help="convert a model to an ONNX Runtime GenAI package")
-    p.add_argument("source", metavar="SOURCE", help="hub id org/name[@revision] or a local folder")
+    p.add_argument("source", metavar="SOURCE", help=_SOURCE_HELP)
     p.add_argument(
         "-o",
         "--output",
@@ -69,11 +84,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--ep", choices=("cpu", "cuda"), default="cpu", help="target; default cpu")
     p.add_argument("--json", action="store_true", help="print the manifest as one JSON object")
-    p.add_argument(
-        "--trust-remote-code",
-        action="store_true",
-        help="accept models whose classes exist only as code in their repository",
-    )
+    p.add_argument("--trust-remote-code", action="store_true", help=_REMOTE_HELP)
     p.add_argument(
         "--allow-pickle",
         action="store_true",
@@ -81,21 +92,31 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_convert)
 
+
+def _add_demo(sub: Any) -> None:
     p = sub.add_parser("demo", help="build the offline demo checkpoint, inspect and convert it")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=_cmd_demo)
 
+
+def _add_worker(sub: Any) -> None:
     p = sub.add_parser("worker", help="run one job for a client over JSON lines (internal)")
     p.set_defaults(func=_cmd_worker)
 
+
+def _add_attachments(p: argparse.ArgumentParser, image_help: str, audio_help: str) -> None:
+    p.add_argument(
+        "--image", action="append", default=[], type=Path, metavar="IMG", help=image_help
+    )
+    p.add_argument(
+        "--audio", action="append", default=[], type=Path, metavar="WAV", help=audio_help
+    )
+
+
+def _add_chat(sub: Any) -> None:
     p = sub.add_parser("chat", help="send one message to a package and stream the answer")
     p.add_argument("package", type=Path, metavar="PACKAGE", help="a package folder")
-    p.add_argument(
-        "--image", action="append", default=[], type=Path, metavar="IMG", help="attach an image"
-    )
-    p.add_argument(
-        "--audio", action="append", default=[], type=Path, metavar="WAV", help="attach audio"
-    )
+    _add_attachments(p, "attach an image", "attach audio")
     p.add_argument("--prompt", required=True, help="the message text")
     p.add_argument("--max-new-tokens", type=int, default=256, metavar="N", help="default 256")
     p.add_argument("--ep", choices=("cpu", "cuda"), default="cpu", help="default cpu")
@@ -115,6 +136,8 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_chat)
 
+
+def _add_verify(sub: Any) -> None:
     p = sub.add_parser(
         "verify",
         help="compare a package with its Hugging Face reference, stage by stage",
@@ -127,27 +150,13 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="SOURCE",
         help="the checkpoint it came from: hub id org/name[@revision] or a local folder",
     )
-    p.add_argument(
-        "--image", action="append", default=[], type=Path, metavar="IMG", help="default: probe"
-    )
-    p.add_argument(
-        "--audio", action="append", default=[], type=Path, metavar="WAV", help="default: probe"
-    )
+    _add_attachments(p, "default: probe", "default: probe")
     p.add_argument("--tokens", type=int, default=32, metavar="N", help="greedy tokens (32)")
     p.add_argument(
         "--json", type=Path, metavar="FILE", help="write the report as JSON ('-': stdout)"
     )
     p.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")
     p.set_defaults(func=_cmd_verify)
-
-    p = sub.add_parser("gui", help="open the desktop app (the default)")
-    p.add_argument(
-        "--self-test",
-        action="store_true",
-        help="drive the demo flow (convert, verify, chat) offscreen; exit 0 on success",
-    )
-    p.set_defaults(func=_cmd_gui)
-    return parser
 
 
 def _cmd_gui(args: argparse.Namespace) -> int:
@@ -156,36 +165,16 @@ def _cmd_gui(args: argparse.Namespace) -> int:
     return run(self_test=bool(getattr(args, "self_test", False)))
 
 
-def _progress_printer() -> Callable[[Any], None]:
-    """Draw progress on stderr when it is a terminal; stay quiet otherwise."""
-    if not sys.stderr.isatty():
-        return lambda event: None
-
-    def show(event: Any) -> None:
-        if event.unit == "bytes" and event.total:
-            text = (
-                f"{event.stage}: {event.done / 1e6:.1f}/{event.total / 1e6:.1f} MB {event.message}"
-            )
-        else:
-            text = f"{event.stage}: {event.message}"
-        sys.stderr.write("\r" + text[:100].ljust(100))
-        if event.total is not None and event.done >= event.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-    return show
-
-
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from mmforge.backend.inspect import inspect_source
     from mmforge.backend.jobs import JobContext
 
     profile = inspect_source(
         args.source,
-        JobContext(on_progress=_progress_printer()),
+        JobContext(on_progress=progress_printer()),
         trust_remote_code=args.trust_remote_code,
     )
-    _emit_profile(profile, as_json=args.json)
+    emit_profile(profile, as_json=args.json)
     return 0
 
 
@@ -219,7 +208,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     manifest = convert(
         args.source,
         args.output,
-        JobContext(on_progress=_progress_printer()),
+        JobContext(on_progress=progress_printer()),
         dtype=args.dtype,
         ep=args.ep,
         trust_remote_code=args.trust_remote_code,
@@ -264,7 +253,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     report = verify(
         args.package,
         args.reference,
-        JobContext(on_progress=_progress_printer()),
+        JobContext(on_progress=progress_printer()),
         images=args.image,
         audios=args.audio,
         tokens=args.tokens,
@@ -297,17 +286,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     from mmforge.backend.chat.client import ChatClient
     from mmforge.backend.errors import MmforgeError
 
-    if args.max_new_tokens < 1:
-        raise MmforgeError("--max-new-tokens must be at least 1", "Pass a positive number")
-    options: dict[str, Any] = {"max_new_tokens": args.max_new_tokens}
-    if args.temperature > 0:
-        options.update(
-            do_sample=True,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            top_k=args.top_k,
-            seed=args.seed,
-        )
+    options = _chat_options(args)
     files = [(p, IMAGE) for p in args.image] + [(p, AUDIO) for p in args.audio]
     for path, _ in files:
         if not path.is_file():
@@ -323,22 +302,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
 
         previous = signal.signal(signal.SIGINT, on_interrupt)
         try:
-            turn: dict[str, Any] = {}
-            attachments: list[dict[str, Any]] = []
-            for event in client.send(args.prompt, files, options):
-                kind = event["event"]
-                if kind == "token" and live is not None:
-                    live.write(event["text"])
-                    live.flush()
-                elif kind == "attachments":
-                    attachments = event["value"]
-                    for a in attachments:
-                        if a["note"] and not args.json:
-                            print(f"mmforge: {a['name']}: {a['note']}", file=sys.stderr)
-                elif kind == "error":
-                    raise MmforgeError(str(event["message"]), event.get("hint"))
-                elif kind == "turn":
-                    turn = event["value"]
+            turn, attachments = _stream_turn(client.send(args.prompt, files, options), args, live)
         finally:
             signal.signal(signal.SIGINT, previous)
         info = client.info
@@ -348,21 +312,50 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     else:
         if live is not None:
             live.write("\n")
-        st = turn["stats"]
-        print(
-            f"[loaded in {info['load_s']:.2f} s, "
-            f"{human_bytes(info['load_memory_bytes'])} of memory]",
-            file=sys.stderr,
-        )
-        ended = {"eos": "end of answer", "length": "token limit", "stopped": "stopped"}
-        print(
-            f"[{st['prompt_tokens']} prompt tokens · "
-            f"first token {st['time_to_first_token_s']:.2f} s"
-            f" · {st['new_tokens']} tokens at {st['decode_tokens_per_s']:.1f} tok/s · "
-            f"{ended.get(turn['stop_reason'], turn['stop_reason'])}]",
-            file=sys.stderr,
-        )
+        print_turn_figures(turn, info)
     return EXIT_CANCELLED if interrupted else 0
+
+
+def _chat_options(args: argparse.Namespace) -> dict[str, Any]:
+    from mmforge.backend.errors import MmforgeError
+
+    if args.max_new_tokens < 1:
+        raise MmforgeError("--max-new-tokens must be at least 1", "Pass a positive number")
+    options: dict[str, Any] = {"max_new_tokens": args.max_new_tokens}
+    if args.temperature > 0:
+        options.update(
+            do_sample=True,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            seed=args.seed,
+        )
+    return options
+
+
+def _stream_turn(
+    events: Any, args: argparse.Namespace, live: Any
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Show the answer as it streams; the turn and the prepared attachments."""
+    from mmforge.backend.errors import MmforgeError
+
+    turn: dict[str, Any] = {}
+    attachments: list[dict[str, Any]] = []
+    for event in events:
+        kind = event["event"]
+        if kind == "token" and live is not None:
+            live.write(event["text"])
+            live.flush()
+        elif kind == "attachments":
+            attachments = event["value"]
+            for a in attachments:
+                if a["note"] and not args.json:
+                    print(f"mmforge: {a['name']}: {a['note']}", file=sys.stderr)
+        elif kind == "error":
+            raise MmforgeError(str(event["message"]), event.get("hint"))
+        elif kind == "turn":
+            turn = event["value"]
+    return turn, attachments
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -377,7 +370,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from mmforge.backend.tiny.demo import demo_checkpoint
 
     folder = demo_checkpoint()
-    ctx = JobContext(on_progress=_progress_printer())
+    ctx = JobContext(on_progress=progress_printer())
     profile = inspect_source(str(folder), ctx)
     out = Path(user_data_dir("mmforge", appauthor=False)) / "packages" / "demo-qwen2_5_vl"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -418,60 +411,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         f"  mmforge chat {out} --image IMG --prompt TEXT"
     )
     return 0
-
-
-def _emit_profile(profile: Any, *, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(profile.to_dict(), indent=2))
-    else:
-        print(render_profile(profile))
-
-
-def render_profile(p: Any) -> str:
-    """The human-readable profile printed by `mmforge inspect`."""
-    lines = [
-        f"{p.family}  (model_type {p.model_type}, {p.dtype})",
-        f"  source       {p.source}" + (f" @ {p.commit[:12]}" if p.commit else ""),
-    ]
-    if p.runnable:
-        lines.append(f"  runtime      ONNX Runtime GenAI pipeline '{p.pipeline_type}'")
-    else:
-        lines.append(f"  runtime      not runnable: {p.runtime_reason}")
-    lines.append(f"  components   {' + '.join(p.components)}")
-    lines.append(f"  projector    {p.projector.variant}: {p.projector.architecture}")
-    lines.append(f"               {p.projector.reason}")
-    for name, value in p.token_ids.items():
-        text = p.token_strings.get(name)
-        lines.append(f"  {name:<24} {value}" + (f"  {text}" if text else ""))
-    it = p.image_tokens
-    if it.fixed is not None:
-        lines.append(f"  image tokens {it.fixed} per image ({it.rule})")
-    else:
-        span = f"{it.minimum or '?'}–{it.maximum or '?'}"
-        lines.append(f"  image tokens {span} per image ({it.rule})")
-    s = p.sizes
-    if s.parameters:
-        parts = ", ".join(f"{k} {human_count(v)}" for k, v in s.parameters.items() if k != "total")
-        lines.append(
-            f"  parameters   {human_count(s.parameters['total'])} ({parts}; from {s.source})"
-        )
-        lines.append(f"  checkpoint   {human_bytes(s.checkpoint_bytes)}")
-        for d in s.package_bytes:
-            lines.append(
-                f"  package {d:<4} {human_bytes(s.package_bytes[d])}, "
-                f"runtime memory ≈ {human_bytes(s.memory_bytes[d])}"
-            )
-        lines.append(
-            f"  convert peak ≈ {human_bytes(s.convert_peak_bytes)} "
-            f"(then ≈ {human_bytes(s.package_bytes['f32'])} while the runtime check loads "
-            "the package)"
-        )
-    else:
-        lines.append("  parameters   unknown")
-    lines.append(f"  remote code  {'needed' if p.remote_code else 'not needed'}")
-    lines.extend(f"  warning: {w}" for w in p.warnings)
-    lines.extend(f"  note: {n}" for n in p.notes)
-    return "\n".join(lines)
 
 
 def _log_file() -> Path:

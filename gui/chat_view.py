@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSize, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QImage, QKeyEvent, QPixmap, QTextCursor
+from PySide6.QtCore import Qt, QTimer, Slot
+from PySide6.QtGui import QImage, QTextCursor
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -18,11 +18,9 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
-    QPlainTextEdit,
     QPushButton,
     QSpinBox,
     QTextBrowser,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -31,6 +29,7 @@ from mmforge.backend.chat.attachments import IMAGE, kind_of
 from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
 from mmforge.backend.chat.values import SessionInfo, TurnResult
 from mmforge.gui.bridge import ChatBridge, JobRunner
+from mmforge.gui.chat_input import AttachmentStrip, ChatInput
 from mmforge.gui.errors import show_error
 from mmforge.gui.markdown import STYLE, plain, to_html
 from mmforge.gui.state import AppState
@@ -54,107 +53,6 @@ class Pending:
     answer: str = ""
 
 
-class ChatInput(QPlainTextEdit):
-    """Enter sends, Shift+Enter breaks the line, Esc stops; files drop in, images paste."""
-
-    send_requested = Signal()
-    stop_requested = Signal()
-    files_added = Signal(list)
-    image_pasted = Signal(QImage)
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.setAcceptDrops(True)
-        self.setPlaceholderText("Message (Enter sends, Shift+Enter for a new line)")
-        self.setMaximumHeight(110)
-
-    def keyPressEvent(self, event: QKeyEvent) -> None:
-        """Enter / Shift+Enter / Esc."""
-        enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
-        if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
-            self.send_requested.emit()
-            return
-        if event.key() == Qt.Key.Key_Escape:
-            self.stop_requested.emit()
-            return
-        super().keyPressEvent(event)
-
-    def canInsertFromMimeData(self, source: Any) -> bool:
-        """Accept files and images besides text."""
-        return bool(source.hasUrls() or source.hasImage() or super().canInsertFromMimeData(source))
-
-    def insertFromMimeData(self, source: Any) -> None:
-        """Files become attachments; a pasted image too."""
-        if source.hasUrls():
-            self.files_added.emit([u.toLocalFile() for u in source.urls() if u.isLocalFile()])
-        elif source.hasImage():
-            self.image_pasted.emit(QImage(source.imageData()))
-        else:
-            super().insertFromMimeData(source)
-
-
-class AttachmentStrip(QWidget):
-    """The draft's attachments: image thumbnails and audio chips, each removable."""
-
-    changed = Signal()
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.files: list[tuple[Path, str]] = []
-        self.row = QHBoxLayout(self)
-        self.row.setContentsMargins(0, 0, 0, 0)
-        self.row.addStretch(1)
-
-    def set_files(self, files: list[tuple[Path, str]]) -> None:
-        """Replace the attachments."""
-        self.files = list(files)
-        self._redraw()
-
-    def add(self, path: Path, kind: str) -> None:
-        """Add one attachment."""
-        self.files.append((path, kind))
-        self._redraw()
-
-    def _redraw(self) -> None:
-        while self.row.count() > 1:
-            item = self.row.takeAt(0)
-            widget = item.widget() if item is not None else None
-            if widget is not None:
-                widget.deleteLater()
-        for index, (path, kind) in enumerate(self.files):
-            chip = QWidget()
-            chip.setObjectName("attachmentChip")
-            layout = QHBoxLayout(chip)
-            layout.setContentsMargins(2, 2, 2, 2)
-            label = QLabel()
-            if kind == IMAGE:
-                pixmap = QPixmap(str(path))
-                if pixmap.isNull():
-                    label.setText(path.name)
-                else:
-                    label.setPixmap(
-                        pixmap.scaled(QSize(56, 56), Qt.AspectRatioMode.KeepAspectRatio)
-                    )
-            else:
-                label.setText(f"♪ {path.name} ({_duration(path)})")
-            label.setToolTip(str(path))
-            remove = QToolButton()
-            remove.setText("✕")
-            remove.setToolTip("Remove")
-            remove.setProperty("index", index)
-            remove.clicked.connect(self._remove)
-            layout.addWidget(label)
-            layout.addWidget(remove)
-            self.row.insertWidget(self.row.count() - 1, chip)
-        self.changed.emit()
-
-    @Slot()
-    def _remove(self) -> None:
-        index = int(self.sender().property("index"))
-        del self.files[index]
-        self._redraw()
-
-
 def is_demo(package: Path) -> bool:
     """Whether a package was converted from the built-in demo checkpoint."""
     import json
@@ -164,15 +62,6 @@ def is_demo(package: Path) -> bool:
     except (OSError, ValueError):
         return False
     return "mmforge/demo/" in str(manifest.get("source", ""))
-
-
-def _duration(path: Path) -> str:
-    try:
-        import soundfile
-
-        return f"{soundfile.info(str(path)).duration:.1f} s"
-    except Exception:  # noqa: BLE001 - unreadable audio is reported when sent
-        return "?"
 
 
 class ChatView(QWidget):
@@ -185,84 +74,11 @@ class ChatView(QWidget):
         self.bridge = ChatBridge(self)
         self.eps = JobRunner(self)
         self._scratch = tempfile.TemporaryDirectory(prefix="mmforge-paste-")
-        self.package = QLineEdit(state.package)
-        self.library = QComboBox()
-        self.library.setObjectName("library")
-        self.library.setToolTip("Converted packages in the package folder")
-        self.library.activated.connect(self._pick_library)
-        choose = QPushButton("Choose…")
-        choose.clicked.connect(self._choose_package)
-        self.ep = QComboBox()
-        self.ep.addItems(["cpu", "cuda"])
-        self.load_button = QPushButton("Load")
-        self.load_button.setObjectName("loadButton")
-        self.load_button.clicked.connect(self.load)
-        self.info = QLabel("")
-        self.info.setWordWrap(True)
-        top = QHBoxLayout()
-        top.addWidget(QLabel("Package"))
-        top.addWidget(self.package, 1)
-        top.addWidget(self.library)
-        top.addWidget(choose)
-        top.addWidget(self.ep)
-        top.addWidget(self.load_button)
-        self.conversations = QListWidget()
-        self.conversations.setMaximumWidth(240)
-        self.conversations.itemClicked.connect(self._open)
-        new = QPushButton("New")
-        new.clicked.connect(self.bridge.new_conversation)
-        self.delete_button = QPushButton("Delete")
-        self.delete_button.setToolTip("Delete the selected conversation (with a package loaded)")
-        self.delete_button.clicked.connect(self._delete)
-        side = QVBoxLayout()
-        side.addWidget(QLabel("Conversations"))
-        side.addWidget(self.conversations, 1)
-        row = QHBoxLayout()
-        row.addWidget(new)
-        row.addWidget(self.delete_button)
-        side.addLayout(row)
-        self.transcript = QTextBrowser()
-        self.transcript.setObjectName("transcript")
-        self.transcript.document().setDefaultStyleSheet(STYLE)
-        self.strip = AttachmentStrip()
-        self.input = ChatInput()
-        self.input.setObjectName("chatInput")
-        self.input.send_requested.connect(self.send)
-        self.input.stop_requested.connect(self.bridge.stop)
-        self.input.files_added.connect(self._add_files)
-        self.input.image_pasted.connect(self._add_image)
-        attach = QPushButton("Attach…")
-        attach.clicked.connect(self._pick)
-        self.send_button = QPushButton("Send")
-        self.send_button.setObjectName("sendButton")
-        self.send_button.clicked.connect(self.send)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setObjectName("stopButton")
-        self.stop_button.clicked.connect(self.bridge.stop)
-        self.regen_button = QPushButton("Regenerate")
-        self.regen_button.clicked.connect(self.regenerate)
-        self.edit_button = QPushButton("Edit last")
-        self.edit_button.clicked.connect(self.edit_last)
-        self.max_tokens = QSpinBox(minimum=1, maximum=8192, value=256)
-        self.max_tokens.setToolTip("Most tokens per answer")
-        buttons = QHBoxLayout()
-        for w in (attach, self.regen_button, self.edit_button):
-            buttons.addWidget(w)
-        buttons.addStretch(1)
-        buttons.addWidget(QLabel("max tokens"))
-        buttons.addWidget(self.max_tokens)
-        buttons.addWidget(self.stop_button)
-        buttons.addWidget(self.send_button)
-        centre = QVBoxLayout()
-        centre.addWidget(self.transcript, 1)
-        centre.addWidget(self.strip)
-        centre.addWidget(self.input)
-        centre.addLayout(buttons)
         body = QHBoxLayout()
-        body.addLayout(side)
-        body.addLayout(centre, 1)
+        body.addLayout(self._conversation_list())
+        body.addLayout(self._chat_column(), 1)
         layout = QVBoxLayout(self)
-        layout.addLayout(top)
+        layout.addLayout(self._package_row())
         layout.addWidget(self.info)
         layout.addLayout(body, 1)
         # What the worker last reported, and the turn in flight: no copy of our own.
@@ -288,6 +104,92 @@ class ChatView(QWidget):
         self.refresh_conversations()
         self.refresh_library()
         self.eps.start("eps", {})
+
+    def _package_row(self) -> QHBoxLayout:
+        """Package, library, Choose…, provider, Load (and the info line below them)."""
+        self.package = QLineEdit(self.state.package)
+        self.library = QComboBox()
+        self.library.setObjectName("library")
+        self.library.setToolTip("Converted packages in the package folder")
+        self.library.activated.connect(self._pick_library)
+        choose = QPushButton("Choose…")
+        choose.clicked.connect(self._choose_package)
+        self.ep = QComboBox()
+        self.ep.addItems(["cpu", "cuda"])
+        self.load_button = QPushButton("Load")
+        self.load_button.setObjectName("loadButton")
+        self.load_button.clicked.connect(self.load)
+        self.info = QLabel("")
+        self.info.setWordWrap(True)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Package"))
+        top.addWidget(self.package, 1)
+        for widget in (self.library, choose, self.ep, self.load_button):
+            top.addWidget(widget)
+        return top
+
+    def _conversation_list(self) -> QVBoxLayout:
+        """The saved conversations, New and Delete."""
+        self.conversations = QListWidget()
+        self.conversations.setMaximumWidth(240)
+        self.conversations.itemClicked.connect(self._open)
+        new = QPushButton("New")
+        new.clicked.connect(self.bridge.new_conversation)
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.setToolTip("Delete the selected conversation (with a package loaded)")
+        self.delete_button.clicked.connect(self._delete)
+        side = QVBoxLayout()
+        side.addWidget(QLabel("Conversations"))
+        side.addWidget(self.conversations, 1)
+        row = QHBoxLayout()
+        row.addWidget(new)
+        row.addWidget(self.delete_button)
+        side.addLayout(row)
+        return side
+
+    def _chat_column(self) -> QVBoxLayout:
+        """The transcript, the draft with its attachments, and the turn buttons."""
+        self.transcript = QTextBrowser()
+        self.transcript.setObjectName("transcript")
+        self.transcript.document().setDefaultStyleSheet(STYLE)
+        self.strip = AttachmentStrip()
+        self.input = ChatInput()
+        self.input.setObjectName("chatInput")
+        self.input.send_requested.connect(self.send)
+        self.input.stop_requested.connect(self.bridge.stop)
+        self.input.files_added.connect(self._add_files)
+        self.input.image_pasted.connect(self._add_image)
+        centre = QVBoxLayout()
+        centre.addWidget(self.transcript, 1)
+        centre.addWidget(self.strip)
+        centre.addWidget(self.input)
+        centre.addLayout(self._turn_buttons())
+        return centre
+
+    def _turn_buttons(self) -> QHBoxLayout:
+        attach = QPushButton("Attach…")
+        attach.clicked.connect(self._pick)
+        self.send_button = QPushButton("Send")
+        self.send_button.setObjectName("sendButton")
+        self.send_button.clicked.connect(self.send)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setObjectName("stopButton")
+        self.stop_button.clicked.connect(self.bridge.stop)
+        self.regen_button = QPushButton("Regenerate")
+        self.regen_button.clicked.connect(self.regenerate)
+        self.edit_button = QPushButton("Edit last")
+        self.edit_button.clicked.connect(self.edit_last)
+        self.max_tokens = QSpinBox(minimum=1, maximum=8192, value=256)
+        self.max_tokens.setToolTip("Most tokens per answer")
+        buttons = QHBoxLayout()
+        for w in (attach, self.regen_button, self.edit_button):
+            buttons.addWidget(w)
+        buttons.addStretch(1)
+        buttons.addWidget(QLabel("max tokens"))
+        buttons.addWidget(self.max_tokens)
+        buttons.addWidget(self.stop_button)
+        buttons.addWidget(self.send_button)
+        return buttons
 
     # -- loading -------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from mmforge.backend.chat.values import SessionInfo
+from mmforge.backend.chat.values import GenerationOptions, SessionInfo, TurnResult
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.worker.protocol import error_event, read_command
 
@@ -131,88 +131,74 @@ class _ChatLoop:
         return self.session.conversation.to_dict()
 
     def handle(self, command: dict[str, Any]) -> None:
-        from mmforge.backend.chat import GenerationOptions
-
+        """Run one command; its events (or an error event) go to the client."""
         name = command.get("cmd")
         seq = command.get("seq")
         try:
-            if name == "new":
-                self.session.new_conversation()
+            if name in ("new", "open", "delete"):
+                self._manage(str(name), command)
                 self.send({"event": "conversation", "value": self._conversation()})
-                return
-            if name == "open":
-                if self.store is None:
-                    raise MmforgeError(
-                        "Conversations are not saved in this session",
-                        "Start the chat with saving on to open saved ones",
-                    )
-                self.session.open_conversation(self.store.load(str(command.get("id"))))
-                self.send({"event": "conversation", "value": self._conversation()})
-                return
-            if name == "delete":
-                self._delete(str(command.get("id")))
-                self.send({"event": "conversation", "value": self._conversation()})
-                return
-            if name not in ("send", "regenerate", "edit"):
+            elif name in ("send", "regenerate", "edit"):
+                result = self._turn(str(name), seq, command)
+                self.send(
+                    {
+                        "event": "turn",
+                        "seq": seq,
+                        "value": result.to_dict(),
+                        "conversation": self._conversation(),
+                    }
+                )
+            else:
                 raise MmforgeError(
                     f"Unknown chat command {name!r}",
                     "Use send, regenerate, edit, stop, new, open, delete or close",
                 )
-            options = GenerationOptions.from_dict(command.get("options"))
-            with self.lock:
-                self.stopped.discard(seq)
-
-            def should_stop() -> bool:
-                return seq in self.stopped or None in self.stopped
-
-            def on_token(text: str, token: int) -> None:
-                self.send({"event": "token", "seq": seq, "text": text, "id": token})
-
-            if name == "regenerate":
-                result = self.session.regenerate(options, on_token, should_stop)
-            else:
-                files = command.get("attachments")
-                attachments = None
-                if files is not None:
-                    pairs = [(Path(str(f["path"])), str(f["kind"])) for f in files]
-                    attachments = self.session.prepare_attachments(pairs)
-                    self.send(
-                        {
-                            "event": "attachments",
-                            "seq": seq,
-                            "value": [a.to_dict() for a in attachments],
-                        }
-                    )
-                text = str(command.get("text", ""))
-                if name == "send":
-                    result = self.session.send(
-                        text, attachments or [], options, on_token, should_stop
-                    )
-                else:
-                    result = self.session.edit_last(
-                        text, attachments, options, on_token, should_stop
-                    )
-            self.send(
-                {
-                    "event": "turn",
-                    "seq": seq,
-                    "value": result.to_dict(),
-                    "conversation": self._conversation(),
-                }
-            )
         except Exception as e:  # noqa: BLE001 - the session survives; the client shows it
             self.send(error_event(e, seq=seq))
         finally:
             with self.lock:
                 self.stopped.discard(seq)
 
-    def _delete(self, conversation_id: str) -> None:
-        """Delete a saved conversation; the session moves on to a new one if it was open."""
+    def _manage(self, name: str, command: dict[str, Any]) -> None:
+        """new, open or delete a conversation."""
+        if name == "new":
+            self.session.new_conversation()
+            return
         if self.store is None:
             raise MmforgeError(
                 "Conversations are not saved in this session",
                 "Start the chat with saving on to manage saved ones",
             )
+        conversation_id = str(command.get("id"))
+        if name == "open":
+            self.session.open_conversation(self.store.load(conversation_id))
+            return
         if conversation_id == self.session.conversation.id:
-            self.session.new_conversation()
+            self.session.new_conversation()  # a deleted conversation cannot stay open
         self.store.delete(conversation_id)
+
+    def _turn(self, name: str, seq: Any, command: dict[str, Any]) -> TurnResult:
+        """send, regenerate or edit: one answer, streamed as token events."""
+        options = GenerationOptions.from_dict(command.get("options"))
+        with self.lock:
+            self.stopped.discard(seq)
+
+        def should_stop() -> bool:
+            return seq in self.stopped or None in self.stopped
+
+        def on_token(text: str, token: int) -> None:
+            self.send({"event": "token", "seq": seq, "text": text, "id": token})
+
+        if name == "regenerate":
+            return self.session.regenerate(options, on_token, should_stop)
+        files = command.get("attachments")
+        attachments = None
+        if files is not None:
+            pairs = [(Path(str(f["path"])), str(f["kind"])) for f in files]
+            attachments = self.session.prepare_attachments(pairs)
+            value = [a.to_dict() for a in attachments]
+            self.send({"event": "attachments", "seq": seq, "value": value})
+        text = str(command.get("text", ""))
+        if name == "send":
+            return self.session.send(text, attachments or [], options, on_token, should_stop)
+        return self.session.edit_last(text, attachments, options, on_token, should_stop)

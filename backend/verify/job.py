@@ -92,7 +92,6 @@ def verify(
     Raises:
         MmforgeError: A bad package, a reference of another family, unreadable inputs.
     """
-    from mmforge import resources
     from mmforge.backend.source import resolve
 
     ctx = ctx or JobContext()
@@ -109,16 +108,7 @@ def verify(
             f"{family.name} ('{family.pipeline_type}')",
             "Verify a package against the checkpoint it was converted from",
         )
-    has_audio = "speech" in model
-    images = list(images) or [resources.probe_image()]
-    audios = list(audios) if audios else ([resources.probe_audio()] if has_audio else [])
-    if audios and not has_audio:
-        raise MmforgeError(
-            "This package has no audio encoder", "Verify it with images only (drop --audio)"
-        )
-    for path in [*images, *audios]:
-        if not Path(path).is_file():
-            raise MmforgeError(f"No such file: {path}", "Check the path")
+    images, audios = _inputs(model, images, audios)
     dtype = _package_dtype(package)
     tol = tolerance(dtype, int(model["decoder"].get("num_hidden_layers", 0)))
     setup = Setup(
@@ -132,6 +122,25 @@ def verify(
         n_audios=len(audios),
     )
     return _Verification(setup, reference, dtype, tokens, ctx).run(images, audios)
+
+
+def _inputs(
+    model: dict[str, Any], images: Sequence[Path], audios: Sequence[Path]
+) -> tuple[list[Path], list[Path]]:
+    """The prompt's files: the user's, else the probe image (and clip, with audio)."""
+    from mmforge import resources
+
+    has_audio = "speech" in model
+    chosen = list(images) or [resources.probe_image()]
+    clips = list(audios) if audios else ([resources.probe_audio()] if has_audio else [])
+    if clips and not has_audio:
+        raise MmforgeError(
+            "This package has no audio encoder", "Verify it with images only (drop --audio)"
+        )
+    for path in [*chosen, *clips]:
+        if not Path(path).is_file():
+            raise MmforgeError(f"No such file: {path}", "Check the path")
+    return chosen, clips
 
 
 class _Verification:

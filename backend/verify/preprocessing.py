@@ -130,8 +130,6 @@ def _pixels(
     setup: Setup, runtime: RuntimeEvidence, ref: ReferenceEvidence, rt_all: dict[str, Any]
 ) -> tuple[str, str, float, float] | None:
     """(verdict, reason, max abs diff, cosine) of the pixels in HF's layout."""
-    import numpy as np
-
     reference = setup.checkpoint.family.reference
     assert reference is not None
     if not setup.n_images:
@@ -152,6 +150,14 @@ def _pixels(
             0.0,
         )
     rt_c, hf_c = reference.channels_first(rt), reference.channels_first(hf)
+    allowed = PIXEL_OUTLIERS if reference.pixel_outliers is None else reference.pixel_outliers
+    return _pixel_verdict(rt_c, hf_c, allowed)
+
+
+def _pixel_verdict(rt_c: Any, hf_c: Any, allowed: float) -> tuple[str, str, float, float]:
+    """(verdict, reason, max abs diff, cosine) of two [3, N] pixel arrays."""
+    import numpy as np
+
     diff = np.abs(rt_c - hf_c)
     max_abs, mean = float(diff.max()), float(diff.mean())
     cos = cosine(hf_c, rt_c)
@@ -165,7 +171,6 @@ def _pixels(
             cos,
         )
     outliers = float((diff > 0.02).mean())
-    allowed = PIXEL_OUTLIERS if reference.pixel_outliers is None else reference.pixel_outliers
     if mean < PIXEL_MEAN and outliers < allowed and max_abs < PIXEL_MAX:
         return (
             PASS,
