@@ -14,8 +14,11 @@ import hashlib
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 from mmforge.backend.errors import MmforgeError
 
@@ -23,7 +26,28 @@ log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
 RETRIES = 5
+MAX_REDIRECTS = 10
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# What the hub names that becomes a path in the cache: a commit, a branch or tag, a file.
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_REVISION_PART = re.compile(r"^[\w-][\w.-]*$")
+_SAFE_NAME = re.compile(r"^[\w.-]+$")  # a top-level file of the repository
+
+
+def check_revision(revision: str) -> None:
+    """Refuse a branch, tag or commit name that could leave the cache as a path.
+
+    Raises:
+        MmforgeError: A part is empty, '.', '..' or holds other than letters, digits, '_',
+            '-' and '.'.
+    """
+    parts = revision.split("/")
+    if not all(_REVISION_PART.match(p) for p in parts):
+        raise MmforgeError(
+            f"'{revision}' is not a valid revision",
+            "After '@' give a branch, tag or commit (letters, digits, '-', '_', '.' and '/'; "
+            "no '..')",
+        )
 
 
 def default_cache() -> Path:
@@ -64,6 +88,13 @@ def fetch_file(
     """
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
+    # Everything below becomes a path in the cache: checked here too, whoever calls.
+    if not COMMIT.match(commit):
+        raise MmforgeError(f"Not a commit id: {commit!r}", "Try again later")
+    if revision:
+        check_revision(revision)
+    if not _SAFE_NAME.match(filename) or filename in (".", ".."):
+        raise MmforgeError(f"Not a file name mmforge fetches: {filename!r}", "Try again later")
     root = repo_folder(cache_dir, repo_id)
     pointer = root / "snapshots" / commit / filename
     if pointer.exists():
@@ -78,7 +109,7 @@ def fetch_file(
     if not blob.exists():
         blob.parent.mkdir(parents=True, exist_ok=True)
         partial = blob.with_name(etag + ".mmforge-partial")
-        _download(meta.location, partial, meta.size, token, on_bytes)
+        _download(meta.location, partial, meta.size, token, endpoint, on_bytes)
         if _SHA256.match(etag):
             _check_sha256(partial, etag, filename)
         os.replace(partial, blob)
@@ -92,11 +123,47 @@ def fetch_file(
     return pointer
 
 
+def same_origin(url: str, endpoint: str) -> bool:
+    """Whether `url` is on the hub endpoint itself (scheme, host and port)."""
+    a, b = urlsplit(url), urlsplit(endpoint)
+    return (a.scheme, a.hostname, a.port) == (b.scheme, b.hostname, b.port)
+
+
+@contextmanager
+def _get(url: str, headers: dict[str, str], endpoint: str) -> Iterator[Any]:
+    """A streamed GET that follows redirects itself, sending the token to the hub only.
+
+    The file's location is usually another host (the hub redirects to its CDN, a mirror
+    anywhere): the Authorization header goes to the hub endpoint and nowhere else.
+    """
+    from huggingface_hub.utils import get_session
+
+    anonymous = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+    for _ in range(MAX_REDIRECTS):
+        sent = headers if same_origin(url, endpoint) else anonymous
+        with get_session().stream(
+            "GET", url, headers=sent, follow_redirects=False, timeout=30
+        ) as response:
+            if not response.has_redirect_location:
+                yield response
+                return
+            url = urljoin(url, response.headers["Location"])
+    raise MmforgeError(
+        f"The hub redirected the download more than {MAX_REDIRECTS} times",
+        "Try again later; check HF_ENDPOINT or the proxy",
+    )
+
+
 def _download(
-    url: str, partial: Path, size: int | None, token: str | None, on_bytes: Callable[[int], None]
+    url: str,
+    partial: Path,
+    size: int | None,
+    token: str | None,
+    endpoint: str,
+    on_bytes: Callable[[int], None],
 ) -> None:
     import httpx2
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
 
     have = partial.stat().st_size if partial.exists() else 0
     if size is not None and have > size:
@@ -112,9 +179,7 @@ def _download(
             headers["Range"] = f"bytes={have}-"
         before = have
         try:
-            with get_session().stream(
-                "GET", url, headers=headers, follow_redirects=True, timeout=30
-            ) as response:
+            with _get(url, headers, endpoint) as response:
                 hf_raise_for_status(response)
                 mode = "ab"
                 if have and response.status_code == 200:  # the server ignored the range

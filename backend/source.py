@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from mmforge.backend.download import COMMIT, check_revision
 from mmforge.backend.errors import Cancelled, MmforgeError
 from mmforge.backend.jobs import JobContext
 
@@ -105,14 +106,35 @@ def parse_source(spec: str) -> Source:
                 "Pass the folder that holds config.json",
             )
         return Source(spec=text, local_path=path.resolve())
-    looks_like_path = text.startswith(("/", ".", "~")) or "\\" in text or text.count("/") > 1
+    head = text.split("@", 1)[0]  # a revision may hold '/' (refs/pr/1)
+    looks_like_path = head.startswith(("/", ".", "~")) or "\\" in head or head.count("/") > 1
     match = _HUB_ID.match(text)
     if looks_like_path or not match:
         raise MmforgeError(
             f"No such folder: {text}",
             "Pass an existing model folder or a hub id like org/name[@revision]",
         )
-    return Source(spec=text, repo_id=match.group("repo"), revision=match.group("rev"))
+    repo, revision = match.group("repo"), match.group("rev")
+    _check_repo_id(text, repo)
+    if revision is not None:
+        check_revision(revision)
+    return Source(spec=text, repo_id=repo, revision=revision)
+
+
+def _check_repo_id(text: str, repo: str) -> None:
+    """Refuse what the hub would refuse as an id (huggingface_hub's own rules)."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(repo)
+    except HFValidationError as e:
+        raise MmforgeError(
+            f"No such folder, and '{repo}' is not a valid hub id",
+            "Pass an existing model folder, or a hub id like org/name[@revision] (letters, "
+            "digits, '-', '_' and '.'; no '--' or '..')",
+            details=str(e),
+        ) from None
 
 
 def read_json(path: Path, what: str) -> dict[str, Any]:
@@ -272,10 +294,13 @@ def _resolve_hub(
         if _is_connection_error(e):
             return _from_cache(source, purpose, allow_pickle, cache_dir, reason=str(e))
         raise _hub_error(source, e) from e
-    if not info.sha:
+    if not info.sha or not COMMIT.match(info.sha):
+        # The commit becomes a folder of the cache: a hub (or a mirror) that sends anything
+        # but a 40-digit hex id is refused before it can name a path.
         raise MmforgeError(
-            f"The hub did not say which commit {source.repo_id} is at",
-            "Try again later",
+            f"The hub did not give a valid commit id for {source.repo_id}",
+            "Check HF_ENDPOINT (a mirror may be misbehaving) and try again later",
+            details=f"commit: {info.sha!r}",
         )
     siblings = {s.rfilename: (s.size or 0) for s in (info.siblings or [])}
     names = wanted_files(list(siblings), purpose, allow_pickle)

@@ -4,6 +4,10 @@ Endpoints: `GET /api/models/{repo}[/revision/{rev}]` (repo info with file sizes)
 `HEAD`/`GET /{repo}/resolve/{rev}/{file}` (metadata headers, byte ranges). Errors carry the
 hub's `X-Error-Code` header so huggingface_hub raises its real exception types. A repo can
 be gated (needs a bearer token), and a file can be cut mid-transfer to test resume.
+
+Misbehaviours for the hardening tests: file requests redirected to another server (as the
+hub sends them to its CDN), a repo whose commit sha is hostile, and a metadata endpoint
+that accepts the connection and never answers.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ class HubState:
     # (repo, filename) -> bytes to send before dropping the connection, once per entry
     cut_after: dict[tuple[str, str], int] = field(default_factory=dict)
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)  # method, path, range
+    authorization: list[tuple[str, str | None]] = field(default_factory=list)  # path, header
+    redirect_files_to: str | None = None  # base URL that file requests are redirected to
+    hang_api: bool = False  # the repo info endpoint never answers
+    released: threading.Event = field(default_factory=threading.Event)  # ends a hang
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add_folder(self, repo_id: str, folder: Path, **kwargs: object) -> Repo:
@@ -86,7 +94,11 @@ class _Handler(BaseHTTPRequestHandler):
         path = unquote(urlparse(self.path).path)
         with self.state.lock:
             self.state.requests.append((self.command, path, self.headers.get("Range")))
+            self.state.authorization.append((path, self.headers.get("Authorization")))
         if m := _API.match(path):
+            if self.state.hang_api:
+                self.state.released.wait(timeout=60)
+                return
             repo = self._repo(m["repo"], m["rev"])
             if repo is None:
                 return
@@ -123,9 +135,22 @@ class _Handler(BaseHTTPRequestHandler):
             if data is None:
                 self._error(404, "EntryNotFound", "Entry not found")
                 return
+            if self.state.redirect_files_to:
+                self._redirect(self.state.redirect_files_to + path, data, repo.sha)
+                return
             self._send_file(m["repo"], m["file"], data, repo.sha, body)
             return
         self._error(404, "RepoNotFound", "Not found")
+
+    def _redirect(self, location: str, data: bytes, sha: str) -> None:
+        """The hub's answer for a file stored elsewhere: its metadata and where it is."""
+        self.send_response(302)
+        self.send_header("Location", location)
+        self.send_header("X-Repo-Commit", sha)
+        self.send_header("X-Linked-Etag", _etag(data))
+        self.send_header("X-Linked-Size", str(len(data)))
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def _send_file(self, repo_id: str, name: str, data: bytes, sha: str, body: bool) -> None:
         start, end = 0, len(data) - 1
@@ -160,10 +185,10 @@ class _Handler(BaseHTTPRequestHandler):
 class HubServer:
     """Run the fake hub on 127.0.0.1 in a thread; use as a context manager."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.state = HubState()
         handler = type("Handler", (_Handler,), {"state": self.state})
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd = ThreadingHTTPServer((host, 0), handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -177,6 +202,7 @@ class HubServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.state.released.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)

@@ -125,6 +125,67 @@ def test_gated_repo_needs_a_token(hub, tiny):
     assert (r.folder / "model.safetensors").is_file()
 
 
+def test_the_token_goes_to_the_hub_only_never_to_where_a_file_redirects(hub, tiny):
+    from tests.hubserver import HubServer, Repo
+
+    repo = _serve_tiny(hub, tiny, gated_token="hf_test_secret")
+    with HubServer(host="127.0.0.2") as cdn:  # another host, as the hub's CDN is
+        cdn.state.repos[REPO] = Repo(files=repo.files, sha=repo.sha)
+        hub.state.redirect_files_to = cdn.url
+        r = resolve(REPO, purpose="convert", token="hf_test_secret")
+        assert (r.folder / "model.safetensors").read_bytes() == repo.files["model.safetensors"]
+    to_hub = [auth for path, auth in hub.state.authorization if "/resolve/" in path]
+    to_cdn = [auth for path, auth in cdn.state.authorization]
+    assert to_hub and set(to_hub) == {"Bearer hf_test_secret"}  # the gated hub needs it
+    assert len(to_cdn) >= 3 and set(to_cdn) == {None}  # every file came from the CDN
+
+
+def test_a_hostile_commit_from_the_hub_never_becomes_a_path(hub, tiny, tmp_path):
+    repo = _serve_tiny(hub, tiny)
+    repo.sha = "../../../escaped"
+    before = {p for p in tmp_path.iterdir() if p.name != "hf-cache"}
+    for purpose in ("inspect", "convert"):
+        with pytest.raises(MmforgeError, match="valid commit id"):
+            resolve(REPO, purpose=purpose)
+    assert {p for p in tmp_path.iterdir() if p.name != "hf-cache"} == before
+    assert not any(p.name == "escaped" for p in tmp_path.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "tiny-org/tiny-qwen@../../outside",
+        "tiny-org/tiny-qwen@main/../../x",
+        "tiny-org/tiny-qwen@.hidden",
+        "org/..",
+        "org/a--b",
+        "org/x.",
+    ],
+)
+def test_hub_ids_and_revisions_that_could_become_paths_are_refused(spec):
+    with pytest.raises(MmforgeError, match="not a valid (revision|hub id)"):
+        parse_source(spec)
+
+
+def test_a_file_fetch_checks_every_name_it_makes_a_path_of(tmp_path):
+    from mmforge.backend.download import fetch_file
+
+    good = {
+        "endpoint": "http://127.0.0.1:9",
+        "repo_id": REPO,
+        "commit": "0" * 40,
+        "revision": "main",
+        "filename": "config.json",
+        "token": None,
+        "cache_dir": tmp_path,
+        "on_bytes": lambda n: None,
+    }
+    for key, bad in (("commit", "../x"), ("revision", "../../x"), ("filename", "../x.json")):
+        with pytest.raises(MmforgeError, match="Not a|not a valid"):
+            fetch_file(**{**good, key: bad})
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unknown_repo_and_revision(hub, tiny):
     _serve_tiny(hub, tiny)
     with pytest.raises(MmforgeError, match="not found on the hub"):
