@@ -135,9 +135,18 @@ def safetensors_headers(folder: Path) -> dict[Path, dict[str, dict[str, object]]
     if index.is_file():
         try:
             weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        except (ValueError, KeyError) as e:
+        except (ValueError, KeyError, TypeError) as e:
             raise MmforgeError(f"{index.name} is malformed ({e})", "Download it again") from e
+        if not isinstance(weight_map, dict):
+            raise MmforgeError(f"{index.name} has no weight_map object", "Download it again")
         shards = sorted(set(weight_map.values()))
+        for shard in shards:
+            # A shard is a file beside the index: a name that leaves the folder is refused.
+            if not isinstance(shard, str) or Path(shard).name != shard or shard in (".", ".."):
+                raise MmforgeError(
+                    f"{index.name} names a shard outside the model folder: {shard!r}",
+                    "The checkpoint is malformed or hostile; download it again from its source",
+                )
         present = [s for s in shards if (folder / s).is_file()]
         if not present:
             return None  # metadata-only folder (hub inspect): no shard fetched yet

@@ -320,3 +320,25 @@ def test_unknown_model_type_suggests_close_matches(tmp_path):
     with pytest.raises(MmforgeError) as e:
         inspect_source(str(folder))
     assert "Did you mean qwen2_5_vl" in e.value.one_line()
+
+
+def test_a_shard_index_cannot_name_a_file_outside_the_model_folder(tiny, tmp_path):
+    import json
+    import shutil
+
+    from mmforge.backend.convert import convert
+    from mmforge.backend.tensors import local_tensors
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny("qwen2_5_vl"), folder)
+    (folder / "model.safetensors").rename(tmp_path / "elsewhere.safetensors")
+    names = [t.name for t in local_tensors(tmp_path) or []]
+    index = {"metadata": {}, "weight_map": dict.fromkeys(names, "../elsewhere.safetensors")}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    for job in (
+        lambda: inspect_source(str(folder)),
+        lambda: convert(str(folder), tmp_path / "pkg"),
+    ):
+        with pytest.raises(MmforgeError, match="names a shard outside the model folder"):
+            job()
+    assert not (tmp_path / "pkg").exists()

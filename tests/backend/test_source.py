@@ -163,7 +163,7 @@ def test_a_hostile_commit_from_the_hub_never_becomes_a_path(hub, tiny, tmp_path)
     ],
 )
 def test_hub_ids_and_revisions_that_could_become_paths_are_refused(spec):
-    with pytest.raises(MmforgeError, match="not a valid (revision|hub id)"):
+    with pytest.raises(MmforgeError, match=r"not a valid (revision|hub id)"):
         parse_source(spec)
 
 
@@ -181,7 +181,7 @@ def test_a_file_fetch_checks_every_name_it_makes_a_path_of(tmp_path):
         "on_bytes": lambda n: None,
     }
     for key, bad in (("commit", "../x"), ("revision", "../../x"), ("filename", "../x.json")):
-        with pytest.raises(MmforgeError, match="Not a|not a valid"):
+        with pytest.raises(MmforgeError, match=r"Not a|not a valid"):
             fetch_file(**{**good, key: bad})
     assert list(tmp_path.iterdir()) == []
 
