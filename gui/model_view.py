@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import os
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Signal, Slot
@@ -45,13 +44,6 @@ def hub_cache_models() -> list[str]:
     except OSError:
         return []
     return [n[len("models--") :].replace("--", "/") for n in names if n.startswith("models--")]
-
-
-def token_path() -> Path:
-    """The standard Hugging Face token store file."""
-    from huggingface_hub import constants
-
-    return Path(constants.HF_TOKEN_PATH)
 
 
 def profile_html(p: Profile) -> str:
@@ -197,10 +189,14 @@ class ModelView(QWidget):
             self, "Hugging Face token", "Token for gated models:", QLineEdit.EchoMode.Password
         )
         if ok and token.strip():
-            path = token_path()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(token.strip(), encoding="utf-8")
-            path.chmod(0o600)
+            from mmforge.backend.credentials import save_token
+            from mmforge.backend.errors import MmforgeError
+
+            try:
+                path = save_token(token)
+            except MmforgeError as e:
+                show_error(self, {"message": e.user_message, "hint": e.hint})
+                return
             QMessageBox.information(self, "Token saved", f"Saved in {path}.")
 
     @Slot()

@@ -77,15 +77,20 @@ def kind_of(path: Path) -> str:
 
 
 def prepare(path: Path, kind: str, dest: Path) -> Attachment:
-    """Check one attachment and write the runtime-ready copy into the folder `dest`."""
+    """Check one attachment and write the runtime-ready copy into the folder `dest`.
+
+    The copy is private to the user (0600), as the user's pictures and recordings are.
+    """
     if not path.is_file():
         raise AttachmentError(f"Cannot attach {path.name}: no such file", f"Check the path {path}")
-    dest.mkdir(parents=True, exist_ok=True)
-    if kind == IMAGE:
-        return _prepare_image(path, dest)
-    if kind == AUDIO:
-        return _prepare_audio(path, dest)
-    raise AttachmentError(f"Unknown attachment kind {kind!r}", "Attach an image or an audio file")
+    if kind not in (IMAGE, AUDIO):
+        raise AttachmentError(
+            f"Unknown attachment kind {kind!r}", "Attach an image or an audio file"
+        )
+    dest.mkdir(parents=True, exist_ok=True, mode=0o700)
+    attachment = _prepare_image(path, dest) if kind == IMAGE else _prepare_audio(path, dest)
+    attachment.path.chmod(0o600)
+    return attachment
 
 
 def _free_name(dest: Path, stem: str, suffix: str) -> Path:

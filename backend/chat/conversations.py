@@ -6,7 +6,9 @@ Layout under the root (by default `<user data dir>/conversations`):
     <id>/attachments/<files>
 
 Every save writes a temporary file and renames it over the old one, so a crash at any
-moment leaves either the previous or the new version, never a torn file. The chat engine
+moment leaves either the previous or the new version, never a torn file. Conversations
+hold the user's words and copies of their pictures and recordings: folders are 0700 and
+files 0600 from the moment they are made. The chat engine
 saves the user's message before generating and the answer when it ends, so a crash
 mid-answer loses nothing that was already on screen before it began.
 
@@ -171,21 +173,31 @@ class ConversationStore:
         return self.root / conversation_id
 
     def attachments_folder(self, conversation_id: str) -> Path:
-        """Where the conversation keeps its attachment copies."""
-        return self.folder(conversation_id) / "attachments"
+        """Where the conversation keeps its attachment copies (made private, 0700)."""
+        folder = self.folder(conversation_id)
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder.mkdir(exist_ok=True, mode=0o700)
+        return folder / "attachments"
 
     def save(self, conversation: Conversation) -> None:
-        """Write the conversation atomically."""
+        """Write the conversation atomically, private to the user."""
         folder = self.folder(conversation.id)
-        folder.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder.mkdir(exist_ok=True, mode=0o700)
         conversation.updated = time.time()
         if not conversation.title:
             first = next((m.text for m in conversation.messages if m.role == "user"), "")
             conversation.title = _title(first)
         data = {"format": FORMAT, **conversation.to_dict(folder)}
         tmp = folder / f".{FILE}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, folder / FILE)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps(data, indent=1, ensure_ascii=False))
+            os.replace(tmp, folder / FILE)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a failed save leaves no temp file behind
+            raise
 
     def load(self, conversation_id: str) -> Conversation:
         """Read one conversation."""
