@@ -117,14 +117,14 @@ def component_of(name: str) -> str:
 
 
 def _tensors(
-    checkpoint: Checkpoint, resolved: ResolvedSource, token: str | None
+    checkpoint: Checkpoint, resolved: ResolvedSource, token: str | None, ctx: JobContext | None
 ) -> tuple[list[TensorInfo] | None, str]:
     found = checkpoint.tensors
     if found is not None:
         return found, "safetensors"
     src = resolved.source
     if src.repo_id is not None and not resolved.offline:
-        found = tensors.hub_tensors(src.repo_id, resolved.commit or src.revision, token)
+        found = tensors.hub_tensors(src.repo_id, resolved.commit or src.revision, token, ctx)
         if found is not None:
             return found, "hub safetensors headers"
     family = checkpoint.family
@@ -219,17 +219,25 @@ def _dtype(cfg: Cfg) -> str:
 
 
 def profile_folder(
-    resolved: ResolvedSource, *, trust_remote_code: bool = False, token: str | None = None
+    resolved: ResolvedSource,
+    *,
+    trust_remote_code: bool = False,
+    token: str | None = None,
+    ctx: JobContext | None = None,
 ) -> Profile:
     """Build the profile of a resolved source (its folder holds at least config.json)."""
     checkpoint = Checkpoint.read(
         resolved.folder, trust_remote_code=trust_remote_code, config=resolved.config
     )
-    return profile_checkpoint(checkpoint, resolved, token=token)
+    return profile_checkpoint(checkpoint, resolved, token=token, ctx=ctx)
 
 
 def profile_checkpoint(
-    checkpoint: Checkpoint, resolved: ResolvedSource, *, token: str | None = None
+    checkpoint: Checkpoint,
+    resolved: ResolvedSource,
+    *,
+    token: str | None = None,
+    ctx: JobContext | None = None,
 ) -> Profile:
     """The profile of a checkpoint that has been read."""
     folder = checkpoint.folder
@@ -237,7 +245,7 @@ def profile_checkpoint(
     remote = checkpoint.remote_code
     model_type = checkpoint.model_type
     family = checkpoint.family
-    tensors_found, tensor_source = _tensors(checkpoint, resolved, token)
+    tensors_found, tensor_source = _tensors(checkpoint, resolved, token, ctx)
     token_ids = family.token_ids(cfg)
     token_strings = _token_strings(folder, token_ids)
     warnings: list[str] = []
@@ -302,6 +310,6 @@ def inspect_source(
     ctx = ctx or JobContext()
     resolved = resolve(spec, ctx, purpose="inspect", token=token)
     ctx.report("inspect", 0, 1, message="reading config", force=True)
-    profile = profile_folder(resolved, trust_remote_code=trust_remote_code, token=token)
+    profile = profile_folder(resolved, trust_remote_code=trust_remote_code, token=token, ctx=ctx)
     ctx.report("inspect", 1, 1, message="done")
     return profile

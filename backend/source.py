@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from mmforge.backend.download import COMMIT, check_revision
 from mmforge.backend.errors import Cancelled, MmforgeError
+from mmforge.backend.hubcall import HubTimeout, hub_call, hub_timeout_s
 from mmforge.backend.jobs import JobContext
 
 log = logging.getLogger(__name__)
@@ -289,7 +290,21 @@ def _resolve_hub(
         return _from_cache(source, purpose, allow_pickle, cache_dir, reason="HF_HUB_OFFLINE is set")
     ctx.report("download", 0, None, unit="bytes", message="asking the hub", force=True)
     try:
-        info = api.model_info(source.repo_id, revision=source.revision, files_metadata=True)
+        info = hub_call(
+            "repository information",
+            lambda: api.model_info(
+                source.repo_id,
+                revision=source.revision,
+                files_metadata=True,
+                timeout=hub_timeout_s() + 5,  # our deadline comes first
+            ),
+            ctx,
+        )
+    except HubTimeout as e:
+        try:  # a copy in the cache still serves
+            return _from_cache(source, purpose, allow_pickle, cache_dir, reason=e.user_message)
+        except MmforgeError:
+            raise e from None
     except Exception as e:
         if _is_connection_error(e):
             return _from_cache(source, purpose, allow_pickle, cache_dir, reason=str(e))

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend.errors import MmforgeError
+from mmforge.backend.errors import Cancelled, MmforgeError
+from mmforge.backend.jobs import JobContext
 
 DTYPE_BYTES = {
     "F64": 8,
@@ -174,16 +175,31 @@ def local_tensors(folder: Path) -> list[TensorInfo] | None:
     return [t for header in headers.values() for t in _from_header(header)]
 
 
-def hub_tensors(repo_id: str, revision: str | None, token: str | None) -> list[TensorInfo] | None:
-    """Tensors from the safetensors headers on the hub, fetched by range requests."""
+def hub_tensors(
+    repo_id: str, revision: str | None, token: str | None, ctx: JobContext | None = None
+) -> list[TensorInfo] | None:
+    """Tensors from the safetensors headers on the hub, fetched by range requests.
+
+    Raises:
+        Cancelled: The job was cancelled while the hub was asked.
+    """
     from huggingface_hub import HfApi
 
+    from mmforge.backend.hubcall import hub_call, hub_timeout_s
     from mmforge.backend.source import hub_endpoint
 
     api = HfApi(endpoint=hub_endpoint(), token=token)
     try:
-        meta = api.get_safetensors_metadata(repo_id, revision=revision)
-    except Exception:  # noqa: BLE001 - no safetensors on the hub: the caller falls back
+        meta = hub_call(
+            "safetensors headers",
+            lambda: api.get_safetensors_metadata(
+                repo_id, revision=revision, timeout=hub_timeout_s() + 5
+            ),
+            ctx,
+        )
+    except Cancelled:
+        raise
+    except Exception:  # noqa: BLE001 - no headers from the hub (none, or no answer): unknown
         return None
     out: list[TensorInfo] = []
     for file_meta in meta.files_metadata.values():

@@ -130,7 +130,7 @@ def convert(
         checkpoint = Checkpoint.read(
             resolved.folder, trust_remote_code=trust_remote_code, config=resolved.config
         )
-        profile = profile_checkpoint(checkpoint, resolved, token=token)
+        profile = profile_checkpoint(checkpoint, resolved, token=token, ctx=ctx)
     _check_convertible(checkpoint, profile, dtype)
     _remove_stale_staging(out)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.mmforge-{os.getpid()}-", dir=out.parent))

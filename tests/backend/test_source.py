@@ -186,6 +186,30 @@ def test_a_file_fetch_checks_every_name_it_makes_a_path_of(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_hub_that_never_answers_ends_in_a_clear_error_and_cancel_reaches_it(
+    hub, tiny, monkeypatch
+):
+    import threading
+    import time
+
+    _serve_tiny(hub, tiny)
+    hub.state.hang_api = True  # accepts the connection, never answers
+    monkeypatch.setenv("MMFORGE_HUB_TIMEOUT", "1")
+    start = time.monotonic()
+    with pytest.raises(MmforgeError, match="The hub did not answer within 1 s"):
+        resolve(REPO)
+    assert time.monotonic() - start < 10
+    monkeypatch.setenv("MMFORGE_HUB_TIMEOUT", "120")
+    ctx = JobContext()
+    stopper = threading.Timer(0.5, ctx.cancel.cancel)
+    stopper.start()
+    start = time.monotonic()
+    with pytest.raises(Cancelled):
+        resolve(REPO, ctx)
+    assert time.monotonic() - start < 5
+    stopper.join()
+
+
 def test_unknown_repo_and_revision(hub, tiny):
     _serve_tiny(hub, tiny)
     with pytest.raises(MmforgeError, match="not found on the hub"):
