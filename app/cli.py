@@ -282,7 +282,7 @@ def _write_report(path: Path, text: str) -> None:
 def _cmd_chat(args: argparse.Namespace) -> int:
     import signal
 
-    from mmforge.backend.chat.attachments import AUDIO, IMAGE
+    from mmforge.backend.attachments import AUDIO, IMAGE
     from mmforge.backend.chat.client import ChatClient
     from mmforge.backend.errors import MmforgeError
 
@@ -362,8 +362,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from platformdirs import user_data_dir
 
     from mmforge import resources
+    from mmforge.backend.attachments import IMAGE
     from mmforge.backend.chat import ChatSession, GenerationOptions
-    from mmforge.backend.chat.attachments import IMAGE
     from mmforge.backend.convert import convert
     from mmforge.backend.inspect import inspect_source
     from mmforge.backend.jobs import JobContext

@@ -63,8 +63,8 @@ def _raw(model: Any, image: Path, n: int) -> tuple[float, float, list[int]]:
 
 
 def _session(session: Any, image: Path, n: int) -> tuple[float, float, list[int]]:
+    from mmforge.backend.attachments import IMAGE
     from mmforge.backend.chat import GenerationOptions
-    from mmforge.backend.chat.attachments import IMAGE
 
     session.new_conversation()
     attachments = session.prepare_attachments([(image, IMAGE)])

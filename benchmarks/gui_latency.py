@@ -69,7 +69,7 @@ def main() -> None:
     from PySide6.QtWidgets import QApplication
 
     from mmforge import resources
-    from mmforge.backend.chat.attachments import IMAGE
+    from mmforge.backend.attachments import IMAGE
     from mmforge.gui.main_window import MainWindow
 
     app = QApplication(sys.argv[:1])

@@ -9,7 +9,7 @@ from PySide6.QtCore import QSize, Qt, Signal, Slot
 from PySide6.QtGui import QImage, QKeyEvent, QPixmap
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QWidget
 
-from mmforge.backend.chat.attachments import IMAGE
+from mmforge.backend.attachments import IMAGE
 
 
 class ChatInput(QPlainTextEdit):

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from mmforge.backend.chat.attachments import IMAGE, kind_of
+from mmforge.backend.attachments import IMAGE, kind_of
 from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
 from mmforge.backend.chat.values import SessionInfo, TurnResult
 from mmforge.gui.bridge import ChatBridge, JobRunner
@@ -366,7 +366,7 @@ class ChatView(QWidget):
         return 0
 
     def _begin_turn(self, replaces: int, text: str | None, names: list[str]) -> None:
-        from mmforge.backend.chat.attachments import Attachment
+        from mmforge.backend.attachments import Attachment
 
         user = None
         if text is not None:

@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, QTimer, Slot
 from PySide6.QtWidgets import QApplication
 
 from mmforge import resources
-from mmforge.backend.chat.attachments import IMAGE
+from mmforge.backend.attachments import IMAGE
 from mmforge.backend.chat.conversations import ConversationStore
 from mmforge.backend.chat.values import SessionInfo, TurnResult
 from mmforge.backend.inspect import Profile

@@ -2,7 +2,6 @@
 
 - `session`: `ChatSession` (prefill, stream, stop, regenerate, continue);
 - `values`: what a session takes and gives (options, turn results, package info);
-- `attachments`: checking and preparing images and audio;
 - `conversations`: the saved conversations;
 - `worker` and `client`: the session in a worker process, and its client.
 """

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend.chat.attachments import Attachment
+from mmforge.backend.attachments import Attachment
 from mmforge.backend.errors import MmforgeError
 
 log = logging.getLogger(__name__)

@@ -35,7 +35,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend.chat.attachments import AUDIO, IMAGE, Attachment, AttachmentError, prepare
+from mmforge.backend.attachments import AUDIO, IMAGE, Attachment, AttachmentError, prepare
 from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
 from mmforge.backend.chat.values import (
     STOP_EOS,

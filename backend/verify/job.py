@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -108,7 +109,21 @@ def verify(
             f"{family.name} ('{family.pipeline_type}')",
             "Verify a package against the checkpoint it was converted from",
         )
-    images, audios = _inputs(model, images, audios)
+    with tempfile.TemporaryDirectory(prefix="mmforge-verify-") as scratch:
+        files = _inputs(model, images, audios, Path(scratch))
+        return _verify(package, reference, model, checkpoint, files, tokens, ctx)
+
+
+def _verify(
+    package: Path,
+    reference: str,
+    model: dict[str, Any],
+    checkpoint: Checkpoint,
+    files: tuple[list[Path], list[Path]],
+    tokens: int,
+    ctx: JobContext,
+) -> VerifyReport:
+    images, audios = files
     dtype = _package_dtype(package)
     tol = tolerance(dtype, int(model["decoder"].get("num_hidden_layers", 0)))
     setup = Setup(
@@ -125,10 +140,17 @@ def verify(
 
 
 def _inputs(
-    model: dict[str, Any], images: Sequence[Path], audios: Sequence[Path]
+    model: dict[str, Any], images: Sequence[Path], audios: Sequence[Path], scratch: Path
 ) -> tuple[list[Path], list[Path]]:
-    """The prompt's files: the user's, else the probe image (and clip, with audio)."""
+    """The prompt's files, checked as chat checks attachments, before any model loads.
+
+    The user's files (else the probe image, and the probe clip for a package with audio)
+    are prepared as chat prepares them, copies in `scratch`: a file that is not an image,
+    a truncated one, an empty or too short clip is refused here with one clear message,
+    where it could otherwise end the process inside the runtime.
+    """
     from mmforge import resources
+    from mmforge.backend.attachments import AUDIO, IMAGE, prepare
 
     has_audio = "speech" in model
     chosen = list(images) or [resources.probe_image()]
@@ -137,10 +159,8 @@ def _inputs(
         raise MmforgeError(
             "This package has no audio encoder", "Verify it with images only (drop --audio)"
         )
-    for path in [*chosen, *clips]:
-        if not Path(path).is_file():
-            raise MmforgeError(f"No such file: {path}", "Check the path")
-    return chosen, clips
+    prepared = [prepare(Path(p), IMAGE, scratch / "images").path for p in chosen]
+    return prepared, [prepare(Path(p), AUDIO, scratch / "audio").path for p in clips]
 
 
 class _Verification:

@@ -144,8 +144,8 @@ def test_verify_against_the_wrong_family_exits_2_in_one_line(tiny, package, caps
 
 def test_chat_json_ends_with_the_answer_ids_and_stats(package, capsys):
     from mmforge import resources
+    from mmforge.backend.attachments import IMAGE
     from mmforge.backend.chat import ChatSession, GenerationOptions
-    from mmforge.backend.chat.attachments import IMAGE
 
     folder = package("qwen2_5_vl")
     code, out, _ = _run(

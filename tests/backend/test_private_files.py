@@ -42,7 +42,7 @@ def test_the_token_file_is_private_from_its_creation(tmp_path, monkeypatch, no_c
 
 def test_saved_conversations_and_their_attachments_are_private(tmp_path, no_chmod):
     from mmforge import resources
-    from mmforge.backend.chat.attachments import IMAGE, prepare
+    from mmforge.backend.attachments import IMAGE, prepare
     from mmforge.backend.chat.conversations import ConversationStore, Message
 
     store = ConversationStore(tmp_path / "conversations")
@@ -59,7 +59,7 @@ def test_saved_conversations_and_their_attachments_are_private(tmp_path, no_chmo
 
 def test_attachment_copies_are_private(tmp_path):
     from mmforge import resources
-    from mmforge.backend.chat.attachments import AUDIO, IMAGE, prepare
+    from mmforge.backend.attachments import AUDIO, IMAGE, prepare
 
     for path, kind in ((resources.probe_image(), IMAGE), (resources.probe_audio(), AUDIO)):
         assert _mode(prepare(path, kind, tmp_path / "copies").path) == 0o600

@@ -12,7 +12,7 @@ from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QMessageBox
 
 from mmforge import resources
-from mmforge.backend.chat.attachments import IMAGE
+from mmforge.backend.attachments import IMAGE
 
 LONG = 180_000  # ms: a conversion or verification of a tiny checkpoint on a slow machine
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from mmforge import resources
+from mmforge.backend.attachments import AUDIO, IMAGE, AttachmentError
 from mmforge.backend.chat import ChatSession, GenerationOptions
-from mmforge.backend.chat.attachments import AUDIO, IMAGE, AttachmentError
 from mmforge.backend.chat.conversations import ConversationStore
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.verify import hf_reference

@@ -9,8 +9,8 @@ import pytest
 from PIL import Image
 
 from mmforge import resources
+from mmforge.backend.attachments import IMAGE
 from mmforge.backend.chat import ChatSession, GenerationOptions
-from mmforge.backend.chat.attachments import IMAGE
 from mmforge.backend.chat.client import ChatClient
 from mmforge.backend.chat.conversations import ConversationStore
 from mmforge.backend.errors import MmforgeError

@@ -11,6 +11,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+from mmforge import resources
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.verify import verify
 
@@ -275,3 +276,37 @@ def test_an_image_hf_would_tile_is_one_clear_error_for_lfm2_vl(tiny, package, tm
     Image.new("RGB", (700, 500), (20, 120, 220)).save(big)
     with pytest.raises(MmforgeError, match="HF splits this 700x500 image into tiles"):
         verify(package("lfm2_vl"), str(reference), images=[big])
+
+
+def test_bad_input_files_are_one_clear_error_before_any_model_loads(
+    tiny, package, tmp_path, monkeypatch
+):
+    import soundfile as sf
+
+    from mmforge.backend.verify import job
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded for bad input")
+
+    monkeypatch.setattr(job, "gather_runtime", no_model)
+    monkeypatch.setattr(job, "gather_reference", no_model)
+
+    text = tmp_path / "notes.png"
+    text.write_text("not an image")
+    truncated = tmp_path / "cut.png"
+    truncated.write_bytes(resources.probe_image().read_bytes()[:300])
+    empty = tmp_path / "empty.wav"
+    sf.write(str(empty), np.zeros(0, dtype=np.float32), 16_000)
+    click = tmp_path / "click.wav"
+    sf.write(str(click), np.zeros(160, dtype=np.float32), 16_000, subtype="PCM_16")
+    cases = [
+        ("qwen2_5_vl", {"images": [text]}, "not an image file"),
+        ("qwen2_5_vl", {"images": [truncated]}, "damaged or truncated"),
+        ("qwen2_5_vl", {"images": [tmp_path / "missing.png"]}, "no such file"),
+        ("gemma4", {"audios": [empty]}, "holds no sound|not an audio file"),
+        ("gemma4", {"audios": [click]}, "too short"),
+    ]
+    for family, files, message in cases:
+        pkg, reference = package(family), str(tiny(family))
+        with pytest.raises(MmforgeError, match=message):
+            verify(pkg, reference, **files)

@@ -1,7 +1,8 @@
-"""Chat attachments: check an image or audio file and copy it into a form the runtime takes.
+"""Attachments: check an image or audio file and copy it into a form the runtime takes.
 
 Every check happens before anything is sent to the model, so a bad file costs the user
 nothing: the draft stays, the conversation is untouched, and the message says what to do.
+Chat prepares each attachment here, and verify each of its inputs, the same way.
 
 - Images are decoded once (which catches truncated and non-image files). Very large
   images are reduced so that the longest side is at most `MAX_IMAGE_SIDE`; JPEGs are
@@ -29,6 +30,9 @@ MAX_IMAGE_SIDE = 4096
 MAX_IMAGE_PIXELS = 250_000_000
 AUDIO_SAMPLE_RATE = 16_000
 MAX_AUDIO_SECONDS = 600.0
+# ORT GenAI 0.18's audio front ends divide by zero (SIGFPE, the process dies) on clips of
+# 160 samples or fewer at 16 kHz; no speech is that short, so a margin costs nothing.
+MIN_AUDIO_SECONDS = 0.1
 _RUNTIME_IMAGE_FORMATS = {"PNG", "JPEG"}
 
 
@@ -200,6 +204,12 @@ def _prepare_audio(path: Path, dest: Path) -> Attachment:
     if rate != AUDIO_SAMPLE_RATE:
         changes.append(f"resampled {rate} Hz to {AUDIO_SAMPLE_RATE} Hz")
         mono = resample(mono, rate, AUDIO_SAMPLE_RATE)
+    if len(mono) < MIN_AUDIO_SECONDS * AUDIO_SAMPLE_RATE:
+        raise AttachmentError(
+            f"Cannot attach {path.name}: {len(mono) / AUDIO_SAMPLE_RATE:.3f} s of audio is too "
+            f"short (the minimum is {MIN_AUDIO_SECONDS} s)",
+            "Attach a longer recording",
+        )
     target = _free_name(dest, path.stem, ".wav")
     if not changes and info.format == "WAV" and info.subtype == "PCM_16":
         shutil.copyfile(path, target)

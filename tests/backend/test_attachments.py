@@ -8,7 +8,7 @@ import soundfile as sf
 from PIL import Image
 
 from mmforge import resources
-from mmforge.backend.chat.attachments import (
+from mmforge.backend.attachments import (
     AUDIO,
     AUDIO_SAMPLE_RATE,
     IMAGE,
@@ -104,6 +104,17 @@ def test_files_that_are_not_audio_or_are_empty_are_refused(tmp_path):
     sf.write(empty, np.zeros((0,), dtype=np.float32), 16000)
     with pytest.raises(AttachmentError, match="holds no sound"):
         prepare(empty, AUDIO, tmp_path / "out")
+
+
+@pytest.mark.parametrize("samples", [1, 160, 1599])
+def test_audio_too_short_for_the_runtime_is_refused_with_the_minimum(tmp_path, samples):
+    # ORT GenAI 0.18 dies with SIGFPE on 160 samples or fewer; the refusal names the minimum.
+    short = tmp_path / "click.wav"
+    sf.write(str(short), np.zeros(samples, dtype=np.float32), 16_000, subtype="PCM_16")
+    with pytest.raises(AttachmentError, match=r"too short \(the minimum is 0\.1 s\)"):
+        prepare(short, AUDIO, tmp_path / "out")
+    sf.write(str(short), np.zeros(1600, dtype=np.float32), 16_000, subtype="PCM_16")
+    assert prepare(short, AUDIO, tmp_path / "out").seconds == 0.1
 
 
 def test_kind_follows_the_file_name(tmp_path):
