@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -421,6 +422,10 @@ def _log_file() -> Path:
     return folder / "mmforge.log"
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -434,6 +439,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.command is None:
         args = parser.parse_args(["gui"])
+    if args.command not in ("worker", "gui"):
+        # SIGTERM ends a command as Ctrl+C does: staging folders and temp files are cleaned
+        # up on the way out. (Workers and the GUI handle it themselves.)
+        signal.signal(signal.SIGTERM, _interrupt)
     from mmforge.backend.errors import Cancelled, MmforgeError
 
     try:

@@ -8,6 +8,7 @@ or cancelled conversion leaves no partial package and leaves an existing OUT unt
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -82,12 +83,16 @@ def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
 def check_output(out: Path) -> None:
     """Refuse an OUT that would destroy something that is not an mmforge package.
 
+    Missing parent folders are fine: the conversion creates them, as other converters do.
+
     Raises:
-        MmforgeError: OUT is a file, or a non-empty folder without an mmforge manifest.
+        MmforgeError: OUT (or a parent) is a file, or OUT is a non-empty folder without an
+            mmforge manifest.
     """
+    blocking = next((p for p in [out, *out.parents] if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise MmforgeError(f"{blocking} is a file", "Choose a folder for the package")
     if not out.exists():
-        if not out.parent.exists():
-            raise MmforgeError(f"The folder {out.parent} does not exist", "Create it first")
         return
     if not out.is_dir():
         raise MmforgeError(f"{out} is a file", "Choose a folder for the package")
@@ -122,7 +127,9 @@ def convert(
     if ep not in EPS:
         raise MmforgeError(f"Unknown target '{ep}'", f"Choose one of {', '.join(EPS)}")
     out = Path(out).expanduser().resolve()
+    _recover_interrupted_publish(out)
     check_output(out)
+    before = _identity(out)
     timings: dict[str, float] = {}
     with _timed(timings, "resolve"):
         resolved = resolve(spec, ctx, purpose="convert", token=token, allow_pickle=allow_pickle)
@@ -132,6 +139,7 @@ def convert(
         )
         profile = profile_checkpoint(checkpoint, resolved, token=token, ctx=ctx)
     _check_convertible(checkpoint, profile, dtype)
+    created = _make_parents(out)
     _remove_stale_staging(out)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.mmforge-{os.getpid()}-", dir=out.parent))
     staging.chmod(0o755)  # mkdtemp makes it private; a package is an ordinary folder
@@ -141,9 +149,12 @@ def convert(
         manifest.commit = resolved.commit
         package.write_json(staging / MANIFEST, manifest.to_dict())
         ctx.check_cancel()
-        _publish(staging, out)
+        _publish(staging, out, before)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        for folder in reversed(created):  # parents this run made, if still empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
     ctx.report("done", 1, 1, message=f"package written to {out}", force=True)
     return manifest
@@ -298,22 +309,57 @@ def _remove_stale_staging(out: Path) -> None:
     for path in out.parent.glob(f".{out.name}.mmforge-*"):
         parts = path.name.rsplit(".mmforge-", 1)[-1].split("-")
         pid = int(parts[0]) if parts and parts[0].isdigit() else None
-        if pid is None or pid == os.getpid():
-            continue
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if pid is not None and not _alive(pid):
             shutil.rmtree(path, ignore_errors=True)
-        except PermissionError:
-            continue  # another user's live process
 
 
-def _publish(staging: Path, out: Path) -> None:
-    """Move the finished package into place; an old package is replaced only at the end."""
-    if not out.exists():
-        os.rename(staging, out)
+def _make_parents(out: Path) -> list[Path]:
+    """Create OUT's missing parent folders; the ones created, outermost first."""
+    missing = [p for p in reversed(out.parents) if not p.exists()]
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise MmforgeError(
+            f"Cannot create the folder {out.parent}: {e.strerror or e}",
+            "Choose a folder you can write to",
+        ) from None
+    return missing
+
+
+def _identity(out: Path) -> tuple[int, int] | None:
+    """What is at OUT (device and inode), or None when nothing is."""
+    try:
+        st = out.lstat()
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _changed(out: Path) -> MmforgeError:
+    return MmforgeError(
+        f"{out} changed while the conversion ran (something else created or replaced it)",
+        "Nothing there was overwritten; convert again into a new folder",
+    )
+
+
+def _publish(staging: Path, out: Path, before: tuple[int, int] | None) -> None:
+    """Move the finished package into place; an old package is replaced only at the end.
+
+    OUT is checked again here: what the conversion was allowed to replace when it began
+    (nothing, an empty folder, or the same mmforge package) must still be what is there.
+    A publish interrupted between its two renames is repaired by the next conversion to
+    the same OUT (`_recover_interrupted_publish`).
+    """
+    if _identity(out) != before:
+        raise _changed(out)
+    check_output(out)
+    if before is None:
+        try:
+            os.rename(staging, out)  # fails if a non-empty folder appeared just now
+        except OSError:
+            raise _changed(out) from None
         return
-    backup = out.parent / f".{out.name}.mmforge-old-{uuid.uuid4().hex[:8]}"
+    backup = out.parent / f".{out.name}.mmforge-old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     os.rename(out, backup)
     try:
         os.rename(staging, out)
@@ -321,3 +367,33 @@ def _publish(staging: Path, out: Path) -> None:
         os.rename(backup, out)
         raise
     shutil.rmtree(backup, ignore_errors=True)
+
+
+def _recover_interrupted_publish(out: Path) -> None:
+    """Repair what a publish killed between its two renames left: the old package aside.
+
+    If OUT is missing, the old package goes back; if the new one made it into place, the
+    old one, which was going to be deleted, is.
+    """
+    for backup in sorted(out.parent.glob(f".{out.name}.mmforge-old-*")):
+        parts = backup.name.rsplit(".mmforge-old-", 1)[-1].split("-")
+        pid = int(parts[0]) if parts[0].isdigit() else None
+        if pid is not None and _alive(pid):
+            continue  # a conversion publishing right now
+        if not out.exists() and (backup / MANIFEST).is_file():
+            os.rename(backup, out)
+            log.warning("restored %s, left aside by an interrupted conversion", out)
+        else:
+            shutil.rmtree(backup, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True

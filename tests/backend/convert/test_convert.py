@@ -311,6 +311,105 @@ def test_a_folder_that_is_not_a_package_is_never_replaced(tiny, tmp_path):
     assert (out / "thesis.txt").read_text() == "precious"
 
 
+def test_a_folder_made_at_out_while_converting_is_never_deleted(tiny, tmp_path):
+    out = tmp_path / "pkg"
+    ctx = JobContext(min_interval_s=0)
+
+    def someone_else_writes_out(e: Progress) -> None:
+        if e.stage == "package" and not out.exists():
+            out.mkdir()
+            (out / "notes.txt").write_text("mine")
+
+    ctx.on_progress = someone_else_writes_out
+    with pytest.raises(MmforgeError, match="changed while the conversion ran"):
+        convert(str(tiny("qwen2_5_vl")), out, ctx)
+    assert (out / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pkg"]  # no staging left
+
+
+def test_a_package_replaced_while_converting_is_never_deleted(tiny, package, tmp_path):
+    out = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), out)
+    ctx = JobContext(min_interval_s=0)
+
+    def replace_it(e: Progress) -> None:
+        if e.stage == "package" and not (tmp_path / "moved").exists():
+            out.rename(tmp_path / "moved")
+            out.mkdir()
+            (out / "thesis.txt").write_text("precious")
+
+    ctx.on_progress = replace_it
+    with pytest.raises(MmforgeError, match="changed while the conversion ran"):
+        convert(str(tiny("qwen2_5_vl")), out, ctx)
+    assert (out / "thesis.txt").read_text() == "precious"
+
+
+def test_a_publish_interrupted_between_its_renames_is_repaired_next_time(tiny, package, tmp_path):
+    out = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    dead = 2**22 + 12345  # above any pid this machine hands out
+    # Killed after renaming the old package aside, before the new one took its place:
+    out.rename(tmp_path / f".pkg.mmforge-old-{dead}-0abc1234")
+    with pytest.raises(MmforgeError):  # the next run (failing early here) puts it back
+        convert(str(tmp_path / "no-such-model"), out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pkg"]
+    # Killed after the new package took its place: the old one, due for deletion, goes.
+    shutil.copytree(out, tmp_path / f".pkg.mmforge-old-{dead}-0def5678")
+    with pytest.raises(MmforgeError):
+        convert(str(tmp_path / "no-such-model"), out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pkg"]
+
+
+def test_missing_parent_folders_of_out_are_created_and_removed_again_on_failure(tiny, tmp_path):
+    out = tmp_path / "a" / "b" / "pkg"
+    convert(str(tiny("qwen2_5_vl")), out)
+    assert (out / "genai_config.json").is_file()
+    broken = tmp_path / "c" / "d" / "pkg"
+    ctx = JobContext(min_interval_s=0)
+
+    def cancel(e: Progress) -> None:
+        if e.stage == "write":
+            ctx.cancel.cancel()
+
+    ctx.on_progress = cancel
+    with pytest.raises(Cancelled):
+        convert(str(tiny("qwen2_5_vl")), broken, ctx)
+    assert not (tmp_path / "c").exists()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(MmforgeError, match="is a file"):
+        convert(str(tiny("qwen2_5_vl")), tmp_path / "file" / "pkg")
+
+
+def test_sigterm_to_a_cli_conversion_cleans_its_staging_folder(tiny, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "pkg"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mmforge.app", "convert", str(tiny("qwen2_5_vl")), "-o", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p.name.startswith(".pkg.mmforge-") for p in tmp_path.iterdir()):
+            assert proc.poll() is None and time.monotonic() < deadline, "no staging folder seen"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and "cancelled" in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_corrupt_safetensors(tiny, tmp_path):
     src = tmp_path / "ck"
     shutil.copytree(tiny("qwen2_5_vl"), src)
