@@ -145,7 +145,7 @@ class JobRunner(QObject):
                     )
         except MmforgeError as e:  # a result that is not what the job returns
             outcome = ("failed", _error(e.user_message, e.hint, e.details))
-        except (OSError, ValueError) as e:
+        except Exception as e:  # noqa: BLE001 - whatever happens, the runner must end
             outcome = (
                 "failed",
                 _error(f"Lost contact with the worker: {e}", None, job.stderr_tail),

@@ -10,7 +10,7 @@ from typing import Any
 
 from mmforge.backend.jobs import Progress
 from mmforge.backend.worker.child import worker_command
-from mmforge.backend.worker.protocol import FINAL_EVENTS
+from mmforge.backend.worker.protocol import FINAL_EVENTS, parse_event
 
 
 class WorkerJob:
@@ -33,6 +33,7 @@ class WorkerJob:
             text=True,
             env={**os.environ, **(env or {})},
         )
+        self._greeted = False
         self._stdin_lock = threading.RLock()  # reentrant: a signal handler may write too
         self._stderr_tail: list[str] = []
         # Drain stderr (library warnings) so a chatty worker never blocks on a full pipe.
@@ -64,22 +65,42 @@ class WorkerJob:
             return False
         return True
 
-    def read_event(self) -> dict[str, Any] | None:
-        """The next event as sent (progress included), or None when the worker is gone."""
+    def _read_line(self) -> str | None:
         assert self.process.stdout is not None
         try:
             for line in self.process.stdout:
-                line = line.strip()
-                if line:
-                    value = json.loads(line)
-                    return value if isinstance(value, dict) else None
+                if line.strip():
+                    return line.strip()
         except (OSError, ValueError):
             return None
         return None
 
+    def read_event(self) -> dict[str, Any] | None:
+        """The next event, checked (`protocol.parse_event`), or None when the worker is gone.
+
+        The worker's hello is checked and consumed here; a worker that does not begin
+        with one, or speaks another protocol version, gives an error event.
+        """
+        line = self._read_line()
+        if line is None:
+            return None
+        event = parse_event(line)
+        if not self._greeted:
+            self._greeted = True
+            if event.get("event") == "hello":
+                return self.read_event()
+            if event.get("event") != "error":
+                return {
+                    "event": "error",
+                    "message": "The worker did not say which protocol it speaks",
+                    "hint": "The app and its worker come from different mmforge versions: "
+                    "reinstall",
+                    "details": line[:2000],
+                }
+        return event
+
     def events(self) -> Any:
         """Yield each event until the job ends; then the process is reaped."""
-        assert self.process.stdout is not None
         while (event := self.read_event()) is not None:
             if event.get("event") == "progress":
                 yield Progress(**{k: v for k, v in event.items() if k != "event"})

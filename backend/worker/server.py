@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from mmforge.backend.errors import Cancelled, MmforgeError
 from mmforge.backend.jobs import JobContext
-from mmforge.backend.worker.protocol import Channel, error_event, read_command
+from mmforge.backend.worker.protocol import Channel, error_event, hello, read_command
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,7 @@ def serve(stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
     stdin = stdin or sys.stdin
     channel = Channel(stdout or sys.stdout)
     sys.stdout = sys.stderr
+    channel.send(hello())
     first = read_command(stdin)
     if first is not None and first.get("cmd") == "run" and first.get("job") == "chat":
         from mmforge.backend.chat.worker import serve_chat
