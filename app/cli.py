@@ -1,12 +1,14 @@
 """The `mmforge` command line.
 
 Every command drives a backend job. User errors print one line on stderr and exit 2;
-unexpected failures print one line pointing at a log file holding the traceback.
+unexpected failures print one line pointing at a log file holding the traceback and exit
+70. With `--json`, a failure also prints one JSON object on stdout: {"error": {...}}.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import signal
@@ -20,8 +22,14 @@ from mmforge.app.terminal import emit_profile, print_turn_figures, progress_prin
 from mmforge.backend.units import human_bytes
 
 EXIT_USER_ERROR = 2
-EXIT_INTERNAL = 1
+EXIT_INTERNAL = 70  # EX_SOFTWARE: never confused with verify's FAIL (1)
 EXIT_CANCELLED = 130
+EXIT_CODES = (
+    "exit codes: 0 success (verify: PASS); 1 verify FAIL; 2 bad input (one line on stderr "
+    "says what to do); 3 verify AMBIGUOUS; 70 internal error (the traceback goes to a log "
+    "file); 130 cancelled (Ctrl+C or SIGTERM). With --json, a failure also prints "
+    '{"error": {"kind", "message", "hint", "exit_code"}} on stdout.'
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,6 +50,7 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="mmforge",
         description="Convert Hugging Face multimodal models to ONNX Runtime GenAI packages, "
         "verify them stage by stage, and chat with them.",
+        epilog=EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"mmforge {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail to stderr")
@@ -142,7 +151,8 @@ def _add_verify(sub: Any) -> None:
     p = sub.add_parser(
         "verify",
         help="compare a package with its Hugging Face reference, stage by stage",
-        description="Exit codes: 0 PASS, 1 FAIL, 3 AMBIGUOUS, 2 bad input.",
+        description="Exit codes: 0 PASS, 1 FAIL, 3 AMBIGUOUS, 2 bad input, 70 internal error, "
+        "130 cancelled.",
     )
     p.add_argument("package", type=Path, metavar="PACKAGE", help="a package folder")
     p.add_argument(
@@ -442,25 +452,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command not in ("worker", "gui"):
         # SIGTERM ends a command as Ctrl+C does: staging folders and temp files are cleaned
         # up on the way out. (Workers and the GUI handle it themselves.)
-        signal.signal(signal.SIGTERM, _interrupt)
+        with contextlib.suppress(ValueError):  # only the main thread sets handlers
+            signal.signal(signal.SIGTERM, _interrupt)
     from mmforge.backend.errors import Cancelled, MmforgeError
 
+    as_json = bool(getattr(args, "json", None))
     try:
         return int(args.func(args))
     except MmforgeError as e:
-        print(f"mmforge: error: {e.one_line()}", file=sys.stderr)
-        if e.details:
-            logging.getLogger("mmforge").debug("details: %s", e.details)
-        return EXIT_USER_ERROR
+        line = e.one_line()
+        if e.details and not args.verbose:
+            line += " (run with -v for the details)"
+        print(f"mmforge: error: {line}", file=sys.stderr)
+        if e.details and args.verbose:
+            print(f"mmforge: details: {' '.join(e.details.split())[:4000]}", file=sys.stderr)
+        return _failed(as_json, "bad_input", e.user_message, e.hint, EXIT_USER_ERROR)
     except (Cancelled, KeyboardInterrupt):
         print("mmforge: cancelled", file=sys.stderr)
-        return EXIT_CANCELLED
+        return _failed(as_json, "cancelled", "Cancelled", None, EXIT_CANCELLED)
     except Exception as e:  # noqa: BLE001 - the last resort: one line, traceback to the log
         log_path = _log_file()
         with log_path.open("a", encoding="utf-8") as f:
             f.write(traceback.format_exc())
+        text = " ".join(str(e).split())[:500]  # one line, whatever the exception holds
+        message = f"Internal error: {type(e).__name__}: {text}"
         print(
-            f"mmforge: internal error: {type(e).__name__}: {e} (details in {log_path})",
+            f"mmforge: internal error: {type(e).__name__}: {text} (details in {log_path})",
             file=sys.stderr,
         )
-        return EXIT_INTERNAL
+        hint = f"Please report it with {log_path}"
+        return _failed(as_json, "internal", message, hint, EXIT_INTERNAL)
+
+
+def _failed(as_json: bool, kind: str, message: str, hint: str | None, code: int) -> int:
+    """The exit code; with --json, the failure as one JSON object on stdout first."""
+    if as_json:
+        error = {"kind": kind, "message": message, "hint": hint, "exit_code": code}
+        print(json.dumps({"error": error}, indent=2))
+    return code

@@ -138,11 +138,14 @@ def _transformers_config(
         return None
     try:
         return CONFIG_MAPPING[model_type].from_dict(dict(raw))
-    except (ValueError, TypeError, KeyError, AttributeError) as e:
+    except Exception as e:  # noqa: BLE001 - whatever transformers refuses, the file is at fault
+        reason = " ".join(f"{type(e).__name__}: {e}".split())
         raise MmforgeError(
-            f"transformers cannot read {folder / 'config.json'}: {e}",
+            f"transformers cannot read {folder / 'config.json'} "
+            f"({reason[:300]}{'…' if len(reason) > 300 else ''})",
             "The config is malformed; download the model again or fix the file",
-        ) from e
+            details=reason,
+        ) from None
 
 
 def _optional_json(path: Path) -> dict[str, Any]:

@@ -95,10 +95,9 @@ def _parse_header(path: Path, size: int, mtime_ns: int) -> tuple[int, dict[str, 
             if length > min(_MAX_HEADER, size - 8):
                 raise ValueError(f"header length {length} does not fit in {size} bytes")
             header = json.loads(f.read(length))
-        end = max(
-            (int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"),
-            default=0,
-        )
+        if not isinstance(header, dict):
+            raise ValueError("the header is not a JSON object")
+        end = max((_check_entry(k, v) for k, v in header.items() if k != "__metadata__"), default=0)
         if 8 + length + end > size:
             raise ValueError(f"data ends at byte {8 + length + end} but the file has {size}")
     except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
@@ -106,12 +105,29 @@ def _parse_header(path: Path, size: int, mtime_ns: int) -> tuple[int, dict[str, 
             f"{path.name} is not a valid safetensors file ({e})",
             "The download may be incomplete or corrupt: delete it and download again",
         ) from e
-    if not isinstance(header, dict):
-        raise MmforgeError(
-            f"{path.name} has a malformed safetensors header",
-            "The file is corrupt: delete it and download the model again",
-        )
     return 8 + int(length), header
+
+
+def _check_entry(name: str, meta: Any) -> int:
+    """Check one tensor's header entry; where its data ends.
+
+    Raises:
+        ValueError: The shape, dtype or byte range is malformed, or the range does not
+            hold exactly the bytes the shape and dtype make.
+    """
+    shape, offsets = meta["shape"], meta["data_offsets"]
+    if not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise ValueError(f"{name} has the shape {shape}")
+    start, end = (int(x) for x in offsets)
+    if not 0 <= start <= end:
+        raise ValueError(f"{name} has the byte range {offsets}")
+    width = DTYPE_BYTES.get(str(meta["dtype"]))
+    if width is not None and end - start != math.prod(shape) * width:
+        raise ValueError(
+            f"{name} holds {end - start} bytes where its shape {shape} in {meta['dtype']} "
+            f"needs {math.prod(shape) * width}"
+        )
+    return end
 
 
 def _from_header(header: dict[str, dict[str, object]]) -> list[TensorInfo]:

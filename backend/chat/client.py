@@ -53,7 +53,7 @@ class ChatClient:
             if event is None:
                 raise MmforgeError(
                     "The chat worker stopped before the model loaded",
-                    "See the details",
+                    "Load the package again; the details hold the worker's last output",
                     details=self._job.stderr_tail,
                 )
             raise MmforgeError(str(event.get("message")), event.get("hint"), event.get("details"))

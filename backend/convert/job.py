@@ -9,6 +9,7 @@ or cancelled conversion leaves no partial package and leaves an existing OUT unt
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -29,6 +30,7 @@ from mmforge.backend.inspect import Profile, profile_checkpoint
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.memory import peak_rss_bytes
 from mmforge.backend.source import resolve
+from mmforge.backend.units import human_bytes
 
 if TYPE_CHECKING:
     from mmforge.backend.convert.weights import WeightPlan
@@ -139,6 +141,7 @@ def convert(
         )
         profile = profile_checkpoint(checkpoint, resolved, token=token, ctx=ctx)
     _check_convertible(checkpoint, profile, dtype)
+    _check_disk_space(out, profile.sizes.package_bytes.get(dtype, 0))
     created = _make_parents(out)
     _remove_stale_staging(out)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.mmforge-{os.getpid()}-", dir=out.parent))
@@ -150,11 +153,16 @@ def convert(
         package.write_json(staging / MANIFEST, manifest.to_dict())
         ctx.check_cancel()
         _publish(staging, out, before)
+    except OSError as e:
+        _discard(staging, created)
+        if e.errno == errno.ENOSPC:
+            raise MmforgeError(
+                f"The disk filled up while writing the package next to {out}",
+                "Free some space or choose a folder on another disk; nothing was left behind",
+            ) from None
+        raise
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        for folder in reversed(created):  # parents this run made, if still empty
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        _discard(staging, created)
         raise
     ctx.report("done", 1, 1, message=f"package written to {out}", force=True)
     return manifest
@@ -311,6 +319,32 @@ def _remove_stale_staging(out: Path) -> None:
         pid = int(parts[0]) if parts and parts[0].isdigit() else None
         if pid is not None and not _alive(pid):
             shutil.rmtree(path, ignore_errors=True)
+
+
+def _discard(staging: Path, created: list[Path]) -> None:
+    """Remove the staging folder and the parents this run made (if still empty)."""
+    shutil.rmtree(staging, ignore_errors=True)
+    for folder in reversed(created):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+# Room kept free beyond the estimate: the runtime check's cache files, the estimate's error.
+DISK_MARGIN = 1.15
+DISK_SLACK_BYTES = 64 * 2**20
+
+
+def _check_disk_space(out: Path, estimate: int) -> None:
+    """Refuse before any work when the package cannot fit on OUT's disk (inspect's estimate)."""
+    existing = next(p for p in [out, *out.parents] if p.exists())
+    free = shutil.disk_usage(existing).free
+    need = int(estimate * DISK_MARGIN) + DISK_SLACK_BYTES
+    if estimate and free < need:
+        raise MmforgeError(
+            f"Not enough free disk space for the package: it needs about {human_bytes(need)} "
+            f"and {human_bytes(free)} is free at {existing}",
+            "Free some space, choose a folder on another disk, or a smaller --dtype (int4)",
+        )
 
 
 def _make_parents(out: Path) -> list[Path]:

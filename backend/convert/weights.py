@@ -200,9 +200,17 @@ def checkpoint_refs(folder: Path, *, allow_pickle: bool = False) -> dict[str, Te
             if pickled
             else "Download the model's *.safetensors files",
         )
+    from mmforge.backend.tensors import TORCH_DTYPES
+
     refs: dict[str, TensorRef] = {}
     for path, header in headers.items():
         for name, meta in header.items():
+            if name != "__metadata__" and str(meta["dtype"]) not in TORCH_DTYPES:
+                raise MmforgeError(
+                    f"{name} is stored as {meta['dtype']}, which mmforge cannot convert yet",
+                    "Use the model's bfloat16, float16 or float32 release (quantized "
+                    "checkpoints are not supported)",
+                )
             if name != "__metadata__":
                 refs[name] = TensorRef(name, tuple(meta["shape"]), str(meta["dtype"]), path)  # type: ignore[arg-type]
     return refs

@@ -54,14 +54,30 @@ def load_model(source: Checkpoint | Path) -> Any:
             f"{family.name} has no transformers class to compare against",
             "Parity checks need a family that transformers implements natively",
         )
+    if checkpoint.tensors is None:  # (checks every header: a corrupt file is named)
+        raise MmforgeError(
+            f"{checkpoint.folder} has no safetensors weights to compare against",
+            "Pass the checkpoint folder the package was converted from",
+        )
     cls = getattr(transformers, family.hf_class)
     transformers.utils.logging.disable_progress_bar()  # progress is ours to report
-    return cls.from_pretrained(
-        checkpoint.folder,
-        config=checkpoint.transformers_config(),
-        dtype="float32",
-        use_safetensors=True,
-    ).eval()
+    try:
+        model = cls.from_pretrained(
+            checkpoint.folder,
+            config=checkpoint.transformers_config(),
+            dtype="float32",
+            use_safetensors=True,
+        )
+    except Exception as e:  # noqa: BLE001 - weights transformers refuses are the input's fault
+        reason = " ".join(f"{type(e).__name__}: {e}".split())
+        raise MmforgeError(
+            f"transformers cannot load the reference weights in {checkpoint.folder} "
+            f"({reason[:300]})",
+            "Pass the checkpoint the package was converted from; download it again if it is "
+            "damaged",
+            details=reason,
+        ) from None
+    return model.eval()
 
 
 def load_tokenizer(source: Checkpoint | Path) -> Any:

@@ -101,6 +101,11 @@ def verify(
     genai = read_genai_config(package)
     resolved = resolve(reference, ctx, purpose="convert")
     checkpoint = Checkpoint.read(resolved.folder, config=resolved.config)
+    if checkpoint.tensors is None:  # checked before anything runs: a corrupt file is named
+        raise MmforgeError(
+            f"{checkpoint.folder} has no safetensors weights to compare against",
+            "Pass the checkpoint folder the package was converted from",
+        )
     family = checkpoint.family
     model = genai["model"]
     if family.pipeline_type != model.get("type"):

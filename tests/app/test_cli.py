@@ -216,3 +216,62 @@ def test_the_installed_script_runs_demo_offline(tmp_path):
     )
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_json_mode_prints_a_json_error_object_on_failure(tmp_path, capsys):
+    code, out, err = _run(capsys, "inspect", str(tmp_path / "nope"), "--json")
+    assert code == 2 and "No such folder" in _one_clear_line(err)
+    error = json.loads(out)["error"]
+    assert error["kind"] == "bad_input" and error["exit_code"] == 2
+    assert "No such folder" in error["message"] and error["hint"]
+
+
+def test_an_internal_error_has_its_own_exit_code_and_json_object(
+    tiny, capsys, monkeypatch, tmp_path
+):
+    from mmforge.backend import inspect as inspect_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug\nover two lines")
+
+    monkeypatch.setattr(inspect_module, "profile_folder", broken)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    code, out, err = _run(capsys, "inspect", str(tiny("qwen2_5_vl")), "--json")
+    assert code == 70  # never verify's FAIL (1)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "internal error: RuntimeError: a bug over two lines" in lines[0]
+    error = json.loads(out)["error"]
+    assert error["kind"] == "internal" and error["exit_code"] == 70
+
+
+def test_help_lists_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for code in ("0 success", "1 verify FAIL", "2 bad input", "3 verify AMBIGUOUS", "70 internal"):
+        assert code in text
+    with pytest.raises(SystemExit):
+        main(["verify", "--help"])
+    assert "70 internal error" in " ".join(capsys.readouterr().out.split())
+
+
+def test_details_are_shown_with_v_and_pointed_to_without(hub, capsys):
+    code, _, err = _run(capsys, "inspect", "org/does-not-exist")
+    assert code == 2 and "(run with -v for the details)" in _one_clear_line(err)
+    code, _, err = _run(capsys, "-v", "inspect", "org/does-not-exist")
+    assert code == 2 and "mmforge: details:" in err and "(run with -v" not in err
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        '{"model_type": "qwen2_5_vl", "vision_config": "oops"}',
+        '{"model_type": "mistral3", "text_config": [1, 2]}',
+        '{"model_type": "gemma3", "text_config": {"num_attention_heads": 0, "hidden_size": 64}}',
+        '{"model_type": "qwen2_5_vl", "text_config": {"rope_parameters": {"rope_type": "yarn"}}}',
+    ],
+)
+def test_a_config_transformers_refuses_is_bad_input_on_one_line(tmp_path, capsys, config):
+    code, _, err = _run(capsys, "inspect", str(_folder(tmp_path, config)))
+    assert code == 2
+    assert "transformers cannot read" in _one_clear_line(err)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import pytest
@@ -296,7 +297,7 @@ def test_failure_mid_write_keeps_the_old_package(tiny, package, tmp_path, monkey
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(package_module, "write_tokenizer", broken_tokenizer)
-    with pytest.raises(OSError):
+    with pytest.raises(MmforgeError, match="The disk filled up"):  # exit 2, not a crash
         convert(str(tiny("qwen2_5_vl")), out)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pkg"]
@@ -789,3 +790,64 @@ def test_lfm2_vl_in_the_hub_layout_converts_and_matches_transformers(tiny, tmp_p
     assert manifest.weights["unused"] == 0 and manifest.weights["missing"] == 0
     ort_tokens, hf_tokens = _greedy_both(tmp_path / "pkg", src)
     assert len(set(hf_tokens)) >= 4 and ort_tokens == hf_tokens
+
+
+def _rewrite_header(path, change) -> None:
+    """Rewrite a safetensors header in place through `change(header)`, data untouched."""
+    import struct
+
+    raw = path.read_bytes()
+    (length,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + length])
+    change(header)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + length :])
+
+
+def test_a_byte_range_that_does_not_hold_the_shape_is_bad_input(tiny, tmp_path, capsys):
+    from mmforge.app.cli import main
+
+    src = tmp_path / "ck"
+    shutil.copytree(tiny("qwen2_5_vl"), src)
+
+    def grow(header):
+        name = next(k for k, v in header.items() if k != "__metadata__" and len(v["shape"]) == 2)
+        header[name]["shape"][0] += 1  # the bytes stay: the range no longer fits the shape
+
+    _rewrite_header(src / "model.safetensors", grow)
+    assert main(["convert", str(src), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "not a valid safetensors file" in err and "bytes where its shape" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_fp8_weights_are_refused_by_name_not_a_crash(tiny, tmp_path):
+    src = tmp_path / "ck"
+    shutil.copytree(tiny("qwen2_5_vl"), src)
+
+    def to_fp8(header):
+        name = next(k for k, v in header.items() if k != "__metadata__" and v["dtype"] == "F32")
+        header[name]["shape"] = [4 * math.prod(header[name]["shape"])]
+        header[name]["dtype"] = "F8_E4M3"
+
+    _rewrite_header(src / "model.safetensors", to_fp8)
+    with pytest.raises(MmforgeError, match="stored as F8_E4M3, which mmforge cannot convert"):
+        convert(str(src), tmp_path / "out")
+
+
+def test_a_package_that_cannot_fit_on_the_disk_is_refused_before_any_work(
+    tiny, tmp_path, monkeypatch
+):
+    from collections import namedtuple
+
+    from mmforge.backend.convert import job
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(job.shutil, "disk_usage", lambda path: usage(10**9, 10**9, 50_000_000))
+    built = []
+    monkeypatch.setattr(job, "_build_into", lambda *a, **k: built.append(1))
+    with pytest.raises(MmforgeError, match="Not enough free disk space") as e:
+        convert(str(tiny("qwen2_5_vl")), tmp_path / "out")
+    assert "int4" in (e.value.hint or "")
+    assert built == [] and list(tmp_path.iterdir()) == []

@@ -310,3 +310,29 @@ def test_bad_input_files_are_one_clear_error_before_any_model_loads(
         pkg, reference = package(family), str(tiny(family))
         with pytest.raises(MmforgeError, match=message):
             verify(pkg, reference, **files)
+
+
+def test_bad_reference_weights_are_one_clear_error(tiny, package, tmp_path):
+    import struct
+
+    ref = tmp_path / "ref"
+    shutil.copytree(tiny("qwen2_5_vl"), ref)
+    weights = ref / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2])
+    with pytest.raises(MmforgeError, match="not a valid safetensors file"):
+        verify(package("qwen2_5_vl"), str(ref))
+    # Whole and well-formed, but not the weights of this model: a 2-D tensor transposed.
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length])
+    name = next(
+        k
+        for k, v in header.items()
+        if k != "__metadata__" and len(v["shape"]) == 2 and v["shape"][0] != v["shape"][1]
+    )
+    header[name]["shape"] = header[name]["shape"][::-1]
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    weights.write_bytes(struct.pack("<Q", len(text)) + text + data[8 + length :])
+    with pytest.raises(MmforgeError, match="transformers cannot load the reference weights"):
+        verify(package("qwen2_5_vl"), str(ref))
