@@ -332,6 +332,11 @@ def _chat_options(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.max_new_tokens < 1:
         raise MmforgeError("--max-new-tokens must be at least 1", "Pass a positive number")
+    if args.temperature < 0:
+        raise MmforgeError(
+            f"--temperature must not be negative (got {args.temperature})",
+            "Pass 0 for greedy answers, or a positive temperature to sample",
+        )
     options: dict[str, Any] = {"max_new_tokens": args.max_new_tokens}
     if args.temperature > 0:
         options.update(

@@ -455,8 +455,9 @@ def _hub_error(source: Source, e: BaseException) -> MmforgeError:
             details=str(e),
         )
     if isinstance(e, hf.RepositoryNotFoundError):
+        where = f"There is no folder {repo} here, and {repo}" if "@" not in source.spec else repo
         return MmforgeError(
-            f"{repo} was not found on the hub, or it is private",
+            f"{where} was not found on the hub, or it is private",
             "Check the spelling; for a private repo save a token with `hf auth login`",
             details=str(e),
         )

@@ -275,3 +275,16 @@ def test_a_config_transformers_refuses_is_bad_input_on_one_line(tmp_path, capsys
     code, _, err = _run(capsys, "inspect", str(_folder(tmp_path, config)))
     assert code == 2
     assert "transformers cannot read" in _one_clear_line(err)
+
+
+def test_a_missing_relative_folder_is_named_both_as_a_folder_and_a_hub_id(hub, capsys):
+    code, _, err = _run(capsys, "inspect", "models/qwen")
+    line = _one_clear_line(err)
+    assert code == 2 and "no folder models/qwen here" in line and "not found on the hub" in line
+
+
+def test_a_negative_temperature_is_refused(package, capsys):
+    code, _, err = _run(
+        capsys, "chat", str(package("qwen2_5_vl")), "--prompt", "hi", "--temperature", "-1"
+    )
+    assert code == 2 and "--temperature must not be negative" in _one_clear_line(err)
