@@ -63,6 +63,12 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="drive the demo flow (convert, verify, chat) offscreen; exit 0 on success",
     )
+    p.add_argument(
+        "--screenshots",
+        type=Path,
+        metavar="DIR",
+        help="with --self-test: save a picture of the window at each page into DIR",
+    )
     p.set_defaults(func=_cmd_gui)
     return parser
 
@@ -173,7 +179,8 @@ def _add_verify(sub: Any) -> None:
 def _cmd_gui(args: argparse.Namespace) -> int:
     from mmforge.gui.app import run
 
-    return run(self_test=bool(getattr(args, "self_test", False)))
+    shots = getattr(args, "screenshots", None)
+    return run(self_test=bool(getattr(args, "self_test", False)), screenshots=shots)
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+from typing import Any
 
 
-def run(self_test: bool = False) -> int:
-    """Open the window (or drive the demo flow offscreen with `self_test`); exit code."""
+def run(self_test: bool = False, screenshots: Path | None = None) -> int:
+    """Open the window (or drive the demo flow with `self_test`); the exit code.
+
+    With `screenshots`, the self-test saves a picture of the window at each page there.
+    """
     if self_test and not os.environ.get("DISPLAY"):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings
-    from PySide6.QtGui import QFontDatabase
+    from PySide6.QtGui import QFontDatabase, QIcon
     from PySide6.QtWidgets import QApplication
 
     from mmforge import resources
@@ -22,17 +27,45 @@ def run(self_test: bool = False) -> int:
     app.setApplicationName("Multimodal Forge")
     app.setOrganizationName("mmforge")
     app.setStyle("Fusion")  # follows the system's light or dark scheme
+    app.setWindowIcon(QIcon(str(resources.HERE / "mmforge.png")))
     font = resources.HERE / "DejaVuSans.ttf"
     if font.is_file():
         QFontDatabase.addApplicationFont(str(font))  # text renders where fonts are missing
     settings = QSettings()
     window = MainWindow(settings)
     window.show()
+    if os.environ.get("MMFORGE_QUIT_WHEN_SHOWN"):
+        _quit_when_shown(app, window)
     if self_test:
         from mmforge.gui.self_test import SelfTest
 
-        test = SelfTest(window)
+        snapshot = None
+        if screenshots is not None:
+            screenshots.mkdir(parents=True, exist_ok=True)
+
+            def snapshot(page: str) -> None:
+                window.grab().save(str(screenshots / f"{page}.png"), "PNG")
+
+        test = SelfTest(window, snapshot)
         test.start()
         code = app.exec()
         return 0 if test.ok and code == 0 else 1
     return int(app.exec())
+
+
+def _quit_when_shown(app: Any, window: Any) -> None:
+    """A measuring aid (packaging/test_linux.sh): close as soon as the window is up.
+
+    It reports whether the GUI process imported any heavy library: it must not, or the
+    window would wait for it.
+    """
+    from PySide6.QtCore import QTimer
+
+    def done() -> None:
+        heavy = ("torch", "transformers", "onnxruntime_genai", "onnxruntime")
+        loaded = [m for m in heavy if m in sys.modules]
+        sys.stderr.write(f"mmforge: window shown; heavy modules in the GUI process: {loaded}\n")
+        window.close()
+        app.quit()
+
+    QTimer.singleShot(0, done)

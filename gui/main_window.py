@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QSettings, Slot
-from PySide6.QtGui import QCloseEvent
+from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QListWidget,
@@ -49,11 +49,21 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.pages, 1)
         self.setCentralWidget(central)
         self.nav.setCurrentRow(0)
+        self.about_action = QAction("&About Multimodal Forge", self)
+        self.about_action.triggered.connect(self.show_about)
+        self.menuBar().addMenu("&Help").addAction(self.about_action)
         geometry = settings.value("geometry")
         if isinstance(geometry, QByteArray):
             self.restoreGeometry(geometry)
         else:
             self.resize(1180, 780)
+
+    @Slot()
+    def show_about(self) -> None:
+        """The version and the licences of what the app bundles."""
+        from mmforge.gui.about_dialog import AboutDialog
+
+        AboutDialog(self).exec()
 
     def go(self, index: int) -> None:
         """Show a page (0 Model, 1 Convert, 2 Verify, 3 Chat)."""

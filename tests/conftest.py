@@ -66,6 +66,11 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        # huggingface_hub reads HF_HUB_OFFLINE once, at import: a test that imported it
+        # while offline (the GUI tests) must not leave the hub tests offline.
+        from huggingface_hub import constants
+
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
         monkeypatch.delenv("HF_TOKEN", raising=False)
         yield server
 

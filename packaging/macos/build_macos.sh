@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# macOS (Apple silicon or Intel): the .app bundle and a dmg. Not run on the Linux build
+# machines; run on macOS 12+ with Python 3.11 from python.org.
+#
+#   bash packaging/macos/build_macos.sh   ->  dist/mmforge-<version>-macos-<arch>.dmg
+#
+# The app is not signed or notarized here: set CODESIGN_IDENTITY to sign it with
+# `codesign --deep --options runtime`, then notarize the dmg with `xcrun notarytool`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+version=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' backend/__init__.py)
+build=build/packaging-macos
+python3.11 -m venv "$build/venv"
+"$build/venv/bin/python" -m pip install --quiet --upgrade pip
+"$build/venv/bin/python" -m pip install --quiet . "pyinstaller==6.22.3"
+mkdir -p "$build/licenses"
+cp packaging/licenses/NOTICE.txt resources/DejaVuSans-LICENSE.txt "$build/licenses/"
+"$build/venv/bin/python" packaging/third_party.py "$build/licenses/THIRD-PARTY.txt"
+MMFORGE_LICENSES=$(cd "$build/licenses" && pwd) "$build/venv/bin/pyinstaller" --noconfirm --clean \
+  --distpath "$build/dist" --workpath "$build/work" packaging/mmforge.spec
+app="$build/dist/Multimodal Forge.app"
+if [ -n "${CODESIGN_IDENTITY:-}" ]; then
+  codesign --deep --force --options runtime --sign "$CODESIGN_IDENTITY" "$app"
+fi
+mkdir -p dist
+dmg="dist/mmforge-${version}-macos-$(uname -m).dmg"
+hdiutil create -volname "Multimodal Forge" -srcfolder "$app" -ov -format UDZO "$dmg"
+echo "built $dmg"
