@@ -44,9 +44,15 @@ echo "== pyinstaller"
 MMFORGE_LICENSES=$(realpath "$licenses") "$venv/bin/pyinstaller" --noconfirm --clean --log-level WARN \
   --distpath "$build/dist" --workpath "$build/work" packaging/mmforge.spec
 app=$build/dist/mmforge
-# Nothing of the build machine's: bytecode caches, test suites that wheels ship.
+# Nothing of the build machine's and nothing the app never runs: bytecode caches, test
+# suites and test libraries that wheels ship, torch's tools, Qt's translations (the UI is
+# English).
 find "$app" -name __pycache__ -type d -prune -exec rm -rf {} +
 find "$app/_internal" -type d \( -name tests -o -name test \) -path "*/_internal/*" -prune -exec rm -rf {} +
+internal=$app/_internal
+find "$internal/torch/bin" -mindepth 1 -maxdepth 1 ! -name torch_shm_manager -exec rm -rf {} +
+rm -f "$internal"/torch/lib/lib{aoti_custom_ops,backend_with_compiler,jitbackend_test,torchbind_test}.so
+rm -rf "$internal/torch/include" "$internal/torch/share" "$internal/PySide6/Qt/translations"
 "$app/mmforge" --version
 
 echo "== .deb"
@@ -63,7 +69,7 @@ sed -e "s/@VERSION@/$version/" -e "s/@SIZE@/$size_kb/" -e "s/@SUFFIX@/$suffix/" 
   -e "s/@CONFLICT@/$other/" \
   packaging/linux/control.in > "$root/DEBIAN/control"
 deb=dist/mmforge_${version}_amd64${suffix}.deb
-dpkg-deb --root-owner-group -Zzstd -z19 --build "$root" "$deb" >/dev/null
+dpkg-deb --root-owner-group -Zzstd -z19 --build "$root" "$deb" >/dev/null  # about 3 min
 
 echo "== tarball"
 tarball=dist/mmforge-${version}-linux-x86_64${suffix}.tar.zst
