@@ -18,7 +18,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from mmforge.app.terminal import emit_profile, print_turn_figures, progress_printer, render_profile
+from mmforge.app.terminal import (
+    emit_profile,
+    failed,
+    log_file,
+    print_turn_figures,
+    progress_printer,
+    render_profile,
+)
 from mmforge.backend.units import human_bytes
 
 EXIT_USER_ERROR = 2
@@ -436,14 +443,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _log_file() -> Path:
-    from platformdirs import user_log_dir
-
-    folder = Path(user_log_dir("mmforge", appauthor=False))
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / "mmforge.log"
-
-
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
@@ -478,12 +477,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mmforge: error: {line}", file=sys.stderr)
         if e.details and args.verbose:
             print(f"mmforge: details: {' '.join(e.details.split())[:4000]}", file=sys.stderr)
-        return _failed(as_json, "bad_input", e.user_message, e.hint, EXIT_USER_ERROR)
+        return failed(as_json, "bad_input", e.user_message, e.hint, EXIT_USER_ERROR)
     except (Cancelled, KeyboardInterrupt):
         print("mmforge: cancelled", file=sys.stderr)
-        return _failed(as_json, "cancelled", "Cancelled", None, EXIT_CANCELLED)
+        return failed(as_json, "cancelled", "Cancelled", None, EXIT_CANCELLED)
     except Exception as e:  # noqa: BLE001 - the last resort: one line, traceback to the log
-        log_path = _log_file()
+        log_path = log_file()
         with log_path.open("a", encoding="utf-8") as f:
             f.write(traceback.format_exc())
         text = " ".join(str(e).split())[:500]  # one line, whatever the exception holds
@@ -493,12 +492,4 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         hint = f"Please report it with {log_path}"
-        return _failed(as_json, "internal", message, hint, EXIT_INTERNAL)
-
-
-def _failed(as_json: bool, kind: str, message: str, hint: str | None, code: int) -> int:
-    """The exit code; with --json, the failure as one JSON object on stdout first."""
-    if as_json:
-        error = {"kind": kind, "message": message, "hint": hint, "exit_code": code}
-        print(json.dumps({"error": error}, indent=2))
-    return code
+        return failed(as_json, "internal", message, hint, EXIT_INTERNAL)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from mmforge.backend.units import human_bytes, human_count
@@ -100,3 +101,20 @@ def render_profile(p: Any) -> str:
     lines.extend(f"  warning: {w}" for w in p.warnings)
     lines.extend(f"  note: {n}" for n in p.notes)
     return "\n".join(lines)
+
+
+def log_file() -> Path:
+    """The file internal errors' tracebacks go to (the user's log folder)."""
+    from platformdirs import user_log_dir
+
+    folder = Path(user_log_dir("mmforge", appauthor=False))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "mmforge.log"
+
+
+def failed(as_json: bool, kind: str, message: str, hint: str | None, code: int) -> int:
+    """The exit code; with --json, the failure as one JSON object on stdout first."""
+    if as_json:
+        error = {"kind": kind, "message": message, "hint": hint, "exit_code": code}
+        print(json.dumps({"error": error}, indent=2))
+    return code

@@ -290,33 +290,18 @@ def _resolve_hub(
         return _from_cache(source, purpose, allow_pickle, cache_dir, reason="HF_HUB_OFFLINE is set")
     ctx.report("download", 0, None, unit="bytes", message="asking the hub", force=True)
     try:
-        info = hub_call(
-            "repository information",
-            lambda: api.model_info(
-                source.repo_id,
-                revision=source.revision,
-                files_metadata=True,
-                timeout=hub_timeout_s() + 5,  # our deadline comes first
-            ),
-            ctx,
-        )
+        info = _repo_info(api, source, ctx)
     except HubTimeout as e:
         try:  # a copy in the cache still serves
             return _from_cache(source, purpose, allow_pickle, cache_dir, reason=e.user_message)
         except MmforgeError:
             raise e from None
+    except (MmforgeError, Cancelled):
+        raise
     except Exception as e:
         if _is_connection_error(e):
             return _from_cache(source, purpose, allow_pickle, cache_dir, reason=str(e))
         raise _hub_error(source, e) from e
-    if not info.sha or not COMMIT.match(info.sha):
-        # The commit becomes a folder of the cache: a hub (or a mirror) that sends anything
-        # but a 40-digit hex id is refused before it can name a path.
-        raise MmforgeError(
-            f"The hub did not give a valid commit id for {source.repo_id}",
-            "Check HF_ENDPOINT (a mirror may be misbehaving) and try again later",
-            details=f"commit: {info.sha!r}",
-        )
     siblings = {s.rfilename: (s.size or 0) for s in (info.siblings or [])}
     names = wanted_files(list(siblings), purpose, allow_pickle)
     if "config.json" not in names:
@@ -342,6 +327,32 @@ def _resolve_hub(
     )
     assert folder is not None
     return ResolvedSource(source=source, folder=folder, commit=info.sha, files=tuple(names))
+
+
+def _repo_info(api: Any, source: Source, ctx: JobContext) -> Any:
+    """The repository's files and commit, within the hub deadline; the commit checked.
+
+    Raises:
+        MmforgeError: The commit is not a 40-digit hex id (it becomes a folder of the cache:
+            a hub or mirror that sends anything else is refused before it names a path).
+    """
+    info = hub_call(
+        "repository information",
+        lambda: api.model_info(
+            source.repo_id,
+            revision=source.revision,
+            files_metadata=True,
+            timeout=hub_timeout_s() + 5,  # our deadline comes first
+        ),
+        ctx,
+    )
+    if not info.sha or not COMMIT.match(info.sha):
+        raise MmforgeError(
+            f"The hub did not give a valid commit id for {source.repo_id}",
+            "Check HF_ENDPOINT (a mirror may be misbehaving) and try again later",
+            details=f"commit: {info.sha!r}",
+        )
+    return info
 
 
 def _download_one(

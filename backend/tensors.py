@@ -259,6 +259,20 @@ TORCH_DTYPES = {
 _NUMPY = {**TORCH_DTYPES, "BF16": "uint16"}
 
 
+def check_readable(name: str, dtype: str) -> None:
+    """Refuse a tensor whose dtype mmforge cannot read (FP8 and other quantized forms).
+
+    Raises:
+        MmforgeError: The dtype, named, with what to use instead.
+    """
+    if dtype not in TORCH_DTYPES:
+        raise MmforgeError(
+            f"{name} is stored as {dtype}, which mmforge cannot convert yet",
+            "Use the model's bfloat16, float16 or float32 release (quantized checkpoints "
+            "are not supported)",
+        )
+
+
 def read_tensor(path: Path, name: str) -> Any:
     """Read one tensor from a safetensors file with a plain read (no mmap) as torch.
 

@@ -124,10 +124,7 @@ def convert(
         Cancelled: The job was cancelled; nothing was written.
     """
     ctx = ctx or JobContext()
-    if dtype not in DTYPES:
-        raise MmforgeError(f"Unknown dtype '{dtype}'", f"Choose one of {', '.join(DTYPES)}")
-    if ep not in EPS:
-        raise MmforgeError(f"Unknown target '{ep}'", f"Choose one of {', '.join(EPS)}")
+    _check_choices(dtype, ep)
     out = Path(out).expanduser().resolve()
     _recover_interrupted_publish(out)
     check_output(out)
@@ -153,19 +150,23 @@ def convert(
         package.write_json(staging / MANIFEST, manifest.to_dict())
         ctx.check_cancel()
         _publish(staging, out, before)
-    except OSError as e:
+    except BaseException as e:
         _discard(staging, created)
-        if e.errno == errno.ENOSPC:
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
             raise MmforgeError(
                 f"The disk filled up while writing the package next to {out}",
                 "Free some space or choose a folder on another disk; nothing was left behind",
             ) from None
         raise
-    except BaseException:
-        _discard(staging, created)
-        raise
     ctx.report("done", 1, 1, message=f"package written to {out}", force=True)
     return manifest
+
+
+def _check_choices(dtype: str, ep: str) -> None:
+    if dtype not in DTYPES:
+        raise MmforgeError(f"Unknown dtype '{dtype}'", f"Choose one of {', '.join(DTYPES)}")
+    if ep not in EPS:
+        raise MmforgeError(f"Unknown target '{ep}'", f"Choose one of {', '.join(EPS)}")
 
 
 def _check_convertible(checkpoint: Checkpoint, profile: Profile, dtype: str) -> None:

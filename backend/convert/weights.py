@@ -187,7 +187,7 @@ def checkpoint_refs(folder: Path, *, allow_pickle: bool = False) -> dict[str, Te
     Raises:
         MmforgeError: No safetensors, a missing shard or a corrupt header.
     """
-    from mmforge.backend.tensors import safetensors_headers
+    from mmforge.backend.tensors import check_readable, safetensors_headers
 
     headers = safetensors_headers(folder)  # validates headers and shards
     if headers is None:
@@ -200,19 +200,13 @@ def checkpoint_refs(folder: Path, *, allow_pickle: bool = False) -> dict[str, Te
             if pickled
             else "Download the model's *.safetensors files",
         )
-    from mmforge.backend.tensors import TORCH_DTYPES
-
     refs: dict[str, TensorRef] = {}
     for path, header in headers.items():
         for name, meta in header.items():
-            if name != "__metadata__" and str(meta["dtype"]) not in TORCH_DTYPES:
-                raise MmforgeError(
-                    f"{name} is stored as {meta['dtype']}, which mmforge cannot convert yet",
-                    "Use the model's bfloat16, float16 or float32 release (quantized "
-                    "checkpoints are not supported)",
-                )
-            if name != "__metadata__":
-                refs[name] = TensorRef(name, tuple(meta["shape"]), str(meta["dtype"]), path)  # type: ignore[arg-type]
+            if name == "__metadata__":
+                continue
+            check_readable(name, str(meta["dtype"]))
+            refs[name] = TensorRef(name, tuple(meta["shape"]), str(meta["dtype"]), path)  # type: ignore[arg-type]
     return refs
 
 

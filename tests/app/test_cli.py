@@ -288,3 +288,11 @@ def test_a_negative_temperature_is_refused(package, capsys):
         capsys, "chat", str(package("qwen2_5_vl")), "--prompt", "hi", "--temperature", "-1"
     )
     assert code == 2 and "--temperature must not be negative" in _one_clear_line(err)
+
+
+def test_version(capsys):
+    from mmforge.backend import __version__
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"mmforge {__version__}"

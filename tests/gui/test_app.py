@@ -202,3 +202,17 @@ def test_self_test_drives_the_demo_flow(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "verify PASS" in proc.stderr and "all steps passed" in proc.stderr
+
+
+def test_about_shows_the_version_and_the_licences(qtbot):
+    from mmforge.backend import __version__
+    from mmforge.gui.about_dialog import AboutDialog
+
+    dialog = AboutDialog()
+    qtbot.addWidget(dialog)
+    text = dialog.findChild(type(dialog.licences)).toPlainText()
+    labels = " ".join(
+        w.text() for w in dialog.findChildren(type(dialog.layout().itemAt(0).widget()))
+    )
+    assert f"Multimodal Forge {__version__}" in labels
+    assert "LGPL-3.0" in text and "DejaVu" in text
