@@ -68,6 +68,45 @@ def _refusal_hint(message: str) -> str:
     )
 
 
+def _answer_decoder(package: Path) -> Callable[[list[int]], str] | None:
+    """The package tokenizer's decode of a whole answer; None without a tokenizer.json.
+
+    Special tokens are skipped, as the runtime's stream skips them.
+    """
+    path = package / "tokenizer.json"
+    if not path.is_file():
+        return None
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    return lambda ids: str(tokenizer.decode(ids, skip_special_tokens=True))
+
+
+class _IncrementalText:
+    """Streams an answer's text so that the pieces add up to the decode of its ids.
+
+    Each new token's piece is what it adds to the decode of the last two steps' tokens
+    (that context keeps leading spaces right); a piece ending in an incomplete character
+    (U+FFFD) is held back until the next token completes it or the answer ends.
+    """
+
+    def __init__(self, decode: Callable[[list[int]], str]):
+        self._decode = decode
+        self._ids: list[int] = []
+        self._prefix = 0  # the context's start
+        self._read = 0  # what was shown ends here
+
+    def decode(self, token: int) -> str:
+        """The text this token adds ("" while it is held back)."""
+        self._ids.append(token)
+        shown = self._decode(self._ids[self._prefix : self._read])
+        now = self._decode(self._ids[self._prefix :])
+        if len(now) <= len(shown) or now.endswith("\ufffd"):
+            return ""
+        self._prefix, self._read = self._read, len(self._ids)
+        return now[len(shown) :]
+
+
 TokenCallback = Callable[[str, int], None]
 StopCheck = Callable[[], bool]
 
@@ -115,6 +154,7 @@ class ChatSession:
                 details=str(e),
             ) from None
         self.ep = ep
+        self._text = _answer_decoder(package)
         self.load_s = time.perf_counter() - start
         self.load_memory_bytes = max(0, current_rss_bytes() - before)
         self.store = store
@@ -446,8 +486,11 @@ class ChatSession:
         prefill_tokens: int,
     ) -> TurnResult:
         gen = self._gen
-        tokenizer = self.runtime.tokenizer
-        stream = tokenizer.create_stream()
+        stream = (
+            _IncrementalText(self._text)
+            if self._text is not None
+            else self.runtime.tokenizer.create_stream()
+        )
         eos = set(self.info.eos_token_ids)
         context = int(gen.token_count()) if prefill == "continued" else prefill_tokens
         tokens: list[int] = []
@@ -486,9 +529,11 @@ class ChatSession:
             total_s=round(end - start, 6),
             prefill=prefill,
         )
-        # The stream's text, as shown while streaming. (Tokenizer.decode of a whole answer
-        # stops at the first invalid UTF-8 sequence that a random model emits.)
-        return TurnResult("".join(pieces), tokens, reason, stats)
+        # The answer's text is its ids decoded as transformers and `tokenizers` decode them
+        # (ORT GenAI 0.18's stream drops bytes that form no character, which a random model
+        # emits, and its Tokenizer.decode stops at the first; here they become U+FFFD).
+        text = self._text(tokens) if self._text is not None else "".join(pieces)
+        return TurnResult(text, tokens, reason, stats)
 
     def close(self) -> None:
         """Release the model and any scratch files."""

@@ -296,3 +296,19 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out.strip() == f"mmforge {__version__}"
+
+
+def test_chat_json_text_is_the_tokenizer_decode_of_its_ids(package, capsys):
+    from tokenizers import Tokenizer
+
+    folder = package("qwen2_5_vl")
+    code, out, _ = _run(
+        capsys, "chat", str(folder), "--prompt", "Hello", "--max-new-tokens", "40", "--json"
+    )
+    turn = json.loads(out)
+    expected = Tokenizer.from_file(str(folder / "tokenizer.json")).decode(
+        turn["token_ids"], skip_special_tokens=True
+    )
+    assert code == 0 and turn["text"] == expected
+    # The random model emits bytes that form no character: kept as U+FFFD, not dropped.
+    assert "\ufffd" in turn["text"]
