@@ -180,6 +180,8 @@ class Reference:
         text_difference: Why the runtime's text tokens may differ from HF's.
         config_tokens: genai_config token fields verify checks against the checkpoint,
             beyond the image (and audio) token.
+        audio_extractor: The transformers feature extractor a checkpoint without audio
+            settings gets (with its defaults), for families with audio.
     """
 
     prepare: Callable[[Any, Any, str, list[Any], list[Any]], Any]
@@ -195,6 +197,7 @@ class Reference:
     preprocessing_note: str | None = None
     text_difference: str = "the runtime tokenizes some text differently"
     config_tokens: tuple[str, ...] = ()
+    audio_extractor: str | None = None
 
 
 @dataclass(frozen=True)

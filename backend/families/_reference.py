@@ -56,8 +56,17 @@ def audio_features(checkpoint: Checkpoint, audios: list[Any]) -> Any:
     import transformers
 
     settings = dict(checkpoint.audio_preprocessor.data)
-    cls = getattr(transformers, settings.pop("feature_extractor_type"))
-    extractor = cls(**settings)
+    reference = checkpoint.family.reference
+    # A checkpoint without processor_config.json: transformers builds the family's feature
+    # extractor with its defaults, and so does the conversion's audio processor JSON.
+    default = reference.audio_extractor if reference is not None else None
+    name = settings.pop("feature_extractor_type", default)
+    if name is None:
+        raise MmforgeError(
+            f"{checkpoint.folder} names no audio feature extractor",
+            "Add processor_config.json (its feature_extractor) from the model's release",
+        )
+    extractor = getattr(transformers, name)(**settings)
     rate = extractor.sampling_rate
     for _, sr in audios:
         if sr != rate:

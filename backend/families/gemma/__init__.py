@@ -271,6 +271,7 @@ GEMMA4_REFERENCE = Reference(
     pixel_outliers=1.0,
     hf_pixels=_gemma4_hf_pixels,
     text_difference="the runtime wraps each image and audio block in blank lines (documented)",
+    audio_extractor="Gemma4AudioFeatureExtractor",
 )
 
 GEMMA4 = Family(

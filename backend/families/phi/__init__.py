@@ -232,6 +232,7 @@ PHI4MM = Family(
         from_runtime=reference.from_runtime,
         pixel_key="image_pixel_values",
         audio_key="audio_input_features",
+        audio_extractor="Phi4MultimodalFeatureExtractor",
     ),
     # Packages made before mmforge ran the vision graph once per image take one image in
     # a whole conversation; newer ones say so in their manifest notes.

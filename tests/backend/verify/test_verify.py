@@ -336,3 +336,19 @@ def test_bad_reference_weights_are_one_clear_error(tiny, package, tmp_path):
     weights.write_bytes(struct.pack("<Q", len(text)) + text + data[8 + length :])
     with pytest.raises(MmforgeError, match="transformers cannot load the reference weights"):
         verify(package("qwen2_5_vl"), str(ref))
+
+
+def test_verify_accepts_every_checkpoint_convert_accepts_gemma4_without_processor_config(
+    tiny, tmp_path
+):
+    from mmforge.backend.convert import convert
+
+    src = tmp_path / "g4"
+    shutil.copytree(tiny("gemma4"), src)
+    (src / "processor_config.json").unlink()  # transformers builds the defaults then
+    convert(str(src), tmp_path / "pkg")
+    report = verify(tmp_path / "pkg", str(src), tokens=4)
+    assert report.verdict == GOOD["gemma4"], report.cause  # as with processor_config.json
+    stages = {c.name: c.verdict for c in report.components}
+    assert "audio_encoder" in stages
+    assert all(v == "PASS" for name, v in stages.items() if name != "preprocessing")
