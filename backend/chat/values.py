@@ -225,4 +225,26 @@ def available_eps() -> dict[str, str | None]:
             "The installed onnxruntime-genai has no CUDA support; install "
             "onnxruntime-genai-cuda and a CUDA 12 runtime on a machine with an NVIDIA GPU"
         )
+    elif (devices := cuda_devices()) is not None:
+        cuda = devices
     return {"cpu": None, "cuda": cuda}
+
+
+def cuda_devices() -> str | None:
+    """Why no NVIDIA GPU can be used here, or None when the driver reports one.
+
+    onnxruntime-genai-cuda says CUDA is available wherever its CUDA library loads, GPU or
+    not; the driver (libcuda) is asked how many devices it sees.
+    """
+    import ctypes
+    import sys
+
+    name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+    try:
+        driver = ctypes.CDLL(name)
+    except OSError:
+        return "No NVIDIA driver was found on this machine (CUDA needs an NVIDIA GPU)"
+    count = ctypes.c_int(0)
+    if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return "The NVIDIA driver reports no usable GPU (check nvidia-smi)"
+    return None if count.value > 0 else "The NVIDIA driver reports no GPU"

@@ -317,3 +317,40 @@ def test_empty_messages_and_bad_options_are_refused(package):
     with pytest.raises(MmforgeError, match="temperature > 0"):
         GenerationOptions(do_sample=True, temperature=0)
     assert session.messages == []
+
+
+def test_cuda_is_offered_only_where_a_gpu_answers(monkeypatch):
+    import ctypes
+
+    import onnxruntime_genai as og
+
+    from mmforge.backend.chat import values
+
+    monkeypatch.setattr(og, "is_cuda_available", lambda: False)
+    assert "no CUDA support" in values.available_eps()["cuda"]
+    # A CUDA build on a machine without a GPU (what onnxruntime-genai-cuda says is
+    # "available"): the driver decides.
+    monkeypatch.setattr(og, "is_cuda_available", lambda: True)
+
+    def no_driver(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_driver)
+    eps = values.available_eps()
+    assert eps["cpu"] is None and "No NVIDIA driver" in eps["cuda"]
+
+    class Driver:
+        def __init__(self, name: str, devices: int):
+            self.devices = devices
+
+        def cuInit(self, flags):
+            return 0
+
+        def cuDeviceGetCount(self, count):
+            count._obj.value = self.devices
+            return 0
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Driver(name, 0))
+    assert "reports no GPU" in values.available_eps()["cuda"]
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Driver(name, 1))
+    assert values.available_eps()["cuda"] is None
