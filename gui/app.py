@@ -15,6 +15,8 @@ def run(self_test: bool = False, screenshots: Path | None = None) -> int:
     """
     if self_test and not os.environ.get("DISPLAY"):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    _check_display()
+    _log_to_file()
     from PySide6.QtCore import QSettings
     from PySide6.QtGui import QFontDatabase, QIcon
     from PySide6.QtWidgets import QApplication
@@ -51,6 +53,42 @@ def run(self_test: bool = False, screenshots: Path | None = None) -> int:
         code = app.exec()
         return 0 if test.ok and code == 0 else 1
     return int(app.exec())
+
+
+def _check_display() -> None:
+    """Refuse with one line where Qt would abort (exit 134) for want of a display.
+
+    Raises:
+        MmforgeError: Linux with no X11 or Wayland display and no Qt platform chosen.
+    """
+    from mmforge.backend.errors import MmforgeError
+
+    if not sys.platform.startswith("linux"):
+        return
+    if any(os.environ.get(v) for v in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")):
+        return
+    raise MmforgeError(
+        "There is no display to open the window on",
+        "Start mmforge from a desktop session (or under xvfb-run); `mmforge --help` lists "
+        "the command line, which needs no display",
+    )
+
+
+def _log_to_file() -> None:
+    """A windowed app has no console: warnings and errors go to the user's log folder."""
+    import logging
+
+    from platformdirs import user_log_dir
+
+    folder = Path(user_log_dir("mmforge", appauthor=False))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(folder / "mmforge-gui.log", encoding="utf-8")
+    except OSError:
+        return  # no log is better than no window
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.WARNING)
+    logging.getLogger().addHandler(handler)
 
 
 def _quit_when_shown(app: Any, window: Any) -> None:

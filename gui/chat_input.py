@@ -24,6 +24,7 @@ class ChatInput(QPlainTextEdit):
         super().__init__(parent)
         self.setAcceptDrops(True)
         self.setPlaceholderText("Message (Enter sends, Shift+Enter for a new line)")
+        self.setTabChangesFocus(True)  # Tab moves on, as in the chat apps people know
         self.setMaximumHeight(110)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:

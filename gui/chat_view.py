@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from mmforge.backend.attachments import IMAGE, kind_of
+from mmforge.backend.attachments import AUDIO, IMAGE, kind_of
 from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
 from mmforge.backend.chat.values import SessionInfo, TurnResult
 from mmforge.gui.bridge import ChatBridge, JobRunner
@@ -84,6 +84,7 @@ class ChatView(QWidget):
         # What the worker last reported, and the turn in flight: no copy of our own.
         self.conversation: Conversation | None = None
         self.pending: Pending | None = None
+        self.session_info: SessionInfo | None = None
         self._draft: tuple[str, list[tuple[Path, str]]] | None = None
         self._editing = False
         self._loaded = False
@@ -216,6 +217,7 @@ class ChatView(QWidget):
 
     @Slot(object)
     def _on_ready(self, info: SessionInfo) -> None:
+        self.session_info = info
         self._loaded = True
         self.load_button.setEnabled(True)
         caps = ["images"] if info.vision else []
@@ -236,6 +238,7 @@ class ChatView(QWidget):
 
     @Slot()
     def _on_closed(self) -> None:
+        self.session_info = None
         self._loaded = False
         self.load_button.setEnabled(True)
         self._update_buttons()
@@ -322,13 +325,44 @@ class ChatView(QWidget):
     @Slot(list)
     def _add_files(self, files: list[str]) -> None:
         for f in files:
-            self.strip.add(Path(f), kind_of(Path(f)))
+            kind = kind_of(Path(f))
+            refusal = self._refusal(kind)
+            if refusal is not None:  # said now, not at Send; the draft stays as it is
+                show_error(
+                    self,
+                    {
+                        "message": f"{Path(f).name} was not attached: {refusal}",
+                        "hint": "Load a package whose model takes it",
+                    },
+                )
+                continue
+            self.strip.add(Path(f), kind)
+
+    def _refusal(self, kind: str) -> str | None:
+        """Why the loaded package cannot take this kind of attachment (None: it can)."""
+        info = self.session_info
+        if info is None:
+            return None  # nothing loaded yet: checked when the message is sent
+        takes = {IMAGE: info.vision, AUDIO: info.audio}.get(kind, False)
+        if takes:
+            return None
+        what = "images" if kind == IMAGE else "audio" if kind == AUDIO else "this kind of file"
+        return f"this model ({info.pipeline_type}) does not take {what}"
 
     @Slot(QImage)
     def _add_image(self, image: QImage) -> None:
         path = Path(self._scratch.name) / f"pasted-{len(self.strip.files) + 1}.png"
-        image.save(str(path), b"PNG")
-        self.strip.add(path, IMAGE)
+        # PySide6 6.11 takes the format as a str (bytes raise ValueError; its stubs say bytes).
+        if image.isNull() or not image.save(str(path), "PNG"):  # type: ignore[call-overload]
+            show_error(
+                self,
+                {
+                    "message": "The pasted image could not be attached",
+                    "hint": "Save it to a file and attach the file",
+                },
+            )
+            return
+        self._add_files([str(path)])
 
     # -- turns ---------------------------------------------------------------------------
 

@@ -215,7 +215,6 @@ class ModelView(QWidget):
         source = self.source.text().strip()
         if not source or self.runner.running:
             return
-        self.state.set_source(source)
         self._pending = "inspect"
         self.status.setText(f"Inspecting {source}…")
         self._busy(True)
@@ -236,6 +235,8 @@ class ModelView(QWidget):
             self._pending = "inspect-next"
             return
         profile: Profile = value
+        # Only a source that resolved goes into Recent (and on to Convert and Verify).
+        self.state.set_source(self.source.text().strip())
         self.state.set_profile(profile)
         card = profile_html(profile)
         if "mmforge/demo/" in profile.source:

@@ -216,3 +216,62 @@ def test_about_shows_the_version_and_the_licences(qtbot):
     )
     assert f"Multimodal Forge {__version__}" in labels
     assert "LGPL-3.0" in text and "DejaVu" in text
+
+
+def test_a_pasted_image_is_attached(qtbot, window):
+    from PySide6.QtCore import QMimeData
+    from PySide6.QtGui import QColor, QImage
+
+    chat = window.chat_view
+    image = QImage(32, 24, QImage.Format.Format_RGB32)
+    image.fill(QColor("red"))
+    mime = QMimeData()
+    mime.setImageData(image)
+    chat.input.insertFromMimeData(mime)
+    [(path, kind)] = chat.strip.files
+    assert kind == IMAGE and path.suffix == ".png" and QImage(str(path)).width() == 32
+    assert not _dialogs(window)
+
+
+def test_attachments_a_model_cannot_take_are_refused_when_dropped(qtbot, window, package):
+    chat = window.chat_view
+    chat.package.setText(str(package("qwen2_5_vl")))  # images, no audio
+    with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
+        chat.load_button.click()
+    chat.input.setPlainText("Listen to this.")
+    chat.input.files_added.emit([str(resources.probe_audio()), str(resources.probe_image())])
+    assert chat.strip.files == [(resources.probe_image(), IMAGE)]  # the image only
+    [dialog] = _dialogs(window)
+    assert "probe.wav was not attached" in dialog.text() and "does not take audio" in dialog.text()
+    assert chat.input.toPlainText() == "Listen to this."  # the draft is kept
+
+
+def test_tab_leaves_the_chat_input(qtbot, window):
+    from PySide6.QtCore import Qt
+
+    chat = window.chat_view
+    window.go(3)
+    chat.input.setFocus()
+    qtbot.keyClick(chat.input, Qt.Key.Key_Tab)
+    assert "\t" not in chat.input.toPlainText()
+
+
+def test_a_source_that_fails_to_resolve_is_not_added_to_recent(qtbot, window, tmp_path):
+    model = window.model_view
+    model.source.setText(str(tmp_path / "no-such-model"))
+    with qtbot.waitSignal(model.runner.finished, timeout=LONG):
+        model.inspect_button.click()
+    assert str(tmp_path / "no-such-model") not in window.state.recent_sources()
+    assert len(_dialogs(window)) == 1
+
+
+def test_no_display_is_one_line_not_a_qt_abort(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env.pop("QT_QPA_PLATFORM", None)
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    done = subprocess.run(
+        [sys.executable, "-m", "mmforge.app"], env=env, capture_output=True, text=True, timeout=60
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "no display to open the window on" in lines[0]
