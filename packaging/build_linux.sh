@@ -27,7 +27,10 @@ echo "== build environment ($variant)"
 "$venv/bin/python" -m pip install --quiet . "pyinstaller==6.22.3"
 if [ "$variant" = cuda ]; then
   # Same API, CUDA kernels: the app shows CUDA where og.is_cuda_available() says so.
-  "$venv/bin/python" -m pip uninstall --quiet --yes onnxruntime-genai onnxruntime
+  # The CPU and CUDA wheels share their import names: remove all four, then install the
+  # CUDA pair, so no file of one is left in the other's place.
+  "$venv/bin/python" -m pip uninstall --quiet --yes onnxruntime-genai onnxruntime \
+    onnxruntime-genai-cuda onnxruntime-gpu
   "$venv/bin/python" -m pip install --quiet "onnxruntime-genai-cuda>=0.18" "onnxruntime-gpu>=1.22"
 fi
 

@@ -228,6 +228,10 @@ def test_f16_and_int4_packages_are_judged_with_their_own_bounds(tiny, package):
     assert stages["vision_encoder"].verdict == "PASS"
     assert "rtol 0.02" in stages["vision_encoder"].reason
     assert stages["decoder_prefill"].cosine > 0.9
+    # The random tiny decoder does not survive 4-bit weights: the quantization is named as
+    # the first suspect, not a missing decoder weight.
+    assert int4.first_divergent_stage == "decoder_prefill"
+    assert "int4 quantization" in int4.cause and "weight not applied" not in int4.cause
 
 
 def _portrait(tmp_path) -> Path:
