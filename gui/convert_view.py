@@ -41,9 +41,11 @@ class ConvertView(QWidget):
 
     Signals:
         verify_requested(): go on to Verify.
+        chat_requested(): go on to Chat with the new package.
     """
 
     verify_requested = Signal()
+    chat_requested = Signal()
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
         super().__init__(parent)
@@ -106,6 +108,13 @@ class ConvertView(QWidget):
         self.next_button = QPushButton("Verify →")
         self.next_button.setEnabled(False)
         self.next_button.clicked.connect(self.verify_requested)
+        # When a conversion ends: where it is, and straight to talking with it.
+        self.open_button = QPushButton("Open folder")
+        self.open_button.setEnabled(False)
+        self.open_button.clicked.connect(self._open_folder)
+        self.chat_button = QPushButton("Chat with it →")
+        self.chat_button.setEnabled(False)
+        self.chat_button.clicked.connect(self.chat_requested)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addLayout(buttons)
@@ -118,6 +127,8 @@ class ConvertView(QWidget):
         row.addWidget(QLabel("Weight mapping"))
         row.addWidget(self.filter)
         row.addStretch(1)
+        row.addWidget(self.open_button)
+        row.addWidget(self.chat_button)
         row.addWidget(self.next_button)
         layout.addLayout(row)
         layout.addWidget(self.weights, 1)
@@ -174,7 +185,8 @@ class ConvertView(QWidget):
         self.overall.setValue(0)
         self.summary.setText("")
         self.weights.setRowCount(0)
-        self.next_button.setEnabled(False)
+        for button in (self.next_button, self.open_button, self.chat_button):
+            button.setEnabled(False)
         self._started = time.monotonic()
         self._set_running(True)
         self.runner.start(
@@ -229,7 +241,8 @@ class ConvertView(QWidget):
         self._report = _weight_rows(Path(out) / "weights_report.json")
         self._fill_weights(self.filter.currentText())
         self.state.set_package(out)
-        self.next_button.setEnabled(True)
+        for button in (self.next_button, self.open_button, self.chat_button):
+            button.setEnabled(True)
 
     @Slot(str)
     def _fill_weights(self, which: str) -> None:
@@ -253,6 +266,14 @@ class ConvertView(QWidget):
     @Slot()
     def _on_finished(self) -> None:
         self._set_running(False)
+
+    @Slot()
+    def _open_folder(self) -> None:
+        """Show the package folder in the system's file manager."""
+        from PySide6.QtCore import QUrl
+        from PySide6.QtGui import QDesktopServices
+
+        QDesktopServices.openUrl(QUrl.fromLocalFile(self.output.text().strip()))
 
 
 def _weight_rows(path: Path) -> list[tuple[str, str, str, str]]:

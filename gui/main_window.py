@@ -42,6 +42,7 @@ class MainWindow(QMainWindow):
         self.nav.currentRowChanged.connect(self.pages.setCurrentIndex)
         self.model_view.convert_requested.connect(self._to_convert)
         self.convert_view.verify_requested.connect(self._to_verify)
+        self.convert_view.chat_requested.connect(self._to_chat)
         self.verify_view.chat_requested.connect(self._to_chat)
         central = QWidget()
         layout = QHBoxLayout(central)

@@ -62,6 +62,7 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path):
         convert.convert_button.click()
     assert (out / "genai_config.json").is_file()
     assert "qwen2_5_vl" in convert.summary.text() and convert.weights.rowCount() > 10
+    assert convert.open_button.isEnabled() and convert.chat_button.isEnabled()
     convert.filter.setCurrentText("missing")
     assert convert.weights.rowCount() == 0
 
@@ -275,3 +276,10 @@ def test_no_display_is_one_line_not_a_qt_abort(tmp_path):
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert "no display to open the window on" in lines[0]
+
+
+def test_chat_with_it_goes_from_a_finished_conversion_to_chat(qtbot, window):
+    window.go(1)
+    window.convert_view.chat_button.setEnabled(True)
+    window.convert_view.chat_button.click()
+    assert window.pages.currentWidget() is window.chat_view
