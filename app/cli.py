@@ -15,6 +15,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,6 +27,7 @@ from mmforge.app.terminal import (
     progress_printer,
     render_profile,
 )
+from mmforge.backend.jobs import CancelToken
 from mmforge.backend.units import human_bytes
 
 EXIT_USER_ERROR = 2
@@ -196,7 +198,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
     profile = inspect_source(
         args.source,
-        JobContext(on_progress=progress_printer()),
+        JobContext(on_progress=progress_printer(), cancel=args.cancel),
         trust_remote_code=args.trust_remote_code,
     )
     emit_profile(profile, as_json=args.json)
@@ -233,7 +235,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     manifest = convert(
         args.source,
         args.output,
-        JobContext(on_progress=progress_printer()),
+        JobContext(on_progress=progress_printer(), cancel=args.cancel),
         dtype=args.dtype,
         ep=args.ep,
         trust_remote_code=args.trust_remote_code,
@@ -278,7 +280,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     report = verify(
         args.package,
         args.reference,
-        JobContext(on_progress=progress_printer()),
+        JobContext(on_progress=progress_printer(), cancel=args.cancel),
         images=args.image,
         audios=args.audio,
         tokens=args.tokens,
@@ -400,7 +402,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from mmforge.backend.tiny.demo import demo_checkpoint
 
     folder = demo_checkpoint()
-    ctx = JobContext(on_progress=progress_printer())
+    ctx = JobContext(on_progress=progress_printer(), cancel=args.cancel)
     profile = inspect_source(str(folder), ctx)
     out = Path(user_data_dir("mmforge", appauthor=False)) / "packages" / "demo-qwen2_5_vl"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -443,8 +445,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+def _interrupt(cancel: CancelToken, signum: int, frame: Any) -> None:
+    """Ctrl+C or SIGTERM: ask the command's job to stop; a second time, stop at once."""
+    if cancel.cancelled:
+        raise KeyboardInterrupt
+    cancel.cancel()
+    sys.stderr.write("\nmmforge: cancelling (again to stop at once)\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -460,11 +466,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.command is None:
         args = parser.parse_args(["gui"])
+    args.cancel = CancelToken()
+    previous = {}
     if args.command not in ("worker", "gui"):
-        # SIGTERM ends a command as Ctrl+C does: staging folders and temp files are cleaned
-        # up on the way out. (Workers and the GUI handle it themselves.)
+        # Ctrl+C or SIGTERM asks the job to stop at its next check, which cleans up its
+        # staging folder and temp files; a second one stops at once. (Workers and the GUI
+        # handle signals themselves; chat turns Ctrl+C into Stop.)
         with contextlib.suppress(ValueError):  # only the main thread sets handlers
-            signal.signal(signal.SIGTERM, _interrupt)
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                previous[signum] = signal.signal(signum, partial(_interrupt, args.cancel))
+    try:
+        return _run(args)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command; exit codes and error reporting as the module says."""
     from mmforge.backend.errors import Cancelled, MmforgeError
 
     as_json = bool(getattr(args, "json", None))
