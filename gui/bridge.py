@@ -92,7 +92,7 @@ class JobRunner(QObject):
         return self._job is not None
 
     def start(self, job: str, args: dict[str, Any]) -> None:
-        """Start `job` with `args` (see `backend/worker.py`)."""
+        """Start `job` with `args` (see `backend/worker/server.py`)."""
         from mmforge.backend.worker.client import WorkerJob
 
         if self._job is not None:

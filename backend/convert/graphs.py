@@ -5,7 +5,7 @@ ours: the config normalisation before the build, the weight application with its
 and the whole ONNX Runtime GenAI packaging. Only this module drives mobius; a family's
 adaptations of it (`PackageSpec.config_patch`, `module_patch`) live in the family's
 folder. A family that mobius does not know brings its own builder (`PackageSpec.build`,
-LFM2-VL's in families/lfm2/graphs.py).
+LFM2-VL's in families/lfm2/build.py).
 """
 
 from __future__ import annotations

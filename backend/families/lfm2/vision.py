@@ -2,10 +2,8 @@
 
 mobius 0.1 has no LFM2. The vision tower and the embedding are written here, op by op,
 with the checkpoint's own tensor names as initializers, so weights and their report go
-through the common path (weights.py). The hybrid conv/attention decoder comes from ONNX
-Runtime GenAI's model builder, which knows the runtime's conv-state contract; its weights
-are baked in, so weights.check_baked compares every one with the checkpoint, and
-add_conv_biases adds the projection biases the builder drops.
+through the common path (convert/weights.py). The decoder is ONNX Runtime GenAI's
+(decoder.py).
 
 The vision graph follows transformers 5's Lfm2VlModel.get_image_features exactly:
 - patch embedding (Linear on already patchified pixels) plus the learned position grid
