@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,21 +13,60 @@ from typing import Any
 from mmforge.backend.units import human_bytes, human_count
 
 
+class ProgressLine:
+    """One terminal line per stage: a bar, the amount, the rate and the time left.
+
+    A stage's line is redrawn in place while it runs and kept when the next stage begins.
+    Byte stages show MB, MB/s and the time left; counted stages show done/total; stages
+    of unknown length show their message and the time so far.
+    """
+
+    def __init__(self, width: int = 100, clock: Callable[[], float] = time.monotonic):
+        self.width = width
+        self.clock = clock
+        self.stage: str | None = None
+        self.started = 0.0
+
+    def text(self, event: Any) -> str:
+        """The line for one progress event (and start timing a new stage)."""
+        now = self.clock()
+        if event.stage != self.stage:
+            self.stage, self.started = event.stage, now
+        elapsed = now - self.started
+        head = f"{event.stage:<9}"
+        if not event.total:
+            return f"{head} {event.message}  {_clock(elapsed)}"[: self.width]
+        share = min(1.0, max(0.0, event.done / event.total))
+        bar = "#" * round(share * 20) + "." * (20 - round(share * 20))
+        if event.unit == "bytes":
+            amount = f"{event.done / 1e6:.1f}/{event.total / 1e6:.1f} MB"
+            rate = event.done / elapsed if elapsed > 0.5 else 0.0
+            pace = f"{rate / 1e6:.1f} MB/s" if rate else ""
+            left = f"{_clock((event.total - event.done) / rate)} left" if rate else ""
+            tail = "  ".join(t for t in (amount, pace, left) if t)
+        else:
+            tail = f"{event.done:g}/{event.total:g}"
+        return f"{head} [{bar}] {share:4.0%}  {tail}  {event.message}"[: self.width]
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
 def progress_printer() -> Callable[[Any], None]:
     """Draw progress on stderr when it is a terminal; stay quiet otherwise."""
     if not sys.stderr.isatty():
         return lambda event: None
+    line = ProgressLine(width=max(40, shutil.get_terminal_size().columns - 1))
 
     def show(event: Any) -> None:
-        if event.unit == "bytes" and event.total:
-            text = (
-                f"{event.stage}: {event.done / 1e6:.1f}/{event.total / 1e6:.1f} MB {event.message}"
-            )
-        else:
-            text = f"{event.stage}: {event.message}"
-        sys.stderr.write("\r" + text[:100].ljust(100))
-        if event.total is not None and event.done >= event.total:
-            sys.stderr.write("\n")
+        if line.stage is not None and event.stage != line.stage:
+            sys.stderr.write("\n")  # the finished stage keeps its line
+        sys.stderr.write("\r" + line.text(event).ljust(line.width))
+        if event.total and event.done >= event.total:
+            sys.stderr.write("\n")  # finished: the next output starts on its own line
+            line.stage = None
         sys.stderr.flush()
 
     return show

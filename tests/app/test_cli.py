@@ -312,3 +312,22 @@ def test_chat_json_text_is_the_tokenizer_decode_of_its_ids(package, capsys):
     assert code == 0 and turn["text"] == expected
     # The random model emits bytes that form no character: kept as U+FFFD, not dropped.
     assert "\ufffd" in turn["text"]
+
+
+def test_progress_lines_show_a_bar_the_rate_and_the_time_left():
+    from mmforge.app.terminal import ProgressLine
+    from mmforge.backend.jobs import Progress
+
+    now = [100.0]
+    line = ProgressLine(width=120, clock=lambda: now[0])
+    line.text(Progress("download", 0, 12_800_000, "bytes", "model.safetensors"))
+    now[0] += 2.0
+    text = line.text(Progress("download", 4_000_000, 12_800_000, "bytes", "model.safetensors"))
+    assert "[######..............]  31%" in text
+    assert "4.0/12.8 MB" in text and "2.0 MB/s" in text and "0:04 left" in text
+    assert line.text(Progress("write", 2, 4, "steps", "decoder")).startswith("write     [")
+    assert "2/4" in line.text(Progress("write", 2, 4, "steps", "decoder"))
+    now[0] += 65
+    assert line.text(Progress("validate", 0, None, "steps", "loading")).endswith("loading  0:00")
+    now[0] += 65
+    assert line.text(Progress("validate", 0, None, "steps", "loading")).endswith("1:05")
