@@ -3,7 +3,7 @@
 A job's result travels as `dataclasses.asdict` JSON; `from_dict(Cls, data)` rebuilds the
 dataclass, nested dataclasses, lists, tuples and paths included, from the field types.
 Each result type exposes it as its own `from_dict`, so a client holds the same value
-the job returned.
+the job returned; a nested type that has its own `from_dict` is rebuilt by it.
 """
 
 from __future__ import annotations
@@ -52,7 +52,9 @@ def _value(tp: Any, value: Any) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        return from_dict(tp, value)
+        # A type with its own JSON form (Conversation resolves attachment paths) uses it.
+        own = getattr(tp, "from_dict", None)
+        return own(value) if own is not None else from_dict(tp, value)
     if tp is Path:
         return Path(value)
     if origin in (typing.Union, types.UnionType):

@@ -6,7 +6,6 @@ Nothing heavy is imported here: the GUI and the CLI build these from the worker'
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -154,8 +153,7 @@ class SessionInfo:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SessionInfo:
         """The information from its JSON form (`to_dict`)."""
-        info = typed.from_dict(cls, {**data, "conversation": None})
-        return dataclasses.replace(info, conversation=Conversation.from_dict(data["conversation"]))
+        return typed.from_dict(cls, data)
 
 
 @dataclass(frozen=True)
