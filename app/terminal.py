@@ -140,6 +140,12 @@ def render_profile(p: Any) -> str:
         lines.append("  parameters   unknown")
     lines.append(f"  remote code  {'needed' if p.remote_code else 'not needed'}")
     lines.extend(f"  warning: {w}" for w in p.warnings)
+    lines.extend(f"  refused field: {r}" for r in p.refused_fields)
+    if p.unlisted_fields:
+        lines.append(
+            "  fields transformers' config class does not define (not read): "
+            + ", ".join(p.unlisted_fields)
+        )
     lines.extend(f"  note: {n}" for n in p.notes)
     return "\n".join(lines)
 

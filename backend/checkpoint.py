@@ -17,6 +17,7 @@ from typing import Any
 from mmforge.backend import families
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families import Cfg, Family
+from mmforge.backend.families._fields import FieldReview, review
 from mmforge.backend.source import read_json
 from mmforge.backend.tensors import TensorInfo, local_tensors
 
@@ -80,6 +81,62 @@ class Checkpoint:
             MmforgeError: A shard named by the index is missing, or a file is corrupt.
         """
         return local_tensors(self.folder)
+
+    @functools.cached_property
+    def field_review(self) -> FieldReview:
+        """The config read against the family's field table (`families/<family>/fields.py`).
+
+        Remote-code configs are read as written; checkpoints of families without a table
+        have nothing refused.
+        """
+        return review(self.family.fields, self.config)
+
+    def refuse_unsupported_fields(self) -> None:
+        """Raise when a checked field has a value the family's graphs do not implement.
+
+        Raises:
+            MmforgeError: Naming each such field, its value and what is supported.
+        """
+        refused = self.field_review.refused
+        if not refused:
+            return
+        lines = "; ".join(r.sentence() for r in refused)
+        raise MmforgeError(
+            f"This {self.family.name} checkpoint sets "
+            f"{'a config field' if len(refused) == 1 else 'config fields'} that mmforge's "
+            f"graphs do not implement: {lines}",
+            "The converted model would compute something other than transformers does, so "
+            "it is not converted; `mmforge inspect` lists every such field",
+        )
+
+    @functools.cached_property
+    def output_tied(self) -> bool:
+        """Whether the output layer is the token embedding, by transformers' rule.
+
+        transformers ties when the config says so (the top-level `tie_word_embeddings`)
+        and the checkpoint has no output layer of its own; an `lm_head` tensor that is
+        present is used even when the config says to tie (it differs, or tying changes
+        nothing). The graphs follow the same rule, not the config field alone.
+
+        Raises:
+            MmforgeError: No `lm_head` tensor and a config that does not tie: transformers
+                would start the output layer from random values.
+        """
+        names = [t.name for t in self.tensors or ()]
+        if not names or any(n.endswith("lm_head.weight") for n in names):
+            return False
+        ties = getattr(self.hf_config, "tie_word_embeddings", None)
+        if ties is None:
+            ties = self.config.get("tie_word_embeddings", False)
+        if not ties:
+            raise MmforgeError(
+                "The checkpoint has no output layer (lm_head.weight) and tie_word_embeddings "
+                "is false (in config.json or by default): transformers itself would start "
+                "the output layer from random values",
+                "If the output layer is the token embedding, set tie_word_embeddings to true "
+                "in config.json",
+            )
+        return True
 
     @classmethod
     def read(

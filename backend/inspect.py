@@ -93,6 +93,8 @@ class Profile:
     notes: tuple[str, ...]
     warnings: tuple[str, ...]
     commit: str | None = None
+    refused_fields: tuple[str, ...] = ()
+    unlisted_fields: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -249,6 +251,14 @@ def profile_checkpoint(
     token_ids = family.token_ids(cfg)
     token_strings = _token_strings(folder, token_ids)
     warnings: list[str] = []
+    fields = checkpoint.field_review
+    refused = tuple(r.sentence() for r in fields.refused)
+    if refused:
+        warnings.append(
+            "Cannot convert: config.json sets "
+            + ("a field" if len(refused) == 1 else f"{len(refused)} fields")
+            + " that mmforge's graphs do not implement (see 'refused fields')."
+        )
     if family.pipeline_type is None:
         warnings.append(f"Not runnable in ONNX Runtime GenAI: {family.no_pipeline_reason}.")
     if remote:
@@ -287,6 +297,8 @@ def profile_checkpoint(
         notes=family.notes,
         warnings=tuple(warnings),
         commit=resolved.commit,
+        refused_fields=refused,
+        unlisted_fields=fields.unlisted if family.fields else (),
     )
 
 

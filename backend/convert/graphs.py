@@ -71,6 +71,11 @@ def _build_with_mobius(checkpoint: Checkpoint, dtype: str, ep: str) -> BuiltGrap
     spec = family.package
     if spec is not None and spec.config_patch is not None:
         spec.config_patch(hf_config)
+    # The graphs tie the output layer as transformers does: by what the checkpoint holds.
+    tied = checkpoint.output_tied
+    hf_config.tie_word_embeddings = tied
+    if getattr(hf_config, "text_config", None) is not None:
+        hf_config.text_config.tie_word_embeddings = tied
     model_type = hf_config.model_type
     if model_type not in registry:
         raise MmforgeError(
@@ -86,7 +91,7 @@ def _build_with_mobius(checkpoint: Checkpoint, dtype: str, ep: str) -> BuiltGrap
         with quiet_library():
             module = module_class(config)
             if spec is not None and spec.module_patch is not None:
-                spec.module_patch(module)
+                spec.module_patch(module, hf_config)
             package = build_from_module(module, config, task, execution_provider=ep)
     except Exception as e:
         raise MmforgeError(

@@ -26,7 +26,7 @@ from mmforge.backend import __version__, families, typed
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.convert import package
 from mmforge.backend.errors import MmforgeError
-from mmforge.backend.inspect import Profile, profile_checkpoint
+from mmforge.backend.inspect import profile_checkpoint
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.memory import peak_rss_bytes
 from mmforge.backend.source import resolve
@@ -137,7 +137,7 @@ def convert(
             resolved.folder, trust_remote_code=trust_remote_code, config=resolved.config
         )
         profile = profile_checkpoint(checkpoint, resolved, token=token, ctx=ctx)
-    _check_convertible(checkpoint, profile, dtype)
+    _check_convertible(checkpoint, dtype)
     _check_disk_space(out, profile.sizes.package_bytes.get(dtype, 0))
     created = _make_parents(out)
     _remove_stale_staging(out)
@@ -169,12 +169,13 @@ def _check_choices(dtype: str, ep: str) -> None:
         raise MmforgeError(f"Unknown target '{ep}'", f"Choose one of {', '.join(EPS)}")
 
 
-def _check_convertible(checkpoint: Checkpoint, profile: Profile, dtype: str) -> None:
+def _check_convertible(checkpoint: Checkpoint, dtype: str) -> None:
     """Refuse, before any heavy work, what this version cannot convert."""
     family = checkpoint.family
-    if not profile.runnable or family.pipeline_type is None:
+    if family.pipeline_type is None:
         raise MmforgeError(
-            f"{family.name} cannot be converted for ONNX Runtime GenAI: {profile.runtime_reason}",
+            f"{family.name} cannot be converted for ONNX Runtime GenAI: "
+            f"{family.no_pipeline_reason}",
             "`mmforge inspect` still describes it; choose a family the runtime runs",
         )
     if checkpoint.remote_code:
@@ -195,6 +196,8 @@ def _check_convertible(checkpoint: Checkpoint, profile: Profile, dtype: str) -> 
             f"not {dtype}",
             f"Use --dtype {family.package.dtypes[0]}",
         )
+    checkpoint.refuse_unsupported_fields()
+    checkpoint.output_tied  # noqa: B018 - raises when transformers' output layer is random
 
 
 def _build_into(
@@ -216,7 +219,7 @@ def _build_into(
         graphs, fixes = _build(checkpoint, dtype, ep, staging, ctx)
     with _timed(timings, "plan"):
         refs = checkpoint_refs(checkpoint.folder, allow_pickle=allow_pickle)
-        plan = plan_weights(graphs, refs, spec.rename_checkpoint)
+        plan = plan_weights(graphs, refs, spec.rename_checkpoint, spec.unused_ok(checkpoint.cfg))
     io_names = {name: package.GraphIO.of(model) for name, model in graphs.models.items()}
     files = _write_components(graphs, plan, dtype, staging, ctx, timings)
     with _timed(timings, "package"):

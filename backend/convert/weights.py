@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -244,6 +245,7 @@ def plan_weights(
     graphs: BuiltGraphs,
     refs: dict[str, TensorRef],
     normalise: Callable[[str], str] | None = None,
+    unused_ok: tuple[str, ...] = (),
 ) -> WeightPlan:
     """Route checkpoint tensors to graph initializers and report the mapping.
 
@@ -252,9 +254,14 @@ def plan_weights(
         refs: Checkpoint tensors by name.
         normalise: The family's checkpoint-name normalisation, applied before the graph
             builder's own renames (the report keeps the original names).
+        unused_ok: Patterns (regular expressions, searched in the name) of tensors that
+            transformers holds but never computes with for this config; any other tensor
+            no graph uses is an error, since it means a part of the model (a bias, a
+            norm, a layer) the graphs dropped.
 
     Raises:
-        WeightMappingError: A graph initializer has no weight, or shapes disagree.
+        WeightMappingError: A graph initializer has no weight, shapes disagree, or a
+            checkpoint tensor the model computes with has no place in the graphs.
     """
     named = {normalise(n) if normalise else n: r for n, r in refs.items()}
     try:
@@ -303,14 +310,13 @@ def plan_weights(
             report.mapped.append(
                 {"checkpoint": name, "shape": list(ref.shape), "targets": targets[name]}
             )
-        elif any((normalise(name) if normalise else name).startswith(p) for p in graphs.must_use):
-            # A builder that writes its own weights skipped one the model computes with.
+        elif any(re.search(p, name) for p in unused_ok):
+            report.unused.append({"checkpoint": name, "shape": list(ref.shape)})
+        else:
             report.missing.append(
                 {"component": "(no place in the built graphs)", "initializer": name,
                  "shape": list(ref.shape)}
             )  # fmt: skip
-        else:
-            report.unused.append({"checkpoint": name, "shape": list(ref.shape)})
     if not report.ok:
         raise WeightMappingError(report, (report.missing or report.mismatched)[0])
     return WeightPlan(report=report, assignments=assignments, baked_refs=named)

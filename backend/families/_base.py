@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from mmforge.backend.families._fields import Rule
     from mmforge.backend.tiny.build import TinySpec
 
 
@@ -115,7 +116,8 @@ class PackageSpec:
             expects (transformers 5 saves some towers in a newer layout than the hub's).
         config_patch: Adapts (a private copy of) the transformers config before mobius
             reads it.
-        module_patch: Adapts mobius's module before it builds the graphs.
+        module_patch: Adapts mobius's module before it builds the graphs (the module and
+            the transformers config it was made from).
         build: The family's own graph builder, for families mobius does not build
             (checkpoint, scratch folder, job context -> BuiltGraphs); None: mobius.
         builder_holds_model: Whether that builder loads the whole model at once (the
@@ -127,6 +129,9 @@ class PackageSpec:
             the portable Attention + RotaryEmbedding graph is built instead.
         decoder_fields: Extra `model.decoder.*` keys (LFM2's layer types and conv cache).
         dtypes: The package dtypes this family converts to.
+        unused_ok: Patterns (regular expressions) of checkpoint tensors transformers holds
+            but never computes with for this config (a pooling head, layers past the
+            feature layer); any other tensor no graph uses stops the conversion.
         notes: What this family's packaging fixes or cannot express, for the manifest.
     """
 
@@ -140,12 +145,13 @@ class PackageSpec:
     rename_checkpoint: Callable[[str], str] | None = None
     fused_attention: bool = True
     config_patch: Callable[[Any], None] | None = None
-    module_patch: Callable[[Any], None] | None = None
+    module_patch: Callable[[Any, Any], None] | None = None
     build: Callable[[Any, Path, Any], Any] | None = None
     builder_holds_model: bool = False
     hidden_multiple: Callable[[Cfg], int] = lambda cfg: 1
     decoder_fields: Callable[[Cfg], dict[str, Any]] = lambda cfg: {}
     dtypes: tuple[str, ...] = ("f32", "f16", "int4")
+    unused_ok: Callable[[Cfg], tuple[str, ...]] = lambda cfg: ()
     notes: tuple[str, ...] = ()
 
 
@@ -224,6 +230,8 @@ class Family:
         max_images: Images a package of this family takes per conversation, from the
             package manifest's notes (None: no limit known).
         tiny: The spec of its tiny random-weight test checkpoint (tiny.py in its folder).
+        fields: Every config field of the family, honoured, checked or inert (fields.py
+            in its folder); checked fields with other values are refused.
     """
 
     key: str
@@ -244,6 +252,7 @@ class Family:
     reference: Reference | None = None
     max_images: Callable[[list[str]], int | None] = lambda notes: None
     tiny: TinySpec | None = None
+    fields: tuple[Rule, ...] = ()
 
     def components(self, cfg: Cfg) -> tuple[str, ...]:
         """The ONNX models to build, in the seeds' I/O contract names."""

@@ -29,9 +29,6 @@ class BuiltGraphs:
             plan checks each against the checkpoint instead of filling it.
         work: A scratch folder the graphs' external data lives in until they are written.
         notes: What the build fixed, for the manifest.
-        must_use: Checkpoint name prefixes whose every tensor must reach a graph: one left
-            unused is a conversion error (a builder that bakes its own weights may skip
-            one silently, as ORT GenAI's did LFM2's projection biases).
     """
 
     models: dict[str, Any]
@@ -41,7 +38,6 @@ class BuiltGraphs:
     )
     work: Path | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
-    must_use: tuple[str, ...] = ()
 
     def rename_weights(self, state_dict: dict[str, Any]) -> dict[str, Any]:
         """Map checkpoint names to initializer names (mobius's per-family renames)."""

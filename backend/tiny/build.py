@@ -44,6 +44,8 @@ class TinySpec:
             large embeddings make every token its own most likely successor.
         logit_gain: Scale of the final text norm. Small tied embeddings make the logits
             nearly flat, so greedy picks hinge on near-ties; a gain spreads them.
+        vector_std: Noise added to every vector (biases, norm weights), so that a bias
+            or a norm the graphs drop changes the output, as in trained weights.
     """
 
     family_key: str
@@ -58,6 +60,7 @@ class TinySpec:
     embed_std: float | None = None
     logit_gain: float | None = None
     audio_preprocessor: dict[str, Any] | None = None
+    vector_std: float | None = None
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,13 @@ class TinyCheckpoint:
     special_ids: dict[str, int]
 
 
-def scale_init(model: Any, seed: int, embed_std: float | None = None) -> None:
-    """Redraw every matrix (and conv kernel) from N(0, INIT_STD); keep vectors as they are."""
+def scale_init(
+    model: Any, seed: int, embed_std: float | None = None, vector_std: float | None = None
+) -> None:
+    """Redraw every matrix (and conv kernel) from N(0, INIT_STD).
+
+    Vectors keep their initial values, plus N(0, vector_std) when that is given.
+    """
     import torch
 
     gen = torch.Generator().manual_seed(seed)
@@ -87,6 +95,8 @@ def scale_init(model: Any, seed: int, embed_std: float | None = None) -> None:
                 if embed_std is not None and name.endswith("embed_tokens.weight"):
                     std = embed_std
                 p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32) * std)
+            elif vector_std is not None and p.is_floating_point():
+                p.add_(torch.randn(p.shape, generator=gen, dtype=torch.float32) * vector_std)
 
 
 def _scale_final_norm(model: Any, gain: float) -> None:
@@ -121,7 +131,7 @@ def write_tiny(spec: TinySpec, folder: Path, *, seed: int = 0) -> TinyCheckpoint
     config.dtype = "float32"
     torch.manual_seed(seed)
     model = getattr(transformers, spec.hf_class)(config).eval()
-    scale_init(model, seed, spec.embed_std)
+    scale_init(model, seed, spec.embed_std, spec.vector_std)
     if spec.logit_gain is not None:
         _scale_final_norm(model, spec.logit_gain)
 

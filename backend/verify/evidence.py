@@ -81,6 +81,8 @@ class ReferenceEvidence:
         tokens: HF's greedy tokens from the runtime's ids and pixels.
         near_tie: Where the two sides' tokens first differ: (step, HF's logit for its
             token, HF's logit for the runtime's token).
+        generated_placeholder: (step, token id) of an image or audio placeholder token the
+            model generated before the two sides' tokens differ (random weights do).
     """
 
     inputs: ReferenceInputs
@@ -92,6 +94,7 @@ class ReferenceEvidence:
     next_token: int = 0
     tokens: list[int] = field(default_factory=list)
     near_tie: tuple[int, float, float] | None = None
+    generated_placeholder: tuple[int, int] | None = None
 
 
 def gather_runtime(
@@ -194,7 +197,8 @@ def gather_reference(
         text = _text_forward(model, capture, runtime.text_ids)
         ctx.check_cancel()
         tokens = hf_reference.greedy_generate(model, ref, n_tokens)
-        near_tie = _near_tie(model, capture, checkpoint, runtime, tokens)
+        placeholder = _generated_placeholder(checkpoint, runtime, tokens)
+        near_tie = None if placeholder else _near_tie(model, capture, checkpoint, runtime, tokens)
     finally:
         capture.close()
         del model
@@ -209,6 +213,7 @@ def gather_reference(
         next_token=next_token,
         tokens=tokens,
         near_tie=near_tie,
+        generated_placeholder=placeholder,
     )
 
 
@@ -236,6 +241,25 @@ def _text_forward(model: Any, capture: _Capture, ids: list[int]) -> Forward:
     return _forward(
         model, capture, {"input_ids": tensor, "attention_mask": torch.ones_like(tensor)}
     )
+
+
+def _generated_placeholder(
+    checkpoint: Checkpoint, runtime: RuntimeEvidence, hf_tokens: list[int]
+) -> tuple[int, int] | None:
+    """The first image/audio placeholder both sides generated before their tokens differ.
+
+    A generated placeholder has no features behind it: HF looks for features it does not
+    have (fed back, it raises), the runtime embeds the bare token, and from there the two
+    continue differently whatever the graphs compute.
+    """
+    k = first_difference(hf_tokens, runtime.tokens)
+    if k is None:
+        return None
+    placeholders = {
+        v for name, v in checkpoint.family.token_ids(checkpoint.cfg).items()
+        if name in ("image_token_id", "audio_token_id", "video_token_id")
+    }  # fmt: skip
+    return next(((i, t) for i, t in enumerate(hf_tokens[:k]) if t in placeholders), None)
 
 
 def _near_tie(

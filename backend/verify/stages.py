@@ -18,6 +18,7 @@ blamed on a stage downstream:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -311,6 +312,15 @@ def end_to_end(rt: RuntimeEvidence, ref: ReferenceEvidence, decoder_error: float
         reason = f"the runtime failed while generating: {rt.generation_error}"
         return Comparison("end_to_end", FAIL, None, 0.0, False, reason, [], [])
     result = compare_ids("end_to_end", ref.tokens, rt.tokens)
+    if result.verdict != PASS and ref.generated_placeholder is not None:
+        step, token = ref.generated_placeholder
+        return dataclasses.replace(
+            result,
+            verdict=AMBIGUOUS,
+            reason=f"{result.reason}; both generated placeholder token {token} at step "
+            f"{step}, which has no image or audio behind it, so neither side's continuation "
+            "means anything (random weights do this; a trained model does not)",
+        )
     if result.verdict == PASS or ref.near_tie is None:
         return result
     k, hf_logit, rt_logit = ref.near_tie

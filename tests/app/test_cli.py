@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -331,3 +332,18 @@ def test_progress_lines_show_a_bar_the_rate_and_the_time_left():
     assert line.text(Progress("validate", 0, None, "steps", "loading")).endswith("loading  0:00")
     now[0] += 65
     assert line.text(Progress("validate", 0, None, "steps", "loading")).endswith("1:05")
+
+
+def test_inspect_lists_a_refused_field_and_convert_exits_2_naming_it(tiny, tmp_path, capsys):
+    folder = tmp_path / "gemma3"
+    shutil.copytree(tiny("gemma3"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["vision_config"]["hidden_act"] = "silu"
+    (folder / "config.json").write_text(json.dumps(config))
+    code, out, _ = _run(capsys, "inspect", str(folder))
+    assert code == 0
+    refusal = "refused field: vision_config.hidden_act = 'silu' (supported: 'gelu_pytorch_tanh')"
+    assert refusal in out
+    code, _, err = _run(capsys, "convert", str(folder), "-o", str(tmp_path / "out"))
+    assert code == 2
+    assert "vision_config.hidden_act = 'silu'" in err and "Traceback" not in err

@@ -19,9 +19,9 @@ from mmforge.backend.families._base import (
     rescale_and_normalize,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
-from mmforge.backend.families.gemma import reference, tiny
+from mmforge.backend.families.gemma import fields, reference, tiny
 from mmforge.backend.families.gemma.attention import bidirectional_image_attention
-from mmforge.backend.families.gemma.build import flat_head_dims
+from mmforge.backend.families.gemma.build import flat_head_dims, query_pre_attn_scalar
 from mmforge.backend.families.gemma.graph_fixes import gemma3_batched_images
 
 
@@ -101,6 +101,9 @@ GEMMA3_PACKAGE = PackageSpec(
     vision_inputs={"pixel_values": "pixel_values"},
     processor_json=_gemma3_processor,
     rename_checkpoint=_siglip_hub_layout,
+    module_patch=query_pre_attn_scalar,
+    # Gemma 3 takes the SigLIP tower's last hidden state: the pooling head is never run.
+    unused_ok=lambda cfg: (r"vision_tower\.(vision_model\.)?head\.",),
     graph_fixes=(
         bidirectional_image_attention,
         gemma3_batched_images,
@@ -138,6 +141,7 @@ GEMMA3 = Family(
     reference=Reference(
         prepare=reference.gemma3_prepare, from_runtime=reference.gemma3_from_runtime
     ),
+    fields=fields.GEMMA3,
     tiny=tiny.GEMMA3,
     notes=(
         "Image tokens attend to each other bidirectionally in HF; the decoder must build "
@@ -296,6 +300,7 @@ GEMMA4 = Family(
     has_audio=lambda cfg: cfg.has("audio_config"),
     package=GEMMA4_PACKAGE,
     reference=GEMMA4_REFERENCE,
+    fields=fields.GEMMA4,
     tiny=tiny.GEMMA4,
     runtime_token_strings=(
         "<|image>",

@@ -16,7 +16,7 @@ from mmforge.backend.families._base import (
     image_sizes_pipeline,
     rescale_and_normalize,
 )
-from mmforge.backend.families.lfm2 import reference, tiny
+from mmforge.backend.families.lfm2 import fields, reference, tiny
 from mmforge.backend.families.lfm2.build import build
 from mmforge.backend.families.lfm2.decoder import layer_kinds
 
@@ -104,6 +104,8 @@ def _hub_layout(name: str) -> str:
 
 
 LFM2_VL_PACKAGE = PackageSpec(
+    # LFM2-VL takes the tower's last hidden state: a pooling head is never run.
+    unused_ok=lambda cfg: (r"vision_tower\.(vision_model\.)?head\.",),
     model_fields=lambda cfg: ids(cfg, image_token_id="image_token_id"),
     vision_fields=_vision_fields,
     vision_inputs={
@@ -142,6 +144,7 @@ LFM2_VL = Family(
     image_tokens=_image_tokens,
     runtime_token_strings=("<|image_start|>", "<image>", "<|image_end|>"),
     package=LFM2_VL_PACKAGE,
+    fields=fields.LFM2_VL,
     tiny=tiny.LFM2_VL,
     reference=Reference(prepare=reference.prepare, from_runtime=reference.from_runtime),
     notes=("The runtime does not tile large images, so they differ from HF by design.",),

@@ -32,8 +32,7 @@ def build(checkpoint: Checkpoint, work: Path, ctx: JobContext) -> BuiltGraphs:
     fixed = decoder.add_conv_biases(models["decoder"], cfg, folder)
     return BuiltGraphs(
         models=models,
-        baked={"decoder": decoder.builder_sources(cfg)},
+        baked={"decoder": decoder.builder_sources(cfg, checkpoint.output_tied)},
         work=work,
         notes=[fixed] if fixed else [],
-        must_use=decoder.MUST_USE,
     )

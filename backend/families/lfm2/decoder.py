@@ -15,19 +15,9 @@ from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.families.lfm2.vision import PROJECTOR_PREFIX, TEXT_PREFIX, VISION_PREFIX
+from mmforge.backend.families.lfm2.vision import TEXT_PREFIX
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.worker.child import app_command
-
-# Every checkpoint tensor under these names is used by transformers' Lfm2Vl (the SigLIP2
-# pooling head, when present, is not).
-MUST_USE = (
-    TEXT_PREFIX,
-    PROJECTOR_PREFIX,
-    VISION_PREFIX + "embeddings.",
-    VISION_PREFIX + "encoder.",
-    VISION_PREFIX + "post_layernorm.",
-)
 
 
 def layer_kinds(cfg: Cfg) -> list[str]:
@@ -109,8 +99,10 @@ def _report_builder(text: str, layers: int, total: int, ctx: JobContext) -> None
         )
 
 
-def builder_sources(cfg: Cfg) -> dict[str, tuple[tuple[str, ...], str]]:
+def builder_sources(cfg: Cfg, tied: bool) -> dict[str, tuple[tuple[str, ...], str]]:
     """Builder initializer -> (checkpoint tensors, how they combine) for the LFM2 decoder.
+
+    `tied`: the output layer is the token embedding (`Checkpoint.output_tied`).
 
     The ways of combining are weights.BAKED_KINDS: the projections' MatMul weights are
     transposed, the attention projections fused as "qkv", the rotary tables computed.
@@ -149,11 +141,7 @@ def builder_sources(cfg: Cfg) -> dict[str, tuple[tuple[str, ...], str]]:
         (TEXT_PREFIX + "embedding_norm.weight",),
         "same",
     )
-    head = (
-        "lm_head.weight"
-        if not text.get("tie_word_embeddings", True)
-        else TEXT_PREFIX + "embed_tokens.weight"
-    )
+    head = TEXT_PREFIX + "embed_tokens.weight" if tied else "lm_head.weight"
     out["lm_head.MatMul.weight"] = ((head,), "t")
     for table in ("cos_cache", "sin_cache"):  # rotary tables the builder computes
         out[table] = ((), "computed")

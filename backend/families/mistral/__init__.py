@@ -20,7 +20,7 @@ from mmforge.backend.families._base import (
     rescale_and_normalize,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
-from mmforge.backend.families.mistral import reference, tiny
+from mmforge.backend.families.mistral import fields, reference, tiny
 from mmforge.backend.families.mistral.graph_fixes import pixtral_rope_any_grid
 
 
@@ -120,6 +120,7 @@ MISTRAL3 = Family(
     image_tokens=_image_tokens,
     runtime_token_strings=("[IMG]", "[IMG_BREAK]", "[IMG_END]", "[INST]"),
     package=MISTRAL3_PACKAGE,
+    fields=fields.MISTRAL3,
     tiny=tiny.MISTRAL3,
     reference=Reference(
         prepare=reference.prepare,

@@ -16,7 +16,7 @@ from mmforge.backend.families._base import (
     processor_op,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
-from mmforge.backend.families.phi import reference, tiny
+from mmforge.backend.families.phi import fields, reference, tiny
 from mmforge.backend.families.phi.build import remote_style_audio_config
 from mmforge.backend.families.phi.graph_fixes import (
     PER_IMAGE_NOTE,
@@ -24,6 +24,18 @@ from mmforge.backend.families.phi.graph_fixes import (
     phi4mm_images_one_at_a_time,
     phi4mm_projection_mode,
 )
+
+
+def _past_the_feature_layer(cfg: Cfg) -> tuple[str, ...]:
+    """The SigLIP parts after the feature layer (-2), which transformers never runs."""
+    tower = r"image_embed\.img_processor\."
+    last = int(cfg.get("vision_config.num_hidden_layers", 0)) - 1
+    return (
+        rf"{tower}encoder\.layers\.{last}\.",
+        rf"{tower}post_layernorm\.",
+        rf"{tower}head\.",
+    )
+
 
 # ORT GenAI 0.18 rewrites <|image_N|> / <|audio_N|> to these fixed ids.
 PHI4MM_IMAGE_TOKEN_ID = 200010
@@ -184,6 +196,7 @@ def _phi4mm_audio_processor(cfg: Cfg, audio: Cfg) -> dict[str, Any]:
 
 
 PHI4MM_PACKAGE = PackageSpec(
+    unused_ok=_past_the_feature_layer,
     model_fields=_phi4_tokens,
     vision_fields=lambda cfg, pre: {},
     vision_inputs={
@@ -226,6 +239,7 @@ PHI4MM = Family(
     has_audio=lambda cfg: cfg.has("audio_config") or cfg.has("embd_layer.audio_embd_layer"),
     runtime_token_strings=("<|endoftext10|>", "<|endoftext11|>"),
     package=PHI4MM_PACKAGE,
+    fields=fields.PHI4MM,
     tiny=tiny.PHI4MM,
     reference=Reference(
         prepare=reference.prepare,

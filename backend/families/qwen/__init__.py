@@ -20,7 +20,7 @@ from mmforge.backend.families._base import (
     rescale_and_normalize,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
-from mmforge.backend.families.qwen import reference, tiny
+from mmforge.backend.families.qwen import fields, reference, tiny
 from mmforge.backend.families.qwen.build import deepstack_vision_output
 from mmforge.backend.families.qwen.graph_fixes import qwen3_deepstack, qwen_unpad_images
 
@@ -189,6 +189,7 @@ QWEN2_5_VL = Family(
     runtime_token_strings=QWEN_STRINGS,
     package=QWEN_PACKAGE,
     reference=QWEN_REFERENCE,
+    fields=fields.QWEN2_5_VL,
     tiny=tiny.QWEN2_5_VL,
     notes=(
         "genai_config must name vision_start_token_id and image_token_id, or the runtime "
@@ -228,6 +229,7 @@ QWEN3_VL = Family(
     runtime_token_strings=QWEN_STRINGS,
     package=QWEN3_PACKAGE,
     reference=QWEN_REFERENCE,
+    fields=fields.QWEN3_VL,
     tiny=tiny.QWEN3_VL,
     notes=(
         "The runtime has no DeepStack: the vision output carries the DeepStack levels as "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def deepstack_vision_output(module: Any) -> None:
+def deepstack_vision_output(module: Any, hf_config: Any) -> None:
     """Qwen3-VL: the vision graph outputs [merged ‖ DeepStack level 1 ‖ … ‖ level K].
 
     mobius computes the DeepStack mergers but its 3-model vision encoder returns only

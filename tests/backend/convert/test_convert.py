@@ -646,8 +646,8 @@ def test_lfm2_vl_builder_weights_that_differ_from_the_checkpoint_fail(tiny, tmp_
 
     real = lfm2_decoder.builder_sources
 
-    def swapped(cfg):  # pretend the builder read w3 where it read w1
-        sources = real(cfg)
+    def swapped(cfg, tied):  # pretend the builder read w3 where it read w1
+        sources = real(cfg, tied)
         gate, up = (
             "model.layers.0.mlp.gate_proj.MatMul.weight",
             "model.layers.0.mlp.up_proj.MatMul.weight",

@@ -1,0 +1,241 @@
+"""Every config field of a converted family is honoured, refused or inert, and tested so."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mmforge.backend.checkpoint import Checkpoint
+from mmforge.backend.convert import convert
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.families import ALL
+from mmforge.backend.families._base import Cfg
+from mmforge.backend.families._fields import flatten, review
+from mmforge.backend.tiny.build import write_tiny
+from mmforge.backend.verify import verify
+
+CONVERTED = [f for f in ALL if f.package is not None]
+
+
+def _tiny_config(family) -> dict[str, Any]:
+    return copy.deepcopy(_tiny_config_of(family.key))
+
+
+@functools.cache
+def _tiny_config_of(family_key: str) -> dict[str, Any]:
+    from mmforge.backend.tiny import specs
+    from mmforge.backend.tiny.tokenizer import train_tokenizer
+
+    spec = specs()[family_key]
+    tok = train_tokenizer(spec.specials, pinned=spec.pinned)
+    return spec.make_config(tok.special_ids, tok.vocab_size).to_dict()
+
+
+@pytest.mark.parametrize("family", CONVERTED, ids=lambda f: f.key)
+def test_every_field_of_the_config_class_is_in_the_table(family):
+    import transformers
+
+    config_class = type(transformers.AutoConfig.for_model(family.model_types[0]))
+    defaults = review(family.fields, config_class().to_dict())
+    assert defaults.unlisted == ()  # (a default may be refused: Pixtral's GELU for Mistral 3)
+    tiny = review(family.fields, _tiny_config(family))
+    assert tiny.unlisted == ()
+    assert tiny.refused == (), [r.sentence() for r in tiny.refused]
+    assert tiny.honoured > 10
+
+
+def _unsupported(rule, value: Any, cfg: Cfg) -> Any:
+    candidates = ["unsupported", "all", -7, 0.123, True, False, None, [1, 2], 10**9, 0]
+    return next(c for c in candidates if not rule.allows(c, cfg) and c != value)
+
+
+def _set(config: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    node = config
+    for part in parents:
+        node = node[part]
+    node[last] = value
+
+
+def _checked_cases():
+    for family in CONVERTED:
+        config = _tiny_config(family)
+        for path, _value in flatten(config):
+            rule = next((r for r in family.fields if r.path == path), None)
+            if rule is not None and rule.kind == "checked":
+                yield pytest.param(family, path, id=f"{family.key}:{path}")
+
+
+@pytest.mark.parametrize(("family", "path"), list(_checked_cases()))
+def test_each_checked_field_with_another_value_is_refused_naming_it(family, path):
+    config = _tiny_config(family)
+    rule = next(r for r in family.fields if r.path == path)
+    current = dict(flatten(config))[path]
+    bad = _unsupported(rule, current, Cfg(config))
+    changed = copy.deepcopy(config)
+    _set(changed, path, bad)
+    refused = review(family.fields, changed).refused
+    assert [r.path for r in refused] == [path]
+    sentence = refused[0].sentence()
+    assert path in sentence and repr(bad) in sentence and rule.supported in sentence
+
+
+def _variant(tiny_root: Path, family_key: str, name: str, overrides: dict[str, Any]) -> Path:
+    """The family's tiny checkpoint with config fields changed (vectors noised)."""
+    from mmforge.backend.tiny import specs
+
+    spec = specs()[family_key]
+    make = spec.make_config
+
+    def make_config(specials: dict[str, int], vocab: int) -> Any:
+        config = make(specials, vocab)
+        for path, value in overrides.items():
+            *parents, last = path.split(".")
+            node = config
+            for part in parents:
+                node = node[part] if isinstance(node, dict) else getattr(node, part)
+            if isinstance(node, dict):
+                node[last] = value
+            else:
+                setattr(node, last, value)
+        return config
+
+    varied = dataclasses.replace(spec, make_config=make_config, vector_std=0.1)
+    return write_tiny(varied, tiny_root / f"{family_key}-{name}").folder
+
+
+def test_a_refused_field_stops_convert_before_any_graph_and_inspect_lists_it(tiny, tmp_path):
+    folder = tmp_path / "mistral3"
+    shutil.copytree(tiny("mistral3"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["vision_config"]["hidden_act"] = "gelu"
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(MmforgeError) as e:
+        convert(str(folder), tmp_path / "out")
+    message = e.value.user_message
+    assert "vision_config.hidden_act = 'gelu' (supported: 'silu')" in message
+    assert not (tmp_path / "out").exists()
+    from mmforge.backend.inspect import inspect_source
+
+    profile = inspect_source(str(folder))
+    assert profile.refused_fields[0].startswith("vision_config.hidden_act = 'gelu'")
+    assert profile.warnings[0].startswith("Cannot convert")
+
+
+# Per family, honoured fields set away from the tiny values, together. Each set changes
+# transformers' output (checked below), and the package must still match it.
+HONOURED = {
+    "qwen2_5_vl": {
+        "text_config.hidden_act": "gelu_pytorch_tanh",
+        "text_config.rms_norm_eps": 0.05,
+        "text_config.rope_parameters.rope_theta": 500.0,
+        "text_config.rope_parameters.mrope_section": [4, 2, 2],
+        "vision_config.window_size": 28,
+        "vision_config.fullatt_block_indexes": [0],
+    },
+    "qwen3_vl": {
+        "text_config.hidden_act": "gelu_pytorch_tanh",
+        "text_config.rope_parameters.rope_theta": 500.0,
+        "text_config.attention_bias": True,
+        "vision_config.deepstack_visual_indexes": [0],
+    },
+    "gemma3": {
+        "text_config.hidden_activation": "silu",
+        "text_config.rope_parameters.sliding_attention.rope_theta": 50.0,
+        "text_config.query_pre_attn_scalar": 64,
+        "text_config.sliding_window": 3,
+        "text_config.layer_types": ["full_attention", "sliding_attention"],
+        "vision_config.layer_norm_eps": 0.05,
+    },
+    "gemma4": {
+        "text_config.hidden_activation": "silu",
+        "text_config.final_logit_softcapping": 3.0,
+        "text_config.sliding_window": 3,
+        "text_config.rope_parameters.full_attention.partial_rotary_factor": 0.5,
+    },
+    "mistral3": {
+        "text_config.hidden_act": "gelu_pytorch_tanh",
+        "text_config.rms_norm_eps": 0.05,
+        "text_config.sliding_window": 3,
+        "vision_config.rope_parameters.rope_theta": 500.0,
+    },
+    "phi4mm": {
+        "hidden_act": "gelu_pytorch_tanh",
+        "rope_parameters.partial_rotary_factor": 0.75,
+        "vision_config.layer_norm_eps": 0.05,
+    },
+    "lfm2_vl": {
+        "text_config.norm_eps": 0.05,
+        "text_config.conv_bias": True,
+        "projector_use_layernorm": False,
+        "vision_config.hidden_act": "gelu",
+    },
+}
+
+
+@pytest.mark.parametrize("family_key", list(HONOURED))
+def test_honoured_fields_with_other_values_still_match_transformers(
+    tiny_root, tmp_path, family_key
+):
+    base = _variant(tiny_root, family_key, "noised", {})
+    changed = _variant(tiny_root, family_key, "honoured", HONOURED[family_key])
+    base_package, package = tmp_path / "base", tmp_path / "changed"
+    convert(str(base), base_package)
+    convert(str(changed), package)
+    usual = "AMBIGUOUS" if family_key == "gemma4" else "PASS"  # see test_verify.GOOD
+    report = verify(package, str(changed), tokens=8)
+    assert report.verdict == usual, [(c.name, c.verdict, c.reason) for c in report.components]
+    # Not vacuous: the unchanged package does not match transformers on the changed config.
+    assert verify(base_package, str(changed), tokens=8).verdict == "FAIL"
+
+
+def test_a_checkpoint_tensor_no_graph_uses_stops_the_conversion(tiny, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "mistral3"
+    shutil.copytree(tiny("mistral3"), folder)
+    weights = load_file(folder / "model.safetensors")
+    name = next(n for n in weights if n.endswith("multi_modal_projector.linear_1.weight"))
+    bias = name.replace(".weight", ".bias")
+    weights[bias] = weights[name][:, 0].clone() * 0 + 0.5
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(MmforgeError) as e:
+        convert(str(folder), tmp_path / "out")
+    assert bias in e.value.user_message and "no place in the built graphs" in e.value.user_message
+
+
+def test_tied_or_not_is_what_the_checkpoint_holds(tiny, tmp_path):
+    """transformers' rule: a present lm_head is used even when the config ties; an absent
+    one ties when the config says so, and is refused when it does not."""
+    from safetensors.torch import load_file, save_file
+
+    def variant(name: str, tie: bool | None, keep_head: bool) -> Path:
+        folder = tmp_path / name
+        shutil.copytree(tiny("qwen2_5_vl"), folder)
+        config = json.loads((folder / "config.json").read_text())
+        for level in (config, config["text_config"]):
+            level.pop("tie_word_embeddings", None)
+            if tie is not None:
+                level["tie_word_embeddings"] = tie
+        (folder / "config.json").write_text(json.dumps(config))
+        if not keep_head:
+            weights = load_file(folder / "model.safetensors")
+            del weights["lm_head.weight"]
+            save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+        return folder
+
+    for name, tie, keep in (("tie-with-head", True, True), ("tie-no-head", True, False)):
+        folder = variant(name, tie, keep)
+        assert Checkpoint.read(folder).output_tied is (not keep)
+        convert(str(folder), tmp_path / f"{name}-pkg")
+        report = verify(tmp_path / f"{name}-pkg", str(folder), tokens=8)
+        assert report.verdict == "PASS", name
+    with pytest.raises(MmforgeError, match="would start the output layer from random values"):
+        convert(str(variant("default-no-head", None, False)), tmp_path / "refused")
