@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -187,6 +188,10 @@ def _offline_requested() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _is_metadata(name: str) -> bool:
+    return any(fnmatch.fnmatch(name, p) for p in METADATA_PATTERNS)
+
+
 def wanted_files(names: list[str], purpose: Purpose, allow_pickle: bool) -> list[str]:
     """Pick the repository files a stage needs.
 
@@ -249,6 +254,7 @@ def resolve(
     token: str | None = None,
     allow_pickle: bool = False,
     cache_dir: Path | None = None,
+    vet: Callable[[Path], None] | None = None,
 ) -> ResolvedSource:
     """Make the files of a source available on disk.
 
@@ -259,6 +265,9 @@ def resolve(
         token: A hub token; None uses the standard Hugging Face token store.
         allow_pickle: Accept pickled `.bin` weights when a repo has no safetensors.
         cache_dir: Hub cache folder; None uses the standard cache.
+        vet: Called with the folder once a hub repository's metadata (config, tokenizer,
+            processor files) is in, before any weights are downloaded; it raises to stop
+            (a model that cannot be converted costs no download).
 
     Raises:
         MmforgeError: With what to do next, for every failure the user can act on.
@@ -271,7 +280,7 @@ def resolve(
         config = check_model_folder(source.local_path)
         files = tuple(sorted(p.name for p in source.local_path.iterdir() if p.is_file()))
         return ResolvedSource(source=source, folder=source.local_path, files=files, config=config)
-    return _resolve_hub(source, ctx, purpose, token, allow_pickle, cache_dir)
+    return _resolve_hub(source, ctx, purpose, token, allow_pickle, cache_dir, vet)
 
 
 def _resolve_hub(
@@ -281,6 +290,7 @@ def _resolve_hub(
     token: str | None,
     allow_pickle: bool,
     cache_dir: Path | None,
+    vet: Callable[[Path], None] | None = None,
 ) -> ResolvedSource:
     from huggingface_hub import HfApi
 
@@ -311,7 +321,11 @@ def _resolve_hub(
         )
     tally = _Tally(ctx, sum(siblings[n] for n in names), len(names))
     folder: Path | None = None
-    for name in names:
+    metadata = [n for n in names if _is_metadata(n)]
+    for name in [*metadata, *(n for n in names if n not in metadata)]:
+        if vet is not None and folder is not None and not _is_metadata(name):
+            vet(folder)
+            vet = None
         ctx.check_cancel()
         tally.current = name
         path = _download_one(api, source, info.sha, name, token, cache_dir, tally)

@@ -130,14 +130,21 @@ def convert(
     check_output(out)
     before = _identity(out)
     timings: dict[str, float] = {}
+
+    def vet(folder: Path) -> None:  # before a hub download's weights: refuse early
+        _check_convertible(Checkpoint.read(folder, trust_remote_code=trust_remote_code), dtype)
+
     with _timed(timings, "resolve"):
-        resolved = resolve(spec, ctx, purpose="convert", token=token, allow_pickle=allow_pickle)
+        resolved = resolve(
+            spec, ctx, purpose="convert", token=token, allow_pickle=allow_pickle, vet=vet
+        )
     with _timed(timings, "inspect"):
         checkpoint = Checkpoint.read(
             resolved.folder, trust_remote_code=trust_remote_code, config=resolved.config
         )
         profile = profile_checkpoint(checkpoint, resolved, token=token, ctx=ctx)
     _check_convertible(checkpoint, dtype)
+    checkpoint.output_tied  # noqa: B018 - raises when transformers' output layer is random
     _check_disk_space(out, profile.sizes.package_bytes.get(dtype, 0))
     created = _make_parents(out)
     _remove_stale_staging(out)
@@ -197,7 +204,6 @@ def _check_convertible(checkpoint: Checkpoint, dtype: str) -> None:
             f"Use --dtype {family.package.dtypes[0]}",
         )
     checkpoint.refuse_unsupported_fields()
-    checkpoint.output_tied  # noqa: B018 - raises when transformers' output layer is random
 
 
 def _build_into(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -256,3 +258,20 @@ def test_local_folder_checks(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(MmforgeError, match="not valid JSON"):
         resolve(str(tmp_path))
+
+
+def test_convert_refuses_a_checkpoint_it_cannot_convert_before_downloading_weights(
+    hub, tiny, tmp_path
+):
+    from mmforge.backend.convert import convert
+
+    folder = tmp_path / "mistral3"
+    shutil.copytree(tiny("mistral3"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["projector_hidden_act"] = "silu"
+    (folder / "config.json").write_text(json.dumps(config))
+    hub.state.add_folder(REPO, folder)
+    with pytest.raises(MmforgeError, match="projector_hidden_act = 'silu'"):
+        convert(REPO, tmp_path / "out")
+    fetched = {p.rsplit("/", 1)[-1] for m, p, _ in hub.state.requests if m == "GET"}
+    assert "config.json" in fetched and "model.safetensors" not in fetched
