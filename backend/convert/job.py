@@ -264,7 +264,7 @@ def _build(
     spec = checkpoint.family.package
     assert spec is not None
     ctx.report("build", 0, 1, message="building graphs", force=True)
-    build_ep = ep if spec.fused_attention else "default"
+    build_ep = ep if spec.fused_attention(checkpoint.cfg) else "default"
     graphs = build_graphs(checkpoint, dtype, build_ep, work=staging / ".build", ctx=ctx)
     fixes = [*graphs.notes]
     for fix in spec.graph_fixes:

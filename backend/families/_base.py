@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mmforge.backend.families._fields import Rule
     from mmforge.backend.tiny.build import TinySpec
+    from mmforge.backend.tiny.release import ReleaseSpec
 
 
 class Cfg:
@@ -125,7 +126,7 @@ class PackageSpec:
         hidden_multiple: The decoder takes inputs_embeds this many times the hidden size
             wide (Qwen3-VL carries DeepStack levels as extra columns).
         fused_attention: Whether the graph builder's EP-specific attention fusion
-            (GroupQueryAttention with built-in rotary) is right for this family; when not,
+            (GroupQueryAttention with built-in rotary) is right for this config; when not,
             the portable Attention + RotaryEmbedding graph is built instead.
         decoder_fields: Extra `model.decoder.*` keys (LFM2's layer types and conv cache).
         dtypes: The package dtypes this family converts to.
@@ -143,7 +144,7 @@ class PackageSpec:
     audio_processor_json: Callable[[Cfg, Cfg], dict[str, Any]] | None = None
     graph_fixes: tuple[Callable[[dict[str, Any], Cfg], str | None], ...] = ()
     rename_checkpoint: Callable[[str], str] | None = None
-    fused_attention: bool = True
+    fused_attention: Callable[[Cfg], bool] = lambda cfg: True
     config_patch: Callable[[Any], None] | None = None
     module_patch: Callable[[Any, Any], None] | None = None
     build: Callable[[Any, Path, Any], Any] | None = None
@@ -232,6 +233,7 @@ class Family:
         tiny: The spec of its tiny random-weight test checkpoint (tiny.py in its folder).
         fields: Every config field of the family, honoured, checked or inert (fields.py
             in its folder); checked fields with other values are refused.
+        released: Test checkpoints shaped like the family's hub releases (tiny.py).
     """
 
     key: str
@@ -253,6 +255,7 @@ class Family:
     max_images: Callable[[list[str]], int | None] = lambda notes: None
     tiny: TinySpec | None = None
     fields: tuple[Rule, ...] = ()
+    released: tuple[ReleaseSpec, ...] = ()
 
     def components(self, cfg: Cfg) -> tuple[str, ...]:
         """The ONNX models to build, in the seeds' I/O contract names."""

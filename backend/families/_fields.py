@@ -98,6 +98,9 @@ def _same(value: Any, allowed: Any) -> bool:
 
 # Fields every transformers config has that inference never reads.
 COMMON_INERT: tuple[Rule, ...] = tuple(
+    inert(f"{prefix}rope_parameters.type", "transformers 4's name, read as rope_type")
+    for prefix in ("", "text_config.", "vision_config.")
+) + tuple(
     inert(f"{prefix}{name}", "transformers bookkeeping or training-only")
     for prefix in ("", "text_config.", "vision_config.", "audio_config.")
     for name in (

@@ -99,7 +99,7 @@ def scale_init(
                 p.add_(torch.randn(p.shape, generator=gen, dtype=torch.float32) * vector_std)
 
 
-def _scale_final_norm(model: Any, gain: float) -> None:
+def scale_final_norm(model: Any, gain: float) -> None:
     """Multiply the output of the text model's final norm by `gain`."""
     import torch
 
@@ -133,38 +133,51 @@ def write_tiny(spec: TinySpec, folder: Path, *, seed: int = 0) -> TinyCheckpoint
     model = getattr(transformers, spec.hf_class)(config).eval()
     scale_init(model, seed, spec.embed_std, spec.vector_std)
     if spec.logit_gain is not None:
-        _scale_final_norm(model, spec.logit_gain)
+        scale_final_norm(model, spec.logit_gain)
 
-    folder = Path(folder)
+    def fill(staging: Path) -> None:
+        model.save_pretrained(staging, safe_serialization=True)
+        write_side_files(staging, spec, tok)
+
+    folder = write_atomically(Path(folder), fill)
+    return TinyCheckpoint(folder=folder, family_key=spec.family_key, special_ids=tok.special_ids)
+
+
+def write_atomically(folder: Path, fill: Callable[[Path], None]) -> Path:
+    """Fill a staging folder beside `folder`, then put it in `folder`'s place."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
-        model.save_pretrained(staging, safe_serialization=True)
-        _write_tokenizer(staging, spec, tok)
-        if spec.preprocessor is not None:
-            _write_json(staging / "preprocessor_config.json", spec.preprocessor)
-        if spec.audio_preprocessor is not None:
-            _write_json(
-                staging / "processor_config.json", {"feature_extractor": spec.audio_preprocessor}
-            )
-        eos = [tok.special_ids[t] for t in spec.eos_tokens]
-        generation = {
-            "eos_token_id": eos if len(eos) > 1 else eos[0],
-            "do_sample": False,
-            "max_new_tokens": 32,
-        }
-        for key in ("bos_token", "pad_token"):
-            name = spec.tokenizer_extra.get(key)
-            if name in tok.special_ids:
-                generation[key.replace("_token", "_token_id")] = tok.special_ids[name]
-        _write_json(staging / "generation_config.json", generation)
+        fill(staging)
         if folder.exists():
             shutil.rmtree(folder)
         staging.rename(folder)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return TinyCheckpoint(folder=folder, family_key=spec.family_key, special_ids=tok.special_ids)
+    return folder
+
+
+def write_side_files(folder: Path, spec: TinySpec, tok: TinyTokenizer) -> None:
+    """Everything but the weights and config.json: tokenizer, processor and generation."""
+    _write_tokenizer(folder, spec, tok)
+    if spec.preprocessor is not None:
+        _write_json(folder / "preprocessor_config.json", spec.preprocessor)
+    if spec.audio_preprocessor is not None:
+        _write_json(
+            folder / "processor_config.json", {"feature_extractor": spec.audio_preprocessor}
+        )
+    eos = [tok.special_ids[t] for t in spec.eos_tokens]
+    generation = {
+        "eos_token_id": eos if len(eos) > 1 else eos[0],
+        "do_sample": False,
+        "max_new_tokens": 32,
+    }
+    for key in ("bos_token", "pad_token"):
+        name = spec.tokenizer_extra.get(key)
+        if name in tok.special_ids:
+            generation[key.replace("_token", "_token_id")] = tok.special_ids[name]
+    _write_json(folder / "generation_config.json", generation)
 
 
 def _write_tokenizer(folder: Path, spec: TinySpec, tok: TinyTokenizer) -> None:

@@ -112,7 +112,7 @@ GEMMA3_PACKAGE = PackageSpec(
     # mobius 0.1's GroupQueryAttention fusion gives every layer the sliding-window RoPE
     # table (theta 1e4), also the global layers (1e6): logits off by 0.4 on the tiny
     # checkpoint. The portable graph keeps both tables and matches HF to 3e-6.
-    fused_attention=False,
+    fused_attention=lambda cfg: False,
     notes=(
         "Built without mobius's GroupQueryAttention fusion, which applies the local RoPE "
         "table to the global layers too.",
@@ -142,6 +142,7 @@ GEMMA3 = Family(
         prepare=reference.gemma3_prepare, from_runtime=reference.gemma3_from_runtime
     ),
     fields=fields.GEMMA3,
+    released=tiny.RELEASED_GEMMA3,
     tiny=tiny.GEMMA3,
     notes=(
         "Image tokens attend to each other bidirectionally in HF; the decoder must build "
@@ -247,7 +248,7 @@ GEMMA4_PACKAGE = PackageSpec(
     audio_processor_json=_gemma4_audio_processor,
     config_patch=flat_head_dims,
     graph_fixes=(_gemma4_vision_bidirectional, text_embedding_without_features),
-    fused_attention=False,
+    fused_attention=lambda cfg: False,
     notes=(
         "genai_config gets a flat global head size (transformers 5 keeps it in "
         "per_layer_config) and per_layer_inputs in embedding outputs and decoder inputs.",
@@ -301,6 +302,7 @@ GEMMA4 = Family(
     package=GEMMA4_PACKAGE,
     reference=GEMMA4_REFERENCE,
     fields=fields.GEMMA4,
+    released=tiny.RELEASED_GEMMA4,
     tiny=tiny.GEMMA4,
     runtime_token_strings=(
         "<|image>",

@@ -145,6 +145,7 @@ LFM2_VL = Family(
     runtime_token_strings=("<|image_start|>", "<image>", "<|image_end|>"),
     package=LFM2_VL_PACKAGE,
     fields=fields.LFM2_VL,
+    released=tiny.RELEASED_LFM2_VL,
     tiny=tiny.LFM2_VL,
     reference=Reference(prepare=reference.prepare, from_runtime=reference.from_runtime),
     notes=("The runtime does not tile large images, so they differ from HF by design.",),

@@ -96,6 +96,10 @@ MISTRAL3_PACKAGE = PackageSpec(
     vision_inputs={"pixel_values": "pixel_values"},
     processor_json=_processor,
     graph_fixes=(pixtral_rope_any_grid, text_embedding_without_features),
+    # mobius 0.1's GroupQueryAttention path drops Ministral 3's position-dependent query
+    # scaling (llama_4_scaling_beta): past the original context its logits went wrong.
+    # The portable graph applies it and matches HF on both sides of the boundary.
+    fused_attention=lambda cfg: cfg.get("text_config.rope_parameters.llama_4_scaling_beta") is None,
     notes=(
         "genai_config carries model.vision.patch_size (the runtime defaults to 14).",
         "No ConvertRGB after DecodeImage (it would swap red and blue).",
@@ -121,6 +125,7 @@ MISTRAL3 = Family(
     runtime_token_strings=("[IMG]", "[IMG_BREAK]", "[IMG_END]", "[INST]"),
     package=MISTRAL3_PACKAGE,
     fields=fields.MISTRAL3,
+    released=tiny.RELEASED_MISTRAL3,
     tiny=tiny.MISTRAL3,
     reference=Reference(
         prepare=reference.prepare,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmforge.backend.tiny.build import TinySpec
+from mmforge.backend.tiny.release import ReleaseSpec
 from mmforge.backend.tiny.sizes import CLIP_MEAN, CLIP_STD, TEXT, VISION
 
 
@@ -85,4 +86,130 @@ MISTRAL3 = TinySpec(
         "size": {"longest_edge": 128},
     },
     eos_tokens=["</s>"],
+)
+
+
+def _pixtral_tower() -> dict[str, Any]:
+    """The released Pixtral tower's config (1024 wide, 24 layers, 1540 px), shrunk."""
+    return {
+        "attention_dropout": 0.0,
+        "head_dim": 16,
+        "hidden_act": "silu",
+        "hidden_size": 32,
+        "image_size": 128,
+        "initializer_range": 0.02,
+        "intermediate_size": 64,
+        "model_type": "pixtral",
+        "num_attention_heads": 2,
+        "num_channels": 3,
+        "num_hidden_layers": 2,
+        "patch_size": 8,
+        "rope_theta": 10000.0,
+    }
+
+
+def _mistral_small_3_1_release(s: dict[str, int], vocab: int) -> dict[str, Any]:
+    """mistralai/Mistral-Small-3.1-24B-Instruct-2503's config.json (transformers 4.50).
+
+    A `mistral` text model with `rope_theta` 1e9, and no tie_word_embeddings, whose
+    default (true) the checkpoint overrides with an lm_head of its own; shrunk.
+    """
+    return {
+        "architectures": ["Mistral3ForConditionalGeneration"],
+        "image_token_index": s["[IMG]"],
+        "model_type": "mistral3",
+        "multimodal_projector_bias": False,
+        "projector_hidden_act": "gelu",
+        "spatial_merge_size": 2,
+        "text_config": {
+            "attention_dropout": 0.0,
+            "head_dim": 16,
+            "hidden_act": "silu",
+            "hidden_size": 64,
+            "initializer_range": 0.02,
+            "intermediate_size": 128,
+            "max_position_embeddings": 131072,
+            "model_type": "mistral",
+            "num_attention_heads": 4,
+            "num_hidden_layers": 2,
+            "num_key_value_heads": 2,
+            "rms_norm_eps": 1e-05,
+            "rope_theta": 1000000000.0,
+            "sliding_window": None,
+            "use_cache": True,
+            "vocab_size": vocab,
+        },
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.50.0.dev0",
+        "vision_config": _pixtral_tower(),
+        "vision_feature_layer": -1,
+    }
+
+
+def _ministral_3_release(s: dict[str, int], vocab: int) -> dict[str, Any]:
+    """mistralai/Ministral-3-3B-Instruct-2512's config.json.
+
+    A `ministral3` text model with YaRN RoPE (factor 16 over 16,384 original positions)
+    and Llama 4 attention scaling, tied embeddings; shrunk in width and depth, RoPE
+    kept.
+    """
+    return {
+        "architectures": ["Mistral3ForConditionalGeneration"],
+        "dtype": "bfloat16",
+        "image_token_index": s["[IMG]"],
+        "model_type": "mistral3",
+        "multimodal_projector_bias": False,
+        "projector_hidden_act": "gelu",
+        "spatial_merge_size": 2,
+        "text_config": {
+            "attention_dropout": 0.0,
+            "head_dim": 16,
+            "hidden_act": "silu",
+            "hidden_size": 64,
+            "initializer_range": 0.02,
+            "intermediate_size": 128,
+            "max_position_embeddings": 262144,
+            "model_type": "ministral3",
+            "num_attention_heads": 4,
+            "num_hidden_layers": 2,
+            "num_key_value_heads": 2,
+            "rms_norm_eps": 1e-05,
+            "rope_parameters": {
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "factor": 16.0,
+                "llama_4_scaling_beta": 0.1,
+                "mscale": 1.0,
+                "mscale_all_dim": 1.0,
+                "original_max_position_embeddings": 16384,
+                "rope_theta": 1000000.0,
+                "rope_type": "yarn",
+                "type": "yarn",
+            },
+            "sliding_window": None,
+            "tie_word_embeddings": True,
+            "use_cache": True,
+            "vocab_size": vocab,
+        },
+        "tie_word_embeddings": True,
+        "transformers_version": "5.0.0.dev0",
+        "vision_config": _pixtral_tower(),
+        "vision_feature_layer": -1,
+    }
+
+
+RELEASED_MISTRAL3 = (
+    ReleaseSpec(
+        key="mistral3-small-3.1",
+        release="mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+        tiny=MISTRAL3,
+        config_json=_mistral_small_3_1_release,
+        own_output_layer=True,
+    ),
+    ReleaseSpec(
+        key="ministral3-3b",
+        release="mistralai/Ministral-3-3B-Instruct-2512",
+        tiny=MISTRAL3,
+        config_json=_ministral_3_release,
+    ),
 )

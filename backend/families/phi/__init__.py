@@ -219,7 +219,7 @@ PHI4MM_PACKAGE = PackageSpec(
     audio_processor_json=_phi4mm_audio_processor,
     config_patch=remote_style_audio_config,
     rename_checkpoint=_phi4mm_remote_names,
-    fused_attention=False,
+    fused_attention=lambda cfg: False,
     notes=(
         "Native transformers checkpoint names are mapped to the remote-code layout mobius "
         "builds; the audio encoder sizes come from audio_config.",

@@ -190,6 +190,7 @@ QWEN2_5_VL = Family(
     package=QWEN_PACKAGE,
     reference=QWEN_REFERENCE,
     fields=fields.QWEN2_5_VL,
+    released=tiny.RELEASED_QWEN2_5_VL,
     tiny=tiny.QWEN2_5_VL,
     notes=(
         "genai_config must name vision_start_token_id and image_token_id, or the runtime "
@@ -214,7 +215,7 @@ QWEN3_PACKAGE = dataclasses.replace(
     module_patch=deepstack_vision_output,
     hidden_multiple=lambda cfg: 1 + _deepstack_levels(cfg),
     rename_checkpoint=_qwen3_hub_layout,
-    fused_attention=False,
+    fused_attention=lambda cfg: False,
 )
 
 QWEN3_VL = Family(
@@ -230,6 +231,7 @@ QWEN3_VL = Family(
     package=QWEN3_PACKAGE,
     reference=QWEN_REFERENCE,
     fields=fields.QWEN3_VL,
+    released=tiny.RELEASED_QWEN3_VL,
     tiny=tiny.QWEN3_VL,
     notes=(
         "The runtime has no DeepStack: the vision output carries the DeepStack levels as "

@@ -76,6 +76,8 @@ QWEN2_5_VL: tuple[Rule, ...] = (
     honoured("vision_config.window_size", "windowed vision attention (measured)"),
     honoured("vision_config.fullatt_block_indexes", "which vision blocks see everything"),
     honoured("vision_config.tokens_per_second", "genai_config model.vision (video positions)"),
+    inert("vision_config.in_chans", "transformers 4's duplicate of in_channels; not read"),
+    inert("vision_config.spatial_patch_size", "transformers 4's duplicate of patch_size"),
 )
 
 QWEN3_VL: tuple[Rule, ...] = (

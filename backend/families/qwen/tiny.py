@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmforge.backend.tiny.build import TinySpec
+from mmforge.backend.tiny.release import ReleaseSpec
 from mmforge.backend.tiny.sizes import CLIP_MEAN, CLIP_STD, TEXT
 
 # Chat templates are our own, written to match each family's conventions: the role
@@ -152,4 +153,141 @@ QWEN3_VL = TinySpec(
         "size": {"shortest_edge": 32 * 32 * 4, "longest_edge": 32 * 32 * 64},
     },
     eos_tokens=["<|im_end|>", "<|endoftext|>"],
+)
+
+
+def _qwen2_5_vl_3b_release(s: dict[str, int], vocab: int) -> dict[str, Any]:
+    """Qwen/Qwen2.5-VL-3B-Instruct's config.json.
+
+    The flat transformers 4.41 layout (text fields at the top), `rope_scaling` with
+    `type: mrope` and a top-level `rope_theta`, tied embeddings; 36 layers and a
+    32-block tower with full attention every 8th block, shrunk to 2 layers and 4 blocks
+    with full attention every 2nd.
+    """
+    return {
+        "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+        "attention_dropout": 0.0,
+        "bos_token_id": s["<|endoftext|>"],
+        "eos_token_id": s["<|im_end|>"],
+        "vision_start_token_id": s["<|vision_start|>"],
+        "vision_end_token_id": s["<|vision_end|>"],
+        "image_token_id": s["<|image_pad|>"],
+        "video_token_id": s["<|video_pad|>"],
+        "hidden_act": "silu",
+        "hidden_size": 64,
+        "initializer_range": 0.02,
+        "intermediate_size": 128,
+        "max_position_embeddings": 128000,
+        "max_window_layers": 70,
+        "model_type": "qwen2_5_vl",
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-06,
+        "rope_theta": 1000000.0,
+        "sliding_window": 32768,
+        "tie_word_embeddings": True,
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.41.2",
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vision_config": {
+            "depth": 4,
+            "hidden_act": "silu",
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 2,
+            "in_chans": 3,
+            "out_hidden_size": 64,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "spatial_patch_size": 14,
+            "window_size": 112,
+            "fullatt_block_indexes": [1, 3],
+            "tokens_per_second": 2,
+            "temporal_patch_size": 2,
+        },
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
+        "vocab_size": vocab,
+    }
+
+
+def _qwen3_vl_2b_release(s: dict[str, int], vocab: int) -> dict[str, Any]:
+    """Qwen/Qwen3-VL-2B-Instruct's config.json.
+
+    transformers 4.57's nested layout with `rope_scaling` (interleaved M-RoPE) and
+    `rope_theta` 5e6 inside text_config, tied embeddings, a 24-block tower with
+    DeepStack taps at blocks 5, 11 and 17 feeding the first 3 of 28 layers; shrunk to 4
+    layers and a 4-block tower tapped at 0, 1 and 2.
+    """
+    return {
+        "architectures": ["Qwen3VLForConditionalGeneration"],
+        "image_token_id": s["<|image_pad|>"],
+        "model_type": "qwen3_vl",
+        "text_config": {
+            "attention_bias": False,
+            "attention_dropout": 0.0,
+            "bos_token_id": s["<|endoftext|>"],
+            "dtype": "bfloat16",
+            "eos_token_id": s["<|im_end|>"],
+            "head_dim": 16,
+            "hidden_act": "silu",
+            "hidden_size": 64,
+            "initializer_range": 0.02,
+            "intermediate_size": 192,
+            "max_position_embeddings": 262144,
+            "model_type": "qwen3_vl_text",
+            "num_attention_heads": 4,
+            "num_hidden_layers": 4,
+            "num_key_value_heads": 2,
+            "rms_norm_eps": 1e-06,
+            "rope_scaling": {
+                "mrope_interleaved": True,
+                "mrope_section": [4, 2, 2],
+                "rope_type": "default",
+            },
+            "rope_theta": 5000000,
+            "tie_word_embeddings": True,
+            "use_cache": True,
+            "vocab_size": vocab,
+        },
+        "tie_word_embeddings": True,
+        "transformers_version": "4.57.0.dev0",
+        "video_token_id": s["<|video_pad|>"],
+        "vision_config": {
+            "deepstack_visual_indexes": [0, 1, 2],
+            "depth": 4,
+            "hidden_act": "gelu_pytorch_tanh",
+            "hidden_size": 32,
+            "in_channels": 3,
+            "initializer_range": 0.02,
+            "intermediate_size": 128,
+            "model_type": "qwen3_vl",
+            "num_heads": 2,
+            "num_position_embeddings": 64,
+            "out_hidden_size": 64,
+            "patch_size": 16,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+        },
+        "vision_end_token_id": s["<|vision_end|>"],
+        "vision_start_token_id": s["<|vision_start|>"],
+    }
+
+
+RELEASED_QWEN2_5_VL = (
+    ReleaseSpec(
+        key="qwen2_5_vl-3b",
+        release="Qwen/Qwen2.5-VL-3B-Instruct",
+        tiny=QWEN2_5_VL,
+        config_json=_qwen2_5_vl_3b_release,
+    ),
+)
+RELEASED_QWEN3_VL = (
+    ReleaseSpec(
+        key="qwen3_vl-2b",
+        release="Qwen/Qwen3-VL-2B-Instruct",
+        tiny=QWEN3_VL,
+        config_json=_qwen3_vl_2b_release,
+    ),
 )
