@@ -38,6 +38,10 @@ class Checkpoint:
         generation: generation_config.json (empty when absent).
         hf_config: The transformers config object (None for remote code); builders that
             adapt it get their own copy from `transformers_config()`.
+        written: config.json as written (for a remote-code layout read as data, `config`
+            is the native config it maps to).
+        remote_layout: Whether the folder is a remote-code layout mapped to the native
+            classes (`Family.remote_layout`), its code never run.
     """
 
     folder: Path
@@ -48,6 +52,8 @@ class Checkpoint:
     audio_preprocessor: Cfg
     generation: dict[str, Any]
     hf_config: Any = field(default=None, repr=False, compare=False)
+    written: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    remote_layout: bool = False
 
     @property
     def cfg(self) -> Cfg:
@@ -159,18 +165,27 @@ class Checkpoint:
             MmforgeError: Malformed or unreadable config, an unknown or text-only family,
                 or remote code without consent.
         """
-        raw = config if config is not None else read_json(folder / "config.json", "model")
-        family = families.lookup(raw.get("model_type"))
+        written = config if config is not None else read_json(folder / "config.json", "model")
+        family = families.lookup(written.get("model_type"))
+        raw, layout = written, family.remote_layout
+        mapped = layout is not None and written.get("model_type") in family.remote_code_types
+        if mapped:
+            assert layout is not None
+            shapes = {t.name: list(t.shape) for t in local_tensors(folder) or ()}
+            raw = layout.config(written, shapes or None)
         hf_config = _transformers_config(folder, raw, family, trust_remote_code)
+        classes = layout.processor_classes if mapped and layout is not None else {}
         return cls(
             folder=folder,
             family=family,
             config=raw if hf_config is None else hf_config.to_dict(),
             remote_code=hf_config is None,
-            preprocessor=_image_settings(folder),
-            audio_preprocessor=_audio_settings(folder),
+            preprocessor=_native_classes(_image_settings(folder), classes),
+            audio_preprocessor=_native_classes(_audio_settings(folder), classes),
             generation=_optional_json(folder / "generation_config.json"),
             hf_config=hf_config,
+            written=written,
+            remote_layout=mapped,
         )
 
 
@@ -203,6 +218,17 @@ def _transformers_config(
             "The config is malformed; download the model again or fix the file",
             details=reason,
         ) from None
+
+
+def _native_classes(settings: Cfg, classes: dict[str, str]) -> Cfg:
+    """Processor settings with the remote layout's class names made native."""
+    if not classes:
+        return settings
+    data = dict(settings.data)
+    for key in ("image_processor_type", "feature_extractor_type"):
+        if data.get(key) in classes:
+            data[key] = classes[data[key]]
+    return Cfg(data)
 
 
 def _optional_json(path: Path) -> dict[str, Any]:

@@ -31,7 +31,9 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # What the hub names that becomes a path in the cache: a commit, a branch or tag, a file.
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _REVISION_PART = re.compile(r"^[\w-][\w.-]*$")
-_SAFE_NAME = re.compile(r"^[\w.-]+$")  # a top-level file of the repository
+# A top-level file of the repository, or one in a top-level folder (a LoRA adapter's);
+# a folder name has no dot, so it is never "." or "..".
+_SAFE_NAME = re.compile(r"^(?:[\w-]+/)?[\w.-]+$")
 
 
 def check_revision(revision: str) -> None:
@@ -93,7 +95,7 @@ def fetch_file(
         raise MmforgeError(f"Not a commit id: {commit!r}", "Try again later")
     if revision:
         check_revision(revision)
-    if not _SAFE_NAME.match(filename) or filename in (".", ".."):
+    if not _SAFE_NAME.match(filename) or {".", ".."} & set(filename.split("/")):
         raise MmforgeError(f"Not a file name mmforge fetches: {filename!r}", "Try again later")
     root = repo_folder(cache_dir, repo_id)
     pointer = root / "snapshots" / commit / filename

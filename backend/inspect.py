@@ -263,6 +263,12 @@ def profile_checkpoint(
         warnings.append(f"Not runnable in ONNX Runtime GenAI: {family.no_pipeline_reason}.")
     if remote:
         warnings.append("Remote code: this model's classes come from its repository.")
+    if checkpoint.remote_layout:
+        warnings.append(
+            f"Remote-code layout (model_type {checkpoint.written.get('model_type')}) read as "
+            f"data and mapped to transformers' native {family.name}; no code from the "
+            "repository runs."
+        )
     if (folder / "tokenizer.json").is_file() and family.runtime_token_strings:
         vocab = _all_token_strings(folder)
         absent = [s for s in family.runtime_token_strings if s not in vocab]

@@ -45,6 +45,13 @@ METADATA_PATTERNS = (
     "model.safetensors.index.json",
 )
 SAFETENSORS_PATTERNS = ("*.safetensors",)
+# LoRA adapters shipped beside the base model as PEFT folders (Phi-4-multimodal's vision
+# and speech adapters): exact names, the only files below the top level ever fetched.
+ADAPTER_FILES = tuple(
+    f"{adapter}-lora/{file}"
+    for adapter in ("vision", "speech")
+    for file in ("adapter_config.json", "adapter_model.safetensors")
+)
 PICKLE_PATTERNS = ("pytorch_model*.bin", "pytorch_model.bin.index.json")
 
 _HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<rev>[\w./-]+))?$")
@@ -221,6 +228,9 @@ def wanted_files(names: list[str], purpose: Purpose, allow_pickle: bool) -> list
                 )
             weights = pickled
         chosen += weights
+    chosen += [
+        n for n in names if n in ADAPTER_FILES and (purpose == "convert" or n.endswith(".json"))
+    ]
     return sorted(set(chosen))
 
 
@@ -321,7 +331,7 @@ def _resolve_hub(
         )
     tally = _Tally(ctx, sum(siblings[n] for n in names), len(names))
     folder: Path | None = None
-    metadata = [n for n in names if _is_metadata(n)]
+    metadata = [n for n in names if _is_metadata(n) or n.endswith(".json")]
     for name in [*metadata, *(n for n in names if n not in metadata)]:
         if vet is not None and folder is not None and not _is_metadata(name):
             vet(folder)
@@ -330,7 +340,7 @@ def _resolve_hub(
         tally.current = name
         path = _download_one(api, source, info.sha, name, token, cache_dir, tally)
         tally.done_files += 1
-        folder = path.parent
+        folder = path.parents[name.count("/")]
     ctx.report(
         "download",
         tally.done_bytes,

@@ -10,6 +10,7 @@ import functools
 import json
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -292,3 +293,157 @@ def read_tensor(path: Path, name: str) -> Any:
     if dtype == "BF16":
         tensor = tensor.view(torch.bfloat16)
     return tensor.reshape([int(d) for d in meta["shape"]])
+
+
+class TensorRef:
+    """A checkpoint tensor known by its header: name, shape and dtype, no data.
+
+    It stands in for the tensor while the graph builder renames the state dict, so the
+    renames cost nothing. Shape-only operations the builder applies (slicing a fused
+    QKV weight, squeezing a batch axis) are recorded and replayed when the tensor is
+    read, one tensor at a time, as its component is written. A `loader` stands in for the
+    file when the tensor is computed from others (a LoRA merged into its base weight).
+    """
+
+    _LAZY_OPS = ("squeeze", "unsqueeze", "reshape", "view", "t", "transpose", "contiguous", "chunk")
+
+    def __init__(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        dtype: str | Any,
+        file: Path,
+        ops: tuple[tuple[str, tuple[Any, ...]], ...] = (),
+        loader: Callable[[], Any] | None = None,
+    ):
+        import torch
+
+        self.name = name
+        self.shape = torch.Size(shape)
+        if isinstance(dtype, str):
+            dtype = getattr(torch, TORCH_DTYPES.get(dtype, "float32"))
+        self.dtype = dtype
+        self.file = file
+        self.ops = ops
+        self.loader = loader
+
+    def __repr__(self) -> str:
+        return f"TensorRef({self.name}, {list(self.shape)})"
+
+    def dim(self) -> int:
+        """Number of axes."""
+        return len(self.shape)
+
+    def size(self, axis: int | None = None) -> Any:
+        """The shape, or one of its sizes."""
+        return self.shape if axis is None else self.shape[axis]
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return len(self.shape)
+
+    def _derive(self, op: str, args: tuple[Any, ...]) -> Any:
+        import torch
+
+        meta = torch.empty(self.shape, device="meta", dtype=self.dtype)
+        out = meta[args[0]] if op == "__getitem__" else getattr(meta, op)(*args)
+        if isinstance(out, tuple):  # chunk
+            return tuple(
+                TensorRef(
+                    self.name,
+                    tuple(o.shape),
+                    self.dtype,
+                    self.file,
+                    (*self.ops, (op, args), ("__pick__", (i,))),
+                    self.loader,
+                )
+                for i, o in enumerate(out)
+            )
+        return TensorRef(
+            self.name,
+            tuple(out.shape),
+            self.dtype,
+            self.file,
+            (*self.ops, (op, args)),
+            self.loader,
+        )
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._derive("__getitem__", (key,))
+
+    def __getattr__(self, op: str) -> Any:
+        if op in TensorRef._LAZY_OPS:
+            return lambda *args: self._derive(op, args)
+        raise AttributeError(op)
+
+    def read(self) -> Any:
+        """The tensor's data, read from its file, with the recorded operations applied."""
+        tensor: Any = self.loader() if self.loader else read_tensor(self.file, self.name)
+        for op, args in self.ops:
+            if op in ("__getitem__", "__pick__"):
+                tensor = tensor[args[0]]
+            else:
+                tensor = getattr(tensor, op)(*args)
+        return tensor
+
+
+def checkpoint_refs(folder: Path, *, allow_pickle: bool = False) -> dict[str, TensorRef]:
+    """References to every safetensors tensor of a checkpoint, from the headers.
+
+    Args:
+        folder: The checkpoint folder.
+        allow_pickle: Read pytorch_model*.bin when there is no safetensors file (with
+            torch.load(weights_only=True), which refuses anything but tensors).
+
+    Raises:
+        MmforgeError: No safetensors, a missing shard or a corrupt header.
+    """
+    headers = safetensors_headers(folder)  # validates headers and shards
+    if headers is None:
+        pickled = sorted(folder.glob("pytorch_model*.bin"))
+        if pickled and allow_pickle:
+            return _pickled_refs(pickled)
+        raise MmforgeError(
+            f"{folder} has no safetensors weights",
+            "Pickled .bin weights are read only with --allow-pickle"
+            if pickled
+            else "Download the model's *.safetensors files",
+        )
+    refs: dict[str, TensorRef] = {}
+    for path, header in headers.items():
+        for name, meta in header.items():
+            if name == "__metadata__":
+                continue
+            check_readable(name, str(meta["dtype"]))
+            refs[name] = TensorRef(name, tuple(meta["shape"]), str(meta["dtype"]), path)  # type: ignore[arg-type]
+    return refs
+
+
+def _pickled_refs(files: list[Path]) -> dict[str, TensorRef]:
+    import pickle
+
+    import torch
+
+    refs: dict[str, TensorRef] = {}
+    for path in files:
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except (pickle.UnpicklingError, RuntimeError, OSError, ValueError) as e:
+            raise MmforgeError(
+                f"{path.name} could not be loaded safely ({e})",
+                "It holds more than tensors, or it is corrupt; use a safetensors checkpoint",
+            ) from e
+        for name, tensor in state.items():
+            refs[name] = TensorRef(
+                name,
+                tuple(tensor.shape),
+                tensor.dtype,
+                path,
+                loader=functools.partial(_same, tensor),
+            )
+    return refs
+
+
+def _same(tensor: Any) -> Any:
+    return tensor

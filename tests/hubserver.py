@@ -42,7 +42,11 @@ class HubState:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add_folder(self, repo_id: str, folder: Path, **kwargs: object) -> Repo:
-        files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+        files = {
+            p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*"))
+            if p.is_file()
+        }
         repo = Repo(files=files, **kwargs)  # type: ignore[arg-type]
         self.repos[repo_id] = repo
         return repo

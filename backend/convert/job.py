@@ -186,11 +186,13 @@ def _check_convertible(checkpoint: Checkpoint, dtype: str) -> None:
             "`mmforge inspect` still describes it; choose a family the runtime runs",
         )
     if checkpoint.remote_code:
+        native = [t for t in family.model_types if t not in family.remote_code_types]
         raise MmforgeError(
             f"This {family.name} checkpoint is defined by remote code, which mmforge does "
             "not convert",
-            "Use the model's native transformers version (model_type "
-            f"{', '.join(t for t in family.model_types if t not in family.remote_code_types)})",
+            f"Use the model's native transformers version (model_type {', '.join(native)})"
+            if native
+            else "transformers has no native version of it to convert from",
         )
     if family.package is None:
         raise MmforgeError(
@@ -216,7 +218,8 @@ def _build_into(
     allow_pickle: bool = False,
 ) -> Manifest:
     from mmforge.backend.convert.validate import validate_package
-    from mmforge.backend.convert.weights import checkpoint_refs, plan_weights
+    from mmforge.backend.convert.weights import plan_weights
+    from mmforge.backend.tensors import checkpoint_refs
 
     family = checkpoint.family
     spec = family.package
@@ -225,6 +228,9 @@ def _build_into(
         graphs, fixes = _build(checkpoint, dtype, ep, staging, ctx)
     with _timed(timings, "plan"):
         refs = checkpoint_refs(checkpoint.folder, allow_pickle=allow_pickle)
+        if spec.prepare_weights is not None:
+            refs, prepared = spec.prepare_weights(checkpoint, refs)
+            fixes += [prepared] if prepared else []
         plan = plan_weights(graphs, refs, spec.rename_checkpoint, spec.unused_ok(checkpoint.cfg))
     io_names = {name: package.GraphIO.of(model) for name, model in graphs.models.items()}
     files = _write_components(graphs, plan, dtype, staging, ctx, timings)

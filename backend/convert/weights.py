@@ -16,13 +16,13 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from mmforge.backend.convert.graphs import fold_after_weights
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._graphs import BuiltGraphs
 from mmforge.backend.jobs import JobContext
+from mmforge.backend.tensors import TensorRef
 
 log = logging.getLogger(__name__)
 
@@ -62,94 +62,6 @@ class WeightReport:
         return {"summary": self.summary(), **asdict(self)}
 
 
-class TensorRef:
-    """A checkpoint tensor known by its header: name, shape and dtype, no data.
-
-    It stands in for the tensor while the graph builder renames the state dict, so the
-    renames cost nothing. Shape-only operations the builder applies (slicing a fused
-    QKV weight, squeezing a batch axis) are recorded and replayed when the tensor is
-    read, one tensor at a time, as its component is written.
-    """
-
-    _LAZY_OPS = ("squeeze", "unsqueeze", "reshape", "view", "t", "transpose", "contiguous", "chunk")
-
-    def __init__(
-        self,
-        name: str,
-        shape: tuple[int, ...],
-        dtype: str | Any,
-        file: Path,
-        ops: tuple[tuple[str, tuple[Any, ...]], ...] = (),
-    ):
-        import torch
-
-        self.name = name
-        self.shape = torch.Size(shape)
-        if isinstance(dtype, str):
-            from mmforge.backend.tensors import TORCH_DTYPES
-
-            dtype = getattr(torch, TORCH_DTYPES.get(dtype, "float32"))
-        self.dtype = dtype
-        self.file = file
-        self.ops = ops
-
-    def __repr__(self) -> str:
-        return f"TensorRef({self.name}, {list(self.shape)})"
-
-    def dim(self) -> int:
-        """Number of axes."""
-        return len(self.shape)
-
-    def size(self, axis: int | None = None) -> Any:
-        """The shape, or one of its sizes."""
-        return self.shape if axis is None else self.shape[axis]
-
-    @property
-    def ndim(self) -> int:
-        """Number of axes."""
-        return len(self.shape)
-
-    def _derive(self, op: str, args: tuple[Any, ...]) -> Any:
-        import torch
-
-        meta = torch.empty(self.shape, device="meta", dtype=self.dtype)
-        out = meta[args[0]] if op == "__getitem__" else getattr(meta, op)(*args)
-        if isinstance(out, tuple):  # chunk
-            return tuple(
-                TensorRef(
-                    self.name,
-                    tuple(o.shape),
-                    self.dtype,
-                    self.file,
-                    (*self.ops, (op, args), ("__pick__", (i,))),
-                )
-                for i, o in enumerate(out)
-            )
-        return TensorRef(
-            self.name, tuple(out.shape), self.dtype, self.file, (*self.ops, (op, args))
-        )
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._derive("__getitem__", (key,))
-
-    def __getattr__(self, op: str) -> Any:
-        if op in TensorRef._LAZY_OPS:
-            return lambda *args: self._derive(op, args)
-        raise AttributeError(op)
-
-    def read(self) -> Any:
-        """The tensor's data, read from its file, with the recorded operations applied."""
-        from mmforge.backend.tensors import read_tensor
-
-        tensor: Any = read_tensor(self.file, self.name)
-        for op, args in self.ops:
-            if op in ("__getitem__", "__pick__"):
-                tensor = tensor[args[0]]
-            else:
-                tensor = getattr(tensor, op)(*args)
-        return tensor
-
-
 @dataclass
 class WeightPlan:
     """Which checkpoint tensor feeds which initializer, per component."""
@@ -175,70 +87,6 @@ class WeightMappingError(MmforgeError):
             details=json.dumps(report.summary()),
         )
         self.report = report
-
-
-def checkpoint_refs(folder: Path, *, allow_pickle: bool = False) -> dict[str, TensorRef]:
-    """References to every safetensors tensor of a checkpoint, from the headers.
-
-    Args:
-        folder: The checkpoint folder.
-        allow_pickle: Read pytorch_model*.bin when there is no safetensors file (with
-            torch.load(weights_only=True), which refuses anything but tensors).
-
-    Raises:
-        MmforgeError: No safetensors, a missing shard or a corrupt header.
-    """
-    from mmforge.backend.tensors import check_readable, safetensors_headers
-
-    headers = safetensors_headers(folder)  # validates headers and shards
-    if headers is None:
-        pickled = sorted(folder.glob("pytorch_model*.bin"))
-        if pickled and allow_pickle:
-            return _pickled_refs(pickled)
-        raise MmforgeError(
-            f"{folder} has no safetensors weights",
-            "Pickled .bin weights are read only with --allow-pickle"
-            if pickled
-            else "Download the model's *.safetensors files",
-        )
-    refs: dict[str, TensorRef] = {}
-    for path, header in headers.items():
-        for name, meta in header.items():
-            if name == "__metadata__":
-                continue
-            check_readable(name, str(meta["dtype"]))
-            refs[name] = TensorRef(name, tuple(meta["shape"]), str(meta["dtype"]), path)  # type: ignore[arg-type]
-    return refs
-
-
-class _LoadedRef(TensorRef):
-    """A tensor already in memory (from a pickled checkpoint)."""
-
-    def __init__(self, name: str, tensor: Any, file: Path):
-        super().__init__(name, tuple(tensor.shape), tensor.dtype, file)
-        self._tensor = tensor
-
-    def read(self) -> Any:
-        return self._tensor
-
-
-def _pickled_refs(files: list[Path]) -> dict[str, TensorRef]:
-    import pickle
-
-    import torch
-
-    refs: dict[str, TensorRef] = {}
-    for path in files:
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except (pickle.UnpicklingError, RuntimeError, OSError, ValueError) as e:
-            raise MmforgeError(
-                f"{path.name} could not be loaded safely ({e})",
-                "It holds more than tensors, or it is corrupt; use a safetensors checkpoint",
-            ) from e
-        for name, tensor in state.items():
-            refs[name] = _LoadedRef(name, tensor, path)
-    return refs
 
 
 def plan_weights(

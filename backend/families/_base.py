@@ -130,6 +130,9 @@ class PackageSpec:
             the portable Attention + RotaryEmbedding graph is built instead.
         decoder_fields: Extra `model.decoder.*` keys (LFM2's layer types and conv cache).
         dtypes: The package dtypes this family converts to.
+        prepare_weights: Adapts the checkpoint's tensors before they are mapped (checkpoint,
+            name -> TensorRef) -> (tensors, a line for the manifest or ""): Phi-4's vision
+            LoRA merged into its base weights.
         unused_ok: Patterns (regular expressions) of checkpoint tensors transformers holds
             but never computes with for this config (a pooling head, layers past the
             feature layer); any other tensor no graph uses stops the conversion.
@@ -152,6 +155,7 @@ class PackageSpec:
     hidden_multiple: Callable[[Cfg], int] = lambda cfg: 1
     decoder_fields: Callable[[Cfg], dict[str, Any]] = lambda cfg: {}
     dtypes: tuple[str, ...] = ("f32", "f16", "int4")
+    prepare_weights: Callable[[Any, dict[str, Any]], tuple[dict[str, Any], str]] | None = None
     unused_ok: Callable[[Cfg], tuple[str, ...]] = lambda cfg: ()
     notes: tuple[str, ...] = ()
 
@@ -162,6 +166,24 @@ def channels_first(pixels: Any) -> Any:
 
     axis = pixels.ndim - 3
     return np.moveaxis(pixels, axis, 0).reshape(3, -1)
+
+
+@dataclass(frozen=True)
+class RemoteLayout:
+    """How a family's remote-code layout maps onto transformers' native classes.
+
+    Read as data (JSON and safetensors headers), so no code from the repository runs.
+
+    Attributes:
+        config: The native config dict from the config as written and the checkpoint's
+            tensor shapes (None when the weights are not at hand).
+        tensor_name: A tensor's native name (None: not part of the native model).
+        processor_classes: Processor class names the layout uses, and the native ones.
+    """
+
+    config: Callable[[dict[str, Any], dict[str, list[int]] | None], dict[str, Any]]
+    tensor_name: Callable[[str], str | None]
+    processor_classes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -189,6 +211,8 @@ class Reference:
             beyond the image (and audio) token.
         audio_extractor: The transformers feature extractor a checkpoint without audio
             settings gets (with its defaults), for families with audio.
+        adapt: Readies the loaded HF model as the package runs it (model, checkpoint):
+            Phi-4's vision LoRA loaded with PEFT and made active.
     """
 
     prepare: Callable[[Any, Any, str, list[Any], list[Any]], Any]
@@ -205,6 +229,7 @@ class Reference:
     text_difference: str = "the runtime tokenizes some text differently"
     config_tokens: tuple[str, ...] = ()
     audio_extractor: str | None = None
+    adapt: Callable[[Any, Any], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -234,6 +259,7 @@ class Family:
         fields: Every config field of the family, honoured, checked or inert (fields.py
             in its folder); checked fields with other values are refused.
         released: Test checkpoints shaped like the family's hub releases (tiny.py).
+        remote_layout: How its remote-code layout is read without running the code.
     """
 
     key: str
@@ -256,6 +282,7 @@ class Family:
     tiny: TinySpec | None = None
     fields: tuple[Rule, ...] = ()
     released: tuple[ReleaseSpec, ...] = ()
+    remote_layout: RemoteLayout | None = None
 
     def components(self, cfg: Cfg) -> tuple[str, ...]:
         """The ONNX models to build, in the seeds' I/O contract names."""

@@ -12,6 +12,7 @@ DeepStack taps, sliding and global layers) at a smaller scale.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,23 @@ VECTOR_STD = 0.05
 
 
 @dataclass(frozen=True)
+class LoraSpec:
+    """A LoRA adapter the release ships (Phi-4-multimodal's vision and speech).
+
+    Attributes:
+        name: The adapter's name ("vision").
+        rank: r.
+        alpha: lora_alpha.
+        targets: Regular expression the wrapped modules' names match in full.
+    """
+
+    name: str
+    rank: int
+    alpha: float
+    targets: str
+
+
+@dataclass(frozen=True)
 class ReleaseSpec:
     """A release-shaped test checkpoint of a family.
 
@@ -45,7 +63,15 @@ class ReleaseSpec:
         rename: The tensor name transformers 5 writes to the release's, where they differ.
         shards: How many safetensors files the weights are split into.
         preprocessor: The processor settings, when they differ from the tiny spec's.
+        processor_files: The processor files as released (file name to JSON), in place of
+            the tiny spec's preprocessor and audio settings.
         seed: The random weights' seed (one whose greedy answer runs the full length).
+        lora: Adapters written as PEFT folders (`<name>-lora/`), as released.
+        lora_inline: The adapters are also in the main weights, beside their base weight
+            (`<module>.base_layer.weight`, `<module>.lora_A.<name>.weight`), as in
+            Phi-4-multimodal's remote-code layout.
+        model_config: The config the weights are built from, when transformers cannot read
+            the written one (a remote-code layout: its mapping to the native config).
         own_output_layer: The release stores an lm_head of its own although its config
             leaves tie_word_embeddings to a default that ties (Mistral Small 3.1):
             transformers then uses the lm_head, and so must the package.
@@ -58,8 +84,12 @@ class ReleaseSpec:
     rename: Callable[[str], str] = lambda name: name
     shards: int = 2
     preprocessor: dict[str, Any] | None = None
+    processor_files: dict[str, dict[str, Any]] | None = None
     own_output_layer: bool = False
     seed: int = 0
+    lora: tuple[LoraSpec, ...] = ()
+    lora_inline: bool = False
+    model_config: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 def write_release(spec: ReleaseSpec, folder: Path, *, seed: int | None = None) -> TinyCheckpoint:
@@ -74,10 +104,13 @@ def write_release(spec: ReleaseSpec, folder: Path, *, seed: int | None = None) -
     tiny = spec.tiny
     if spec.preprocessor is not None:
         tiny = dataclasses.replace(tiny, preprocessor=spec.preprocessor)
+    if spec.processor_files is not None:
+        tiny = dataclasses.replace(tiny, preprocessor=None, audio_preprocessor=None)
     tok = train_tokenizer(tiny.specials, pinned=tiny.pinned)
     text = spec.config_json(tok.special_ids, tok.vocab_size)
+    built = spec.model_config(text) if spec.model_config is not None else text
     # As Checkpoint.read builds it: from the dict, transformers' defaults filling the rest.
-    config = CONFIG_MAPPING[text["model_type"]].from_dict(json.loads(json.dumps(text)))
+    config = CONFIG_MAPPING[built["model_type"]].from_dict(json.loads(json.dumps(built)))
     config.dtype = "float32"
     if spec.own_output_layer:  # weights with a distinct lm_head; the config text unchanged
         config.tie_word_embeddings = False
@@ -90,11 +123,18 @@ def write_release(spec: ReleaseSpec, folder: Path, *, seed: int | None = None) -
     if tiny.logit_gain is not None:
         scale_final_norm(model, tiny.logit_gain)
     weights = _release_weights(model, spec.rename)
+    adapters = {lora.name: _random_lora(lora, weights, seed) for lora in spec.lora}
+    if spec.lora_inline:
+        weights = _inline(weights, adapters)
 
     def fill(staging: Path) -> None:
         _write_shards(staging, weights, spec.shards)
+        for lora in spec.lora:
+            _write_peft_folder(staging / f"{lora.name}-lora", lora, adapters[lora.name])
         (staging / "config.json").write_text(json.dumps(text, indent=2) + "\n", encoding="utf-8")
         write_side_files(staging, tiny, tok)
+        for name, data in (spec.processor_files or {}).items():
+            (staging / name).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
     written = write_atomically(Path(folder), fill)
     return TinyCheckpoint(folder=written, family_key=tiny.family_key, special_ids=tok.special_ids)
@@ -118,6 +158,64 @@ def _release_weights(model: Any, rename: Callable[[str], str]) -> dict[str, Any]
         for file in sorted(Path(scratch).glob("*.safetensors")):
             out.update({rename(k): v for k, v in load_file(file).items()})
     return out
+
+
+def _random_lora(lora: LoraSpec, weights: dict[str, Any], seed: int) -> dict[str, Any]:
+    """A (r x in) and B (out x r) for every targeted module, large enough to matter."""
+    import torch
+
+    from mmforge.backend.tiny.build import INIT_STD
+
+    gen = torch.Generator().manual_seed(seed + sum(map(ord, lora.name)))
+    out: dict[str, Any] = {}
+    for name in sorted(weights):
+        module = name.removesuffix(".weight")
+        if not name.endswith(".weight") or not re.fullmatch(lora.targets, module):
+            continue
+        rows, cols = weights[name].shape
+        a = torch.randn((lora.rank, cols), generator=gen) * INIT_STD
+        b = torch.randn((rows, lora.rank), generator=gen) * INIT_STD
+        out[module] = (a.to(torch.bfloat16), b.to(torch.bfloat16))
+    if not out:
+        raise ValueError(f"the {lora.name} LoRA targets no module: {lora.targets}")
+    return out
+
+
+def _inline(weights: dict[str, Any], adapters: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The remote-code layout: each wrapped weight as base_layer, its adapters beside it."""
+    wrapped = {module for pairs in adapters.values() for module in pairs}
+    out: dict[str, Any] = {}
+    for name, tensor in weights.items():
+        module = name.removesuffix(".weight")
+        out[f"{module}.base_layer.weight" if module in wrapped else name] = tensor
+    for adapter, pairs in adapters.items():
+        for module, (a, b) in pairs.items():
+            out[f"{module}.lora_A.{adapter}.weight"] = a
+            out[f"{module}.lora_B.{adapter}.weight"] = b
+    return out
+
+
+def _write_peft_folder(folder: Path, lora: LoraSpec, pairs: dict[str, Any]) -> None:
+    """A PEFT adapter folder as transformers' load_adapter reads it."""
+    from safetensors.torch import save_file
+
+    folder.mkdir()
+    tensors = {}
+    for module, (a, b) in pairs.items():
+        tensors[f"base_model.model.{module}.lora_A.weight"] = a.contiguous()
+        tensors[f"base_model.model.{module}.lora_B.weight"] = b.contiguous()
+    save_file(tensors, folder / "adapter_model.safetensors", metadata={"format": "pt"})
+    config = {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "r": lora.rank,
+        "lora_alpha": lora.alpha,
+        "lora_dropout": 0.0,
+        "bias": "none",
+        "target_modules": lora.targets,
+        "inference_mode": True,
+    }
+    (folder / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
 def _write_shards(folder: Path, weights: dict[str, Any], shards: int) -> None:

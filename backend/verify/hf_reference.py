@@ -62,12 +62,19 @@ def load_model(source: Checkpoint | Path) -> Any:
     cls = getattr(transformers, family.hf_class)
     transformers.utils.logging.disable_progress_bar()  # progress is ours to report
     try:
-        model = cls.from_pretrained(
-            checkpoint.folder,
-            config=checkpoint.transformers_config(),
-            dtype="float32",
-            use_safetensors=True,
-        )
+        if checkpoint.remote_layout:
+            model = _from_remote_layout(cls, checkpoint)
+        else:
+            model, info = cls.from_pretrained(
+                checkpoint.folder,
+                config=checkpoint.transformers_config(),
+                dtype="float32",
+                use_safetensors=True,
+                output_loading_info=True,
+            )
+            _all_loaded(info.get("missing_keys") or [], checkpoint)
+    except MmforgeError:
+        raise
     except Exception as e:  # noqa: BLE001 - weights transformers refuses are the input's fault
         reason = " ".join(f"{type(e).__name__}: {e}".split())
         raise MmforgeError(
@@ -77,7 +84,61 @@ def load_model(source: Checkpoint | Path) -> Any:
             "damaged",
             details=reason,
         ) from None
+    reference = family.reference
+    if reference is not None and reference.adapt is not None:
+        reference.adapt(model, checkpoint)
     return model.eval()
+
+
+def _all_loaded(missing: list[str], checkpoint: Checkpoint) -> None:
+    """Refuse a reference transformers had to fill with random values.
+
+    A weight the checkpoint lacks (other than a tied output layer) would be initialised at
+    random, and every comparison after it would compare against noise.
+    """
+    missing = [m for m in missing if not (m.endswith("lm_head.weight") and checkpoint.output_tied)]
+    if missing:
+        raise MmforgeError(
+            f"transformers found no value for {len(missing)} weight(s) of the reference "
+            f"model in {checkpoint.folder} (first: {missing[0]})",
+            "Pass the checkpoint the package was converted from; it may be incomplete",
+        )
+
+
+def _from_remote_layout(cls: Any, checkpoint: Checkpoint) -> Any:
+    """The native model with a remote-code layout's weights under their native names."""
+    import torch
+
+    from mmforge.backend.tensors import checkpoint_refs
+
+    layout = checkpoint.family.remote_layout
+    assert layout is not None
+    from transformers.initialization import no_init_weights
+
+    with no_init_weights():  # every weight is overwritten below; buffers are computed
+        model = cls(checkpoint.transformers_config()).float()
+    params = model.state_dict(keep_vars=True)  # parameters and persistent buffers
+    loaded: set[str] = set()
+    with torch.no_grad():
+        for name, ref in checkpoint_refs(checkpoint.folder).items():
+            native = layout.tensor_name(name)
+            if native is None:
+                continue
+            if native not in params or tuple(params[native].shape) != tuple(ref.shape):
+                raise MmforgeError(
+                    f"{name} of {checkpoint.folder} has no place in transformers' native "
+                    f"model (as {native})",
+                    "This layout is not one mmforge can map; report the model id",
+                )
+            params[native].copy_(ref.read())  # one tensor at a time
+            loaded.add(native)
+    if checkpoint.output_tied:
+        model.tie_weights()
+    shared = {id(t) for n, t in params.items() if n in loaded}  # a tied output layer
+    _all_loaded(
+        [n for n, t in params.items() if n not in loaded and id(t) not in shared], checkpoint
+    )
+    return model
 
 
 def load_tokenizer(source: Checkpoint | Path) -> Any:

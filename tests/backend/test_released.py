@@ -39,8 +39,8 @@ def released(tiny_root: Path):
 
 def test_every_converted_family_has_a_release_shaped_checkpoint():
     converted = {f.key for f in ALL if f.package is not None}
-    assert converted - {"phi4mm"} <= {r.tiny.family_key for r in RELEASED.values()}
-    assert "ministral3-3b" in RELEASED
+    assert converted <= {r.tiny.family_key for r in RELEASED.values()}
+    assert {"ministral3-3b", "phi4mm-native", "phi4mm-remote"} <= set(RELEASED)
 
 
 def test_release_shaped_checkpoints_are_shaped_like_releases(released):
@@ -107,3 +107,63 @@ def test_ministral_3_matches_on_both_sides_of_its_original_context(tiny_root, tm
     plain_folder = write_release(plain, tiny_root / "released-ministral3-unscaled").folder
     convert(str(plain_folder), tmp_path / "plain")
     assert verify(tmp_path / "plain", str(folder), tokens=32).verdict == "FAIL"
+
+
+def test_phi4_packages_carry_the_vision_lora_and_it_matters(released, tmp_path):
+    """The vision LoRA is merged into the package's decoder; verify compares with HF
+    running the adapter (PEFT), so PASS means "as the released model runs". Against the
+    base model without it, the same package fails."""
+    import shutil
+
+    folder = released("phi4mm-native")
+    convert(str(folder), tmp_path / "pkg")
+    manifest = json.loads((tmp_path / "pkg" / "mmforge_manifest.json").read_text())
+    note = next(n for n in manifest["notes"] if "LoRA" in n)
+    assert "vision LoRA (vision-lora/, r=4, alpha=8) merged into 8 decoder weights" in note
+    assert "speech LoRA (speech-lora/, r=6) is not in the package" in note
+    base = tmp_path / "base"
+    shutil.copytree(folder, base)
+    shutil.rmtree(base / "vision-lora")
+    shutil.rmtree(base / "speech-lora")
+    report = verify(tmp_path / "pkg", str(base), tokens=8)
+    assert report.verdict == "FAIL" and report.first_divergent_stage == "decoder_prefill"
+
+
+def test_phi4_remote_code_layout_is_read_without_running_its_code(released, tmp_path):
+    folder = released("phi4mm-remote")
+    assert json.loads((folder / "config.json").read_text())["model_type"] == "phi4mm"
+    checkpoint = Checkpoint.read(folder)  # no trust_remote_code
+    assert checkpoint.remote_layout and not checkpoint.remote_code
+    assert checkpoint.hf_config.model_type == "phi4_multimodal"
+    assert checkpoint.config["audio_config"]["bias_max_distance"] == 500
+    # The one released processor file names the remote code's classes: read as native.
+    extractor = checkpoint.audio_preprocessor.get("feature_extractor_type")
+    assert extractor == "Phi4MultimodalFeatureExtractor"
+    from mmforge.backend.inspect import inspect_source
+
+    profile = inspect_source(str(folder))
+    assert any("read as data" in w for w in profile.warnings) and not profile.remote_code
+
+
+def test_phi4_longrope_matches_on_each_side_of_the_original_context(tiny_root, tmp_path):
+    """LongRoPE uses its short factors within the original context (4,096 as released;
+    the prompt and answer here are shorter) and its long ones past it (the context shrunk
+    to 64, below the prompt). Each package matches HF on its own side, and not on the
+    other: the factor sets really differ."""
+    spec = RELEASED["phi4mm-native"]
+    packages = {}
+    for original, side in ((4096, "short"), (64, "long")):
+
+        def config(specials: dict[str, int], vocab: int, original: int = original) -> dict:
+            data = spec.config_json(specials, vocab)
+            data["original_max_position_embeddings"] = original
+            return data
+
+        varied = dataclasses.replace(spec, key=f"phi4mm-{side}", config_json=config, lora=())
+        folder = write_release(varied, tiny_root / f"released-phi4mm-{side}").folder
+        convert(str(folder), tmp_path / side)
+        report = verify(tmp_path / side, str(folder), tokens=32)
+        assert report.verdict == "PASS", [(c.name, c.verdict, c.reason) for c in report.components]
+        assert report.tokens["matched"] == 32
+        packages[side] = (tmp_path / side, folder)
+    assert verify(packages["short"][0], str(packages["long"][1]), tokens=8).verdict == "FAIL"

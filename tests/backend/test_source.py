@@ -182,7 +182,9 @@ def test_a_file_fetch_checks_every_name_it_makes_a_path_of(tmp_path):
         "cache_dir": tmp_path,
         "on_bytes": lambda n: None,
     }
-    for key, bad in (("commit", "../x"), ("revision", "../../x"), ("filename", "../x.json")):
+    bad_names = ("../x.json", "vision-lora/..", "a/b/c.json", "/etc/passwd", "x/.")
+    cases = [("commit", "../x"), ("revision", "../../x"), *(("filename", n) for n in bad_names)]
+    for key, bad in cases:
         with pytest.raises(MmforgeError, match=r"Not a|not a valid"):
             fetch_file(**{**good, key: bad})
     assert list(tmp_path.iterdir()) == []
@@ -275,3 +277,20 @@ def test_convert_refuses_a_checkpoint_it_cannot_convert_before_downloading_weigh
         convert(REPO, tmp_path / "out")
     fetched = {p.rsplit("/", 1)[-1] for m, p, _ in hub.state.requests if m == "GET"}
     assert "config.json" in fetched and "model.safetensors" not in fetched
+
+
+def test_convert_fetches_the_lora_adapter_folders_beside_the_weights(hub, tmp_path):
+    from mmforge.backend.families import lookup
+    from mmforge.backend.tiny.release import write_release
+
+    spec = next(r for r in lookup("phi4mm").released if r.key == "phi4mm-native")
+    folder = write_release(spec, tmp_path / "phi").folder
+    repo = hub.state.add_folder(REPO, folder)
+    repo.files["other-lora/adapter_model.safetensors"] = b"never fetched"
+    resolved = resolve(REPO, purpose="convert")
+    assert (resolved.folder / "config.json").is_file()  # the snapshot, not a subfolder
+    for adapter in ("vision", "speech"):
+        for file in ("adapter_config.json", "adapter_model.safetensors"):
+            assert (resolved.folder / f"{adapter}-lora" / file).is_file()
+    fetched = {p for m, p, _ in hub.state.requests if m == "GET"}
+    assert not [p for p in fetched if "other-lora" in p]

@@ -11,12 +11,14 @@ from mmforge.backend.families._base import (
     PackageSpec,
     Projector,
     Reference,
+    RemoteLayout,
     as_int,
     ids,
     processor_op,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
-from mmforge.backend.families.phi import fields, reference, tiny
+from mmforge.backend.families.phi import fields, layout, reference, tiny
+from mmforge.backend.families.phi.adapters import activate_vision_adapter, merge_vision_lora
 from mmforge.backend.families.phi.build import remote_style_audio_config
 from mmforge.backend.families.phi.graph_fixes import (
     PER_IMAGE_NOTE,
@@ -24,10 +26,14 @@ from mmforge.backend.families.phi.graph_fixes import (
     phi4mm_images_one_at_a_time,
     phi4mm_projection_mode,
 )
+from mmforge.backend.families.phi.layout import remote_tensor_name
 
 
 def _past_the_feature_layer(cfg: Cfg) -> tuple[str, ...]:
-    """The SigLIP parts after the feature layer (-2), which transformers never runs."""
+    """Tensors transformers holds but the package does not run.
+
+    The SigLIP parts after the feature layer (-2), which transformers never runs.
+    """
     tower = r"image_embed\.img_processor\."
     last = int(cfg.get("vision_config.num_hidden_layers", 0)) - 1
     return (
@@ -78,37 +84,6 @@ def _phi4_image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
         rule=f"HD transform: a global {crop}px view plus up to {crops} {crop}px crops, "
         f"{per_crop} tokens each plus one per row",
     )
-
-
-_PHI4MM_RENAMES = (
-    # native transformers name -> remote-code name (what mobius 0.1 maps)
-    (".image_embed.global_img_feature_extensor", ".image_embed.glb_GN"),
-    (".image_embed.sub_img_feature_extensor", ".image_embed.sub_GN"),
-    (".image_embed.img_projection_up.", ".image_embed.img_projection.0."),
-    (".image_embed.img_projection_down.", ".image_embed.img_projection.2."),
-    (".audio_embed.up_proj_for_speech.", ".audio_embed.audio_projection.speech.0."),
-    (".audio_embed.down_proj_for_speech.", ".audio_embed.audio_projection.speech.2."),
-    (".audio_embed.up_proj_for_vision_speech.", ".audio_embed.audio_projection.vision.0."),
-    (".audio_embed.down_proj_for_vision_speech.", ".audio_embed.audio_projection.vision.2."),
-)
-_PHI4MM_AUDIO_BLOCK_RENAMES = (
-    (".gate_up_proj.", ".net.0.linear."),
-    (".down_proj.", ".net.2."),
-    (".self_attn.q_proj.", ".self_attn.linear_q."),
-    (".self_attn.k_proj.", ".self_attn.linear_k."),
-    (".self_attn.v_proj.", ".self_attn.linear_v."),
-    (".self_attn.o_proj.", ".self_attn.linear_out."),
-)
-
-
-def _phi4mm_remote_names(name: str) -> str:
-    """The remote-code checkpoint names mobius maps, from the native transformers ones."""
-    for native, remote in _PHI4MM_RENAMES:
-        name = name.replace(native, remote)
-    if ".audio_embed.encoder.encoders." in name:
-        for native, remote in _PHI4MM_AUDIO_BLOCK_RENAMES:
-            name = name.replace(native, remote)
-    return name
 
 
 def _phi4mm_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
@@ -218,7 +193,8 @@ PHI4MM_PACKAGE = PackageSpec(
     ),
     audio_processor_json=_phi4mm_audio_processor,
     config_patch=remote_style_audio_config,
-    rename_checkpoint=_phi4mm_remote_names,
+    rename_checkpoint=remote_tensor_name,
+    prepare_weights=merge_vision_lora,
     fused_attention=lambda cfg: False,
     notes=(
         "Native transformers checkpoint names are mapped to the remote-code layout mobius "
@@ -240,8 +216,15 @@ PHI4MM = Family(
     runtime_token_strings=("<|endoftext10|>", "<|endoftext11|>"),
     package=PHI4MM_PACKAGE,
     fields=fields.PHI4MM,
+    remote_layout=RemoteLayout(
+        config=layout.native_config,
+        tensor_name=layout.native_tensor_name,
+        processor_classes=layout.PROCESSOR_CLASSES,
+    ),
+    released=tiny.RELEASED_PHI4MM,
     tiny=tiny.PHI4MM,
     reference=Reference(
+        adapt=activate_vision_adapter,
         prepare=reference.prepare,
         from_runtime=reference.from_runtime,
         pixel_key="image_pixel_values",

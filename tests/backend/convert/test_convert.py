@@ -662,14 +662,14 @@ def test_lfm2_vl_builder_weights_that_differ_from_the_checkpoint_fail(tiny, tmp_
     assert not list(tmp_path.iterdir())
 
 
-def test_remote_code_checkpoints_are_refused_with_the_native_alternative(tmp_path):
+def test_a_remote_code_only_checkpoint_is_refused_saying_why(tmp_path):
     folder = tmp_path / "remote"
     folder.mkdir()
     (folder / "config.json").write_text(
         json.dumps(
             {
-                "model_type": "phi4mm",
-                "auto_map": {"AutoConfig": "configuration_phi4mm.Phi4MMConfig"},
+                "model_type": "phi3_v",
+                "auto_map": {"AutoConfig": "configuration_phi3_v.Phi3VConfig"},
                 "hidden_size": 64,
                 "num_hidden_layers": 2,
                 "num_attention_heads": 4,
@@ -678,7 +678,8 @@ def test_remote_code_checkpoints_are_refused_with_the_native_alternative(tmp_pat
     )
     with pytest.raises(MmforgeError) as e:
         convert(str(folder), tmp_path / "out", trust_remote_code=True)
-    assert "phi4_multimodal" in e.value.one_line()
+    assert "defined by remote code" in e.value.one_line()
+    assert "no native version" in e.value.one_line()
     assert not (tmp_path / "out").exists()
 
 
