@@ -237,9 +237,10 @@ def main() -> int:
     print(f"ONNX Runtime GenAI {og.__version__}, audio-only prompt, 16 greedy tokens:")
     print(f"  without the adapter = transformers with the vision LoRA: {plain == hf_vision}")
     print(f"  with set_active_adapter('speech') = without it: {active == plain}")
+    matched = sum(a == b for a, b in zip(active, hf_speech, strict=False))
     print(
         f"  with set_active_adapter('speech') = transformers with the speech LoRA: "
-        f"{active == hf_speech}"
+        f"{active == hf_speech} ({matched} of {len(hf_speech)} tokens in place)"
     )
     print(f"  (transformers' speech and vision answers differ: {hf_speech != hf_vision})")
     print(f"files in {work}" if args.keep else "")
