@@ -127,15 +127,12 @@ def render_profile(p: Any) -> str:
         )
         lines.append(f"  checkpoint   {human_bytes(s.checkpoint_bytes)}")
         for d in s.package_bytes:
+            peak = s.convert_peak_by_dtype.get(d)
             lines.append(
                 f"  package {d:<4} {human_bytes(s.package_bytes[d])}, "
                 f"runtime memory ≈ {human_bytes(s.memory_bytes[d])}"
+                + (f", conversion peak ≈ {human_bytes(peak)}" if peak else "")
             )
-        lines.append(
-            f"  convert peak ≈ {human_bytes(s.convert_peak_bytes)} "
-            f"(then ≈ {human_bytes(s.package_bytes['f32'])} while the runtime check loads "
-            "the package)"
-        )
     else:
         lines.append("  parameters   unknown")
     lines.append(f"  remote code  {'needed' if p.remote_code else 'not needed'}")

@@ -25,7 +25,19 @@ log = logging.getLogger(__name__)
 COMPONENTS = ("vision_encoder", "audio_encoder", "embedding", "decoder")
 DTYPES = ("f32", "f16", "int4")
 KV_CONTEXT = 4096  # tokens of KV cache assumed by the memory estimate
-TOOLS_FOOTPRINT = 500_000_000  # torch, transformers, onnx and mobius loaded (measured)
+# torch, transformers, onnx, mobius and the built graphs (benchmarks/scale.py, 3B).
+TOOLS_FOOTPRINT = 450_000_000
+# Bytes per parameter the writer holds beside the checkpoint tensor it reads, for the
+# largest tensor, when it casts it (nothing when the checkpoint already has the dtype):
+# the cast copy, and for f32 and int4 a transient second float32 copy's worth (the
+# transposed tied output layer; quantizing). Measured by benchmarks/scale.py on a 3B
+# bfloat16 checkpoint whose largest tensor has 311M parameters: conversion peaks of
+# 1.70 GB (f16), 2.92 GB (f32) and 2.92 GB (int4).
+_CAST_BYTES = {"f32": 6, "f16": 2, "int4": 6}
+_SAFETENSORS_DTYPE = {"f32": "F32", "f16": "F16"}
+# ONNX Runtime's CPU kernels run f16 weights as float32: loading an f16 package holds
+# both (measured: 16.7 GB for an 8.17 GB package).
+_CPU_LOAD_FACTOR = {"f16": 2.0}
 
 _AUDIO_MARKS = ("audio", "speech")
 _VISION_MARKS = (
@@ -56,10 +68,11 @@ class Sizes:
         package_bytes: Expected package size per dtype (f32, f16, int4 decoder).
         memory_bytes: Expected runtime memory per dtype: weights plus a KV cache of
             `KV_CONTEXT` tokens.
-        convert_peak_bytes: Expected peak memory of the conversion: the tools' own
-            footprint plus two copies of the largest tensor (weights stream one tensor
-            at a time; measured 0.85 GB for a 3 GB checkpoint). The runtime check at
-            the end then loads the package, which needs about the f32 package size.
+        convert_peak_bytes: Expected peak memory of the conversion (the largest over the
+            dtypes): the tools' own footprint plus the largest tensor as read and as
+            cast (weights stream one tensor at a time).
+        convert_peak_by_dtype: That peak per dtype. The runtime check at the end then
+            loads the package: `memory_bytes`.
     """
 
     source: str
@@ -68,6 +81,7 @@ class Sizes:
     package_bytes: dict[str, int] = field(default_factory=dict)
     memory_bytes: dict[str, int] = field(default_factory=dict)
     convert_peak_bytes: int = 0
+    convert_peak_by_dtype: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -182,17 +196,29 @@ def estimate_sizes(
     spec = family.package if family is not None else None
     dtypes = spec.dtypes if spec is not None else DTYPES
     pkg = {d: package(d) for d in dtypes}
-    mem = {d: pkg[d] + kv_elems * (2 if d == "f16" else 4) for d in dtypes}
-    peak = TOOLS_FOOTPRINT + 2 * max(t.numel for t in tensors) * 4
+    mem = {
+        d: int(pkg[d] * _CPU_LOAD_FACTOR.get(d, 1.0)) + kv_elems * (2 if d == "f16" else 4)
+        for d in dtypes
+    }
+    largest = max(tensors, key=lambda t: t.numel)
+    read = largest.nbytes // max(largest.numel, 1)
+    peaks = {
+        d: TOOLS_FOOTPRINT
+        + largest.numel
+        * (read + (0 if _SAFETENSORS_DTYPE.get(d) == largest.dtype else _CAST_BYTES[d]))
+        for d in dtypes
+    }
     if spec is not None and spec.builder_holds_model:
-        peak = TOOLS_FOOTPRINT + params["total"] * 4  # the builder holds the whole model
+        # The builder holds the whole model in float32.
+        peaks = {d: TOOLS_FOOTPRINT + params["total"] * 4 for d in dtypes}
     return Sizes(
         source=source,
         parameters=params,
         checkpoint_bytes=sum(t.nbytes for t in tensors if "tied copy" not in t.name),
         package_bytes=pkg,
         memory_bytes=mem,
-        convert_peak_bytes=peak,
+        convert_peak_bytes=max(peaks.values()),
+        convert_peak_by_dtype=peaks,
     )
 
 

@@ -27,3 +27,22 @@ def current_rss_bytes() -> int:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except OSError:
         return peak_rss_bytes()
+
+
+def available_bytes() -> int | None:
+    """Memory the system can give a new allocation now, without swapping (None: unknown).
+
+    Linux's MemAvailable (free memory plus the page cache it can drop), else the free
+    physical pages.
+    """
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None

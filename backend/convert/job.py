@@ -26,9 +26,9 @@ from mmforge.backend import __version__, families, typed
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.convert import package
 from mmforge.backend.errors import MmforgeError
-from mmforge.backend.inspect import profile_checkpoint
+from mmforge.backend.inspect import Profile, Sizes, profile_checkpoint
 from mmforge.backend.jobs import JobContext
-from mmforge.backend.memory import peak_rss_bytes
+from mmforge.backend.memory import available_bytes, peak_rss_bytes
 from mmforge.backend.source import resolve
 from mmforge.backend.units import human_bytes
 
@@ -146,6 +146,7 @@ def convert(
     _check_convertible(checkpoint, dtype)
     checkpoint.output_tied  # noqa: B018 - raises when transformers' output layer is random
     _check_disk_space(out, profile.sizes.package_bytes.get(dtype, 0))
+    _check_memory(profile, dtype)
     created = _make_parents(out)
     _remove_stale_staging(out)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.mmforge-{os.getpid()}-", dir=out.parent))
@@ -348,6 +349,42 @@ def _discard(staging: Path, created: list[Path]) -> None:
 # Room kept free beyond the estimate: the runtime check's cache files, the estimate's error.
 DISK_MARGIN = 1.15
 DISK_SLACK_BYTES = 64 * 2**20
+# inspect's memory estimates are checked within 15% by benchmarks/scale.py.
+MEMORY_MARGIN = 1.15
+
+
+def _memory_needed(sizes: Sizes, dtype: str) -> int:
+    """Inspect's estimate of the most memory a conversion holds at once.
+
+    The larger of its own peak and the runtime check's, which loads the whole package
+    (with a KV cache).
+    """
+    peak = sizes.convert_peak_by_dtype.get(dtype, sizes.convert_peak_bytes)
+    return max(peak, sizes.memory_bytes.get(dtype, 0))
+
+
+def _check_memory(profile: Profile, dtype: str) -> None:
+    """Refuse before any work a conversion that would not fit in memory.
+
+    By inspect's estimate, instead of being killed by the system half way; the message
+    names a dtype that fits.
+    """
+    available = available_bytes()
+    sizes = profile.sizes
+    need = _memory_needed(sizes, dtype)
+    if available is None or not need or need * MEMORY_MARGIN <= available:
+        return
+    fitting = [
+        d for d in sizes.memory_bytes if _memory_needed(sizes, d) * MEMORY_MARGIN <= available
+    ]
+    smallest = min(fitting, key=lambda d: sizes.memory_bytes[d]) if fitting else None
+    raise MmforgeError(
+        f"Converting to {dtype} needs about {human_bytes(need)} of memory and "
+        f"{human_bytes(available)} is available",
+        f"Use --dtype {smallest}, which needs about {human_bytes(_memory_needed(sizes, smallest))}"
+        if smallest
+        else "No dtype fits: close other programs or use a machine with more memory",
+    )
 
 
 def _check_disk_space(out: Path, estimate: int) -> None:

@@ -1,32 +1,148 @@
-"""int4 weight-only quantization of the decoder's MatMuls (onnxruntime's MatMulNBits)."""
+"""int4 weight-only quantization of the decoder's MatMuls (onnxruntime's MatMulNBits).
+
+Each MatMul whose weight is a 2-D initializer becomes a MatMulNBits (4 bits, block 32,
+symmetric, accuracy level 4), as onnxruntime's MatMulNBitsQuantizer makes it, with the
+same kernel doing the arithmetic (`quantize_matmul_4bits`). The difference is when:
+the quantizer takes the whole decoder in memory (about 20 GB at peak for a 3B model),
+while here each weight is quantized as the writer reaches it, one tensor at a time, so
+the peak follows the largest weight.
+"""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
+
+import numpy as np
 
 from mmforge.backend.jobs import JobContext
 
 BLOCK_SIZE = 32
+ACCURACY_LEVEL = 4
+# The writer runs a thread per core; one weight at a time is held in f32 for quantizing
+# (the kernel itself is multi-threaded), so the peak is the largest weight, once.
+_ONE_AT_A_TIME = threading.Lock()
 
 
 def quantize_decoder(model: Any, ctx: JobContext) -> Any:
-    """Quantize every MatMul weight of the decoder to 4 bits (block 32, symmetric).
+    """Replace the decoder's weight MatMuls by MatMulNBits whose weights quantize lazily.
 
-    Uses onnxruntime's own quantizer rather than a new one. Returns a new onnx_ir model.
+    Returns the same onnx_ir model, edited in place.
     """
     import onnx_ir as ir
-    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     ctx.report("quantize", 0, 1, message="int4 MatMulNBits on the decoder", force=True)
-    for value in model.graph.initializers.values():
-        # A graph read from a file (LFM2's builder decoder) points at its .data file by a
-        # relative path the quantizer cannot resolve: read those weights first.
-        if isinstance(value.const_value, ir.ExternalTensor):
-            value.const_value = ir.tensor(value.const_value.numpy(), name=value.name)
-    proto = ir.serde.serialize_model(model)
-    quantizer = MatMulNBitsQuantizer(
-        proto, block_size=BLOCK_SIZE, is_symmetric=True, accuracy_level=4
+    graph = model.graph
+    count = 0
+    for node in list(graph):
+        if node.op_type != "MatMul" or node.domain not in ("", "ai.onnx"):
+            continue
+        weight = node.inputs[1]
+        if weight is None or weight.const_value is None or weight.name not in graph.initializers:
+            continue
+        shape = weight.const_value.shape
+        if len(shape) != 2 or weight.const_value.dtype != ir.DataType.FLOAT:
+            continue
+        rows, cols = int(shape[0]), int(shape[1])
+        blocks = (rows + BLOCK_SIZE - 1) // BLOCK_SIZE
+        source = _Quantized(weight.const_value, rows, cols, blocks)
+        packed = _initializer(
+            graph,
+            f"{weight.name}_Q4",
+            source.packed,
+            ir.DataType.UINT8,
+            [cols, blocks, BLOCK_SIZE // 2],
+        )
+        scales = _initializer(
+            graph, f"{weight.name}_scales", source.scales, ir.DataType.FLOAT, [cols, blocks]
+        )
+        replacement = ir.node(
+            "MatMulNBits",
+            inputs=[node.inputs[0], packed, scales],
+            attributes={
+                "K": rows,
+                "N": cols,
+                "bits": 4,
+                "block_size": BLOCK_SIZE,
+                "accuracy_level": ACCURACY_LEVEL,
+            },
+            domain="com.microsoft",
+            name=f"{node.name}_Q4" if node.name else None,
+        )
+        graph.insert_before(node, replacement)
+        node.outputs[0].replace_all_uses_with(replacement.outputs[0], replace_graph_outputs=True)
+        replacement.outputs[0].name = node.outputs[0].name
+        graph.remove(node, safe=True)
+        if not weight.uses():
+            del graph.initializers[weight.name]
+        count += 1
+    model.opset_imports.setdefault("com.microsoft", 1)
+    ctx.report("quantize", 1, 1, message=f"{count} MatMuls to MatMulNBits")
+    return model
+
+
+class _Quantized:
+    """One weight's 4-bit blocks and scales, computed once when the writer first asks.
+
+    The writer asks for the packed blocks and the scales of the same weight, in either
+    order and maybe on two threads; the first ask computes both, and the result is
+    dropped once both are out. One weight's f32 copy is in memory at a time.
+    """
+
+    def __init__(self, weight: Any, rows: int, cols: int, blocks: int):
+        self.weight = weight
+        self.rows, self.cols, self.blocks = rows, cols, blocks
+        self._result: tuple[np.ndarray, np.ndarray] | None = None
+        self._taken = 0
+
+    def _compute(self) -> tuple[np.ndarray, np.ndarray]:
+        from onnxruntime.capi._pybind_state import quantize_matmul_4bits
+
+        with _ONE_AT_A_TIME:
+            if self._result is not None:
+                return self._result
+            fp32 = np.ascontiguousarray(self.weight.numpy(), dtype=np.float32)
+            pad = self.blocks * BLOCK_SIZE - self.rows
+            if pad:
+                fp32 = np.pad(fp32, ((0, pad), (0, 0)))
+            packed = np.zeros((self.cols, self.blocks, BLOCK_SIZE // 2), dtype=np.uint8)
+            scales = np.zeros((self.cols, self.blocks), dtype=np.float32)
+            zero_points = np.zeros(self.cols * ((self.blocks + 1) // 2), dtype=np.uint8)
+            quantize_matmul_4bits(
+                packed, fp32, scales, zero_points, BLOCK_SIZE, self.cols, self.rows, True
+            )
+            del fp32
+            self._result = (packed, scales)
+            return self._result
+
+    def _take(self, index: int) -> np.ndarray:
+        result = self._compute()[index]
+        with _ONE_AT_A_TIME:
+            self._taken += 1
+            if self._taken >= 2:
+                self._result, self.weight = None, None  # both written: let them go
+        return result
+
+    def packed(self) -> np.ndarray:
+        """The 4-bit blocks, [N, blocks, 16]."""
+        return self._take(0)
+
+    def scales(self) -> np.ndarray:
+        """The blocks' scales, [N, blocks]."""
+        return self._take(1)
+
+
+def _initializer(graph: Any, name: str, make: Any, dtype: Any, shape: list[int]) -> Any:
+    import onnx_ir as ir
+
+    def load() -> Any:
+        return ir.tensor(make(), name=name)
+
+    value = ir.Value(
+        name=name,
+        shape=ir.Shape(shape),
+        type=ir.TensorType(dtype),
+        const_value=ir.LazyTensor(load, dtype=dtype, shape=ir.Shape(shape), name=name),
     )
-    quantizer.process()
-    ctx.report("quantize", 1, 1)
-    return ir.serde.deserialize_model(quantizer.model.model)
+    graph.register_initializer(value)
+    return value

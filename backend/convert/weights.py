@@ -314,9 +314,11 @@ def _loader(ref: TensorRef, dtype: Any, init_name: str) -> Callable[[], Any]:
                 f"{ref.file.name} could not be read ({e})",
                 "The file is corrupt: delete it and download the model again",
             ) from e
+        import torch
+
         target = tensor_adapters.to_torch_dtype(dtype)
-        if tensor.dtype != target:
-            tensor = tensor.to(target)
+        # Cast and lay out in one pass: a transposed weight is not copied twice.
+        tensor = tensor.to(target, memory_format=torch.contiguous_format)
         return tensor_adapters.TorchTensor(tensor.contiguous(), init_name)
 
     return load
