@@ -129,11 +129,13 @@ class Checkpoint:
                 would start the output layer from random values.
         """
         names = [t.name for t in self.tensors or ()]
-        if not names or any(n.endswith("lm_head.weight") for n in names):
-            return False
         ties = getattr(self.hf_config, "tie_word_embeddings", None)
         if ties is None:
             ties = self.config.get("tie_word_embeddings", False)
+        if not names:  # no safetensors headers (pickled weights): the config decides
+            return bool(ties)
+        if any(n.endswith("lm_head.weight") for n in names):
+            return False
         if not ties:
             raise MmforgeError(
                 "The checkpoint has no output layer (lm_head.weight) and tie_word_embeddings "
@@ -171,7 +173,10 @@ class Checkpoint:
         mapped = layout is not None and written.get("model_type") in family.remote_code_types
         if mapped:
             assert layout is not None
-            shapes = {t.name: list(t.shape) for t in local_tensors(folder) or ()}
+            try:
+                shapes = {t.name: list(t.shape) for t in local_tensors(folder) or ()}
+            except MmforgeError:  # metadata only (inspect, or before a download's weights)
+                shapes = {}
             raw = layout.config(written, shapes or None)
         hf_config = _transformers_config(folder, raw, family, trust_remote_code)
         classes = layout.processor_classes if mapped and layout is not None else {}

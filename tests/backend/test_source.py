@@ -294,3 +294,20 @@ def test_convert_fetches_the_lora_adapter_folders_beside_the_weights(hub, tmp_pa
             assert (resolved.folder / f"{adapter}-lora" / file).is_file()
     fetched = {p for m, p, _ in hub.state.requests if m == "GET"}
     assert not [p for p in fetched if "other-lora" in p]
+
+
+def test_phi4_remote_layout_from_the_hub_inspects_on_metadata_and_converts(hub, tmp_path):
+    """Before the weights are in, the layout's tower sizes fall back to the released ones
+    (inspect, and convert's early check); the conversion then reads them from the weights."""
+    from mmforge.backend.convert import convert
+    from mmforge.backend.families import lookup
+    from mmforge.backend.inspect import inspect_source
+    from mmforge.backend.tiny.release import write_release
+
+    spec = next(r for r in lookup("phi4mm").released if r.key == "phi4mm-remote")
+    hub.state.add_folder(REPO, write_release(spec, tmp_path / "phi").folder)
+    profile = inspect_source(REPO)
+    assert profile.family_key == "phi4mm" and not profile.remote_code
+    assert any("read as data" in w for w in profile.warnings)
+    manifest = convert(REPO, tmp_path / "out")
+    assert any("vision LoRA (inline" in n for n in manifest.notes)
