@@ -60,7 +60,7 @@ class ConvertView(QWidget):
         self.target.setCurrentText(str(state.settings.value("target", "cpu")))
         self.output = QLineEdit()
         self.output.setObjectName("outputEdit")
-        browse = QPushButton("Choose…")
+        self.browse_button = browse = QPushButton("Choose…")
         browse.clicked.connect(self.browse)
         out_row = QHBoxLayout()
         out_row.addWidget(self.output, 1)
@@ -83,6 +83,13 @@ class ConvertView(QWidget):
         buttons.addStretch(1)
         self.overall = QProgressBar()
         self.overall.setRange(0, 1000)
+        self.overall.setFormat("all stages: %p%")
+        self.overall.setAccessibleName("Conversion progress, all stages")
+        # The stage in hand on its own bar: a download is one of eight stages, and its
+        # share of the overall bar says little about how far the download is.
+        self.stage_bar = QProgressBar()
+        self.stage_bar.setRange(0, 1000)
+        self.stage_bar.setAccessibleName("Progress of the current stage")
         self.stage = QLabel("")
         self.log_toggle = QPushButton("Show log")
         self.log_toggle.setCheckable(True)
@@ -119,6 +126,7 @@ class ConvertView(QWidget):
         layout.addLayout(form)
         layout.addLayout(buttons)
         layout.addWidget(self.overall)
+        layout.addWidget(self.stage_bar)
         layout.addWidget(self.stage)
         layout.addWidget(self.log_toggle)
         layout.addWidget(self.log)
@@ -141,6 +149,10 @@ class ConvertView(QWidget):
         state.profile_changed.connect(self._on_profile)
         self._report: list[tuple[str, str, str, str]] = []
         self._started = 0.0
+        # The current stage, and when and where its rate was last measured from.
+        self._stage_name = ""
+        self._stage_since = (0.0, 0.0)
+        self._downloaded = False
 
     @Slot(str)
     def _on_source(self, source: str) -> None:
@@ -150,9 +162,21 @@ class ConvertView(QWidget):
 
     @Slot(object)
     def _on_profile(self, profile: Profile) -> None:
-        """Offer only the precisions this family converts to (LFM2-VL has no f16)."""
+        """Offer only the precisions this family converts to (LFM2-VL has no f16).
+
+        The demo model's random weights are too flat for 4 bits (its int4 package fails
+        verify by design), so the demo is not offered int4.
+        """
         sizes = profile.sizes.package_bytes
         offered = [d for d in DTYPES if d in sizes] or list(DTYPES)
+        demo = _is_demo_source(profile.folder)
+        if demo:
+            offered = [d for d in offered if d != "int4"]
+        self.dtype.setToolTip(
+            "The demo model's random weights do not survive 4 bits: int4 is for real models"
+            if demo
+            else "f32: exact; f16: half the size; int4: the decoder in 4 bits, smallest"
+        )
         current = self.dtype.currentText()
         self.dtype.clear()
         self.dtype.addItems(offered)
@@ -188,6 +212,7 @@ class ConvertView(QWidget):
         for button in (self.next_button, self.open_button, self.chat_button):
             button.setEnabled(False)
         self._started = time.monotonic()
+        self._stage_name, self._downloaded = "", False
         self._set_running(True)
         self.runner.start(
             "convert",
@@ -206,27 +231,51 @@ class ConvertView(QWidget):
         self.runner.cancel()
 
     def _set_running(self, running: bool) -> None:
+        """While a conversion runs, its settings stay as they were started."""
         self.convert_button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
+        for widget in (self.dtype, self.target, self.output, self.browse_button):
+            widget.setEnabled(not running)
 
     @Slot(object)
     def _on_progress(self, p: Any) -> None:
+        now = time.monotonic()
         index = STAGES.index(p.stage) if p.stage in STAGES else len(STAGES) - 1
-        fraction = (p.done / p.total) if p.total else 0.0
-        overall = (index + min(1.0, fraction)) / len(STAGES)
-        self.overall.setValue(int(overall * 1000))
-        text = f"{p.stage}: {p.message}"
-        if p.unit == "bytes" and p.total:
-            text = f"{p.stage}: {p.done / 1e6:.1f} of {p.total / 1e6:.1f} MB {p.message}"
-        elapsed = time.monotonic() - self._started
-        if overall > 0.05:
-            text += f"  (about {elapsed / overall - elapsed:.0f} s left)"
-        self.stage.setText(text)
+        fraction = min(1.0, p.done / p.total) if p.total else 0.0
+        self.overall.setValue(int((index + fraction) / len(STAGES) * 1000))
+        if p.stage != self._stage_name:
+            self._stage_name, self._stage_since = p.stage, (now, float(p.done))
+        if p.total:
+            self.stage_bar.setRange(0, 1000)
+            self.stage_bar.setValue(int(fraction * 1000))
+        else:
+            self.stage_bar.setRange(0, 0)  # busy: the stage has no count
+        self.stage_bar.setFormat(f"{p.stage}: %p%")
+        self.stage.setText(self._stage_text(p, now))
+        elapsed = now - self._started
         self.log.appendPlainText(f"[{elapsed:6.1f}s] {p.stage}: {p.message}")
+
+    def _stage_text(self, p: Any, now: float) -> str:
+        """What the stage is doing, with its rate and time left where it counts bytes."""
+        if p.unit != "bytes" or not p.total:
+            count = f" ({p.done:g} of {p.total:g} {p.unit})" if p.total else ""
+            return f"{p.stage}: {p.message}{count}"
+        if p.stage == "download" and p.done:
+            self._downloaded = True
+        since, done_then = self._stage_since
+        seconds = now - since
+        text = f"{p.stage}: {_amount(p.done, p.total)}"
+        if seconds >= 0.5 and p.done > done_then:
+            rate = (p.done - done_then) / seconds
+            left = (p.total - p.done) / rate
+            text += f" at {rate / 1e6:.1f} MB/s, about {_duration(left)} left"
+        return f"{text} — {p.message}" if p.message else text
 
     @Slot(object)
     def _on_result(self, manifest: Manifest) -> None:
         self.overall.setValue(1000)
+        self.stage_bar.setRange(0, 1000)
+        self.stage_bar.setValue(1000)
         out = self.output.text().strip()
         files = manifest.files
         w = manifest.weights
@@ -260,8 +309,16 @@ class ConvertView(QWidget):
 
     @Slot()
     def _on_cancelled(self) -> None:
-        self.stage.setText("Cancelled: nothing was written, an earlier package is untouched.")
+        text = "Cancelled: nothing was written, an earlier package is untouched."
+        if self._downloaded:
+            text += (
+                " What was downloaded stays in the Hugging Face cache: converting again "
+                "resumes the download where it stopped."
+            )
+        self.stage.setText(text)
         self.overall.setValue(0)
+        self.stage_bar.setRange(0, 1000)
+        self.stage_bar.setValue(0)
 
     @Slot()
     def _on_finished(self) -> None:
@@ -274,6 +331,31 @@ class ConvertView(QWidget):
         from PySide6.QtGui import QDesktopServices
 
         QDesktopServices.openUrl(QUrl.fromLocalFile(self.output.text().strip()))
+
+
+def _is_demo_source(folder: str) -> bool:
+    from mmforge.backend.tiny.demo import demo_folder
+
+    try:
+        return Path(folder).resolve() == demo_folder().resolve()
+    except OSError:
+        return False
+
+
+def _amount(done: float, total: float) -> str:
+    """'4.0 of 12.8 MB', or in GB once the total reaches one."""
+    if total >= 1e9:
+        return f"{done / 1e9:.2f} of {total / 1e9:.2f} GB"
+    return f"{done / 1e6:.1f} of {total / 1e6:.1f} MB"
+
+
+def _duration(seconds: float) -> str:
+    """A time left in words a person reads at a glance."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _weight_rows(path: Path) -> list[tuple[str, str, str, str]]:

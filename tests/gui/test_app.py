@@ -283,3 +283,45 @@ def test_chat_with_it_goes_from_a_finished_conversion_to_chat(qtbot, window):
     window.convert_view.chat_button.setEnabled(True)
     window.convert_view.chat_button.click()
     assert window.pages.currentWidget() is window.chat_view
+
+
+def test_convert_page_shows_the_stage_with_its_rate_and_keeps_its_settings(window, monkeypatch):
+    """A download of 4.0 of 12.8 MB reads 31 % on the stage's own bar, with its MB/s and
+    time left; the settings stay locked while it runs; Cancel says the download resumes."""
+    from mmforge.backend.jobs import Progress
+    from mmforge.gui import convert_view
+
+    view = window.convert_view
+    now = [0.0]
+    monkeypatch.setattr(convert_view.time, "monotonic", lambda: now[0])
+    view._started, view._stage_name = 0.0, ""
+    view._set_running(True)
+    assert not view.dtype.isEnabled() and not view.output.isEnabled()
+    assert not view.browse_button.isEnabled() and view.cancel_button.isEnabled()
+    now[0] = 1.0
+    view._on_progress(Progress("download", 0, 12.8e6, "bytes", "model.safetensors"))
+    now[0] = 3.0
+    view._on_progress(Progress("download", 4.0e6, 12.8e6, "bytes", "model.safetensors"))
+    assert view.stage_bar.value() == 312  # 31 % of this stage
+    assert view.overall.value() == 39  # the first of eight stages, under a third done
+    assert "4.0 of 12.8 MB at 2.0 MB/s, about 4 s left" in view.stage.text()
+    view._on_progress(Progress("build", 0, None, "steps", "building graphs"))
+    assert view.stage_bar.maximum() == 0  # no count: a busy bar
+    view._on_cancelled()
+    assert "resumes the download" in view.stage.text()
+    view._set_running(False)
+    assert view.dtype.isEnabled() and view.output.isEnabled()
+
+
+def test_the_demo_model_is_not_offered_int4(window):
+    """Its random weights fail verify in 4 bits by design; real models keep int4."""
+    from types import SimpleNamespace
+
+    from mmforge.backend.tiny.demo import demo_folder
+
+    view = window.convert_view
+    sizes = SimpleNamespace(package_bytes={"f32": 4, "f16": 2, "int4": 1})
+    view._on_profile(SimpleNamespace(sizes=sizes, folder=str(demo_folder())))
+    assert [view.dtype.itemText(i) for i in range(view.dtype.count())] == ["f32", "f16"]
+    view._on_profile(SimpleNamespace(sizes=sizes, folder="/some/real/model"))
+    assert [view.dtype.itemText(i) for i in range(view.dtype.count())] == ["f32", "f16", "int4"]
