@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QMessageBox,
     QPushButton,
     QSpinBox,
     QTextBrowser,
@@ -136,15 +138,19 @@ class ChatView(QWidget):
         self.conversations.itemClicked.connect(self._open)
         new = QPushButton("New")
         new.clicked.connect(self.bridge.new_conversation)
-        self.delete_button = QPushButton("Delete")
+        self.delete_button = QPushButton("Delete…")
         self.delete_button.setToolTip("Delete the selected conversation (with a package loaded)")
         self.delete_button.clicked.connect(self._delete)
+        self.export_button = QPushButton("Export…")
+        self.export_button.setToolTip("Save the open conversation as Markdown or JSON")
+        self.export_button.clicked.connect(self._export)
         side = QVBoxLayout()
         side.addWidget(QLabel("Conversations"))
         side.addWidget(self.conversations, 1)
         row = QHBoxLayout()
         row.addWidget(new)
         row.addWidget(self.delete_button)
+        row.addWidget(self.export_button)
         side.addLayout(row)
         return side
 
@@ -277,13 +283,20 @@ class ChatView(QWidget):
         return None
 
     def refresh_conversations(self) -> None:
-        """Fill the conversation list from the store."""
+        """Fill the conversation list from the store; the open one is selected."""
         self.conversations.clear()
         for s in self.store.list():
             item = QListWidgetItem(s.title or "(untitled)")
             item.setData(Qt.ItemDataRole.UserRole, s.id)
             item.setToolTip(f"{s.messages} messages with {s.package}")
             self.conversations.addItem(item)
+        self._select_open()
+
+    def _select_open(self) -> None:
+        """Highlight the open conversation in the list."""
+        current = self._list_item(self.conversation.id) if self.conversation else None
+        if current is not None:
+            self.conversations.setCurrentItem(current)
 
     @Slot(QListWidgetItem)
     def _open(self, item: QListWidgetItem) -> None:
@@ -293,8 +306,46 @@ class ChatView(QWidget):
     @Slot()
     def _delete(self) -> None:
         item = self.conversations.currentItem()
-        if item is not None and self._loaded and not self._busy:
+        if item is None or not self._loaded or self._busy:
+            return
+        answer = QMessageBox.question(
+            self,
+            "Delete conversation",
+            f"Delete “{item.text()}” and its attachments? This cannot be undone.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel,
+        )
+        if answer == QMessageBox.StandardButton.Yes:
             self.bridge.delete_conversation(str(item.data(Qt.ItemDataRole.UserRole)))
+
+    @Slot()
+    def _export(self) -> None:
+        """Save the open conversation as Markdown (to read) or JSON (everything)."""
+        conversation = self.conversation
+        if conversation is None or not conversation.messages:
+            show_error(self, {"message": "No conversation to export", "hint": "Chat first"})
+            return
+        name = "".join(c if c.isalnum() else "-" for c in conversation.title)[:40] or "chat"
+        path, chosen = QFileDialog.getSaveFileName(
+            self, "Export conversation", name, "Markdown (*.md);;JSON (*.json)"
+        )
+        if path:
+            self.export_to(Path(path), as_json="JSON" in chosen or path.endswith(".json"))
+
+    def export_to(self, path: Path, *, as_json: bool) -> None:
+        """Write the open conversation to `path`; a failure is one dialog."""
+        from mmforge.backend.chat.conversations import to_markdown
+
+        assert self.conversation is not None
+        text = (
+            json.dumps(self.conversation.to_dict(), indent=2, ensure_ascii=False)
+            if as_json
+            else to_markdown(self.conversation)
+        )
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as e:
+            show_error(self, {"message": f"Could not write {path}", "hint": str(e)})
 
     @Slot(object)
     def _on_conversation(self, conversation: Conversation) -> None:
@@ -307,6 +358,7 @@ class ChatView(QWidget):
         listed = self._list_item(conversation.id)
         if after_turn and listed is not None:
             listed.setToolTip(f"{len(conversation.messages)} messages with {conversation.package}")
+            self._select_open()
         else:
             self.refresh_conversations()
 

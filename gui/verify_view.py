@@ -96,14 +96,19 @@ class VerifyView(QWidget):
         )
         self.table.horizontalHeader().setStretchLastSection(True)
         self.plot = QSvgWidget()
-        self.plot.setMinimumHeight(220)
+        self.plot.setMinimumHeight(240)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addLayout(buttons)
         layout.addWidget(self.progress)
         layout.addWidget(self.verdict)
         layout.addWidget(self.table, 1)
-        layout.addWidget(QLabel("Decoder prefill: max |logit difference| per position"))
+        layout.addWidget(
+            QLabel(
+                "Decoder prefill: each prompt position's largest logit difference from "
+                "transformers, as a multiple of the tolerance (at most 1× passes)"
+            )
+        )
         layout.addWidget(self.plot)
         self.runner.progress.connect(self._on_progress)
         self.runner.succeeded.connect(self._on_result)
@@ -192,7 +197,7 @@ class VerifyView(QWidget):
             text += f"<br><b>First divergent stage: {first}.</b> {report.cause or ''}"
         self.verdict.setText(text)
         prefill = next((c for c in components if c.name == "decoder_prefill"), None)
-        svg = plot_svg(prefill.per_position if prefill else [])
+        svg = plot_svg(prefill.per_position_excess if prefill else [])
         self.plot.load(QByteArray(svg.encode("utf-8")))
         self.export_json.setEnabled(True)
         self.export_html.setEnabled(True)

@@ -135,6 +135,33 @@ class Conversation:
         )
 
 
+def to_markdown(conversation: Conversation) -> str:
+    """The conversation as a Markdown document a person reads or shares.
+
+    Attachments are named (the files stay in the conversation's folder); each answer
+    ends with its speed when it was measured.
+    """
+    import datetime
+
+    when = datetime.datetime.fromtimestamp(conversation.created).strftime("%Y-%m-%d %H:%M")
+    lines = [
+        f"# {conversation.title or 'Conversation'}",
+        "",
+        f"With `{Path(conversation.package).name}` ({conversation.package}), started {when}.",
+    ]
+    for m in conversation.messages:
+        lines += ["", "**You:**" if m.role == "user" else "**Model:**", ""]
+        for a in m.attachments:
+            lines.append(f"*[{a.kind}: {a.path.name}]*")
+        if m.attachments:
+            lines.append("")
+        lines.append(m.text)
+        speed = m.stats.get("decode_tokens_per_s") if m.role == "assistant" else None
+        if isinstance(speed, (int, float)) and speed > 0:
+            lines += ["", f"*{speed:.1f} tokens/s*"]
+    return "\n".join(lines) + "\n"
+
+
 @dataclass(frozen=True)
 class Summary:
     """What a conversation list shows without loading every message."""

@@ -80,6 +80,9 @@ class Comparison:
         reason: Why the verdict is what it is, in words.
         per_position: For logits, the max absolute difference at each position.
         near_ties: Positions whose top token differs at a near-tie.
+        per_position_excess: For logits, per position, the largest difference as a
+            multiple of what the tolerance allows there (atol + rtol·|reference|): at
+            most 1 where the position is within the tolerance.
     """
 
     name: str
@@ -90,6 +93,7 @@ class Comparison:
     reason: str
     per_position: list[float]
     near_ties: list[int]
+    per_position_excess: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -120,6 +124,7 @@ class _Stats:
     excess: float = 0.0
     not_finite: int = 0
     per_position: list[float] = field(default_factory=list)
+    per_position_excess: list[float] = field(default_factory=list)
     near_ties: list[int] = field(default_factory=list)
     mismatched: list[int] = field(default_factory=list)
 
@@ -161,8 +166,10 @@ class _Stats:
         for rows in chunks:
             r = rows_ref[rows].astype(np.float64)
             diff = np.abs(rows_out[rows].astype(np.float64) - r)
-            bound = stats.atol + tol.rtol * np.abs(r)
-            stats.excess = max(stats.excess, float((diff / bound).max()))
+            ratio = diff / (stats.atol + tol.rtol * np.abs(r))
+            stats.excess = max(stats.excess, float(ratio.max()))
+            if logits:
+                stats.per_position_excess += [float(v) for v in ratio.max(axis=1)]
         return stats
 
     def _tops(self, r: Any, o: Any, first_row: int, tol: Tolerance) -> None:
@@ -261,7 +268,17 @@ def compare(
             f"max abs diff {max_abs:.3g} is {excess:.0f}× the bound atol {atol:.2g} + rtol "
             f"{tol.rtol:g}: beyond rounding noise (cosine {cos:.4f})"
         )
-    return Comparison(name, verdict, max_abs, cos, argmax_match, reason, per_position, near_ties)
+    return Comparison(
+        name,
+        verdict,
+        max_abs,
+        cos,
+        argmax_match,
+        reason,
+        per_position,
+        near_ties,
+        stats.per_position_excess if logits else [],
+    )
 
 
 def compare_ids(name: str, reference: list[int], got: list[int]) -> Comparison:

@@ -121,39 +121,65 @@ def render_table(report: VerifyReport) -> str:
     return "\n".join(lines)
 
 
-def plot_svg(per_position: list[float], width: int = 720, height: int = 220) -> str:
-    """An inline SVG of the per-position max |logit difference| (log scale)."""
+def plot_svg(excess: list[float], width: int = 720, height: int = 240) -> str:
+    """An inline SVG of each prompt position's largest logit difference.
+
+    As a multiple of what the tolerance allows there (log scale), with the tolerance
+    drawn at 1×: a non-expert reads "under the line" as "within tolerance".
+    """
     import math
 
-    if not per_position:
+    if not excess:
         return "<p>No per-position logits to plot.</p>"
-    floor = 1e-8
-    values = [math.log10(max(v, floor)) for v in per_position]
-    low, high = min(values), max(values)
-    if high - low < 1:
-        low, high = low - 0.5, high + 0.5
-    pad = 40
+    floor = 1e-6
+    values = [math.log10(max(v, floor)) for v in excess]
+    low, high = min(*values, -1.0), max(*values, 0.5)  # the tolerance line always shows
+    left, right, top, bottom = 70, 20, 16, 44
     n = len(values)
 
-    def x(i: int) -> float:
-        return pad + (width - 2 * pad) * (i / max(n - 1, 1))
+    def x(i: float) -> float:
+        return left + (width - left - right) * (i / max(n - 1, 1))
 
     def y(v: float) -> float:
-        return height - pad + (2 * pad - height) * (v - low) / (high - low)
+        return top + (height - top - bottom) * (high - v) / (high - low)
+
+    def label(k: int) -> str:
+        return f"{10.0**k:g}×"
 
     points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
-    ticks = "".join(
-        f'<text x="4" y="{y(k) + 4:.1f}" font-size="11">1e{k}</text>'
-        f'<line x1="{pad}" x2="{width - pad}" y1="{y(k):.1f}" y2="{y(k):.1f}" stroke="#ddd"/>'
+    grid = "".join(
+        f'<line x1="{left}" x2="{width - right}" y1="{y(k):.1f}" y2="{y(k):.1f}" '
+        f'stroke="#8888" stroke-width="0.5"/>'
+        f'<text x="{left - 6}" y="{y(k) + 4:.1f}" font-size="11" text-anchor="end" '
+        f'fill="currentColor">{label(k)}</text>'
         for k in range(math.ceil(low), math.floor(high) + 1)
+    )
+    positions = sorted({0, n // 4, n // 2, (3 * n) // 4, n - 1})
+    xticks = "".join(
+        f'<text x="{x(i):.1f}" y="{height - bottom + 16}" font-size="11" '
+        f'text-anchor="middle" fill="currentColor">{i}</text>'
+        for i in positions
+    )
+    tolerance = (
+        f'<line x1="{left}" x2="{width - right}" y1="{y(0):.1f}" y2="{y(0):.1f}" '
+        f'stroke="#cf222e" stroke-width="1.5" stroke-dasharray="6 4"/>'
+        f'<text x="{width - right - 4}" y="{y(0) - 5:.1f}" font-size="11" text-anchor="end" '
+        f'fill="#cf222e">tolerance: above this line the package is outside it</text>'
+    )
+    titles = (
+        f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" font-size="12" '
+        f'text-anchor="middle" fill="currentColor">position in the prompt</text>'
+        f'<text x="14" y="{(top + height - bottom) / 2:.0f}" font-size="12" '
+        f'text-anchor="middle" fill="currentColor" '
+        f'transform="rotate(-90 14 {(top + height - bottom) / 2:.0f})">'
+        "difference ÷ allowed</text>"
     )
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" aria-label="max absolute logit difference per position">{ticks}'
+        f'role="img" aria-label="largest logit difference per prompt position, as a '
+        f'multiple of the tolerance">{grid}{tolerance}'
         f'<polyline fill="none" stroke="#0969da" stroke-width="1.5" points="{points}"/>'
-        f'<text x="{pad}" y="{height - 8}" font-size="11">position 0</text>'
-        f'<text x="{width - pad - 70}" y="{height - 8}" font-size="11">position {n - 1}</text>'
-        "</svg>"
+        f"{xticks}{titles}</svg>"
     )
 
 
@@ -203,7 +229,7 @@ against <code>{esc(report.reference)}</code></p>
 </table>
 <p>End to end: {t["matched"]} of {t["total"]} greedy tokens identical.</p>
 <h2>Decoder prefill: max |logit difference| per position</h2>
-{plot_svg(prefill.per_position if prefill else [])}
+{plot_svg(prefill.per_position_excess if prefill else [])}
 <ul>{notes}</ul>
 <p>Peak memory {report.peak_rss_bytes / 1e9:.2f} GB for a
 {report.checkpoint_bytes / 1e9:.2f} GB checkpoint.</p>

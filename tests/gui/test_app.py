@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -40,7 +41,7 @@ def _dialogs(win):
     return [w for w in win.findChildren(QMessageBox) if w.objectName() == "errorDialog"]
 
 
-def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path):
+def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path, monkeypatch):
     model, convert, verify, chat = (
         window.model_view,
         window.convert_view,
@@ -104,6 +105,17 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path):
         "tokens/s" in chat.transcript.toPlainText() and "probe.png" in chat.transcript.toPlainText()
     )
     assert chat.conversations.count() == 1
+    # The open conversation is the highlighted one; it exports as Markdown and JSON.
+    current = chat.conversations.currentItem()
+    assert current is not None and current.data(Qt.ItemDataRole.UserRole) == chat.conversation.id
+    chat.export_to(tmp_path / "chat.md", as_json=False)
+    markdown = (tmp_path / "chat.md").read_text()
+    assert (
+        "**You:**" in markdown and "**Model:**" in markdown and "*[image: probe.png]*" in markdown
+    )
+    chat.export_to(tmp_path / "chat.json", as_json=True)
+    exported = json.loads((tmp_path / "chat.json").read_text())
+    assert [m["role"] for m in exported["messages"]] == ["user", "assistant"]
 
     # Stop: a long answer ends early, marked stopped. (A fresh conversation: the greedy
     # answer to this prompt runs 417 tokens before EOS, room for Stop to land first.)
@@ -125,6 +137,20 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path):
     assert len(listed()) == 2
     chat.conversations.setCurrentRow(1)
     gone = chat.conversations.currentItem().data(Qt.ItemDataRole.UserRole)
+    asked = []
+
+    def answer(choice):
+        def question(*args, **kwargs):
+            asked.append(args[2])
+            return choice
+
+        return question
+
+    # Delete asks first: Cancel keeps it, Yes deletes it.
+    monkeypatch.setattr(QMessageBox, "question", answer(QMessageBox.StandardButton.Cancel))
+    chat.delete_button.click()
+    assert len(listed()) == 2 and "cannot be undone" in asked[-1]
+    monkeypatch.setattr(QMessageBox, "question", answer(QMessageBox.StandardButton.Yes))
     with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
         chat.delete_button.click()
     assert len(listed()) == 1 and gone not in listed()

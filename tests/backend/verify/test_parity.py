@@ -103,3 +103,23 @@ def test_ids_and_the_first_divergent_stage():
     assert overall([ok, noise, ok]) == (AMBIGUOUS, "vision")
     assert overall([ok, noise, broken]) == (FAIL, "decoder")
     assert cosine(np.zeros(3), np.zeros(3)) == 1.0 and cosine(np.zeros(3), ref[:3]) == 0.0
+
+
+def test_the_prefill_plot_shows_each_position_against_the_tolerance():
+    """A non-expert reads the plot as "under the dashed line passes": positions are
+    drawn as multiples of what the tolerance allows, with axis titles and several ticks."""
+    from mmforge.backend.verify.report import plot_svg
+
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((6, 50)).astype(np.float32) * 0.5  # RMS under 1: atol as is
+    got = ref.copy()
+    got[3, 7] += 10 * (1e-4 + 2e-2 * abs(ref[3, 7]))  # ten times the bound, at position 3
+    c = compare("decoder_prefill", ref, got, tolerance("f32"), logits=True)
+    assert len(c.per_position_excess) == 6
+    assert c.per_position_excess[3] == pytest.approx(10, rel=1e-3)
+    assert max(c.per_position_excess[:3] + c.per_position_excess[4:]) == 0.0
+    svg = plot_svg(c.per_position_excess)
+    assert "tolerance: above this line" in svg
+    assert "position in the prompt" in svg and "difference ÷ allowed" in svg
+    assert svg.count('text-anchor="middle" fill="currentColor">') >= 5  # x ticks, titles
+    assert ">1×<" in svg and ">10×<" in svg
