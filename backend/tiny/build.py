@@ -7,6 +7,7 @@ model with scaled random weights, and writes every file a hub repository would h
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -76,6 +77,31 @@ class TinyCheckpoint:
     folder: Path
     family_key: str
     special_ids: dict[str, int]
+
+
+def with_config(spec: TinySpec, overrides: dict[str, Any], vector_std: float = 0.1) -> TinySpec:
+    """The spec with config fields changed and its vectors noised.
+
+    Paths are dotted (attributes, then dict keys). The noise makes a bias the graphs drop
+    show, as in trained weights. Used to measure and test which fields the converted
+    graphs honour.
+    """
+    make = spec.make_config
+
+    def make_config(specials: dict[str, int], vocab: int) -> Any:
+        config = make(specials, vocab)
+        for path, value in overrides.items():
+            *parents, last = path.split(".")
+            node = config
+            for part in parents:
+                node = node[part] if isinstance(node, dict) else getattr(node, part)
+            if isinstance(node, dict):
+                node[last] = value
+            else:
+                setattr(node, last, value)
+        return config
+
+    return dataclasses.replace(spec, make_config=make_config, vector_std=vector_std)
 
 
 def scale_init(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 import json
 import shutil
@@ -18,7 +17,7 @@ from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families import ALL
 from mmforge.backend.families._base import Cfg
 from mmforge.backend.families._fields import flatten, review
-from mmforge.backend.tiny.build import write_tiny
+from mmforge.backend.tiny.build import with_config, write_tiny
 from mmforge.backend.verify import verify
 
 CONVERTED = [f for f in ALL if f.package is not None]
@@ -92,22 +91,7 @@ def _variant(tiny_root: Path, family_key: str, name: str, overrides: dict[str, A
     from mmforge.backend.tiny import specs
 
     spec = specs()[family_key]
-    make = spec.make_config
-
-    def make_config(specials: dict[str, int], vocab: int) -> Any:
-        config = make(specials, vocab)
-        for path, value in overrides.items():
-            *parents, last = path.split(".")
-            node = config
-            for part in parents:
-                node = node[part] if isinstance(node, dict) else getattr(node, part)
-            if isinstance(node, dict):
-                node[last] = value
-            else:
-                setattr(node, last, value)
-        return config
-
-    varied = dataclasses.replace(spec, make_config=make_config, vector_std=0.1)
+    varied = with_config(spec, overrides)
     return write_tiny(varied, tiny_root / f"{family_key}-{name}").folder
 
 
