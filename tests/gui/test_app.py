@@ -118,11 +118,13 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path, m
     assert [m["role"] for m in exported["messages"]] == ["user", "assistant"]
 
     # Stop: a long answer ends early, marked stopped. (A fresh conversation: the greedy
-    # answer to this prompt runs 417 tokens before EOS, room for Stop to land first.)
+    # answer to this prompt never reaches EOS within 3,000 tokens, so Stop lands first
+    # however fast the worker runs; "Tell me everything." ended at 417 and lost the race
+    # once.)
     with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
         chat.bridge.new_conversation()
     chat.max_tokens.setValue(3000)
-    chat.input.setPlainText("Tell me everything.")
+    chat.input.setPlainText("Describe the world in detail.")
     with qtbot.waitSignal(chat.bridge.turn, timeout=LONG) as turn:
         with qtbot.waitSignal(chat.bridge.token, timeout=LONG):
             chat.send_button.click()
