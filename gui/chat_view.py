@@ -574,10 +574,14 @@ def _message_html(m: Message) -> str:
     stats = m.stats
     line = ""
     if stats:
+        # How the answer ended, in words; an answer saved before that was recorded says
+        # nothing rather than the engine's internal word for how it read the prompt.
+        ended = STOPS.get(m.stop_reason)
         line = (
             f"<p style='color:#57606a;font-size:small'>{stats.get('new_tokens')} "
             f"tokens · first after {stats.get('time_to_first_token_s', 0):.2f} s · "
-            f"{stats.get('decode_tokens_per_s', 0):.1f} tokens/s · "
-            f"{STOPS.get(m.stop_reason, stats.get('prefill', ''))}</p>"
+            f"{stats.get('decode_tokens_per_s', 0):.1f} tokens/s"
+            + (f" · {ended}" if ended else "")
+            + "</p>"
         )
     return f"<div><b>Model</b>{body}{line}</div><hr>"

@@ -353,3 +353,15 @@ def test_the_demo_model_is_not_offered_int4(window):
     assert [view.dtype.itemText(i) for i in range(view.dtype.count())] == ["f32", "f16"]
     view._on_profile(SimpleNamespace(sizes=sizes, folder="/some/real/model"))
     assert [view.dtype.itemText(i) for i in range(view.dtype.count())] == ["f32", "f16", "int4"]
+
+
+def test_an_answer_saved_without_its_stop_reason_shows_no_internal_word():
+    from mmforge.backend.chat.conversations import Message
+    from mmforge.gui.chat_view import _message_html
+
+    stats = {"new_tokens": 5, "time_to_first_token_s": 0.1, "decode_tokens_per_s": 40.0}
+    old = Message("assistant", "Hi.", stats={**stats, "prefill": "fresh"})
+    text = _message_html(old)
+    assert "fresh" not in text and "40.0 tokens/s</p>" in text
+    ended = Message("assistant", "Hi.", stats=stats, stop_reason="length")
+    assert "tokens/s · token limit</p>" in _message_html(ended)
