@@ -2,6 +2,8 @@
 
 Three sources, best first: safetensors headers on disk; safetensors headers on the hub
 (HTTP range requests, no download); a model built from the config on the meta device.
+`TensorRef` stands for one tensor until it is read (`checkpoint_refs` gives them all),
+below the families, which adapt them (Phi-4's LoRA merge) before the weight plan maps them.
 """
 
 from __future__ import annotations

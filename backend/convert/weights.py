@@ -1,8 +1,10 @@
 """Applying checkpoint weights to the graphs, with a weight-mapping report.
 
-Every checkpoint tensor ends up mapped (to one or more initializers), unused, or in a
-shape mismatch; every graph initializer without a value is missing. A missing weight or
-a shape mismatch is a conversion error, not a warning: the package would compute garbage.
+Every checkpoint tensor ends up mapped (to one or more initializers), unused (only where
+transformers never runs it either), or in a shape mismatch; every graph initializer
+without a value is missing, and so is a checkpoint tensor with no place in the graphs.
+Either, or a shape mismatch, is a conversion error, not a warning: the package would
+compute something other than the model.
 
 The plan is made from the safetensors headers alone (names, shapes, dtypes). Tensors are
 then read one component at a time, so peak memory follows the largest component rather
