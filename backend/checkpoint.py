@@ -112,7 +112,8 @@ class Checkpoint:
             f"{'a config field' if len(refused) == 1 else 'config fields'} that mmforge's "
             f"graphs do not implement: {lines}",
             "The converted model would compute something other than transformers does, so "
-            "it is not converted; `mmforge inspect` lists every such field",
+            "it is not converted: use a checkpoint with the supported value "
+            "(`mmforge inspect` lists every such field), or report the model id",
         )
 
     @functools.cached_property
@@ -175,7 +176,7 @@ class Checkpoint:
             assert layout is not None
             try:
                 shapes = {t.name: list(t.shape) for t in local_tensors(folder) or ()}
-            except MmforgeError:  # metadata only (inspect, or before a download's weights)
+            except MmforgeError:  # some shards not in yet (a download resumed from the cache)
                 shapes = {}
             raw = layout.config(written, shapes or None)
         hf_config = _transformers_config(folder, raw, family, trust_remote_code)

@@ -36,58 +36,14 @@ from typing import Any
 
 from convert import measure
 
-HIDDEN, LAYERS, INTERMEDIATE, HEADS, KV_HEADS = 2048, 36, 11008, 16, 2
 VOCAB = 151936
 
 
 def released_config(s: dict[str, int]) -> dict[str, Any]:
-    """Qwen/Qwen2.5-VL-3B-Instruct's config.json text, special-token ids ours."""
-    return {
-        "architectures": ["Qwen2_5_VLForConditionalGeneration"],
-        "attention_dropout": 0.0,
-        "bos_token_id": s["<|endoftext|>"],
-        "eos_token_id": s["<|im_end|>"],
-        "vision_start_token_id": s["<|vision_start|>"],
-        "vision_end_token_id": s["<|vision_end|>"],
-        "image_token_id": s["<|image_pad|>"],
-        "video_token_id": s["<|video_pad|>"],
-        "hidden_act": "silu",
-        "hidden_size": HIDDEN,
-        "initializer_range": 0.02,
-        "intermediate_size": INTERMEDIATE,
-        "max_position_embeddings": 128000,
-        "max_window_layers": 70,
-        "model_type": "qwen2_5_vl",
-        "num_attention_heads": HEADS,
-        "num_hidden_layers": LAYERS,
-        "num_key_value_heads": KV_HEADS,
-        "rms_norm_eps": 1e-06,
-        "rope_theta": 1000000.0,
-        "sliding_window": 32768,
-        "tie_word_embeddings": True,
-        "torch_dtype": "bfloat16",
-        "transformers_version": "4.41.2",
-        "use_cache": True,
-        "use_sliding_window": False,
-        "vision_config": {
-            "depth": 32,
-            "hidden_act": "silu",
-            "hidden_size": 1280,
-            "intermediate_size": 3420,
-            "num_heads": 16,
-            "in_chans": 3,
-            "out_hidden_size": HIDDEN,
-            "patch_size": 14,
-            "spatial_merge_size": 2,
-            "spatial_patch_size": 14,
-            "window_size": 112,
-            "fullatt_block_indexes": [7, 15, 23, 31],
-            "tokens_per_second": 2,
-            "temporal_patch_size": 2,
-        },
-        "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
-        "vocab_size": VOCAB,
-    }
+    """Qwen/Qwen2.5-VL-3B-Instruct's config.json text at its released sizes."""
+    from mmforge.backend.families.qwen.tiny import RELEASED_3B, qwen2_5_vl_3b_release
+
+    return qwen2_5_vl_3b_release(s, VOCAB, RELEASED_3B)
 
 
 def build(folder: Path) -> tuple[int, int]:
@@ -104,7 +60,10 @@ def build(folder: Path) -> tuple[int, int]:
     tok = train_tokenizer(QWEN2_5_VL.specials, pinned=QWEN2_5_VL.pinned)
     text = released_config(tok.special_ids)
     with torch.device("meta"):
-        model = Qwen2_5_VLForConditionalGeneration(Qwen2_5_VLConfig.from_dict(dict(text)))
+        # A deep copy: transformers fills the nested rope_scaling in, and the file must stay
+        # the release text.
+        config = Qwen2_5_VLConfig.from_dict(json.loads(json.dumps(text)))
+        model = Qwen2_5_VLForConditionalGeneration(config)
     shapes = {}
     for name, p in model.named_parameters():  # tied lm_head listed once, as released
         name = name.replace("model.language_model.", "model.", 1)

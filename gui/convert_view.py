@@ -276,6 +276,7 @@ class ConvertView(QWidget):
         self.overall.setValue(1000)
         self.stage_bar.setRange(0, 1000)
         self.stage_bar.setValue(1000)
+        self.stage_bar.setFormat("finished")
         out = self.output.text().strip()
         files = manifest.files
         w = manifest.weights

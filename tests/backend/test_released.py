@@ -167,3 +167,17 @@ def test_phi4_longrope_matches_on_each_side_of_the_original_context(tiny_root, t
         assert report.tokens["matched"] == 32
         packages[side] = (tmp_path / side, folder)
     assert verify(packages["short"][0], str(packages["long"][1]), tokens=8).verdict == "FAIL"
+
+
+def test_phi4_remote_layout_reads_with_a_shard_still_missing(released, tmp_path):
+    """A download resumed from the cache can hold some shards and not yet others: the
+    layout is still mapped (the tower's sizes from the released defaults) instead of
+    the check stopping on the missing shard."""
+    import shutil
+
+    folder = tmp_path / "partial"
+    shutil.copytree(released("phi4mm-remote"), folder)
+    (folder / "model-00002-of-00002.safetensors").unlink()
+    checkpoint = Checkpoint.read(folder)
+    assert checkpoint.remote_layout
+    assert checkpoint.config["vision_config"]["num_hidden_layers"] == 27  # released tower

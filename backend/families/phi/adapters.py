@@ -175,14 +175,14 @@ def merge_vision_lora(checkpoint: Checkpoint, refs: dict[str, Any]) -> tuple[dic
         if base_name is None:
             raise MmforgeError(
                 f"The vision LoRA wraps {module}, which the checkpoint does not have",
-                "The adapter belongs to another model",
+                "The adapter belongs to another model: download the checkpoint again",
             )
         base, a, b = refs[base_name], sources[a_name], sources[b_name]
         if (b.shape[0], a.shape[1]) != tuple(base.shape) or a.shape[0] != b.shape[1]:
             raise MmforgeError(
                 f"The vision LoRA for {module} does not fit its weight "
                 f"(A {list(a.shape)}, B {list(b.shape)}, weight {list(base.shape)})",
-                "The adapter belongs to another model",
+                "The adapter belongs to another model: download the checkpoint again",
             )
         out[base_name] = TensorRef(
             base_name,

@@ -156,7 +156,24 @@ QWEN3_VL = TinySpec(
 )
 
 
-def _qwen2_5_vl_3b_release(s: dict[str, int], vocab: int) -> dict[str, Any]:
+# Qwen2.5-VL-3B-Instruct's sizes, and the test checkpoint's: width, depth and heads
+# shrunk, the window/full-attention pattern kept (full every 8th block there, every 2nd
+# here). The benchmark at the released scale builds from RELEASED_3B.
+RELEASED_3B = {
+    "hidden": 2048, "intermediate": 11008, "layers": 36, "heads": 16, "kv_heads": 2,
+    "vision_depth": 32, "vision_hidden": 1280, "vision_intermediate": 3420,
+    "vision_heads": 16, "full_blocks": [7, 15, 23, 31], "mrope": [16, 24, 24],
+}  # fmt: skip
+SHRUNK_3B = {
+    "hidden": 64, "intermediate": 128, "layers": 2, "heads": 4, "kv_heads": 2,
+    "vision_depth": 4, "vision_hidden": 32, "vision_intermediate": 64,
+    "vision_heads": 2, "full_blocks": [1, 3], "mrope": [2, 3, 3],
+}  # fmt: skip
+
+
+def qwen2_5_vl_3b_release(
+    s: dict[str, int], vocab: int, sizes: dict[str, Any] = SHRUNK_3B
+) -> dict[str, Any]:
     """Qwen/Qwen2.5-VL-3B-Instruct's config.json.
 
     The flat transformers 4.41 layout (text fields at the top), `rope_scaling` with
@@ -174,15 +191,15 @@ def _qwen2_5_vl_3b_release(s: dict[str, int], vocab: int) -> dict[str, Any]:
         "image_token_id": s["<|image_pad|>"],
         "video_token_id": s["<|video_pad|>"],
         "hidden_act": "silu",
-        "hidden_size": 64,
+        "hidden_size": sizes["hidden"],
         "initializer_range": 0.02,
-        "intermediate_size": 128,
+        "intermediate_size": sizes["intermediate"],
         "max_position_embeddings": 128000,
         "max_window_layers": 70,
         "model_type": "qwen2_5_vl",
-        "num_attention_heads": 4,
-        "num_hidden_layers": 2,
-        "num_key_value_heads": 2,
+        "num_attention_heads": sizes["heads"],
+        "num_hidden_layers": sizes["layers"],
+        "num_key_value_heads": sizes["kv_heads"],
         "rms_norm_eps": 1e-06,
         "rope_theta": 1000000.0,
         "sliding_window": 32768,
@@ -192,22 +209,22 @@ def _qwen2_5_vl_3b_release(s: dict[str, int], vocab: int) -> dict[str, Any]:
         "use_cache": True,
         "use_sliding_window": False,
         "vision_config": {
-            "depth": 4,
+            "depth": sizes["vision_depth"],
             "hidden_act": "silu",
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_heads": 2,
+            "hidden_size": sizes["vision_hidden"],
+            "intermediate_size": sizes["vision_intermediate"],
+            "num_heads": sizes["vision_heads"],
             "in_chans": 3,
-            "out_hidden_size": 64,
+            "out_hidden_size": sizes["hidden"],
             "patch_size": 14,
             "spatial_merge_size": 2,
             "spatial_patch_size": 14,
             "window_size": 112,
-            "fullatt_block_indexes": [1, 3],
+            "fullatt_block_indexes": sizes["full_blocks"],
             "tokens_per_second": 2,
             "temporal_patch_size": 2,
         },
-        "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
+        "rope_scaling": {"type": "mrope", "mrope_section": sizes["mrope"]},
         "vocab_size": vocab,
     }
 
@@ -280,7 +297,7 @@ RELEASED_QWEN2_5_VL = (
         key="qwen2_5_vl-3b",
         release="Qwen/Qwen2.5-VL-3B-Instruct",
         tiny=QWEN2_5_VL,
-        config_json=_qwen2_5_vl_3b_release,
+        config_json=qwen2_5_vl_3b_release,
     ),
 )
 RELEASED_QWEN3_VL = (
