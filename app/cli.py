@@ -143,6 +143,7 @@ def _add_chat(sub: Any) -> None:
     p.add_argument("package", type=Path, metavar="PACKAGE", help="a package folder")
     _add_attachments(p, "attach an image", "attach audio")
     p.add_argument("--prompt", required=True, help="the message text")
+    p.add_argument("--system", default="", metavar="TEXT", help="a system prompt before it")
     p.add_argument("--max-new-tokens", type=int, default=256, metavar="N", help="default 256")
     p.add_argument("--ep", choices=("cpu", "cuda"), default="cpu", help="default cpu")
     p.add_argument(
@@ -327,6 +328,8 @@ def _cmd_chat(args: argparse.Namespace) -> int:
             interrupted = True
             client.stop()
 
+        if args.system:
+            client.set_system(args.system)
         previous = signal.signal(signal.SIGINT, on_interrupt)
         try:
             turn, attachments = _stream_turn(client.send(args.prompt, files, options), args, live)

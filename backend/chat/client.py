@@ -139,6 +139,14 @@ class ChatClient:
         """Delete a saved conversation; returns the one the session holds afterwards."""
         return self._simple({"cmd": "delete", "id": conversation_id})
 
+    def rename_conversation(self, conversation_id: str, title: str) -> dict[str, Any]:
+        """Retitle a conversation (open or saved); returns the one the session holds."""
+        return self._simple({"cmd": "rename", "id": conversation_id, "title": title})
+
+    def set_system(self, text: str) -> dict[str, Any]:
+        """Set the open conversation's system prompt; returns the conversation."""
+        return self._simple({"cmd": "system", "text": text})
+
     def stop(self) -> None:
         """Stop the answer being streamed, between two tokens (safe from any thread)."""
         current = self._current

@@ -102,6 +102,7 @@ class Conversation:
         created: Seconds since the epoch.
         updated: Seconds since the epoch.
         messages: The messages in order.
+        system: The system prompt the model sees before the first message ("" for none).
     """
 
     id: str
@@ -110,6 +111,7 @@ class Conversation:
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
     messages: list[Message] = field(default_factory=list)
+    system: str = ""
 
     def to_dict(self, folder: Path | None = None) -> dict[str, Any]:
         """JSON form; attachment paths are written relative to `folder` when inside it."""
@@ -119,6 +121,7 @@ class Conversation:
             "title": self.title,
             "created": self.created,
             "updated": self.updated,
+            "system": self.system,
             "messages": [m.to_dict(folder) for m in self.messages],
         }
 
@@ -132,6 +135,7 @@ class Conversation:
             created=float(data.get("created", 0.0)),
             updated=float(data.get("updated", 0.0)),
             messages=[Message.from_dict(m, folder) for m in data.get("messages", [])],
+            system=str(data.get("system", "")),
         )
 
 
@@ -149,6 +153,8 @@ def to_markdown(conversation: Conversation) -> str:
         "",
         f"With `{Path(conversation.package).name}` ({conversation.package}), started {when}.",
     ]
+    if conversation.system:
+        lines += ["", "**System prompt:**", "", conversation.system]
     for m in conversation.messages:
         lines += ["", "**You:**" if m.role == "user" else "**Model:**", ""]
         for a in m.attachments:
@@ -206,12 +212,16 @@ class ConversationStore:
         folder.mkdir(exist_ok=True, mode=0o700)
         return folder / "attachments"
 
-    def save(self, conversation: Conversation) -> None:
-        """Write the conversation atomically, private to the user."""
+    def save(self, conversation: Conversation, *, touch: bool = True) -> None:
+        """Write the conversation atomically, private to the user.
+
+        `touch=False` keeps its `updated` time (a rename does not move it up the list).
+        """
         folder = self.folder(conversation.id)
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         folder.mkdir(exist_ok=True, mode=0o700)
-        conversation.updated = time.time()
+        if touch:
+            conversation.updated = time.time()
         if not conversation.title:
             first = next((m.text for m in conversation.messages if m.role == "user"), "")
             conversation.title = _title(first)
@@ -259,9 +269,24 @@ class ConversationStore:
             out.append(Summary(c.id, c.title, c.package, c.updated, len(c.messages)))
         return sorted(out, key=lambda s: s.updated, reverse=True)
 
+    def rename(self, conversation_id: str, title: str) -> Conversation:
+        """Give a saved conversation a new title; returns it."""
+        conversation = self.load(conversation_id)
+        conversation.title = clean_title(title)
+        self.save(conversation, touch=False)
+        return conversation
+
     def delete(self, conversation_id: str) -> None:
         """Remove a conversation and its attachment copies."""
         shutil.rmtree(self.folder(conversation_id), ignore_errors=True)
+
+
+def clean_title(title: str) -> str:
+    """A title a user typed, on one line; an empty one is refused."""
+    line = _title(title, limit=120)
+    if not line:
+        raise MmforgeError("A conversation needs a title", "Type a few words")
+    return line
 
 
 def _title(text: str, limit: int = 60) -> str:

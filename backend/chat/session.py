@@ -36,7 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend.attachments import AUDIO, IMAGE, Attachment, AttachmentError, prepare
-from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
+from mmforge.backend.chat.conversations import (
+    Conversation,
+    ConversationStore,
+    Message,
+    clean_title,
+)
 from mmforge.backend.chat.values import (
     STOP_EOS,
     STOP_LENGTH,
@@ -179,6 +184,21 @@ class ChatSession:
         self.conversation = conversation
         self._reset_state()
 
+    def set_system(self, text: str) -> None:
+        """Set the conversation's system prompt; the next turn prefills the history afresh."""
+        if text == self.conversation.system:
+            return
+        self.conversation.system = text
+        self._reset_state()
+        if self.messages:
+            self._save()
+
+    def rename(self, title: str) -> None:
+        """Give the open conversation a title (saved once it has a message)."""
+        self.conversation.title = clean_title(title)
+        if self.messages and self.store is not None:
+            self.store.save(self.conversation, touch=False)
+
     def prepare_attachments(self, files: Sequence[tuple[Path, str]]) -> list[Attachment]:
         """Check attachments against the package and copy them for the runtime.
 
@@ -286,7 +306,7 @@ class ChatSession:
     def prompt_text(self, messages: int | None = None) -> str:
         """The chat-template text of the first `messages` messages (generation prompt last)."""
         n = len(self.messages) if messages is None else messages
-        return self.runtime.prompt(self._template_messages()[:n])
+        return self.runtime.prompt(self._template_messages(n))
 
     # -- internals ----------------------------------------------------------------------
 
@@ -335,9 +355,16 @@ class ChatSession:
         if self.store is not None:
             self.store.save(self.conversation)
 
-    def _template_messages(self) -> list[dict[str, Any]]:
-        out = []
-        for m in self.messages:
+    def _template_messages(self, n: int | None = None) -> list[dict[str, Any]]:
+        """The first `n` messages (all by default) in the chat template's form.
+
+        The system prompt, when there is one, comes first.
+        """
+        out: list[dict[str, Any]] = []
+        if self.conversation.system:
+            text = {"type": "text", "text": self.conversation.system}
+            out.append({"role": "system", "content": [text]})
+        for m in self.messages[:n]:
             parts: list[dict[str, Any]] = [{"type": a.kind} for a in m.attachments]
             parts.append({"type": "text", "text": m.text})
             out.append({"role": m.role, "content": parts})

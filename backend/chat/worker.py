@@ -13,6 +13,7 @@ next one):
     {"cmd": "edit", "seq", "text", "attachments": [...] | null, "options"}
     {"cmd": "stop", "seq"}            (between two tokens; no seq: the current request)
     {"cmd": "new"} | {"cmd": "open", "id"} | {"cmd": "delete", "id"} | {"cmd": "close"}
+    {"cmd": "rename", "id", "title"} | {"cmd": "system", "text"}  (the open conversation's)
 Events:
     {"event": "ready", "value": SessionInfo}                 once, after the model loaded
     {"event": "attachments", "seq", "value": [...]}          what was prepared (and notes)
@@ -135,7 +136,7 @@ class _ChatLoop:
         name = command.get("cmd")
         seq = command.get("seq")
         try:
-            if name in ("new", "open", "delete"):
+            if name in ("new", "open", "delete", "rename", "system"):
                 self._manage(str(name), command)
                 self.send({"event": "conversation", "value": self._conversation()})
             elif name in ("send", "regenerate", "edit"):
@@ -151,7 +152,7 @@ class _ChatLoop:
             else:
                 raise MmforgeError(
                     f"Unknown chat command {name!r}",
-                    "Use send, regenerate, edit, stop, new, open, delete or close",
+                    "Use send, regenerate, edit, stop, new, open, delete, rename, system or close",
                 )
         except Exception as e:  # noqa: BLE001 - the session survives; the client shows it
             self.send(error_event(e, seq=seq))
@@ -160,9 +161,15 @@ class _ChatLoop:
                 self.stopped.discard(seq)
 
     def _manage(self, name: str, command: dict[str, Any]) -> None:
-        """new, open or delete a conversation."""
+        """new, open, delete or rename a conversation, or set its system prompt."""
         if name == "new":
             self.session.new_conversation()
+            return
+        if name == "system":
+            self.session.set_system(str(command.get("text", "")))
+            return
+        if name == "rename" and command.get("id") == self.session.conversation.id:
+            self.session.rename(str(command.get("title", "")))
             return
         if self.store is None:
             raise MmforgeError(
@@ -172,6 +179,9 @@ class _ChatLoop:
         conversation_id = str(command.get("id"))
         if name == "open":
             self.session.open_conversation(self.store.load(conversation_id))
+            return
+        if name == "rename":
+            self.store.rename(conversation_id, str(command.get("title", "")))
             return
         if conversation_id == self.session.conversation.id:
             self.session.new_conversation()  # a deleted conversation cannot stay open

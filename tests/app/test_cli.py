@@ -347,3 +347,18 @@ def test_inspect_lists_a_refused_field_and_convert_exits_2_naming_it(tiny, tmp_p
     code, _, err = _run(capsys, "convert", str(folder), "-o", str(tmp_path / "out"))
     assert code == 2
     assert "vision_config.hidden_act = 'silu'" in err and "Traceback" not in err
+
+
+def test_chat_system_prompt_is_the_sessions(package, capsys):
+    from mmforge.backend.chat import ChatSession, GenerationOptions
+
+    folder = package("qwen2_5_vl")
+    args = ("chat", str(folder), "--prompt", "Hi.", "--max-new-tokens", "8", "--json")
+    code, out, _ = _run(capsys, *args, "--system", "Answer like a pirate.")
+    assert code == 0
+    session = ChatSession(folder)
+    session.set_system("Answer like a pirate.")
+    expected = session.send("Hi.", options=GenerationOptions(max_new_tokens=8))
+    assert json.loads(out)["token_ids"] == expected.token_ids
+    _, without, _ = _run(capsys, *args)
+    assert json.loads(without)["token_ids"] != expected.token_ids, "the prompt changed nothing"

@@ -354,3 +354,36 @@ def test_cuda_is_offered_only_where_a_gpu_answers(monkeypatch):
     assert "reports no GPU" in values.available_eps()["cuda"]
     monkeypatch.setattr(ctypes, "CDLL", lambda name: Driver(name, 1))
     assert values.available_eps()["cuda"] is None
+
+
+@pytest.mark.parametrize("family", ALL)
+def test_a_system_prompt_reaches_the_model_and_later_turns_continue_exactly(package, family):
+    session = ChatSession(package(family))
+    plain = session.prompt_text(0)
+    session.set_system("Answer like a pirate.")
+    assert "Answer like a pirate." in session.prompt_text(0) and "pirate" not in plain
+    session.send("Hello.", options=_greedy(4))
+    second = session.send("And then?", options=_greedy(8))
+    fresh, _ = _fresh(session, 3, 8)
+    assert second.token_ids == fresh
+    # A new system prompt mid-conversation prefills the history afresh under it.
+    session.set_system("Answer in French.")
+    third = session.send("Again?", options=_greedy(4))
+    assert third.stats.prefill == "fresh"
+    assert "Answer in French." in session.prompt_text(5)
+
+
+def test_conversations_keep_their_system_prompt_and_titles(package, tmp_path):
+    store = ConversationStore(tmp_path / "store")
+    session = ChatSession(package("qwen2_5_vl"), store=store)
+    session.set_system("Be brief.")
+    session.rename("My  chat\nabout things")
+    session.send("Hi.", options=_greedy(2))
+    [summary] = store.list()
+    saved = store.load(summary.id)
+    assert saved.system == "Be brief." and saved.title == "My chat about things"
+    before = saved.updated
+    assert store.rename(summary.id, "Renamed").title == "Renamed"
+    assert store.load(summary.id).updated == before  # a rename does not move it up the list
+    with pytest.raises(MmforgeError, match="needs a title"):
+        store.rename(summary.id, "  \n ")

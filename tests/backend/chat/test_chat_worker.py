@@ -121,3 +121,20 @@ def test_the_worker_deletes_conversations_and_reports_them_with_each_turn(packag
 def test_a_folder_that_is_not_a_package_fails_before_the_session(tmp_path):
     with pytest.raises(MmforgeError, match="not an ONNX Runtime GenAI package"):
         ChatClient(tmp_path, save=False, env=_env(tmp_path))
+
+
+def test_the_worker_renames_conversations_and_sets_the_system_prompt(package, tmp_path):
+    store = ConversationStore(tmp_path / "store")
+    with ChatClient(package("qwen2_5_vl"), store_root=store.root, env=_env(tmp_path)) as client:
+        first = client.info["conversation"]["id"]
+        assert client.set_system("Be brief.")["system"] == "Be brief."
+        list(client.send("One.", options={"max_new_tokens": 3}))
+        assert client.rename_conversation(first, "Open one")["title"] == "Open one"
+        second = client.new_conversation()["id"]
+        # Renaming a saved conversation that is not open leaves the open one as it is.
+        held = client.rename_conversation(first, "Saved one")
+        assert held["id"] == second
+        with pytest.raises(MmforgeError, match="needs a title"):
+            client.rename_conversation(first, " ")
+    saved = store.load(first)
+    assert saved.title == "Saved one" and saved.system == "Be brief."
