@@ -187,7 +187,8 @@ class ChatBridge(QObject):
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._wake.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
         self._client: Any = None
-        self._requests: queue.Queue[tuple[str, tuple[Any, ...]] | None] = queue.Queue()
+        # (client method, its arguments, the system prompt to set first or None)
+        self._requests: queue.Queue[tuple[str, tuple[Any, ...], str | None] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
 
     @Slot()
@@ -219,29 +220,42 @@ class ChatBridge(QObject):
         )
         self._thread.start()
 
-    def send(self, text: str, files: list[tuple[Path, str]], options: dict[str, Any]) -> None:
-        """Queue a user message with attachments (path, "image"|"audio")."""
-        self._requests.put(("send", (text, files, options)))
+    def send(
+        self,
+        text: str,
+        files: list[tuple[Path, str]],
+        options: dict[str, Any],
+        system: str | None = None,
+    ) -> None:
+        """Queue a user message with attachments (path, "image"|"audio").
 
-    def regenerate(self, options: dict[str, Any]) -> None:
+        `system`, when given, becomes the conversation's system prompt first.
+        """
+        self._requests.put(("send", (text, files, options), system))
+
+    def regenerate(self, options: dict[str, Any], system: str | None = None) -> None:
         """Queue Regenerate."""
-        self._requests.put(("regenerate", (options,)))
+        self._requests.put(("regenerate", (options,), system))
 
-    def edit_last(self, text: str, options: dict[str, Any]) -> None:
+    def edit_last(self, text: str, options: dict[str, Any], system: str | None = None) -> None:
         """Queue edit-last-message (attachments kept)."""
-        self._requests.put(("edit_last", (text, None, options)))
+        self._requests.put(("edit_last", (text, None, options), system))
 
     def new_conversation(self) -> None:
         """Queue a new, empty conversation."""
-        self._requests.put(("new_conversation", ()))
+        self._requests.put(("new_conversation", (), None))
 
     def open_conversation(self, conversation_id: str) -> None:
         """Queue opening a saved conversation."""
-        self._requests.put(("open_conversation", (conversation_id,)))
+        self._requests.put(("open_conversation", (conversation_id,), None))
 
     def delete_conversation(self, conversation_id: str) -> None:
         """Queue deleting a saved conversation (the worker writes the store)."""
-        self._requests.put(("delete_conversation", (conversation_id,)))
+        self._requests.put(("delete_conversation", (conversation_id,), None))
+
+    def rename_conversation(self, conversation_id: str, title: str) -> None:
+        """Queue retitling a conversation (open or saved)."""
+        self._requests.put(("rename_conversation", (conversation_id, title), None))
 
     def stop(self) -> None:
         """Stop the answer being streamed."""
@@ -272,9 +286,11 @@ class ChatBridge(QObject):
         self._put("ready", SessionInfo.from_dict(client.info))
         try:
             while (request := self._requests.get()) is not None:
-                name, args = request
+                name, args, system = request
                 self._put("busy", True)
                 try:
+                    if system is not None:
+                        client.set_system(system)
                     result = getattr(client, name)(*args)
                     if isinstance(result, dict):
                         self._put("conversation", Conversation.from_dict(result))

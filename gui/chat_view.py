@@ -5,21 +5,29 @@ from __future__ import annotations
 import html
 import json
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Slot
-from PySide6.QtGui import QImage, QTextCursor
+from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Slot
+from PySide6.QtGui import QDesktopServices, QImage, QTextCursor
 from PySide6.QtWidgets import (
+    QApplication,
+    QCheckBox,
     QComboBox,
+    QDoubleSpinBox,
     QFileDialog,
+    QFormLayout,
+    QGroupBox,
     QHBoxLayout,
+    QInputDialog,
     QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
     QMessageBox,
+    QPlainTextEdit,
     QPushButton,
     QSpinBox,
     QTextBrowser,
@@ -33,10 +41,45 @@ from mmforge.backend.chat.values import SessionInfo, TurnResult
 from mmforge.gui.bridge import ChatBridge, JobRunner
 from mmforge.gui.chat_input import AttachmentStrip, ChatInput
 from mmforge.gui.errors import show_error
-from mmforge.gui.markdown import STYLE, plain, to_html
+from mmforge.gui.markdown import code_blocks, plain, to_html
 from mmforge.gui.state import AppState
+from mmforge.gui.theme import Colours, colours, stylesheet
 
 STOPS = {"eos": "end of answer", "length": "token limit", "stopped": "stopped"}
+THUMB = 200  # the longest side of an image in the transcript, in pixels
+MARK = "\u2063"  # an invisible separator: where streamed tokens go in the open answer
+
+
+class Transcript(QTextBrowser):
+    """The conversation as a document; pictures are drawn from scaled copies.
+
+    An image attachment is written as `<img src="thumb:///path">`: the browser asks
+    `loadResource` for it, which scales the file once and keeps the result, so a redraw
+    never decodes a full-size photo again.
+    """
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._thumbs: dict[str, QImage] = {}
+        self.setOpenLinks(False)
+
+    def loadResource(self, kind: int, url: QUrl | str) -> Any:
+        """Thumbnails for `thumb:` URLs; anything else as QTextBrowser loads it."""
+        url = QUrl(url)
+        if url.scheme() != "thumb":
+            return None  # no remote or local loading of anything an answer names
+        path = url.path()
+        if path not in self._thumbs:
+            image = QImage(path)
+            if not image.isNull() and max(image.width(), image.height()) > THUMB:
+                image = image.scaled(
+                    THUMB,
+                    THUMB,
+                    Qt.AspectRatioMode.KeepAspectRatio,
+                    Qt.TransformationMode.SmoothTransformation,
+                )
+            self._thumbs[path] = image
+        return self._thumbs[path]
 
 
 @dataclass
@@ -91,8 +134,12 @@ class ChatView(QWidget):
         self._editing = False
         self._loaded = False
         self._busy = False
+        self._stream_cursor: QTextCursor | None = None
+        self._shown: list[Message] = []
+        self._tokens, self._first_token_at = 0, 0.0
         self._render_timer = QTimer(self, singleShot=True, interval=100)
         self._render_timer.timeout.connect(self._scroll_to_end)
+        self._render_timer.timeout.connect(self._show_progress)
         self.bridge.ready.connect(self._on_ready)
         self.bridge.token.connect(self._on_token)
         self.bridge.turn.connect(self._on_turn)
@@ -132,12 +179,19 @@ class ChatView(QWidget):
         return top
 
     def _conversation_list(self) -> QVBoxLayout:
-        """The saved conversations, New and Delete."""
+        """The saved conversations, New, Rename, Delete and Export."""
         self.conversations = QListWidget()
+        self.conversations.setObjectName("conversations")
+        self.conversations.setAccessibleName("Conversations")
         self.conversations.setMaximumWidth(240)
         self.conversations.itemClicked.connect(self._open)
-        new = QPushButton("New")
-        new.clicked.connect(self.bridge.new_conversation)
+        self.conversations.itemDoubleClicked.connect(self._rename)
+        self.new_button = QPushButton("New")
+        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        self.new_button.clicked.connect(self.new_conversation)
+        self.rename_button = QPushButton("Rename…")
+        self.rename_button.setToolTip("Give the selected conversation a title (or double-click)")
+        self.rename_button.clicked.connect(self._rename)
         self.delete_button = QPushButton("Delete…")
         self.delete_button.setToolTip("Delete the selected conversation (with a package loaded)")
         self.delete_button.clicked.connect(self._delete)
@@ -147,56 +201,132 @@ class ChatView(QWidget):
         side = QVBoxLayout()
         side.addWidget(QLabel("Conversations"))
         side.addWidget(self.conversations, 1)
-        row = QHBoxLayout()
-        row.addWidget(new)
-        row.addWidget(self.delete_button)
-        row.addWidget(self.export_button)
-        side.addLayout(row)
+        pairs = ((self.new_button, self.rename_button), (self.delete_button, self.export_button))
+        for pair in pairs:
+            row = QHBoxLayout()
+            for button in pair:
+                row.addWidget(button)
+            side.addLayout(row)
         return side
 
     def _chat_column(self) -> QVBoxLayout:
         """The transcript, the draft with its attachments, and the turn buttons."""
-        self.transcript = QTextBrowser()
+        self.transcript = Transcript()
         self.transcript.setObjectName("transcript")
-        self.transcript.document().setDefaultStyleSheet(STYLE)
+        self.transcript.setAccessibleName("Conversation")
+        self.transcript.anchorClicked.connect(self._on_anchor)
+        self.status = QLabel("")
+        self.status.setObjectName("chatStatus")
         self.strip = AttachmentStrip()
         self.input = ChatInput()
         self.input.setObjectName("chatInput")
+        self.input.setAccessibleName("Message")
+        self.input.setPlaceholderText(
+            "Type a message. Enter sends, Shift+Enter starts a new line; paste or drop "
+            "an image to attach it."
+        )
         self.input.send_requested.connect(self.send)
         self.input.stop_requested.connect(self.bridge.stop)
         self.input.files_added.connect(self._add_files)
         self.input.image_pasted.connect(self._add_image)
         centre = QVBoxLayout()
         centre.addWidget(self.transcript, 1)
+        centre.addWidget(self.status)
+        self.settings_box = self._settings_box()
+        centre.addWidget(self.settings_box)
         centre.addWidget(self.strip)
         centre.addWidget(self.input)
         centre.addLayout(self._turn_buttons())
         return centre
 
+    def _settings_box(self) -> QGroupBox:
+        """System prompt and how tokens are picked (hidden until Settings is pressed)."""
+        saved = self.state.settings
+        box = QGroupBox("Answer settings")
+        box.setObjectName("chatSettings")
+        self.system = QPlainTextEdit()
+        self.system.setObjectName("systemPrompt")
+        self.system.setAccessibleName("System prompt")
+        self.system.setPlaceholderText(
+            "Optional: instructions the model reads before the conversation (this "
+            "conversation's own; saved with it)"
+        )
+        self.system.setTabChangesFocus(True)
+        self.system.setMaximumHeight(64)
+        self.sample = QCheckBox("Sample (otherwise the most likely token, every time)")
+        self.sample.setChecked(str(saved.value("chat/sample", "false")) == "true")
+        self.temperature = QDoubleSpinBox(minimum=0.05, maximum=2.0, singleStep=0.05)
+        self.temperature.setValue(float(str(saved.value("chat/temperature", 0.7))))
+        self.top_p = QDoubleSpinBox(minimum=0.05, maximum=1.0, singleStep=0.05)
+        self.top_p.setValue(float(str(saved.value("chat/top_p", 0.95))))
+        self.top_k = QSpinBox(minimum=1, maximum=1000)
+        self.top_k.setValue(int(str(saved.value("chat/top_k", 50))))
+        self.seed = QSpinBox(minimum=-1, maximum=2**31 - 1)
+        self.seed.setSpecialValueText("random")
+        self.seed.setValue(int(str(saved.value("chat/seed", -1))))
+        self.max_tokens = QSpinBox(minimum=1, maximum=8192)
+        self.max_tokens.setValue(int(str(saved.value("chat/max_tokens", 256))))
+        self.max_tokens.setToolTip("Most tokens per answer")
+        sampling = QHBoxLayout()
+        for label, widget in (
+            ("temperature", self.temperature),
+            ("top-p", self.top_p),
+            ("top-k", self.top_k),
+            ("seed", self.seed),
+        ):
+            widget.setAccessibleName(label)
+            sampling.addWidget(QLabel(label))
+            sampling.addWidget(widget)
+        sampling.addStretch(1)
+        self.sample.toggled.connect(self._sampling_changed)
+        self._sampling_widgets = (self.temperature, self.top_p, self.top_k, self.seed)
+        self._sampling_changed(self.sample.isChecked())
+        form = QFormLayout(box)
+        form.addRow("System prompt", self.system)
+        form.addRow(self.sample)
+        form.addRow("", sampling)
+        form.addRow("Longest answer (tokens)", self.max_tokens)
+        box.setVisible(False)
+        return box
+
+    @Slot(bool)
+    def _sampling_changed(self, on: bool) -> None:
+        for widget in self._sampling_widgets:
+            widget.setEnabled(on)
+
     def _turn_buttons(self) -> QHBoxLayout:
         attach = QPushButton("Attach…")
+        attach.setToolTip("Attach an image or audio clip (or paste or drop one)")
         attach.clicked.connect(self._pick)
         self.send_button = QPushButton("Send")
         self.send_button.setObjectName("sendButton")
+        self.send_button.setDefault(True)
         self.send_button.clicked.connect(self.send)
         self.stop_button = QPushButton("Stop")
         self.stop_button.setObjectName("stopButton")
+        self.stop_button.setToolTip("Stop the answer (Esc)")
         self.stop_button.clicked.connect(self.bridge.stop)
         self.regen_button = QPushButton("Regenerate")
+        self.regen_button.setToolTip("Answer the last message again")
         self.regen_button.clicked.connect(self.regenerate)
         self.edit_button = QPushButton("Edit last")
+        self.edit_button.setToolTip("Put your last message back in the box to change it")
         self.edit_button.clicked.connect(self.edit_last)
-        self.max_tokens = QSpinBox(minimum=1, maximum=8192, value=256)
-        self.max_tokens.setToolTip("Most tokens per answer")
+        self.settings_button = QPushButton("Settings")
+        self.settings_button.setCheckable(True)
+        self.settings_button.setToolTip("System prompt, sampling and answer length")
+        self.settings_button.toggled.connect(self._settings_toggled)
         buttons = QHBoxLayout()
-        for w in (attach, self.regen_button, self.edit_button):
+        for w in (attach, self.regen_button, self.edit_button, self.settings_button):
             buttons.addWidget(w)
         buttons.addStretch(1)
-        buttons.addWidget(QLabel("max tokens"))
-        buttons.addWidget(self.max_tokens)
         buttons.addWidget(self.stop_button)
         buttons.addWidget(self.send_button)
         return buttons
+
+    @Slot(bool)
+    def _settings_toggled(self, shown: bool) -> None:
+        self.settings_box.setVisible(shown)
 
     # -- loading -------------------------------------------------------------------------
 
@@ -290,7 +420,38 @@ class ChatView(QWidget):
             item.setData(Qt.ItemDataRole.UserRole, s.id)
             item.setToolTip(f"{s.messages} messages with {s.package}")
             self.conversations.addItem(item)
+        self._ensure_listed()
+
+    def _ensure_listed(self) -> None:
+        """List the open conversation even before the worker first saves it."""
+        conversation = self.conversation
+        if conversation is None:
+            return
+        item = self._list_item(conversation.id)
+        pending = self.pending.user if self.pending is not None else None
+        title = conversation.title or (pending.text[:60] if pending else "") or "New conversation"
+        if item is None:
+            item = QListWidgetItem(title)
+            item.setData(Qt.ItemDataRole.UserRole, conversation.id)
+            self.conversations.insertItem(0, item)
+        elif item.text() != title and (conversation.title or pending):
+            item.setText(title)
         self._select_open()
+
+    @Slot()
+    def new_conversation(self) -> None:
+        """Start an empty conversation (listed at once)."""
+        if self._loaded and not self._busy:
+            self.bridge.new_conversation()
+
+    @Slot()
+    def _rename(self, item: QListWidgetItem | None = None) -> None:
+        item = item if isinstance(item, QListWidgetItem) else self.conversations.currentItem()
+        if item is None or not self._loaded or self._busy:
+            return
+        title, ok = QInputDialog.getText(self, "Rename conversation", "Title", text=item.text())
+        if ok and title.strip():
+            self.bridge.rename_conversation(str(item.data(Qt.ItemDataRole.UserRole)), title)
 
     def _select_open(self) -> None:
         """Highlight the open conversation in the list."""
@@ -352,12 +513,19 @@ class ChatView(QWidget):
         after_turn = self.pending is not None
         self.conversation = conversation
         self.pending = None
+        self.status.setText("")
+        # A saved conversation shows its own system prompt; a new, empty one keeps what the
+        # box holds, to be applied with its first message.
+        held = conversation.messages or conversation.system
+        if held and self.system.toPlainText().strip() != conversation.system:
+            self.system.setPlainText(conversation.system)
         self._render()
         # Reading every saved conversation is disk work on the GUI thread: after a turn of
         # a conversation already listed, update its entry only.
         listed = self._list_item(conversation.id)
         if after_turn and listed is not None:
             listed.setToolTip(f"{len(conversation.messages)} messages with {conversation.package}")
+            listed.setText(conversation.title or listed.text())
             self._select_open()
         else:
             self.refresh_conversations()
@@ -419,7 +587,32 @@ class ChatView(QWidget):
     # -- turns ---------------------------------------------------------------------------
 
     def _options(self) -> dict[str, Any]:
-        return {"max_new_tokens": self.max_tokens.value()}
+        """The generation options the settings say (remembered for the next run)."""
+        saved = self.state.settings
+        values = {
+            "sample": "true" if self.sample.isChecked() else "false",
+            "temperature": self.temperature.value(),
+            "top_p": self.top_p.value(),
+            "top_k": self.top_k.value(),
+            "seed": self.seed.value(),
+            "max_tokens": self.max_tokens.value(),
+        }
+        for key, value in values.items():
+            saved.setValue(f"chat/{key}", value)
+        options: dict[str, Any] = {"max_new_tokens": self.max_tokens.value()}
+        if self.sample.isChecked():
+            options.update(
+                do_sample=True,
+                temperature=self.temperature.value(),
+                top_p=self.top_p.value(),
+                top_k=self.top_k.value(),
+                seed=None if self.seed.value() < 0 else self.seed.value(),
+            )
+        return options
+
+    def _system(self) -> str:
+        """The open conversation's system prompt, as the settings box holds it."""
+        return self.system.toPlainText().strip()
 
     @Slot()
     def send(self) -> None:
@@ -431,14 +624,15 @@ class ChatView(QWidget):
         self._draft = (text, files)
         self.input.clear()
         self.strip.set_files([])
-        names = [p.name for p, _ in files]
         if self._editing:
             self._editing = False
-            self._begin_turn(self._tail_from_last_user(), text, names or ["(kept attachments)"])
-            self.bridge.edit_last(text, self._options())
+            last = next((m for m in reversed(self._messages()) if m.role == "user"), None)
+            kept = [(a.path, a.kind) for a in last.attachments] if last is not None else []
+            self._begin_turn(self._tail_from_last_user(), text, kept)
+            self.bridge.edit_last(text, self._options(), self._system())
         else:
-            self._begin_turn(0, text, names)
-            self.bridge.send(text, files, self._options())
+            self._begin_turn(0, text, files)
+            self.bridge.send(text, files, self._options(), self._system())
 
     def _messages(self) -> list[Message]:
         return self.conversation.messages if self.conversation is not None else []
@@ -451,15 +645,18 @@ class ChatView(QWidget):
                 return back
         return 0
 
-    def _begin_turn(self, replaces: int, text: str | None, names: list[str]) -> None:
+    def _begin_turn(self, replaces: int, text: str | None, files: list[tuple[Path, str]]) -> None:
         from mmforge.backend.attachments import Attachment
 
         user = None
         if text is not None:
-            shown = [Attachment(kind="", path=Path(n), name=n) for n in names]
+            shown = [Attachment(kind=k, path=p, name=p.name) for p, k in files]
             user = Message(role="user", text=text, attachments=shown)
         self.pending = Pending(replaces=replaces, user=user)
-        self._render()
+        self._tokens, self._first_token_at = 0, 0.0
+        self.status.setText("Reading the prompt…")
+        self._render(streaming=True)
+        self._ensure_listed()
 
     @Slot()
     def regenerate(self) -> None:
@@ -469,7 +666,7 @@ class ChatView(QWidget):
             return
         self._draft = None
         self._begin_turn(1 if messages[-1].role == "assistant" else 0, None, [])
-        self.bridge.regenerate(self._options())
+        self.bridge.regenerate(self._options(), self._system())
 
     @Slot()
     def edit_last(self) -> None:
@@ -483,19 +680,27 @@ class ChatView(QWidget):
 
     @Slot(str)
     def _on_token(self, text: str) -> None:
-        # Streaming costs one text insertion per token; the Markdown render of the whole
-        # answer happens once, when it ends (re-rendering per token stalled the window).
+        # Streaming costs one text insertion per token, inside the open answer's bubble;
+        # the Markdown render of the whole answer happens once, when it ends (re-rendering
+        # per token stalled the window).
         if self.pending is None:
             return
-        first = not self.pending.answer
+        if not self._tokens:
+            self._first_token_at = time.perf_counter()
+        self._tokens += 1
         self.pending.answer += text
-        if first:
-            self._render(streaming=True)
-        cursor = self.transcript.textCursor()
-        cursor.movePosition(QTextCursor.MoveOperation.End)
-        cursor.insertText(text)
+        if self._stream_cursor is not None:
+            self._stream_cursor.insertText(text)
         if not self._render_timer.isActive():
             self._render_timer.start()
+
+    def _show_progress(self) -> None:
+        """The live line under the transcript: tokens so far and their rate."""
+        if self.pending is None or not self._tokens:
+            return
+        elapsed = time.perf_counter() - self._first_token_at
+        rate = f" · {(self._tokens - 1) / elapsed:.1f} tokens/s" if elapsed > 0.2 else ""
+        self.status.setText(f"Generating… {self._tokens} tokens{rate}")
 
     @Slot(object)
     def _on_turn(self, turn: TurnResult) -> None:
@@ -504,6 +709,7 @@ class ChatView(QWidget):
 
     @Slot(dict)
     def _on_failed(self, error: dict[str, Any]) -> None:
+        self.status.setText("")
         self.pending = None
         if self._draft is not None:
             # Nothing is lost: the message and its attachments go back into the draft.
@@ -524,7 +730,14 @@ class ChatView(QWidget):
 
     def _update_buttons(self) -> None:
         ready = self._loaded and not self._busy
-        for b in (self.send_button, self.regen_button, self.edit_button, self.delete_button):
+        for b in (
+            self.send_button,
+            self.regen_button,
+            self.edit_button,
+            self.delete_button,
+            self.rename_button,
+            self.new_button,
+        ):
             b.setEnabled(ready)
         self.stop_button.setEnabled(self._loaded and self._busy)
 
@@ -536,8 +749,8 @@ class ChatView(QWidget):
     def _render(self, streaming: bool = False) -> None:
         """Redraw the transcript.
 
-        While `streaming`, the last answer is left open at the end, for tokens to be
-        appended as plain text.
+        While `streaming`, the answer in flight is an open bubble whose text grows as
+        tokens arrive (see `_on_token`).
         """
         messages = list(self._messages())
         pending = self.pending
@@ -545,15 +758,52 @@ class ChatView(QWidget):
             messages = messages[: len(messages) - pending.replaces]
             if pending.user is not None:
                 messages.append(pending.user)
-        parts = [_message_html(m) for m in messages]
+        c = colours(self.palette())
+        self.transcript.document().setDefaultStyleSheet(stylesheet(c))
+        parts = [_message_html(m, i, c) for i, m in enumerate(messages)]
         if pending is not None:
             if streaming:
-                parts.append("<div><b>Model</b></div><p></p>")
+                parts.append(_bubble(f"<p>{MARK}</p>", c, user=False))
             else:
-                answer = Message(role="assistant", text=pending.answer)
-                parts.append(_message_html(answer))
+                parts.append(_message_html(Message("assistant", pending.answer), None, c))
+        self._shown = messages
         self.transcript.setHtml("".join(parts))
+        self._stream_cursor = None
+        if pending is not None and streaming:
+            found = self.transcript.document().find(MARK)
+            if not found.isNull():
+                found.removeSelectedText()
+                self._stream_cursor = found
         self._scroll_to_end()
+
+    def changeEvent(self, event: QEvent) -> None:
+        """Redraw the transcript in the new colours when the palette changes."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and self.pending is None:
+            self._render()
+
+    @Slot(QUrl)
+    def _on_anchor(self, url: QUrl) -> None:
+        """Copy links (a message, a code block); web links open in the browser."""
+        if url.scheme() in ("http", "https"):
+            QDesktopServices.openUrl(url)
+            return
+        parts = url.toString().split(":")
+        try:
+            message = self._shown[int(parts[1])]
+            text = message.text if parts[0] == "copy" else code_blocks(message.text)[int(parts[2])]
+        except (IndexError, ValueError):
+            return
+        QApplication.clipboard().setText(text)
+        self.status.setText("Copied to the clipboard.")
+
+    @Slot()
+    def copy_last_answer(self) -> None:
+        """Put the last answer on the clipboard."""
+        last = next((m for m in reversed(self._messages()) if m.role == "assistant"), None)
+        if last is not None:
+            QApplication.clipboard().setText(last.text)
+            self.status.setText("Copied the last answer to the clipboard.")
 
     def shutdown(self) -> None:
         """Close the worker (on window close)."""
@@ -562,15 +812,49 @@ class ChatView(QWidget):
         self._scratch.cleanup()
 
 
-def _message_html(m: Message) -> str:
-    """One message of the transcript."""
+def _thumb_url(path: Path) -> str:
+    """The `thumb:` URL the transcript draws an image file by."""
+    encoded = QUrl.fromLocalFile(str(path)).toString(QUrl.ComponentFormattingOption.FullyEncoded)
+    return "thumb" + encoded.removeprefix("file")
+
+
+def _bubble(body: str, c: Colours, *, user: bool) -> str:
+    """A message drawn as a bubble: the user's on the right, the model's on the left."""
+    colour = c.user_bubble if user else c.model_bubble
+    cell = f"<td bgcolor='{colour}'>{body}</td>"
+    gap = "<td width='15%'></td>"
+    row = gap + cell if user else cell + gap
+    return (
+        "<table width='100%' cellspacing='0' cellpadding='10' style='margin-bottom:10px'>"
+        f"<tr>{row}</tr></table>"
+    )
+
+
+def _message_html(m: Message, index: int | None, c: Colours) -> str:
+    """One message of the transcript; `index` names it in its Copy links (None: none)."""
+    muted = f"color:{c.muted};font-size:small"
+    copy = f" · <a href='copy:{index}'>Copy</a>" if index is not None and m.text.strip() else ""
     if m.role == "user":
-        files = "".join(
-            f"<span style='background:#ddf4ff'>&nbsp;{html.escape(a.name)}&nbsp;</span> "
+        pictures = "".join(
+            f"<img src='{html.escape(_thumb_url(a.path))}'> "
             for a in m.attachments
+            if a.kind == IMAGE
         )
-        return f"<div><b>You</b> {files}{plain(m.text)}</div>"
-    body = to_html(m.text) if m.text else "<p><i>…</i></p>"
+        chips = "".join(
+            f"<span style='background:{c.chip}'>&nbsp;♪ {html.escape(a.name)}&nbsp;</span> "
+            for a in m.attachments
+            if a.kind != IMAGE
+        )
+        head = f"<p style='{muted}'>You{copy}</p>"
+        shown = f"<p>{pictures}</p>" if pictures else ""
+        shown += f"<p>{chips}</p>" if chips else ""
+        return _bubble(head + shown + plain(m.text), c, user=True)
+    links = None if index is None else (lambda k: f"code:{index}:{k}")
+    body = (
+        to_html(m.text, style=c.pygments, border=c.border, code_link=links)
+        if m.text
+        else "<p><i>(no text)</i></p>"
+    )
     stats = m.stats
     line = ""
     if stats:
@@ -578,10 +862,10 @@ def _message_html(m: Message) -> str:
         # nothing rather than the engine's internal word for how it read the prompt.
         ended = STOPS.get(m.stop_reason)
         line = (
-            f"<p style='color:#57606a;font-size:small'>{stats.get('new_tokens')} "
-            f"tokens · first after {stats.get('time_to_first_token_s', 0):.2f} s · "
-            f"{stats.get('decode_tokens_per_s', 0):.1f} tokens/s"
-            + (f" · {ended}" if ended else "")
-            + "</p>"
+            f"{stats.get('new_tokens')} tokens · first after "
+            f"{stats.get('time_to_first_token_s', 0):.2f} s · "
+            f"{stats.get('decode_tokens_per_s', 0):.1f} tokens/s" + (f" · {ended}" if ended else "")
         )
-    return f"<div><b>Model</b>{body}{line}</div><hr>"
+    head = f"<p style='{muted}'>Model{copy}</p>"
+    foot = f"<p style='{muted}'>{line}</p>" if line else ""
+    return _bubble(head + body + foot, c, user=False)

@@ -6,7 +6,7 @@ import html
 import os
 from typing import Any
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import QEvent, Signal, Slot
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -27,6 +27,7 @@ from mmforge.backend.units import human_bytes, human_count
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.errors import show_error
 from mmforge.gui.state import AppState
+from mmforge.gui.theme import Colours, colours
 
 
 def parts_of(params: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -46,20 +47,20 @@ def hub_cache_models() -> list[str]:
     return [n[len("models--") :].replace("--", "/") for n in names if n.startswith("models--")]
 
 
-def profile_html(p: Profile) -> str:
-    """The inspection card."""
+def profile_html(p: Profile, c: Colours) -> str:
+    """The inspection card, in the colours of the palette."""
     esc = html.escape
     parts = [f"<h2>{esc(p.family)} <small>({esc(p.model_type)}, {esc(p.dtype)})</small></h2>"]
     if p.runnable:
         parts.append(f"<p>Runs in ONNX Runtime GenAI as <b>{esc(str(p.pipeline_type))}</b>.</p>")
     else:
         parts.append(
-            f"<p style='color:#cf222e'><b>Not runnable:</b> {esc(str(p.runtime_reason))}</p>"
+            f"<p style='color:{c.bad}'><b>Not runnable:</b> {esc(str(p.runtime_reason))}</p>"
         )
     boxes = "".join(
-        f"<td style='background:#ddf4ff;border:1px solid #54aeff;padding:6px 10px'>{esc(c)}</td>"
-        "<td>&nbsp;→&nbsp;</td>"
-        for c in p.components
+        f"<td bgcolor='{c.chip}' style='border:1px solid {c.chip_border};padding:6px 10px'>"
+        f"{esc(component)}</td><td>&nbsp;→&nbsp;</td>"
+        for component in p.components
     )
     parts.append(f"<table><tr>{boxes[: -len('<td>&nbsp;→&nbsp;</td>')]}</tr></table>")
     proj = p.projector
@@ -90,9 +91,9 @@ def profile_html(p: Profile) -> str:
             f"<table><tr><th>dtype</th><th>package</th><th>runtime memory</th></tr>{rows}</table>"
         )
     if p.remote_code:
-        parts.append("<p style='color:#9a6700'>Needs remote code.</p>")
-    parts += [f"<p style='color:#9a6700'>⚠ {esc(w)}</p>" for w in p.warnings]
-    parts += [f"<p style='color:#57606a'>{esc(n)}</p>" for n in p.notes]
+        parts.append(f"<p style='color:{c.warn}'>Needs remote code.</p>")
+    parts += [f"<p style='color:{c.warn}'>⚠ {esc(w)}</p>" for w in p.warnings]
+    parts += [f"<p style='color:{c.muted}'>{esc(n)}</p>" for n in p.notes]
     return "".join(parts)
 
 
@@ -108,6 +109,7 @@ class ModelView(QWidget):
     def __init__(self, state: AppState, parent: QWidget | None = None):
         super().__init__(parent)
         self.state = state
+        self._profile: Profile | None = None
         self.runner = JobRunner(self)
         self.source = QLineEdit(placeholderText="Hub id (org/name[@revision]) or a local folder")
         self.source.setObjectName("sourceEdit")
@@ -238,17 +240,33 @@ class ModelView(QWidget):
         # Only a source that resolved goes into Recent (and on to Convert and Verify).
         self.state.set_source(self.source.text().strip())
         self.state.set_profile(profile)
-        card = profile_html(profile)
-        if "mmforge/demo/" in profile.source:
-            card = (
-                "<p style='background:#fff8c5;padding:6px'><b>The built-in demo model.</b> "
-                "A tiny Qwen2.5-VL with random weights, built offline: it talks nonsense by "
-                "design, while its conversion, parity and chat are real and exact.</p>" + card
-            )
-        self.card.setHtml(card)
+        self._profile = profile
+        self._draw_card()
         self.next_button.setEnabled(profile.runnable)
         self.status.setText("Inspected." if profile.runnable else "Inspected: not runnable.")
         self.refresh_known()
+
+    def _draw_card(self) -> None:
+        profile = self._profile
+        if profile is None:
+            return
+        c = colours(self.palette())
+        card = profile_html(profile, c)
+        if "mmforge/demo/" in profile.source:
+            card = (
+                f"<table width='100%' cellpadding='8'><tr><td bgcolor='{c.note}'>"
+                "<b>The built-in demo model.</b> "
+                "A tiny Qwen2.5-VL with random weights, built offline: it talks nonsense by "
+                "design, while its conversion, parity and chat are real and exact."
+                "</td></tr></table>" + card
+            )
+        self.card.setHtml(card)
+
+    def changeEvent(self, event: QEvent) -> None:
+        """Redraw the card in the new colours when the palette changes."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._draw_card()
 
     @Slot(dict)
     def _on_failed(self, error: dict[str, Any]) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, Signal, Slot
+from PySide6.QtCore import QByteArray, QEvent, Qt, Signal, Slot
 from PySide6.QtGui import QColor
 from PySide6.QtSvgWidgets import QSvgWidget
 from PySide6.QtWidgets import (
@@ -19,6 +20,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSpinBox,
+    QSplitter,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -29,8 +31,61 @@ from mmforge.backend.verify import VerifyReport
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.errors import show_error
 from mmforge.gui.state import AppState
+from mmforge.gui.theme import Colours, colours
 
-COLOURS = {"PASS": "#1a7f37", "AMBIGUOUS": "#9a6700", "FAIL": "#cf222e"}
+# What each stage is, for a person who does not know the pipeline's parts.
+STAGES = {
+    "runtime_config": "the package's runtime settings",
+    "preprocessing": "the image and audio preprocessing",
+    "vision_encoder": "the image encoder",
+    "audio_encoder": "the audio encoder",
+    "embedding": "the step that mixes image features into the text",
+    "embedding_per_layer": "the per-layer inputs",
+    "embedding_text_only": "the text embedding",
+    "decoder_prefill": "the language model reading the prompt",
+    "decoder_step": "the language model writing its answer",
+    "end_to_end": "the whole answer",
+}
+
+
+def verdict_colour(verdict: str, c: Colours) -> str:
+    """The colour a verdict is shown in."""
+    return {"PASS": c.ok, "AMBIGUOUS": c.warn, "FAIL": c.bad}.get(verdict, c.muted)
+
+
+def summary_html(report: VerifyReport, c: Colours) -> str:
+    """The parity summary card: the verdict and what it means, in plain words."""
+    tokens = report.tokens
+    matched, total = tokens.get("matched"), tokens.get("total")
+    colour = verdict_colour(report.verdict, c)
+    first = report.first_divergent_stage
+    if report.verdict == "PASS":
+        meaning = (
+            "The converted model computes what the original computes: every stage is "
+            f"within tolerance, and {matched} of {total} answer tokens are identical."
+        )
+    elif report.verdict == "AMBIGUOUS":
+        meaning = (
+            "The check could not decide. Every stage it could compare is shown below; "
+            f"{matched} of {total} answer tokens are identical."
+        )
+    else:
+        meaning = (
+            f"The converted model differs from the original. {matched} of {total} answer "
+            "tokens are identical."
+        )
+    where = ""
+    if first:
+        what = STAGES.get(first, first)
+        where = (
+            f"<p><b>It first differs in {html.escape(what)}</b> ({html.escape(first)}).<br>"
+            f"{html.escape(report.cause or '')}</p>"
+        )
+    return (
+        f"<table width='100%' cellpadding='10'><tr><td bgcolor='{c.model_bubble}'>"
+        f"<p><span style='font-size:x-large;font-weight:bold;color:{colour}'>"
+        f"{report.verdict}</span>&nbsp;&nbsp;{meaning}</p>{where}</td></tr></table>"
+    )
 
 
 class VerifyView(QWidget):
@@ -45,6 +100,7 @@ class VerifyView(QWidget):
     def __init__(self, state: AppState, parent: QWidget | None = None):
         super().__init__(parent)
         self.state = state
+        self.report: VerifyReport | None = None
         self.runner = JobRunner(self)
         self.package = QLineEdit(state.package)
         self.reference = QLineEdit(state.source)
@@ -89,27 +145,43 @@ class VerifyView(QWidget):
         self.verdict = QLabel("")
         self.verdict.setObjectName("verdictLabel")
         self.verdict.setWordWrap(True)
+        self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.table = QTableWidget(0, 6)
         self.table.setObjectName("stageTable")
+        self.table.setAccessibleName("Parity of each stage")
         self.table.setHorizontalHeaderLabels(
             ["stage", "verdict", "max abs diff", "cosine", "argmax", "why"]
         )
         self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setWordWrap(True)
+        self.table.verticalHeader().setVisible(False)
         self.plot = QSvgWidget()
-        self.plot.setMinimumHeight(240)
+        self.plot.setMinimumHeight(160)
+        self.plot.setAccessibleName("Prefill difference per prompt position")
+        plot_box = QWidget()
+        plot_layout = QVBoxLayout(plot_box)
+        plot_layout.setContentsMargins(0, 0, 0, 0)
+        plot_layout.addWidget(
+            QLabel(
+                "Decoder prefill: each prompt position's largest logit difference from "
+                "transformers, as a multiple of the tolerance (at most 1× passes)",
+                wordWrap=True,
+            )
+        )
+        plot_layout.addWidget(self.plot, 1)
+        # The table and the plot share what the form leaves; the user moves the divider.
+        self.results = QSplitter(Qt.Orientation.Vertical)
+        self.results.addWidget(self.table)
+        self.results.addWidget(plot_box)
+        self.results.setStretchFactor(0, 3)
+        self.results.setStretchFactor(1, 2)
+        self.results.setChildrenCollapsible(False)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addLayout(buttons)
         layout.addWidget(self.progress)
         layout.addWidget(self.verdict)
-        layout.addWidget(self.table, 1)
-        layout.addWidget(
-            QLabel(
-                "Decoder prefill: each prompt position's largest logit difference from "
-                "transformers, as a multiple of the tolerance (at most 1× passes)"
-            )
-        )
-        layout.addWidget(self.plot)
+        layout.addWidget(self.results, 1)
         self.runner.progress.connect(self._on_progress)
         self.runner.succeeded.connect(self._on_result)
         self.runner.failed.connect(self._on_failed)
@@ -117,7 +189,6 @@ class VerifyView(QWidget):
         self.runner.finished.connect(self._on_finished)
         state.package_changed.connect(self.package.setText)
         state.source_changed.connect(self.reference.setText)
-        self.report: VerifyReport | None = None
 
     @Slot()
     def pick_files(self) -> None:
@@ -163,44 +234,55 @@ class VerifyView(QWidget):
 
     @Slot(object)
     def _on_result(self, report: VerifyReport) -> None:
-        from mmforge.backend.verify.report import plot_svg
-
         self.report = report
         self.progress.setValue(100)
+        self._draw_report()
+        self.export_json.setEnabled(True)
+        self.export_html.setEnabled(True)
+
+    def _draw_report(self) -> None:
+        """The summary card, the stage table and the plot, in the palette's colours."""
+        from mmforge.backend.verify.report import plot_svg
+
+        report = self.report
+        if report is None:
+            return
+        c = colours(self.palette())
         components = report.components
         self.table.setRowCount(len(components))
         first = report.first_divergent_stage
-        for i, c in enumerate(components):
+        for i, comp in enumerate(components):
             cells = (
-                c.name,
-                c.verdict,
-                "—" if c.max_abs_diff is None else f"{c.max_abs_diff:.2e}",
-                f"{c.cosine:.6f}",
-                "—" if c.argmax_match is None else ("yes" if c.argmax_match else "no"),
-                c.reason,
+                comp.name,
+                comp.verdict,
+                "—" if comp.max_abs_diff is None else f"{comp.max_abs_diff:.2e}",
+                f"{comp.cosine:.6f}",
+                "—" if comp.argmax_match is None else ("yes" if comp.argmax_match else "no"),
+                comp.reason,
             )
             for j, text in enumerate(cells):
                 item = QTableWidgetItem(text)
+                item.setToolTip(text if j == 5 else STAGES.get(comp.name, ""))
                 if j == 1:
                     item.setForeground(QColor("white"))
-                    item.setBackground(QColor(COLOURS.get(c.verdict, "#57606a")))
-                elif c.name == first:
-                    item.setBackground(QColor("#fff8c5"))
+                    item.setBackground(QColor(verdict_colour(comp.verdict, c)))
+                elif comp.name == first:
+                    item.setBackground(QColor(c.note))
                 self.table.setItem(i, j, item)
         self.table.resizeColumnsToContents()
-        tokens = report.tokens
-        text = (
-            f"<b style='color:{COLOURS[report.verdict]}'>{report.verdict}</b> — "
-            f"{tokens.get('matched')} of {tokens.get('total')} greedy tokens identical."
-        )
-        if first:
-            text += f"<br><b>First divergent stage: {first}.</b> {report.cause or ''}"
-        self.verdict.setText(text)
-        prefill = next((c for c in components if c.name == "decoder_prefill"), None)
+        header = self.table.horizontalHeader()
+        header.resizeSection(5, max(200, self.table.viewport().width() - header.sectionPosition(5)))
+        self.table.resizeRowsToContents()
+        self.verdict.setText(summary_html(report, c))
+        prefill = next((comp for comp in components if comp.name == "decoder_prefill"), None)
         svg = plot_svg(prefill.per_position_excess if prefill else [])
-        self.plot.load(QByteArray(svg.encode("utf-8")))
-        self.export_json.setEnabled(True)
-        self.export_html.setEnabled(True)
+        self.plot.load(QByteArray(svg.replace("currentColor", c.text).encode("utf-8")))
+
+    def changeEvent(self, event: QEvent) -> None:
+        """Redraw the report in the new colours when the palette changes."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._draw_report()
 
     def _save(self, title: str, pattern: str, text: str) -> None:
         path, _ = QFileDialog.getSaveFileName(self, title, "", pattern)

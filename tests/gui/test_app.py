@@ -37,6 +37,25 @@ def _idle(busy: bool) -> bool:
     return not busy
 
 
+def _pictures(chat):
+    """The images drawn in the chat transcript (as the browser loaded them)."""
+    from PySide6.QtGui import QTextDocument
+
+    document = chat.transcript.document()
+    found = []
+    block = document.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fmt = it.fragment().charFormat()
+            if fmt.isImageFormat():
+                name = fmt.toImageFormat().name()
+                found.append(document.resource(QTextDocument.ResourceType.ImageResource, name))
+            it += 1
+        block = block.next()
+    return [image for image in found if image is not None and not image.isNull()]
+
+
 def _dialogs(win):
     return [w for w in win.findChildren(QMessageBox) if w.objectName() == "errorDialog"]
 
@@ -101,9 +120,10 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path, m
     ):
         chat.send_button.click()
     assert turn.args[0].stats.new_tokens == 12
-    assert (
-        "tokens/s" in chat.transcript.toPlainText() and "probe.png" in chat.transcript.toPlainText()
-    )
+    assert "tokens/s" in chat.transcript.toPlainText()
+    # The sent picture is drawn in the transcript, from a scaled copy.
+    [picture] = _pictures(chat)
+    assert 0 < max(picture.width(), picture.height()) <= 200
     assert chat.conversations.count() == 1
     # The open conversation is the highlighted one; it exports as Markdown and JSON.
     current = chat.conversations.currentItem()
@@ -355,13 +375,120 @@ def test_the_demo_model_is_not_offered_int4(window):
     assert [view.dtype.itemText(i) for i in range(view.dtype.count())] == ["f32", "f16", "int4"]
 
 
-def test_an_answer_saved_without_its_stop_reason_shows_no_internal_word():
+def test_an_answer_saved_without_its_stop_reason_shows_no_internal_word(qapp):
     from mmforge.backend.chat.conversations import Message
     from mmforge.gui.chat_view import _message_html
+    from mmforge.gui.theme import colours
 
     stats = {"new_tokens": 5, "time_to_first_token_s": 0.1, "decode_tokens_per_s": 40.0}
     old = Message("assistant", "Hi.", stats={**stats, "prefill": "fresh"})
-    text = _message_html(old)
+    text = _message_html(old, 0, colours())
     assert "fresh" not in text and "40.0 tokens/s</p>" in text
     ended = Message("assistant", "Hi.", stats=stats, stop_reason="length")
-    assert "tokens/s · token limit</p>" in _message_html(ended)
+    assert "tokens/s · token limit</p>" in _message_html(ended, 0, colours())
+
+
+def _palette(dark: bool):
+    from PySide6.QtGui import QColor, QPalette
+
+    palette = QPalette()
+    window, text, base = ("#1e1e1e", "#e6e6e6", "#252526") if dark else ("#f0f0f0", "#000", "#fff")
+    for role, colour in (
+        (QPalette.ColorRole.Window, window),
+        (QPalette.ColorRole.WindowText, text),
+        (QPalette.ColorRole.Base, base),
+        (QPalette.ColorRole.Text, text),
+        (QPalette.ColorRole.Highlight, "#2f81f7"),
+    ):
+        palette.setColor(role, QColor(colour))
+    return palette
+
+
+def test_html_colours_follow_the_palette(qapp):
+    from PySide6.QtGui import QColor
+
+    from mmforge.gui.markdown import to_html
+    from mmforge.gui.theme import colours
+
+    light, dark = colours(_palette(False)), colours(_palette(True))
+    assert not light.dark and dark.dark
+    # Every background is on the palette's side, and text stands out on it.
+    for c in (light, dark):
+        for background in (c.user_bubble, c.model_bubble, c.chip, c.note, c.code):
+            contrast = abs(QColor(c.text).lightness() - QColor(background).lightness())
+            assert contrast > 150, (c.dark, background)
+    assert QColor(dark.model_bubble).lightness() < 80 < 200 < QColor(light.model_bubble).lightness()
+    # Code blocks take a Pygments style made for the background.
+    code = "```python\nprint('x')\n```"
+    assert to_html(code, style=dark.pygments) != to_html(code, style=light.pygments)
+
+
+def test_chat_bubbles_copy_links_settings_and_the_conversation_list(
+    qtbot, window, package, monkeypatch
+):
+    from PySide6.QtCore import QUrl
+    from PySide6.QtWidgets import QApplication, QInputDialog
+
+    from mmforge.backend.chat.conversations import Message
+
+    chat = window.chat_view
+    window.go(3)
+    chat.package.setText(str(package("qwen2_5_vl")))
+    with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
+        chat.load_button.click()
+    # A new conversation is listed (and selected) before its first answer.
+    assert chat.conversations.count() == 1
+    assert chat.conversations.currentItem().text() == "New conversation"
+
+    # Settings: a system prompt and seeded sampling reach the worker; the system prompt is
+    # saved with the conversation, the sampling settings for the next run.
+    chat.settings_button.click()
+    assert chat.settings_box.isVisible() and not chat.temperature.isEnabled()
+    chat.system.setPlainText("Answer like a pirate.")
+    chat.sample.setChecked(True)
+    chat.temperature.setValue(0.8)
+    chat.seed.setValue(7)
+    chat.max_tokens.setValue(6)
+    answers = []
+    for _ in range(2):
+        chat.input.setPlainText("Hello there.")
+        with (
+            qtbot.waitSignal(chat.bridge.turn, timeout=LONG),
+            qtbot.waitSignal(chat.bridge.busy, timeout=LONG, check_params_cb=_idle),
+        ):
+            chat.send_button.click()
+            assert chat.conversations.currentItem().text() == "Hello there."
+        answers.append(chat.conversation.messages[-1].token_ids)
+        with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
+            chat.new_button.click()
+    assert answers[0] == answers[1]  # the same seed samples the same answer
+    [saved] = [chat.store.load(s.id) for s in chat.store.list()][:1]
+    assert saved.system == "Answer like a pirate."
+    assert window.state.settings.value("chat/seed") in (7, "7")
+
+    # Bubbles, and Copy links for a message and for a code block.
+    with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
+        chat.bridge.open_conversation(saved.id)
+    chat.conversation.messages[-1] = Message("assistant", "Look:\n\n```python\nprint(1)\n```\n")
+    chat._render()
+    html = chat.transcript.toHtml()
+    assert html.count("bgcolor") >= 2, "each message is drawn as a bubble"
+    chat.transcript.anchorClicked.emit(QUrl("code:1:0"))
+    assert QApplication.clipboard().text() == "print(1)\n"
+    chat.transcript.anchorClicked.emit(QUrl("copy:0"))
+    assert QApplication.clipboard().text() == "Hello there."
+    assert "Copied" in chat.status.text()
+
+    # Rename: the title is the user's, and the worker saves it.
+    monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("Pirate talk", True))
+    with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
+        chat.rename_button.click()
+    assert chat.conversations.currentItem().text() == "Pirate talk"
+    assert chat.store.load(saved.id).title == "Pirate talk"
+
+    # A dark palette redraws the transcript in dark bubbles.
+    chat.setPalette(_palette(True))
+    from mmforge.gui.theme import colours
+
+    assert colours(_palette(True)).model_bubble in chat.transcript.toHtml()
+    assert not _dialogs(window)
