@@ -158,12 +158,13 @@ class ChatView(QWidget):
     def _package_row(self) -> QHBoxLayout:
         """Package, library, Choose…, provider, Load (and the info line below them)."""
         self.package = QLineEdit(self.state.package)
+        self.package.setAccessibleName("Package folder")
         self.library = QComboBox()
         self.library.setObjectName("library")
         self.library.setToolTip("Converted packages in the package folder")
         self.library.activated.connect(self._pick_library)
         choose = QPushButton("Choose…")
-        choose.clicked.connect(self._choose_package)
+        choose.clicked.connect(self.choose_package)
         self.ep = QComboBox()
         self.ep.addItems(["cpu", "cuda"])
         self.load_button = QPushButton("Load")
@@ -398,10 +399,12 @@ class ChatView(QWidget):
         self.library.setCurrentIndex(0)
 
     @Slot()
-    def _choose_package(self) -> None:
+    def choose_package(self) -> None:
+        """Pick a package folder and load it."""
         folder = QFileDialog.getExistingDirectory(self, "Package folder")
         if folder:
             self.package.setText(folder)
+            self.load()
 
     # -- conversations -------------------------------------------------------------------
 

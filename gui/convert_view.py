@@ -60,6 +60,7 @@ class ConvertView(QWidget):
         self.target.setCurrentText(str(state.settings.value("target", "cpu")))
         self.output = QLineEdit()
         self.output.setObjectName("outputEdit")
+        self.output.setAccessibleName("Package folder to write")
         self.browse_button = browse = QPushButton("Choose…")
         browse.clicked.connect(self.browse)
         out_row = QHBoxLayout()
@@ -94,6 +95,7 @@ class ConvertView(QWidget):
         self.log_toggle = QPushButton("Show log")
         self.log_toggle.setCheckable(True)
         self.log = QPlainTextEdit(readOnly=True)
+        self.log.setAccessibleName("Conversion log")
         self.log.setVisible(False)
         self.log_toggle.toggled.connect(self._toggle_log)
         self.summary = QLabel("")
@@ -102,6 +104,7 @@ class ConvertView(QWidget):
         self.filter.addItems(FILTERS)
         self.filter.currentTextChanged.connect(self._fill_weights)
         self.weights = QTableWidget(0, 4)
+        self.weights.setAccessibleName("Weights in the package")
         self.weights.setHorizontalHeaderLabels(
             ["checkpoint tensor", "status", "initializer", "shape"]
         )

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QSettings, Slot
-from PySide6.QtGui import QAction, QCloseEvent
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QApplication,
     QHBoxLayout,
     QListWidget,
     QMainWindow,
+    QMenu,
     QStackedWidget,
     QWidget,
 )
@@ -16,6 +18,7 @@ from mmforge.gui.chat_view import ChatView
 from mmforge.gui.convert_view import ConvertView
 from mmforge.gui.model_view import ModelView
 from mmforge.gui.state import AppState
+from mmforge.gui.theme import SCHEMES, apply_scheme
 from mmforge.gui.verify_view import VerifyView
 
 PAGES = ("1  Model", "2  Convert", "3  Verify", "4  Chat")
@@ -34,6 +37,7 @@ class MainWindow(QMainWindow):
         self.chat_view = ChatView(self.state)
         self.nav = QListWidget()
         self.nav.setObjectName("nav")
+        self.nav.setAccessibleName("Pages")
         self.nav.addItems(PAGES)
         self.nav.setFixedWidth(150)
         self.pages = QStackedWidget()
@@ -50,14 +54,74 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.pages, 1)
         self.setCentralWidget(central)
         self.nav.setCurrentRow(0)
-        self.about_action = QAction("&About Multimodal Forge", self)
-        self.about_action.triggered.connect(self.show_about)
-        self.menuBar().addMenu("&Help").addAction(self.about_action)
+        self._system_palette = QApplication.palette()
+        self._menus()
         geometry = settings.value("geometry")
         if isinstance(geometry, QByteArray):
             self.restoreGeometry(geometry)
         else:
             self.resize(1180, 780)
+
+    def _action(self, menu: QMenu, text: str, slot: object, shortcut: str = "") -> QAction:
+        action = QAction(text, self)
+        if shortcut:
+            action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    def _menus(self) -> None:
+        """File, View, Chat and Help, with the shortcuts people expect."""
+        bar = self.menuBar()
+        file = bar.addMenu("&File")
+        self._action(file, "&Open package…", self._open_package, "Ctrl+O")
+        file.addSeparator()
+        self._action(file, "&Quit", self.close, "Ctrl+Q")
+        view = bar.addMenu("&View")
+        self.page_actions = [
+            self._action(view, name.split()[1], lambda _=False, i=i: self.go(i), f"Ctrl+{i + 1}")
+            for i, name in enumerate(PAGES)
+        ]
+        view.addSeparator()
+        appearance = view.addMenu("&Appearance")
+        group = QActionGroup(self)
+        chosen = str(self.state.settings.value("appearance", "system"))
+        self.scheme_actions: dict[str, QAction] = {}
+        for scheme in SCHEMES:
+            action = QAction(scheme.capitalize(), self, checkable=True)
+            action.setChecked(scheme == chosen)
+            action.triggered.connect(lambda _=False, s=scheme: self.set_appearance(s))
+            group.addAction(action)
+            appearance.addAction(action)
+            self.scheme_actions[scheme] = action
+        if chosen != "system":
+            self.set_appearance(chosen)
+        chat = bar.addMenu("&Chat")
+        self._action(chat, "&New conversation", self._new_conversation, "Ctrl+N")
+        self._action(chat, "&Copy last answer", self.chat_view.copy_last_answer, "Ctrl+Shift+C")
+        self._action(chat, "&Stop the answer", self.chat_view.bridge.stop, "Ctrl+.")
+        help_menu = bar.addMenu("&Help")
+        self.about_action = self._action(help_menu, "&About Multimodal Forge", self.show_about)
+
+    @Slot(str)
+    def set_appearance(self, scheme: str) -> None:
+        """System, light or dark colours (remembered)."""
+        app = QApplication.instance()
+        if scheme not in SCHEMES or not isinstance(app, QApplication):
+            return
+        apply_scheme(app, scheme, self._system_palette)
+        self.state.settings.setValue("appearance", scheme)
+        self.scheme_actions[scheme].setChecked(True)
+
+    @Slot()
+    def _open_package(self) -> None:
+        self.go(3)
+        self.chat_view.choose_package()
+
+    @Slot()
+    def _new_conversation(self) -> None:
+        self.go(3)
+        self.chat_view.new_conversation()
 
     @Slot()
     def show_about(self) -> None:

@@ -113,6 +113,7 @@ class ModelView(QWidget):
         self.runner = JobRunner(self)
         self.source = QLineEdit(placeholderText="Hub id (org/name[@revision]) or a local folder")
         self.source.setObjectName("sourceEdit")
+        self.source.setAccessibleName("Model: hub id or folder")
         self.source.returnPressed.connect(self.inspect)
         browse = QPushButton("Folder…")
         browse.clicked.connect(self.browse)
@@ -128,9 +129,11 @@ class ModelView(QWidget):
         for w in (self.source, browse, self.inspect_button):
             row.addWidget(w)
         self.known = QListWidget()
+        self.known.setAccessibleName("Recent and cached models")
         self.known.setMaximumWidth(320)
         self.known.itemActivated.connect(self._pick_known)
         self.card = QTextBrowser()
+        self.card.setAccessibleName("What the model is")
         self.card.setObjectName("profileCard")
         self.card.setHtml(
             "<p>Pick a model: type a hub id, choose a folder, or start with the demo model. "

@@ -492,3 +492,54 @@ def test_chat_bubbles_copy_links_settings_and_the_conversation_list(
 
     assert colours(_palette(True)).model_bubble in chat.transcript.toHtml()
     assert not _dialogs(window)
+
+
+def test_menus_shortcuts_appearance_and_accessible_names(qtbot, window):
+    from PySide6.QtGui import QKeySequence
+    from PySide6.QtWidgets import (
+        QAbstractItemView,
+        QAbstractSpinBox,
+        QApplication,
+        QComboBox,
+        QLabel,
+        QLineEdit,
+        QMenu,
+        QPlainTextEdit,
+        QTextEdit,
+    )
+
+    from mmforge.gui.theme import is_dark
+
+    portable = QKeySequence.SequenceFormat.PortableText
+    shortcuts = {
+        a.text().replace("&", ""): a.shortcut().toString(portable)
+        for menu in window.menuBar().findChildren(QMenu)
+        for a in menu.actions()
+    }
+    assert shortcuts["Open package…"] == "Ctrl+O" and shortcuts["New conversation"] == "Ctrl+N"
+    assert shortcuts["Copy last answer"] == "Ctrl+Shift+C"
+    assert [a.shortcut().toString(portable) for a in window.page_actions][3] == "Ctrl+4"
+    qtbot.keyClick(window, "3", Qt.KeyboardModifier.ControlModifier)
+    assert window.pages.currentWidget() is window.verify_view
+
+    # Appearance: dark is dark everywhere (the chat redraws), remembered, and undone.
+    window.scheme_actions["dark"].trigger()
+    assert is_dark(QApplication.palette()) and window.state.settings.value("appearance") == "dark"
+    window.scheme_actions["light"].trigger()
+    assert not is_dark(QApplication.palette())
+
+    # Every field a screen reader reaches, on every page, has a name: its own or its label's.
+    named = {id(label.buddy()) for label in window.findChildren(QLabel) if label.buddy()}
+    nameless = []
+    for page in range(4):
+        window.go(page)
+        nameless += [
+            (page, type(w).__name__, w.placeholderText() if hasattr(w, "placeholderText") else "")
+            for kind in (QLineEdit, QPlainTextEdit, QTextEdit, QAbstractItemView)
+            for w in window.findChildren(kind)
+            if w.isVisibleTo(window)
+            and not isinstance(w.parent(), (QAbstractItemView, QAbstractSpinBox, QComboBox))
+            and not w.accessibleName()
+            and id(w) not in named
+        ]
+    assert not nameless
