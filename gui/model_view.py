@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QMessageBox,
+    QProgressBar,
     QPushButton,
     QTextBrowser,
     QVBoxLayout,
@@ -141,6 +142,15 @@ class ModelView(QWidget):
             "download of weights.</p>"
         )
         self.status = QLabel("")
+        self.status.setObjectName("modelStatus")
+        self.progress = QProgressBar()
+        self.progress.setObjectName("inspectProgress")
+        self.progress.setTextVisible(False)
+        self.progress.setMaximumWidth(240)
+        self.progress.setVisible(False)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setVisible(False)
+        self.cancel_button.clicked.connect(self.runner.cancel)
         self.next_button = QPushButton("Convert →")
         self.next_button.setEnabled(False)
         self.next_button.clicked.connect(self.convert_requested)
@@ -154,6 +164,8 @@ class ModelView(QWidget):
         body.addWidget(self.card, 1)
         bottom = QHBoxLayout()
         bottom.addWidget(self.status, 1)
+        bottom.addWidget(self.progress)
+        bottom.addWidget(self.cancel_button)
         bottom.addWidget(self.next_button)
         layout = QVBoxLayout(self)
         layout.addLayout(row)
@@ -162,6 +174,7 @@ class ModelView(QWidget):
         self.runner.progress.connect(self._on_progress)
         self.runner.succeeded.connect(self._on_result)
         self.runner.failed.connect(self._on_failed)
+        self.runner.cancelled.connect(self._on_cancelled)
         self.runner.finished.connect(self._on_finished)
         self._pending = ""
         self.refresh_known()
@@ -228,10 +241,30 @@ class ModelView(QWidget):
     def _busy(self, busy: bool) -> None:
         self.inspect_button.setEnabled(not busy)
         self.demo_button.setEnabled(not busy)
+        self.cancel_button.setVisible(busy)
+        self.progress.setVisible(busy)
+        self.progress.setRange(0, 0)  # moving until a step says how far it is
 
     @Slot(object)
     def _on_progress(self, p: Any) -> None:
-        self.status.setText(f"{p.stage}: {p.message}")
+        """The step in hand, and how far it is where it knows (metadata downloads)."""
+        if p.total:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(int(1000 * min(1.0, p.done / p.total)))
+        else:
+            self.progress.setRange(0, 0)
+        what = {"download": "Downloading", "inspect": "Reading the model"}.get(p.stage, p.stage)
+        amount = (
+            f" {human_bytes(int(p.done))} of {human_bytes(int(p.total))}"
+            if (p.unit == "bytes" and p.total)
+            else ""
+        )
+        self.status.setText(f"{what}{amount}: {p.message}" if p.message else what + amount)
+
+    @Slot()
+    def _on_cancelled(self) -> None:
+        self._pending = ""
+        self.status.setText("Cancelled.")
 
     @Slot(object)
     def _on_result(self, value: Any) -> None:

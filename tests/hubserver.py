@@ -16,6 +16,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -38,6 +39,7 @@ class HubState:
     authorization: list[tuple[str, str | None]] = field(default_factory=list)  # path, header
     redirect_files_to: str | None = None  # base URL that file requests are redirected to
     hang_api: bool = False  # the repo info endpoint never answers
+    bytes_per_second: int | None = None  # file bodies are sent this slowly (None: at once)
     released: threading.Event = field(default_factory=threading.Event)  # ends a hang
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -183,7 +185,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(2)
             return
-        self.wfile.write(chunk)
+        rate = self.state.bytes_per_second
+        if rate is None:
+            self.wfile.write(chunk)
+            return
+        step = max(1, rate // 20)
+        for i in range(0, len(chunk), step):  # a slow link: twenty pieces a second
+            self.wfile.write(chunk[i : i + step])
+            self.wfile.flush()
+            time.sleep(0.05)
 
 
 class HubServer:

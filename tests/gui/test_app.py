@@ -543,3 +543,29 @@ def test_menus_shortcuts_appearance_and_accessible_names(qtbot, window):
             and id(w) not in named
         ]
     assert not nameless
+
+
+def test_inspect_shows_its_progress_and_can_be_cancelled(qtbot, window, hub, tiny):
+    model = window.model_view
+    repo = hub.state.add_folder("org/tiny", tiny("qwen2_5_vl"))
+    seen = []
+    model.runner.progress.connect(
+        lambda p: seen.append((model.progress.isVisible(), model.status.text()))
+    )
+    model.source.setText("org/tiny")
+    with qtbot.waitSignal(model.runner.finished, timeout=LONG):
+        model.inspect_button.click()
+        assert model.cancel_button.isVisible()
+    assert any(shown and "Downloading" in text and " of " in text for shown, text in seen)
+    assert not model.progress.isVisible() and not model.cancel_button.isVisible()
+    assert "Qwen2.5-VL" in model.card.toPlainText()
+
+    # A slow metadata download: Cancel stops it, says so, and the page is usable again.
+    hub.state.bytes_per_second = 2_000
+    repo.files["tokenizer.json"] = repo.files["tokenizer.json"] + b" " * 200_000
+    repo.sha = "1" * 40
+    with qtbot.waitSignal(model.runner.progress, timeout=LONG):
+        model.inspect_button.click()
+    with qtbot.waitSignal(model.runner.finished, timeout=LONG):
+        model.cancel_button.click()
+    assert model.status.text() == "Cancelled." and model.inspect_button.isEnabled()
