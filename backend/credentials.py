@@ -46,3 +46,78 @@ def save_token(token: str) -> Path:
             "Check the permissions of the Hugging Face folder",
         ) from None
     return path
+
+
+def stored_token() -> str | None:
+    """The token in the standard store (not HF_TOKEN), or None."""
+    try:
+        token = token_path().read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return token or None
+
+
+def environment_token() -> bool:
+    """Whether HF_TOKEN is set (it takes precedence over the store, and cannot be signed out)."""
+    return bool(os.environ.get("HF_TOKEN", "").strip())
+
+
+def whoami(token: str) -> str:
+    """The hub account a token belongs to; the token goes to the hub endpoint only.
+
+    Raises:
+        MmforgeError: The hub refused the token, or could not be reached.
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from mmforge.backend.hubcall import hub_call
+    from mmforge.backend.source import hub_endpoint
+
+    api = HfApi(endpoint=hub_endpoint())
+    try:
+        info = hub_call("who the token belongs to", lambda: api.whoami(token=token.strip()))
+    except HfHubHTTPError as e:
+        status = e.response.status_code if e.response is not None else None
+        if status == 401:
+            raise MmforgeError(
+                "The hub refused this token", "Copy a token again from your hub settings"
+            ) from None
+        raise MmforgeError(
+            f"The hub could not check the token (HTTP {status})", "Try again later"
+        ) from None
+    except MmforgeError:
+        raise
+    except OSError as e:
+        raise MmforgeError(
+            "Cannot reach the hub to check the token",
+            "Check the network connection",
+            details=str(e),
+        ) from None
+    return str(info.get("name") or "an unnamed account")
+
+
+def sign_in(token: str) -> tuple[str, Path]:
+    """Check a token with the hub, then store it; returns (account name, store file)."""
+    token = token.strip()
+    if not token or any(c.isspace() for c in token):
+        raise MmforgeError(
+            "That is not a Hugging Face token", "Paste the token as the hub shows it"
+        )
+    name = whoami(token)
+    return name, save_token(token)
+
+
+def sign_out() -> bool:
+    """Remove the stored token; returns whether there was one."""
+    path = token_path()
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise MmforgeError(
+            f"Cannot remove the token from {path}: {e.strerror or e}",
+            "Check the permissions of the Hugging Face folder",
+        ) from None
+    return True

@@ -75,6 +75,8 @@ class MainWindow(QMainWindow):
         bar = self.menuBar()
         file = bar.addMenu("&File")
         self._action(file, "&Open package…", self._open_package, "Ctrl+O")
+        self._action(file, "&Library…", self.show_library, "Ctrl+L")
+        self._action(file, "Hugging Face &account…", self.model_view.account)
         file.addSeparator()
         self._action(file, "&Quit", self.close, "Ctrl+Q")
         view = bar.addMenu("&View")
@@ -112,6 +114,21 @@ class MainWindow(QMainWindow):
         apply_scheme(app, scheme, self._system_palette)
         self.state.settings.setValue("appearance", scheme)
         self.scheme_actions[scheme].setChecked(True)
+
+    @Slot()
+    def show_library(self) -> None:
+        """Packages and downloaded models: sizes, dates, open, chat, delete, move."""
+        from mmforge.gui.library_dialog import LibraryDialog
+
+        dialog = LibraryDialog(self.state, self)
+        dialog.chat_requested.connect(self._chat_with)
+        dialog.exec()
+
+    @Slot(str)
+    def _chat_with(self, package: str) -> None:
+        self.go(3)
+        self.chat_view.package.setText(package)
+        self.chat_view.load()
 
     @Slot()
     def _open_package(self) -> None:

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import html
-import os
+import time
 from typing import Any
 
 from PySide6.QtCore import QEvent, Signal, Slot
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
-    QInputDialog,
     QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
-    QMessageBox,
     QProgressBar,
     QPushButton,
     QTextBrowser,
@@ -34,18 +32,6 @@ from mmforge.gui.theme import Colours, colours
 def parts_of(params: dict[str, Any]) -> list[tuple[str, Any]]:
     """Parameter counts per component (the total left out)."""
     return [(k, v) for k, v in params.items() if k != "total"]
-
-
-def hub_cache_models() -> list[str]:
-    """Model repos already in the Hugging Face cache (org/name), without importing it."""
-    root = os.environ.get("HF_HUB_CACHE") or os.path.join(
-        os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub"
-    )
-    try:
-        names = sorted(os.listdir(root))
-    except OSError:
-        return []
-    return [n[len("models--") :].replace("--", "/") for n in names if n.startswith("models--")]
 
 
 def profile_html(p: Profile, c: Colours) -> str:
@@ -124,8 +110,9 @@ class ModelView(QWidget):
         self.demo_button = QPushButton("Use the demo model")
         self.demo_button.setToolTip("A tiny random-weight Qwen2.5-VL built offline")
         self.demo_button.clicked.connect(self.use_demo)
-        token = QPushButton("Hugging Face token…")
-        token.clicked.connect(self.set_token)
+        token = QPushButton("Hugging Face account…")
+        token.setToolTip("Sign in with a token for gated and private models")
+        token.clicked.connect(self.account)
         row = QHBoxLayout()
         for w in (self.source, browse, self.inspect_button):
             row.addWidget(w)
@@ -181,12 +168,21 @@ class ModelView(QWidget):
 
     def refresh_known(self) -> None:
         """Fill the list with recent sources and the models in the HF cache."""
+        from mmforge.backend.library import cached_models
+
         self.known.clear()
+        cached = {m.repo_id: m for m in cached_models()}
         seen = set()
-        for source in [*self.state.recent_sources(), *hub_cache_models()]:
-            if source not in seen:
-                seen.add(source)
-                self.known.addItem(QListWidgetItem(source))
+        for source in [*self.state.recent_sources(), *cached]:
+            if source in seen:
+                continue
+            seen.add(source)
+            item = QListWidgetItem(source)
+            model = cached.get(source)
+            if model is not None:
+                used = time.strftime("%Y-%m-%d", time.localtime(model.last_used))
+                item.setToolTip(f"Downloaded: {human_bytes(model.size_bytes)}, last used {used}")
+            self.known.addItem(item)
 
     @Slot(QListWidgetItem)
     def _pick_known(self, item: QListWidgetItem) -> None:
@@ -201,21 +197,11 @@ class ModelView(QWidget):
             self.source.setText(folder)
 
     @Slot()
-    def set_token(self) -> None:
-        """Save a token in the standard Hugging Face token store (never shown or logged)."""
-        token, ok = QInputDialog.getText(
-            self, "Hugging Face token", "Token for gated models:", QLineEdit.EchoMode.Password
-        )
-        if ok and token.strip():
-            from mmforge.backend.credentials import save_token
-            from mmforge.backend.errors import MmforgeError
+    def account(self) -> None:
+        """Sign in to the hub (for gated models), see who is signed in, sign out."""
+        from mmforge.gui.account_dialog import AccountDialog
 
-            try:
-                path = save_token(token)
-            except MmforgeError as e:
-                show_error(self, {"message": e.user_message, "hint": e.hint})
-                return
-            QMessageBox.information(self, "Token saved", f"Saved in {path}.")
+        AccountDialog(self).exec()
 
     @Slot()
     def use_demo(self) -> None:

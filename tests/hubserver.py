@@ -39,6 +39,7 @@ class HubState:
     authorization: list[tuple[str, str | None]] = field(default_factory=list)  # path, header
     redirect_files_to: str | None = None  # base URL that file requests are redirected to
     hang_api: bool = False  # the repo info endpoint never answers
+    users: dict[str, str] = field(default_factory=dict)  # token -> account name (whoami)
     bytes_per_second: int | None = None  # file bodies are sent this slowly (None: at once)
     released: threading.Event = field(default_factory=threading.Event)  # ends a hang
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -101,6 +102,20 @@ class _Handler(BaseHTTPRequestHandler):
         with self.state.lock:
             self.state.requests.append((self.command, path, self.headers.get("Range")))
             self.state.authorization.append((path, self.headers.get("Authorization")))
+        if path == "/api/whoami-v2":
+            auth = self.headers.get("Authorization") or ""
+            name = self.state.users.get(auth.removeprefix("Bearer "))
+            if name is None:
+                self._error(401, "Unauthorized", "Invalid credentials")
+                return
+            data = json.dumps({"type": "user", "name": name}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if body:
+                self.wfile.write(data)
+            return
         if m := _API.match(path):
             if self.state.hang_api:
                 self.state.released.wait(timeout=60)

@@ -569,3 +569,79 @@ def test_inspect_shows_its_progress_and_can_be_cancelled(qtbot, window, hub, tin
     with qtbot.waitSignal(model.runner.finished, timeout=LONG):
         model.cancel_button.click()
     assert model.status.text() == "Cancelled." and model.inspect_button.isEnabled()
+
+
+def test_account_dialog_checks_the_token_with_the_hub_and_signs_out(
+    qtbot, window, hub, tmp_path, monkeypatch
+):
+    from huggingface_hub import constants
+
+    from mmforge.gui.account_dialog import AccountDialog
+
+    store = tmp_path / "hf" / "token"
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(store))
+    hub.state.users["hf_good"] = "alice"
+    dialog = AccountDialog(window)
+    qtbot.addWidget(dialog)
+    assert dialog.who.text() == "Not signed in." and not dialog.sign_out_button.isEnabled()
+
+    dialog.token.setText("hf_bad")
+    with qtbot.waitSignal(dialog._call.done, timeout=LONG):
+        dialog.sign_in_button.click()
+    assert "refused this token" in dialog.who.text() and not store.exists()
+
+    dialog.token.setText("hf_good")
+    with qtbot.waitSignal(dialog._call.done, timeout=LONG):
+        dialog.sign_in_button.click()
+    assert dialog.who.text().startswith("Signed in as alice.") and store.read_text() == "hf_good"
+    assert "hf_good" not in dialog.who.text() and dialog.token.text() == ""
+    assert (store.stat().st_mode & 0o777) == 0o600
+    assert ("/api/whoami-v2", "Bearer hf_good") in hub.state.authorization
+
+    # Opened again, it says who is signed in; Sign out removes the stored token.
+    again = AccountDialog(window)
+    qtbot.addWidget(again)
+    qtbot.waitUntil(lambda: again.who.text().startswith("Signed in as alice"), timeout=LONG)
+    again.sign_out_button.click()
+    assert not store.exists() and again.who.text().startswith("Signed out")
+
+
+def test_library_lists_deletes_and_moves_packages_and_prunes_the_cache(
+    qtbot, window, hub, package, tiny, tmp_path, monkeypatch
+):
+    import shutil
+
+    from mmforge.backend.source import resolve
+    from mmforge.gui.library_dialog import LibraryDialog
+
+    root = window.state.packages_folder()
+    for name in ("one", "two"):
+        shutil.copytree(package("qwen2_5_vl"), root / name)
+    hub.state.add_folder("org/tiny", tiny("qwen2_5_vl"))
+    resolve("org/tiny", purpose="inspect")
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    dialog = LibraryDialog(window.state, window)
+    qtbot.addWidget(dialog)
+    table = dialog.package_table
+    assert table.rowCount() == 2 and table.item(0, 3).text().endswith("B")
+    assert "2 packages" in dialog.folder_label.text()
+    assert [dialog.model_table.item(0, 0).text()] == ["org/tiny"]
+
+    dialog.package_table.selectRow(0)
+    gone = dialog._packages[0].folder
+    dialog.delete_package_button.click()
+    assert not gone.exists() and table.rowCount() == 1
+
+    new = tmp_path / "elsewhere"
+    dialog.move_to(new)
+    assert window.state.packages_folder() == new and table.rowCount() == 1
+    assert [p.name for p in new.iterdir()] == [next(p for p in ("one", "two") if p != gone.name)]
+
+    dialog.tabs.setCurrentIndex(1)
+    dialog.delete_model_button.click()
+    assert dialog.model_table.rowCount() == 0
+
+    with qtbot.waitSignal(dialog.chat_requested) as chat:
+        dialog.chat_button.click()
+    assert chat.args == [str(next(new.iterdir()))]
+    assert not _dialogs(window)

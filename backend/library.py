@@ -1,0 +1,190 @@
+"""What the user has on disk: converted packages and models in the Hugging Face cache.
+
+Listing, sizes, dates, deleting and moving, with the checks that keep a slip from
+deleting something that is not ours: only a folder holding an mmforge manifest and a
+genai_config.json is a package, and only the hub cache's own API deletes cached models.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.source import hub_cache_dir
+
+MANIFEST = "mmforge_manifest.json"
+
+
+@dataclass(frozen=True)
+class PackageEntry:
+    """One converted package.
+
+    Attributes:
+        folder: The package folder.
+        size_bytes: Everything in it.
+        converted: When it was written (seconds since the epoch).
+        source: The model it was converted from.
+        family: The family's name.
+        dtype: Its precision.
+    """
+
+    folder: Path
+    size_bytes: int
+    converted: float
+    source: str
+    family: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class CachedModel:
+    """A model repository in the Hugging Face cache.
+
+    Attributes:
+        repo_id: org/name.
+        size_bytes: What its files take on disk.
+        last_used: When a file of it was last read (seconds since the epoch).
+        revisions: The commit hashes held.
+    """
+
+    repo_id: str
+    size_bytes: int
+    last_used: float
+    revisions: tuple[str, ...]
+
+
+def folder_size(folder: Path) -> int:
+    """Bytes in the files under `folder` (links not followed)."""
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
+def is_package(folder: Path) -> bool:
+    """Whether `folder` is a package mmforge wrote."""
+    return (folder / MANIFEST).is_file() and (folder / "genai_config.json").is_file()
+
+
+def read_package(folder: Path) -> PackageEntry | None:
+    """The entry for one package folder (None when it is not one)."""
+    if not is_package(folder):
+        return None
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        converted = (folder / MANIFEST).stat().st_mtime
+    except (OSError, ValueError):
+        return None
+    return PackageEntry(
+        folder=folder,
+        size_bytes=folder_size(folder),
+        converted=converted,
+        source=str(manifest.get("source", "")),
+        family=str(manifest.get("family", "")),
+        dtype=str(manifest.get("dtype", "")),
+    )
+
+
+def packages(root: Path, extra: Iterable[Path] = ()) -> list[PackageEntry]:
+    """The packages directly under `root`, and the `extra` folders, newest first."""
+    folders = set(extra)
+    if root.is_dir():
+        folders |= {p for p in root.iterdir() if p.is_dir()}
+    found = [e for f in folders if (e := read_package(f)) is not None]
+    return sorted(found, key=lambda e: e.converted, reverse=True)
+
+
+def delete_package(folder: Path) -> None:
+    """Delete a package folder; anything that is not an mmforge package is refused."""
+    if not is_package(folder):
+        raise MmforgeError(
+            f"{folder} is not an mmforge package; nothing was deleted",
+            "Delete it yourself if you mean to",
+        )
+    try:
+        shutil.rmtree(folder)
+    except OSError as e:
+        raise MmforgeError(
+            f"Could not delete all of {folder}: {e.strerror}", "Check its permissions"
+        ) from None
+
+
+def move_packages(
+    old_root: Path, new_root: Path, on_package: Callable[[Path], None] | None = None
+) -> list[Path]:
+    """Move every package under `old_root` into `new_root`; returns their new folders.
+
+    A package whose name is taken in `new_root` is refused before anything moves. One
+    that fails mid-way stays where it was (a move across disks copies, then deletes).
+    """
+    moving = [e.folder for e in packages(old_root)]
+    if new_root.resolve() == old_root.resolve():
+        return []
+    taken = [f.name for f in moving if (new_root / f.name).exists()]
+    if taken:
+        raise MmforgeError(
+            f"{new_root} already holds {', '.join(sorted(taken))}; nothing was moved",
+            "Choose another folder, or rename those first",
+        )
+    new_root.mkdir(parents=True, exist_ok=True)
+    moved: list[Path] = []
+    for folder in moving:
+        if on_package is not None:
+            on_package(folder)
+        target = new_root / folder.name
+        try:
+            shutil.move(str(folder), str(target))
+        except OSError as e:
+            shutil.rmtree(target, ignore_errors=True)  # a partial copy; the original stays
+            raise MmforgeError(
+                f"Could not move {folder.name}: {e.strerror}; {len(moved)} moved before it",
+                "Check the space and permissions of the new folder",
+            ) from None
+        moved.append(target)
+    return moved
+
+
+def cached_models(cache_dir: Path | None = None) -> list[CachedModel]:
+    """Model repositories in the Hugging Face cache, most recently used first."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    try:
+        info = scan_cache_dir(cache_dir or hub_cache_dir())
+    except (CacheNotFound, OSError):
+        return []
+    models = [
+        CachedModel(
+            repo_id=r.repo_id,
+            size_bytes=int(r.size_on_disk),
+            last_used=float(r.last_accessed),
+            revisions=tuple(sorted(rev.commit_hash for rev in r.revisions)),
+        )
+        for r in info.repos
+        if r.repo_type == "model"
+    ]
+    return sorted(models, key=lambda m: m.last_used, reverse=True)
+
+
+def delete_cached(model: CachedModel, cache_dir: Path | None = None) -> int:
+    """Delete every revision of a cached model; returns the bytes freed."""
+    from huggingface_hub import scan_cache_dir
+
+    strategy = scan_cache_dir(cache_dir or hub_cache_dir()).delete_revisions(*model.revisions)
+    freed = int(strategy.expected_freed_size)
+    try:
+        strategy.execute()
+    except OSError as e:
+        raise MmforgeError(
+            f"Could not delete {model.repo_id} from the cache: {e.strerror}",
+            "Check the permissions of the Hugging Face cache folder",
+        ) from None
+    return freed

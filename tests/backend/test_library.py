@@ -1,0 +1,68 @@
+"""The library: packages and cached models listed with sizes and dates, deleted, moved."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mmforge.backend import library
+from mmforge.backend.errors import MmforgeError
+
+
+def _copy(package: Path, root: Path, name: str) -> Path:
+    return Path(shutil.copytree(package, root / name))
+
+
+def test_packages_are_listed_with_size_date_and_source(package, tmp_path):
+    root = tmp_path / "packages"
+    first = _copy(package("qwen2_5_vl"), root, "a")
+    (root / "not-a-package").mkdir()
+    (root / "not-a-package" / "genai_config.json").write_text("{}")
+    [entry] = library.packages(root)
+    assert entry.folder == first and entry.dtype == "f32" and entry.family == "Qwen2.5-VL"
+    on_disk = sum(p.stat().st_size for p in first.rglob("*") if p.is_file())
+    assert entry.size_bytes == on_disk > 0 and entry.converted > 0
+    manifest = json.loads((first / library.MANIFEST).read_text())
+    assert entry.source == manifest["source"]
+
+
+def test_only_packages_are_deleted(package, tmp_path):
+    root = tmp_path / "packages"
+    folder = _copy(package("qwen2_5_vl"), root, "a")
+    mine = tmp_path / "my-photos"
+    mine.mkdir()
+    (mine / "genai_config.json").write_text("{}")
+    with pytest.raises(MmforgeError, match="not an mmforge package; nothing was deleted"):
+        library.delete_package(mine)
+    assert (mine / "genai_config.json").is_file()
+    library.delete_package(folder)
+    assert not folder.exists() and library.packages(root) == []
+
+
+def test_moving_the_library_moves_every_package_or_none(package, tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    for name in ("a", "b"):
+        _copy(package("qwen2_5_vl"), old, name)
+    (new / "b").mkdir(parents=True)
+    with pytest.raises(MmforgeError, match="already holds b; nothing was moved"):
+        library.move_packages(old, new)
+    assert len(library.packages(old)) == 2
+    (new / "b").rmdir()
+    seen = []
+    moved = library.move_packages(old, new, seen.append)
+    assert sorted(p.name for p in moved) == ["a", "b"] and len(seen) == 2
+    assert library.packages(old) == [] and len(library.packages(new)) == 2
+
+
+def test_cached_models_list_sizes_and_delete_through_the_hub_cache(hub, tiny, tmp_path):
+    from mmforge.backend.source import resolve
+
+    hub.state.add_folder("org/tiny", tiny("qwen2_5_vl"))
+    resolve("org/tiny", purpose="inspect")
+    [model] = library.cached_models()
+    assert model.repo_id == "org/tiny" and model.size_bytes > 0 and model.last_used > 0
+    assert library.delete_cached(model) == model.size_bytes
+    assert library.cached_models() == []
