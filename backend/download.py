@@ -25,6 +25,7 @@ from mmforge.backend.errors import MmforgeError
 log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
+PROGRESS_CHUNK = 1 << 18  # progress moves every 256 KiB: smooth on a slow link too
 RETRIES = 5
 MAX_REDIRECTS = 10
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -188,7 +189,7 @@ def _download(
                     on_bytes(-have)
                     have, mode = 0, "wb"
                 with partial.open(mode) as f:
-                    for chunk in response.iter_bytes(CHUNK):
+                    for chunk in response.iter_bytes(PROGRESS_CHUNK):
                         f.write(chunk)
                         have += len(chunk)
                         on_bytes(len(chunk))

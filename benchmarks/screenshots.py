@@ -1,11 +1,22 @@
-"""Screenshots of each page of the app, taken while it runs the demo flow.
+"""Screenshots of the app as a new user meets it, in the light and the dark palette.
 
 Run under a real X server with real fonts (Xvfb), not the offscreen platform:
 
     xvfb-run -a -s "-screen 0 1400x900x24" python benchmarks/screenshots.py [--out DIR]
 
-Writes model.png, convert.png, verify.png and chat.png into DIR (default
-/tmp/mmforge-screenshots). Offline: it uses the built-in demo model.
+On a fresh profile (empty XDG data, config and cache folders, an empty Hugging Face
+cache) it drives the real window through the whole flow, offline: the built-in demo
+model is served by a local, deliberately slow hub so that the download can be seen.
+Each moment is captured twice, as NAME-light.png and NAME-dark.png, in DIR (default
+/tmp/mmforge-screenshots):
+
+    1-model         the demo model inspected from the (local) hub
+    2-download      the conversion downloading the weights, with rate and time left
+    3-converting    the conversion past the download
+    4-verify-pass   the f32 package verified: PASS
+    5-verify-fail   an int4 package of the random demo model verified: FAIL
+    6-chat          an answer streaming, the sent picture in the transcript
+    7-error         the dialog for an attachment the model cannot take
 """
 
 from __future__ import annotations
@@ -14,7 +25,12 @@ import argparse
 import os
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_REPO = "mmforge/demo-qwen2.5-vl"
 
 
 def main() -> int:
@@ -25,34 +41,197 @@ def main() -> int:
     if not os.environ.get("DISPLAY"):
         raise SystemExit("No X server: run under xvfb-run (see the docstring)")
     home = Path(tempfile.mkdtemp(prefix="mmforge-shots-"))
-    os.environ.setdefault("XDG_CONFIG_HOME", str(home / "config"))
-    os.environ.setdefault("XDG_DATA_HOME", str(home / "data"))
-    os.environ["HF_HUB_OFFLINE"] = "1"
+    for name in ("CONFIG", "DATA", "CACHE"):
+        os.environ[f"XDG_{name}_HOME"] = str(home / name.lower())
+    os.environ["HF_HUB_CACHE"] = str(home / "hf-cache")
+    os.environ.pop("HF_HUB_OFFLINE", None)
+    sys.path.insert(0, str(ROOT))
 
-    from PySide6.QtCore import QSettings
-    from PySide6.QtGui import QFontDatabase
-    from PySide6.QtWidgets import QApplication
+    from mmforge.backend.tiny.demo import demo_checkpoint
+    from tests.hubserver import HubServer
 
-    from mmforge import resources
-    from mmforge.gui.main_window import MainWindow
-    from mmforge.gui.self_test import SelfTest
+    demo = demo_checkpoint()
+    with HubServer() as hub:
+        os.environ["HF_ENDPOINT"] = hub.url
+        hub.state.add_folder(DEMO_REPO, demo)
+        files = hub.state.repos[DEMO_REPO].files
+        weights = sum(len(d) for n, d in files.items() if n.endswith(".safetensors"))
+        # About twenty seconds: long enough to see, as a user on a slow link sees it.
+        hub.state.bytes_per_second = max(20_000, weights // 20)
+        return Flow(args.out, home, demo).run()
 
-    app = QApplication(sys.argv[:1])
-    app.setStyle("Fusion")
-    QFontDatabase.addApplicationFont(str(resources.HERE / "DejaVuSans.ttf"))
-    window = MainWindow(QSettings(str(home / "settings.ini"), QSettings.Format.IniFormat))
-    window.resize(1280, 820)
-    window.show()
 
-    def snapshot(page: str) -> None:
-        path = args.out / f"{page}.png"
-        window.grab().save(str(path))
-        print(f"wrote {path}", flush=True)
+class Flow:
+    """The window driven step by step; each step waits for what the user would see."""
 
-    test = SelfTest(window, snapshot)
-    test.start()
-    app.exec()
-    return 0 if test.ok else 1
+    def __init__(self, out: Path, home: Path, demo: Path):
+        from PySide6.QtCore import QSettings
+        from PySide6.QtGui import QFontDatabase, QIcon
+        from PySide6.QtWidgets import QApplication
+
+        from mmforge import resources
+        from mmforge.gui.main_window import MainWindow
+
+        self.out, self.home, self.demo = out, home, demo
+        self.app = QApplication(sys.argv[:1])
+        self.app.setStyle("Fusion")
+        self.app.setWindowIcon(QIcon(str(resources.HERE / "mmforge.png")))
+        QFontDatabase.addApplicationFont(str(resources.HERE / "DejaVuSans.ttf"))
+        settings = QSettings(str(home / "settings.ini"), QSettings.Format.IniFormat)
+        self.window = MainWindow(settings)
+        self.window.resize(1280, 820)
+        self.window.move(0, 0)
+        self.window.show()
+
+    def wait(self, what: str, ready: Callable[[], bool], timeout_s: float = 600) -> None:
+        from PySide6.QtCore import QEventLoop
+
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"timed out waiting for {what}")
+            self.app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
+            time.sleep(0.01)
+
+    def settle(self, seconds: float = 0.4) -> None:
+        end = time.monotonic() + seconds
+        self.wait("the window to redraw", lambda: time.monotonic() > end)
+
+    def shot(self, name: str, now: bool = False) -> None:
+        """The screen under the window (dialogs included), light then dark.
+
+        `now` draws the window itself at once, without running the event loop: a moment
+        inside a signal handler stays that moment.
+        """
+        for scheme in ("light", "dark"):
+            self.window.set_appearance(scheme)
+            if now:
+                from PySide6.QtCore import QEvent
+
+                # Only the palette's own events, not the stream's: the moment stays.
+                for kind in (
+                    QEvent.Type.ApplicationPaletteChange,
+                    QEvent.Type.PaletteChange,
+                    QEvent.Type.StyleChange,
+                    QEvent.Type.Polish,
+                    QEvent.Type.PolishRequest,
+                    QEvent.Type.LayoutRequest,
+                    QEvent.Type.UpdateRequest,
+                ):
+                    self.app.sendPostedEvents(None, kind)
+                picture = self.window.grab()
+            else:
+                self.settle(0.3)
+                geometry = self.window.frameGeometry()
+                screen = self.app.primaryScreen()
+                picture = screen.grabWindow(
+                    0, geometry.x(), geometry.y(), geometry.width(), geometry.height()
+                )
+            path = self.out / f"{name}-{scheme}.png"
+            picture.save(str(path), "PNG")
+            print(f"wrote {path}", flush=True)
+        self.window.set_appearance("light")
+
+    def run(self) -> int:
+        w = self.window
+        model, convert, verify, chat = w.model_view, w.convert_view, w.verify_view, w.chat_view
+        failed: list[str] = []
+        for runner in (model.runner, convert.runner, verify.runner):
+            runner.failed.connect(lambda e: failed.append(str(e.get("message"))))
+        chat.bridge.failed.connect(lambda e: failed.append(str(e.get("message"))))
+
+        def ok(step: str) -> None:
+            if failed:
+                raise SystemExit(f"{step} failed: {failed[-1]}")
+
+        # 1. The model, from the hub.
+        model.source.setText(DEMO_REPO)
+        model.inspect()
+        self.wait("inspection", lambda: w.state.profile is not None or bool(failed))
+        ok("inspect")
+        self.settle()
+        self.shot("1-model")
+
+        # 2-3. Convert into the default folder: the download, then the conversion.
+        model.next_button.click()
+        convert.convert()
+        self.wait(
+            "the download to be a third done",
+            lambda: convert._stage_name == "download" and convert.stage_bar.value() > 330,
+        )
+        ok("download")
+        self.shot("2-download")
+        self.wait(
+            "the conversion past the download",
+            lambda: convert._stage_name not in ("", "download", "resolve") or bool(failed),
+        )
+        ok("convert")
+        self.shot("3-converting")
+        self.wait("the package", lambda: bool(w.state.package) or bool(failed))
+        ok("convert")
+        package = w.state.package
+        self.wait("the conversion to finish", lambda: not convert.runner.running)
+
+        # 4. Verify PASS.
+        w.go(2)
+        verify.run()
+        self.wait("verification", lambda: not verify.runner.running and verify.report is not None)
+        ok("verify")
+        self.settle()
+        self.shot("4-verify-pass")
+
+        # 5. Verify FAIL: the random demo model in int4 (the app does not offer it).
+        from mmforge.backend.convert import convert as convert_package
+
+        int4 = self.home / "demo-int4"
+        convert_package(str(self.demo), int4, dtype="int4")
+        verify.package.setText(str(int4))
+        verify.reference.setText(str(self.demo))
+        verify.report = None
+        verify.run()
+        self.wait("verification", lambda: not verify.runner.running and verify.report is not None)
+        ok("verify int4")
+        self.settle()
+        self.shot("5-verify-fail")
+
+        # 6. Chat: an answer streaming, with the picture it was sent.
+        from mmforge import resources
+        from mmforge.backend.attachments import IMAGE
+
+        w.go(3)
+        chat.package.setText(package)
+        chat.load()
+        self.wait("the model to load", lambda: chat._loaded or bool(failed))
+        ok("load")
+        chat.max_tokens.setValue(600)
+        chat.strip.add(resources.probe_image(), IMAGE)
+        chat.input.setPlainText("What is in this picture? Describe it in detail.")
+        taken: list[int] = []
+
+        def on_token(_: str) -> None:
+            # The demo model streams thousands of tokens a second: the picture is taken
+            # inside the handler of the 40th token, while the answer is still coming.
+            if chat._tokens == 40 and not taken:
+                taken.append(chat._tokens)
+                chat._show_progress()
+                self.shot("6-chat", now=True)
+
+        chat.bridge.token.connect(on_token)
+        chat.send()
+        self.wait("the answer", lambda: (bool(taken) and not chat._busy) or bool(failed))
+        ok("chat")
+        chat.bridge.token.disconnect(on_token)
+
+        # 7. An error dialog: audio for a model that takes images only.
+        chat._add_files([str(resources.probe_audio())])
+        self.settle()
+        self.shot("7-error")
+        from PySide6.QtWidgets import QMessageBox
+
+        for box in w.findChildren(QMessageBox):
+            box.close()
+        w.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -185,6 +185,8 @@ class ChatView(QWidget):
         self.conversations.setObjectName("conversations")
         self.conversations.setAccessibleName("Conversations")
         self.conversations.setMaximumWidth(240)
+        self.conversations.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.conversations.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.conversations.itemClicked.connect(self._open)
         self.conversations.itemDoubleClicked.connect(self._rename)
         self.new_button = QPushButton("New")
@@ -421,7 +423,7 @@ class ChatView(QWidget):
         for s in self.store.list():
             item = QListWidgetItem(s.title or "(untitled)")
             item.setData(Qt.ItemDataRole.UserRole, s.id)
-            item.setToolTip(f"{s.messages} messages with {s.package}")
+            item.setToolTip(f"{s.title}\n{s.messages} messages with {s.package}")
             self.conversations.addItem(item)
         self._ensure_listed()
 
@@ -766,7 +768,8 @@ class ChatView(QWidget):
         parts = [_message_html(m, i, c) for i, m in enumerate(messages)]
         if pending is not None:
             if streaming:
-                parts.append(_bubble(f"<p>{MARK}</p>", c, user=False))
+                head = f"<p style='color:{c.muted};font-size:small'>Model</p>"
+                parts.append(_bubble(f"{head}<p>{MARK}</p>", c, user=False))
             else:
                 parts.append(_message_html(Message("assistant", pending.answer), None, c))
         self._shown = messages
@@ -776,14 +779,15 @@ class ChatView(QWidget):
             found = self.transcript.document().find(MARK)
             if not found.isNull():
                 found.removeSelectedText()
+                found.insertText(pending.answer)  # a redraw mid-answer keeps what came
                 self._stream_cursor = found
         self._scroll_to_end()
 
     def changeEvent(self, event: QEvent) -> None:
         """Redraw the transcript in the new colours when the palette changes."""
         super().changeEvent(event)
-        if event.type() == QEvent.Type.PaletteChange and self.pending is None:
-            self._render()
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "_shown"):
+            self._render(streaming=self.pending is not None)
 
     @Slot(QUrl)
     def _on_anchor(self, url: QUrl) -> None:

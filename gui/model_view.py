@@ -59,7 +59,8 @@ def profile_html(p: Profile, c: Colours) -> str:
         f"<tr><td>{esc(k)}</td><td>{v}</td><td>{esc(p.token_strings.get(k, ''))}</td></tr>"
         for k, v in p.token_ids.items()
     )
-    parts.append(f"<p><b>Token ids</b></p><table>{rows}</table>")
+    table = "<table cellspacing='0' cellpadding='3'>"
+    parts.append(f"<p><b>Token ids</b></p>{table}{rows}</table>")
     sizes = p.sizes
     params = sizes.parameters
     if params:
@@ -69,13 +70,14 @@ def profile_html(p: Profile, c: Colours) -> str:
             f"<br><b>Download:</b> {human_bytes(sizes.checkpoint_bytes)}</p>"
         )
         rows = "".join(
-            f"<tr><td>{d}</td><td>{human_bytes(sizes.package_bytes[d])}</td>"
-            f"<td>{human_bytes(sizes.memory_bytes[d])}</td></tr>"
+            f"<tr><td>{d}</td><td align='right'>{human_bytes(sizes.package_bytes[d])}</td>"
+            f"<td align='right'>{human_bytes(sizes.memory_bytes[d])}</td></tr>"
             for d in ("f32", "f16", "int4")
             if d in sizes.package_bytes
         )
         parts.append(
-            f"<table><tr><th>dtype</th><th>package</th><th>runtime memory</th></tr>{rows}</table>"
+            f"{table}<tr><th align='left'>precision</th><th align='right'>package</th>"
+            f"<th align='right'>runtime memory</th></tr>{rows}</table>"
         )
     if p.remote_code:
         parts.append(f"<p style='color:{c.warn}'>Needs remote code.</p>")
