@@ -645,3 +645,71 @@ def test_library_lists_deletes_and_moves_packages_and_prunes_the_cache(
         dialog.chat_button.click()
     assert chat.args == [str(next(new.iterdir()))]
     assert not _dialogs(window)
+
+
+def test_a_fresh_profile_goes_demo_convert_verify_and_chat_with_a_pasted_image(
+    qtbot, tmp_path, monkeypatch
+):
+    """A new user: empty data, config and cache folders; every step by its buttons."""
+    from PySide6.QtGui import QImage
+    from PySide6.QtWidgets import QApplication
+
+    from mmforge.gui.main_window import MainWindow
+
+    for name in ("DATA", "CONFIG", "CACHE"):
+        monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    config = tmp_path / "config" / "mmforge" / "mmforge.ini"
+    window = MainWindow(QSettings(str(config), QSettings.Format.IniFormat))
+    qtbot.addWidget(window)
+    window.show()
+    model, convert, verify, chat = (
+        window.model_view,
+        window.convert_view,
+        window.verify_view,
+        window.chat_view,
+    )
+    # Model: the demo model, built offline into the empty cache, then inspected.
+    with qtbot.waitSignal(window.state.profile_changed, timeout=LONG):
+        model.demo_button.click()
+    assert "built-in demo model" in model.card.toPlainText()
+    qtbot.waitUntil(model.next_button.isEnabled, timeout=LONG)
+    model.next_button.click()
+    assert window.pages.currentWidget() is convert
+
+    # Convert into the default folder, whose parents do not exist yet.
+    default = tmp_path / "data" / "mmforge" / "packages"
+    assert Path(convert.output.text()).parent == default and not default.exists()
+    with qtbot.waitSignal(convert.runner.finished, timeout=LONG):
+        convert.convert_button.click()
+    package = Path(convert.output.text())
+    assert (package / "genai_config.json").is_file() and window.state.package == str(package)
+
+    # Verify, from the Convert page's button.
+    convert.next_button.click()
+    assert window.pages.currentWidget() is verify
+    with qtbot.waitSignal(verify.runner.finished, timeout=LONG):
+        verify.run_button.click()
+    assert verify.report is not None and verify.report.verdict == "PASS"
+
+    # Chat: load, paste an image with Ctrl+V, send; the answer and the picture are shown.
+    verify.next_button.click()
+    assert window.pages.currentWidget() is chat and chat.package.text() == str(package)
+    with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
+        chat.load_button.click()
+    QApplication.clipboard().setImage(QImage(str(resources.probe_image())))
+    chat.input.setFocus()
+    qtbot.keyClick(chat.input, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier)
+    [(pasted, kind)] = chat.strip.files
+    assert kind == IMAGE and pasted.suffix == ".png"
+    qtbot.keyClicks(chat.input, "What is in this picture?")
+    with (
+        qtbot.waitSignal(chat.bridge.turn, timeout=LONG) as turn,
+        qtbot.waitSignal(chat.bridge.busy, timeout=LONG, check_params_cb=_idle),
+    ):
+        qtbot.keyClick(chat.input, Qt.Key.Key_Return)
+    assert turn.args[0].stats.new_tokens > 0 and len(_pictures(chat)) == 1
+    [saved] = chat.store.list()
+    assert chat.store.root == tmp_path / "data" / "mmforge" / "conversations"
+    assert saved.messages == 2 and not _dialogs(window)
+    window.close()
