@@ -9,6 +9,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from mmforge.backend import __version__
+from mmforge.gui.app import log_file
 
 
 def licences_folder() -> Path | None:
@@ -51,6 +52,7 @@ class AboutDialog(QDialog):
             f"<h2>Multimodal Forge {__version__}</h2>"
             "<p>Converts Hugging Face multimodal models to ONNX Runtime GenAI, verifies them "
             "stage by stage and chats with them. MIT licence.</p>"
+            f"<p>Log file (warnings and errors): {html.escape(str(log_file()))}</p>"
         )
         title.setWordWrap(True)
         self.licences = QTextBrowser()

@@ -74,16 +74,21 @@ def _check_display() -> None:
     )
 
 
+def log_file() -> Path:
+    """Where the GUI writes its warnings and errors."""
+    from platformdirs import user_log_dir
+
+    return Path(user_log_dir("mmforge", appauthor=False)) / "mmforge-gui.log"
+
+
 def _log_to_file() -> None:
     """A windowed app has no console: warnings and errors go to the user's log folder."""
     import logging
 
-    from platformdirs import user_log_dir
-
-    folder = Path(user_log_dir("mmforge", appauthor=False))
+    path = log_file()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(folder / "mmforge-gui.log", encoding="utf-8")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path, encoding="utf-8")
     except OSError:
         return  # no log is better than no window
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))

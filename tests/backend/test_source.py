@@ -93,7 +93,9 @@ def test_a_cut_connection_resumes_with_a_range_request(hub, tiny):
     assert (r.folder / BIG).read_bytes() == hub.state.repos[REPO].files[BIG]
     ranges = [rng for m, p, rng in hub.state.requests if m == "GET" and p.endswith(BIG)]
     # The first request had no range; the retry continued from the last whole chunk.
-    assert ranges[0] is None and ranges[1] == f"bytes={12_000_000 // PROGRESS_CHUNK * PROGRESS_CHUNK}-"
+    assert (
+        ranges[0] is None and ranges[1] == f"bytes={12_000_000 // PROGRESS_CHUNK * PROGRESS_CHUNK}-"
+    )
 
 
 def test_cancel_mid_file_then_resume_on_the_next_run(hub, tiny):

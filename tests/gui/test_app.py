@@ -264,6 +264,7 @@ def test_about_shows_the_version_and_the_licences(qtbot):
         w.text() for w in dialog.findChildren(type(dialog.layout().itemAt(0).widget()))
     )
     assert f"Multimodal Forge {__version__}" in labels
+    assert "mmforge-gui.log" in labels  # where a windowed app's errors can be read
     assert "LGPL-3.0" in text and "DejaVu" in text
 
 
