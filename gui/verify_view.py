@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QEvent, Qt, Signal, Slot
+from PySide6.QtCore import QByteArray, QEvent, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QColor
 from PySide6.QtSvgWidgets import QSvgWidget
 from PySide6.QtWidgets import (
@@ -158,7 +158,7 @@ class VerifyView(QWidget):
         self.table.setWordWrap(True)
         self.table.verticalHeader().setVisible(False)
         self.plot = QSvgWidget()
-        self.plot.setMinimumHeight(160)
+        self.plot.setMinimumHeight(100)
         self.plot.setAccessibleName("Prefill difference per prompt position")
         plot_box = QWidget()
         plot_layout = QVBoxLayout(plot_box)
@@ -276,9 +276,20 @@ class VerifyView(QWidget):
         header.resizeSection(5, max(200, self.table.viewport().width() - header.sectionPosition(5)))
         self.table.resizeRowsToContents()
         self.verdict.setText(summary_html(report, c))
+        QTimer.singleShot(0, self._fit_table)  # once the layout has made room for the card
         prefill = next((comp for comp in components if comp.name == "decoder_prefill"), None)
         svg = plot_svg(prefill.per_position_excess if prefill else [])
         self.plot.load(QByteArray(svg.replace("currentColor", c.text).encode("utf-8")))
+
+    def _fit_table(self) -> None:
+        """Give the table the height of all its rows; the plot takes what is left."""
+        table = self.table
+        rows = sum(table.rowHeight(i) for i in range(table.rowCount()))
+        wanted = rows + table.horizontalHeader().height() + 2 * table.frameWidth() + 2
+        total = sum(self.results.sizes())
+        if total > 0:
+            plot = max(self.plot.minimumHeight() + 24, total - wanted)
+            self.results.setSizes([total - plot, plot])
 
     def changeEvent(self, event: QEvent) -> None:
         """Redraw the report in the new colours when the palette changes."""

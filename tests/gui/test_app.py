@@ -714,3 +714,56 @@ def test_a_fresh_profile_goes_demo_convert_verify_and_chat_with_a_pasted_image(
     assert chat.store.root == tmp_path / "data" / "mmforge" / "conversations"
     assert saved.messages == 2 and not _dialogs(window)
     window.close()
+
+
+def test_a_failing_report_fits_the_verify_page_at_the_default_size(qtbot, window):
+    """Every stage row and the summary are on screen at 1180×780 when a stage fails."""
+    from mmforge.backend.verify import VerifyReport
+    from mmforge.backend.verify.parity import Comparison
+
+    # The reasons and the cause of a real int4 FAIL (the demo model in 4 bits).
+    long = "the top token differs at 9 position(s), first at 5 (cosine 0.9646)"
+    stages = [
+        "preprocessing",
+        "vision_encoder",
+        "embedding",
+        "embedding_text_only",
+        "decoder_prefill",
+        "decoder_step",
+        "runtime_config",
+        "end_to_end",
+    ]
+    components = [
+        Comparison(name, "FAIL" if i >= 4 else "PASS", 1.0, 0.9, False, long, [], [])
+        for i, name in enumerate(stages)
+    ]
+    components[4].per_position_excess.extend([20.0, 50.0, 80.0])
+    report = VerifyReport(
+        verdict="FAIL",
+        first_divergent_stage="decoder_prefill",
+        cause=(
+            "int4 quantization of the decoder's weights changes its logits beyond what "
+            "rounding explains; convert in f32 and verify that package to tell a "
+            f"quantization loss from a conversion fault ({long})"
+        ),
+        components=components,
+        tokens={"matched": 0, "total": 32},
+        family="Qwen2.5-VL",
+        dtype="int4",
+        package="p",
+        reference="r",
+    )
+    window.resize(1180, 780)
+    window.go(2)
+    verify = window.verify_view
+    verify._on_result(report)
+    qtbot.wait(50)
+    table = verify.table
+    last = table.rowCount() - 1
+    bottom = table.rowViewportPosition(last) + table.rowHeight(last)
+    assert table.rowCount() == 8 and bottom <= table.viewport().height()
+    # The "why" column wraps within the table instead of running off its right edge.
+    assert table.horizontalScrollBar().maximum() == 0
+    card = verify.verdict.text()
+    assert "FAIL" in card and "the language model reading the prompt" in card
+    assert "0 of 32" in card
