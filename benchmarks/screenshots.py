@@ -17,6 +17,7 @@ Each moment is captured twice, as NAME-light.png and NAME-dark.png, in DIR (defa
     5-verify-fail   an int4 package of the random demo model verified: FAIL
     6-chat          an answer streaming, the sent picture in the transcript
     7-error         the dialog for an attachment the model cannot take
+    8-library       File > Library: the package and the downloaded model
 """
 
 from __future__ import annotations
@@ -230,6 +231,16 @@ class Flow:
 
         for box in w.findChildren(QMessageBox):
             box.close()
+
+        # 8. The library: the package and the downloaded model, with sizes and dates.
+        from mmforge.gui.library_dialog import LibraryDialog
+
+        library = LibraryDialog(w.state, w)
+        library.move(140, 120)
+        library.show()
+        self.settle()
+        self.shot("8-library")
+        library.close()
         w.close()
         return 0
 

@@ -49,6 +49,10 @@ def _when(seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(seconds))
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _table(headers: list[str], name: str) -> QTableWidget:
     table = QTableWidget(0, len(headers))
     table.setHorizontalHeaderLabels(headers)
@@ -154,7 +158,8 @@ class LibraryDialog(QDialog):
         self._packages = packages(root, extra)
         total = sum(e.size_bytes for e in self._packages)
         self.folder_label.setText(
-            f"Library folder: {root} — {len(self._packages)} packages, {human_bytes(total)}"
+            f"Library folder: {root} — {_count(len(self._packages), 'package')}, "
+            f"{human_bytes(total)}"
         )
         _fill(
             self.package_table,
@@ -173,7 +178,8 @@ class LibraryDialog(QDialog):
         held = sum(m.size_bytes for m in self._models)
         self.cache_label.setText(
             f"Models downloaded from the hub, in the Hugging Face cache (shared with other "
-            f"tools): {len(self._models)}, {human_bytes(held)}. A conversion reads them from "
+            f"tools): {_count(len(self._models), 'model')}, {human_bytes(held)}. A conversion "
+            "reads them from "
             "there; deleting one means downloading it again to convert it."
         )
         _fill(
@@ -260,7 +266,7 @@ class LibraryDialog(QDialog):
         count = len(packages(old))
         if count and not self._confirm(
             "Move library",
-            f"Move {count} packages from {old} to {new}? Across disks this copies them "
+            f"Move {_count(count, 'package')} from {old} to {new}? Across disks this copies them "
             "first, which can take a while.",
         ):
             return
