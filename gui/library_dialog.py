@@ -65,6 +65,16 @@ def _table(headers: list[str], name: str) -> QTableWidget:
     return table
 
 
+def _tab(label: QLabel, table: QTableWidget, buttons: QHBoxLayout) -> QWidget:
+    """A tab: what it holds in words, the table, and its buttons."""
+    tab = QWidget()
+    layout = QVBoxLayout(tab)
+    layout.addWidget(label)
+    layout.addWidget(table, 1)
+    layout.addLayout(buttons)
+    return tab
+
+
 def _fill(table: QTableWidget, rows: list[tuple[str, ...]]) -> None:
     table.setRowCount(len(rows))
     for i, row in enumerate(rows):
@@ -127,12 +137,7 @@ class LibraryDialog(QDialog):
             buttons.addWidget(b)
         buttons.addStretch(1)
         buttons.addWidget(self.move_button)
-        tab = QWidget()
-        layout = QVBoxLayout(tab)
-        layout.addWidget(self.folder_label)
-        layout.addWidget(self.package_table, 1)
-        layout.addLayout(buttons)
-        return tab
+        return _tab(self.folder_label, self.package_table, buttons)
 
     def _models_tab(self) -> QWidget:
         self.model_table = _table(["Model", "Size", "Last used"], "Downloaded models")
@@ -143,12 +148,7 @@ class LibraryDialog(QDialog):
         buttons = QHBoxLayout()
         buttons.addWidget(self.delete_model_button)
         buttons.addStretch(1)
-        tab = QWidget()
-        layout = QVBoxLayout(tab)
-        layout.addWidget(self.cache_label)
-        layout.addWidget(self.model_table, 1)
-        layout.addLayout(buttons)
-        return tab
+        return _tab(self.cache_label, self.model_table, buttons)
 
     @Slot()
     def refresh(self) -> None:

@@ -108,13 +108,7 @@ class _Handler(BaseHTTPRequestHandler):
             if name is None:
                 self._error(401, "Unauthorized", "Invalid credentials")
                 return
-            data = json.dumps({"type": "user", "name": name}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            if body:
-                self.wfile.write(data)
+            self._json({"type": "user", "name": name}, body)
             return
         if m := _API.match(path):
             if self.state.hang_api:
@@ -134,13 +128,7 @@ class _Handler(BaseHTTPRequestHandler):
                     for n, d in repo.files.items()
                 ],
             }
-            data = json.dumps(info).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            if body:
-                self.wfile.write(data)
+            self._json(info, body)
             return
         if m := _RESOLVE.match(path):
             repo = self._repo(m["repo"], m["rev"])
@@ -162,6 +150,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_file(m["repo"], m["file"], data, repo.sha, body)
             return
         self._error(404, "RepoNotFound", "Not found")
+
+    def _json(self, value: object, body: bool) -> None:
+        data = json.dumps(value).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
 
     def _redirect(self, location: str, data: bytes, sha: str) -> None:
         """The hub's answer for a file stored elsewhere: its metadata and where it is."""
