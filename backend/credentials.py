@@ -20,17 +20,23 @@ def token_path() -> Path:
     return Path(constants.HF_TOKEN_PATH)
 
 
+def _checked(token: str) -> str:
+    """The token without surrounding blanks; one with blanks inside is refused."""
+    token = token.strip()
+    if not token or any(c.isspace() for c in token):
+        raise MmforgeError(
+            "That is not a Hugging Face token", "Paste the token as the hub shows it"
+        )
+    return token
+
+
 def save_token(token: str) -> Path:
     """Store a token (0600 from creation: it is never readable by others, even briefly).
 
     Raises:
         MmforgeError: An empty token, or the store cannot be written.
     """
-    token = token.strip()
-    if not token or any(c.isspace() for c in token):
-        raise MmforgeError(
-            "That is not a Hugging Face token", "Paste the token as the hub shows it"
-        )
+    token = _checked(token)
     path = token_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -88,22 +94,18 @@ def whoami(token: str) -> str:
         ) from None
     except MmforgeError:
         raise
-    except OSError as e:
+    except Exception as e:  # noqa: BLE001 - httpx's connection errors are not OSErrors
         raise MmforgeError(
             "Cannot reach the hub to check the token",
             "Check the network connection",
-            details=str(e),
+            details=f"{type(e).__name__}: {e}",
         ) from None
     return str(info.get("name") or "an unnamed account")
 
 
 def sign_in(token: str) -> tuple[str, Path]:
     """Check a token with the hub, then store it; returns (account name, store file)."""
-    token = token.strip()
-    if not token or any(c.isspace() for c in token):
-        raise MmforgeError(
-            "That is not a Hugging Face token", "Paste the token as the hub shows it"
-        )
+    token = _checked(token)
     name = whoami(token)
     return name, save_token(token)
 

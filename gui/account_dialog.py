@@ -7,6 +7,7 @@ but the hub endpoint. Checks run on a thread: the hub may be slow, the window is
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+log = logging.getLogger(__name__)
+
 
 class _Call(QObject):
     """Runs one function on a thread; `done` carries (result, error message or None)."""
@@ -37,6 +40,9 @@ class _Call(QObject):
                 self.done.emit(fn(), None)
             except MmforgeError as e:
                 self.done.emit(None, f"{e.user_message}. {e.hint or ''}".strip())
+            except Exception as e:  # the dialog must never wait forever
+                log.warning("account check failed", exc_info=True)
+                self.done.emit(None, f"The check failed: {type(e).__name__}")
 
         threading.Thread(target=run, daemon=True).start()
 

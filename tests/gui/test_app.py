@@ -767,3 +767,19 @@ def test_a_failing_report_fits_the_verify_page_at_the_default_size(qtbot, window
     card = verify.verdict.text()
     assert "FAIL" in card and "the language model reading the prompt" in card
     assert "0 of 32" in card
+
+
+def test_account_dialog_says_when_the_hub_cannot_be_reached(qtbot, window, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    from mmforge.gui.account_dialog import AccountDialog
+
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "token"))
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # refused at once
+    dialog = AccountDialog(window)
+    qtbot.addWidget(dialog)
+    dialog.token.setText("hf_any")
+    with qtbot.waitSignal(dialog._call.done, timeout=LONG):
+        dialog.sign_in_button.click()
+    assert dialog.who.text().startswith("Cannot reach the hub to check the token")
+    assert dialog.sign_in_button.isEnabled() and not (tmp_path / "token").exists()
