@@ -64,7 +64,7 @@ class Transcript(QTextBrowser):
         self.setOpenLinks(False)
 
     def loadResource(self, kind: int, url: QUrl | str) -> Any:
-        """Thumbnails for `thumb:` URLs; anything else as QTextBrowser loads it."""
+        """Thumbnails for `thumb:` URLs; nothing else (an image an answer names is not fetched)."""
         url = QUrl(url)
         if url.scheme() != "thumb":
             return None  # no remote or local loading of anything an answer names
