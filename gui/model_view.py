@@ -6,7 +6,7 @@ import html
 import time
 from typing import Any
 
-from PySide6.QtCore import QEvent, Signal, Slot
+from PySide6.QtCore import QEvent, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -166,7 +166,8 @@ class ModelView(QWidget):
         self.runner.cancelled.connect(self._on_cancelled)
         self.runner.finished.connect(self._on_finished)
         self._pending = ""
-        self.refresh_known()
+        # Reading the Hugging Face cache imports huggingface_hub: after the window is up.
+        QTimer.singleShot(0, self.refresh_known)
 
     def refresh_known(self) -> None:
         """Fill the list with recent sources and the models in the HF cache."""
