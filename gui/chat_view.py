@@ -154,6 +154,7 @@ class ChatView(QWidget):
         self.refresh_conversations()
         self.refresh_library()
         self.eps.start("eps", {})
+        self._render()
 
     def _package_row(self) -> QHBoxLayout:
         """Package, library, Choose…, provider, Load (and the info line below them)."""
@@ -270,6 +271,7 @@ class ChatView(QWidget):
         self.max_tokens = QSpinBox(minimum=1, maximum=8192)
         self.max_tokens.setValue(int(str(saved.value("chat/max_tokens", 256))))
         self.max_tokens.setToolTip("Most tokens per answer")
+        self.max_tokens.setMaximumWidth(120)
         sampling = QHBoxLayout()
         for label, widget in (
             ("temperature", self.temperature),
@@ -766,6 +768,8 @@ class ChatView(QWidget):
         c = colours(self.palette())
         self.transcript.document().setDefaultStyleSheet(stylesheet(c))
         parts = [_message_html(m, i, c) for i, m in enumerate(messages)]
+        if not parts and pending is None:
+            parts.append(_empty_html(self._loaded, c))
         if pending is not None:
             if streaming:
                 head = f"<p style='color:{c.muted};font-size:small'>Model</p>"
@@ -817,6 +821,21 @@ class ChatView(QWidget):
         self.eps.shutdown()
         self.bridge.close()
         self._scratch.cleanup()
+
+
+def _empty_html(loaded: bool, c: Colours) -> str:
+    """What an empty transcript says: the next step."""
+    if loaded:
+        text = (
+            "Ask something below and press Enter. To show the model a picture, use "
+            "Attach…, drag it here, or paste it with Ctrl+V."
+        )
+    else:
+        text = (
+            "Choose a package to chat with: pick one from the Library list above, or "
+            "Choose… a folder, then press Load. Convert a model first if you have none."
+        )
+    return f"<p style='color:{c.muted}'>{text}</p>"
 
 
 def _thumb_url(path: Path) -> str:

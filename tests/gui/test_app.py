@@ -434,9 +434,12 @@ def test_chat_bubbles_copy_links_settings_and_the_conversation_list(
 
     chat = window.chat_view
     window.go(3)
+    # An empty transcript says what to do next: first load, then ask.
+    assert "Choose a package to chat with" in chat.transcript.toPlainText()
     chat.package.setText(str(package("qwen2_5_vl")))
     with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
         chat.load_button.click()
+    assert "Ask something below" in chat.transcript.toPlainText()
     # A new conversation is listed (and selected) before its first answer.
     assert chat.conversations.count() == 1
     assert chat.conversations.currentItem().text() == "New conversation"
