@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend.units import human_bytes, human_count
+from mmforge.backend.units import human_bytes, human_count, human_rate
 
 
 class ProgressLine:
@@ -41,7 +41,7 @@ class ProgressLine:
         if event.unit == "bytes":
             amount = f"{event.done / 1e6:.1f}/{event.total / 1e6:.1f} MB"
             rate = event.done / elapsed if elapsed > 0.5 else 0.0
-            pace = f"{rate / 1e6:.1f} MB/s" if rate else ""
+            pace = human_rate(rate) if rate else ""
             left = f"{_clock((event.total - event.done) / rate)} left" if rate else ""
             tail = "  ".join(t for t in (amount, pace, left) if t)
         else:

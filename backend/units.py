@@ -12,6 +12,11 @@ def human_bytes(n: float) -> str:
     return str(n)
 
 
+def human_rate(bytes_per_s: float) -> str:
+    """55800 -> '55.8 KB/s': a slow link reads in KB/s, never as '0.0 MB/s'."""
+    return f"{human_bytes(bytes_per_s)}/s"
+
+
 def human_count(n: int) -> str:
     """207970 -> '207.97K'."""
     for unit, div in (("B", 1e9), ("M", 1e6), ("K", 1e3)):

@@ -36,7 +36,12 @@ from PySide6.QtWidgets import (
 )
 
 from mmforge.backend.attachments import AUDIO, IMAGE, kind_of
-from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
+from mmforge.backend.chat.conversations import (
+    Conversation,
+    ConversationStore,
+    Message,
+    short_title,
+)
 from mmforge.backend.chat.values import SessionInfo, TurnResult
 from mmforge.gui.bridge import ChatBridge, JobRunner
 from mmforge.gui.chat_input import AttachmentStrip, ChatInput
@@ -436,7 +441,8 @@ class ChatView(QWidget):
             return
         item = self._list_item(conversation.id)
         pending = self.pending.user if self.pending is not None else None
-        title = conversation.title or (pending.text[:60] if pending else "") or "New conversation"
+        title = conversation.title or short_title(pending.text if pending else "")
+        title = title or "New conversation"
         if item is None:
             item = QListWidgetItem(title)
             item.setData(Qt.ItemDataRole.UserRole, conversation.id)
@@ -617,9 +623,11 @@ class ChatView(QWidget):
             )
         return options
 
-    def _system(self) -> str:
-        """The open conversation's system prompt, as the settings box holds it."""
-        return self.system.toPlainText().strip()
+    def _system(self) -> str | None:
+        """The system prompt in the box; None when the open conversation already has it."""
+        text = self.system.toPlainText().strip()
+        held = self.conversation.system if self.conversation is not None else ""
+        return None if text == held else text
 
     @Slot()
     def send(self) -> None:

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from mmforge.backend.convert import Manifest
 from mmforge.backend.inspect import Profile
+from mmforge.backend.units import human_rate
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.errors import show_error
 from mmforge.gui.state import AppState
@@ -271,7 +272,7 @@ class ConvertView(QWidget):
         if seconds >= 0.5 and p.done > done_then:
             rate = (p.done - done_then) / seconds
             left = (p.total - p.done) / rate
-            text += f" at {rate / 1e6:.1f} MB/s, about {_duration(left)} left"
+            text += f" at {human_rate(rate)}, about {_duration(left)} left"
         return f"{text} — {p.message}" if p.message else text
 
     @Slot(object)

@@ -224,7 +224,7 @@ class ConversationStore:
             conversation.updated = time.time()
         if not conversation.title:
             first = next((m.text for m in conversation.messages if m.role == "user"), "")
-            conversation.title = _title(first)
+            conversation.title = short_title(first)
         data = {"format": FORMAT, **conversation.to_dict(folder)}
         tmp = folder / f".{FILE}.{os.getpid()}.tmp"
         try:
@@ -283,12 +283,13 @@ class ConversationStore:
 
 def clean_title(title: str) -> str:
     """A title a user typed, on one line; an empty one is refused."""
-    line = _title(title, limit=120)
+    line = short_title(title, limit=120)
     if not line:
         raise MmforgeError("A conversation needs a title", "Type a few words")
     return line
 
 
-def _title(text: str, limit: int = 60) -> str:
+def short_title(text: str, limit: int = 60) -> str:
+    """A title from a message: on one line, cut with "…" past `limit` characters."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"

@@ -786,3 +786,17 @@ def test_account_dialog_says_when_the_hub_cannot_be_reached(qtbot, window, tmp_p
         dialog.sign_in_button.click()
     assert dialog.who.text().startswith("Cannot reach the hub to check the token")
     assert dialog.sign_in_button.isEnabled() and not (tmp_path / "token").exists()
+
+
+def test_a_slow_download_shows_its_rate_in_kb_per_s(window, monkeypatch):
+    from mmforge.backend.jobs import Progress
+    from mmforge.gui import convert_view
+
+    view = window.convert_view
+    now = [1.0]
+    monkeypatch.setattr(convert_view.time, "monotonic", lambda: now[0])
+    view._started, view._stage_name = 0.0, ""
+    view._on_progress(Progress("download", 0, 837_480, "bytes", "model.safetensors"))
+    now[0] = 3.0
+    view._on_progress(Progress("download", 110_000, 837_480, "bytes", "model.safetensors"))
+    assert "at 55.0 KB/s, about 13 s left" in view.stage.text()  # not "0.1 MB/s"
