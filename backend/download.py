@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from mmforge.backend.errors import MmforgeError
+from mmforge.backend.hubcall import HubTimeout, hub_call, hub_timeout_s
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,9 @@ _REVISION_PART = re.compile(r"^[\w-][\w.-]*$")
 # A top-level file of the repository, or one in a top-level folder (a LoRA adapter's);
 # a folder name has no dot, so it is never "." or "..".
 _SAFE_NAME = re.compile(r"^(?:[\w-]+/)?[\w.-]+$")
+# The blob's name: the hub sends a git sha-1 or an LFS sha-256; a mirror may send another
+# opaque token, but never a dot or a slash (it would name a path out of `blobs/`).
+_ETAG = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
 def check_revision(revision: str) -> None:
@@ -104,10 +108,14 @@ def fetch_file(
         on_bytes(pointer.stat().st_size)
         return pointer
     url = hf_hub_url(repo_id, filename, revision=commit, endpoint=endpoint)
-    meta = get_hf_file_metadata(url, token=token, endpoint=endpoint)
-    etag = (meta.etag or "").removeprefix("W/").strip('"')
-    if not etag:
-        raise MmforgeError(f"The hub sent no ETag for {filename}", "Try again later")
+    meta = hub_call(
+        f"metadata of {filename}",
+        lambda: get_hf_file_metadata(
+            url, token=token, endpoint=endpoint, timeout=hub_timeout_s() + 5
+        ),  # the deadline is hub_call's: it comes first
+    )
+    etag = _checked_etag(meta.etag, filename)
+    _check_size(meta.size, filename)
     blob = root / "blobs" / etag
     if not blob.exists():
         blob.parent.mkdir(parents=True, exist_ok=True)
@@ -124,6 +132,37 @@ def fetch_file(
         ref.parent.mkdir(parents=True, exist_ok=True)
         ref.write_text(commit, encoding="utf-8")
     return pointer
+
+
+def _checked_etag(header: str | None, filename: str) -> str:
+    """The blob name from the hub's ETag, refused unless it is one safe path component.
+
+    Raises:
+        MmforgeError: No ETag, or one holding anything but letters, digits, '_' and '-'.
+    """
+    etag = (header or "").removeprefix("W/").strip('"')
+    if not _ETAG.match(etag):
+        raise MmforgeError(
+            f"The hub sent an invalid ETag for {filename}",
+            "Check HF_ENDPOINT (a mirror may be misbehaving) and try again later",
+            details=f"ETag: {header!r}"[:300],
+        )
+    return etag
+
+
+def _check_size(size: object, filename: str) -> None:
+    """Refuse a file size from the hub that is not a whole number of bytes.
+
+    Raises:
+        MmforgeError: A negative or non-integer size.
+    """
+    if size is None or (isinstance(size, int) and size >= 0):
+        return
+    raise MmforgeError(
+        f"The hub sent an invalid size for {filename}",
+        "Check HF_ENDPOINT (a mirror may be misbehaving) and try again later",
+        details=f"size: {size!r}"[:300],
+    )
 
 
 def same_origin(url: str, endpoint: str) -> bool:
@@ -145,7 +184,7 @@ def _get(url: str, headers: dict[str, str], endpoint: str) -> Iterator[Any]:
     for _ in range(MAX_REDIRECTS):
         sent = headers if same_origin(url, endpoint) else anonymous
         with get_session().stream(
-            "GET", url, headers=sent, follow_redirects=False, timeout=30
+            "GET", url, headers=sent, follow_redirects=False, timeout=hub_timeout_s()
         ) as response:
             if not response.has_redirect_location:
                 yield response
@@ -195,6 +234,14 @@ def _download(
                         on_bytes(len(chunk))
             if size is None:
                 break
+        except httpx2.TimeoutException as e:
+            if have == before:  # nothing came within the deadline: the hub is not answering
+                raise HubTimeout(
+                    f"The hub did not answer within {hub_timeout_s():.0f} s (file download)",
+                    "Check the network connection (or HF_ENDPOINT / a proxy) and run the same "
+                    "command again: the download resumes where it stopped",
+                ) from e
+            log.warning("download stalled (%s); resuming at byte %d", e, have)
         except (httpx2.TransportError, ConnectionError) as e:
             attempts = 0 if have > before else attempts + 1
             if attempts >= RETRIES:

@@ -6,8 +6,9 @@ hub's `X-Error-Code` header so huggingface_hub raises its real exception types. 
 be gated (needs a bearer token), and a file can be cut mid-transfer to test resume.
 
 Misbehaviours for the hardening tests: file requests redirected to another server (as the
-hub sends them to its CDN), a repo whose commit sha is hostile, and a metadata endpoint
-that accepts the connection and never answers.
+hub sends them to its CDN), a repo whose commit sha is hostile, a metadata endpoint or a
+file endpoint that accepts the connection and never answers, and hostile ETag or size
+headers for a file.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ class HubState:
     authorization: list[tuple[str, str | None]] = field(default_factory=list)  # path, header
     redirect_files_to: str | None = None  # base URL that file requests are redirected to
     hang_api: bool = False  # the repo info endpoint never answers
+    hang_files: bool = False  # the file endpoint (HEAD and GET) never answers
+    # (repo, filename) -> the ETag (or linked size) header sent instead of the true one
+    etags: dict[tuple[str, str], str] = field(default_factory=dict)
+    sizes: dict[tuple[str, str], str] = field(default_factory=dict)
     users: dict[str, str] = field(default_factory=dict)  # token -> account name (whoami)
     bytes_per_second: int | None = None  # file bodies are sent this slowly (None: at once)
     released: threading.Event = field(default_factory=threading.Event)  # ends a hang
@@ -131,6 +136,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(info, body)
             return
         if m := _RESOLVE.match(path):
+            if self.state.hang_files:
+                self.state.released.wait(timeout=60)
+                return
             repo = self._repo(m["repo"], m["rev"])
             if repo is None:
                 return
@@ -144,8 +152,17 @@ class _Handler(BaseHTTPRequestHandler):
             if data is None:
                 self._error(404, "EntryNotFound", "Entry not found")
                 return
+            key = (m["repo"], m["file"])
+            etag = self.state.etags.get(key, _etag(data))
+            size = self.state.sizes.get(key, str(len(data)))
             if self.state.redirect_files_to:
-                self._redirect(self.state.redirect_files_to + path, data, repo.sha)
+                self._redirect(self.state.redirect_files_to + path, etag, size, repo.sha)
+                return
+            hostile = key in self.state.etags or key in self.state.sizes
+            if hostile and urlparse(self.path).query != "served":  # headers as for LFS files
+                # Another host name for this server, as the hub's CDN is another host.
+                cdn = f"http://localhost:{self.server.server_address[1]}{path}?served"
+                self._redirect(cdn, etag, size, repo.sha)
                 return
             self._send_file(m["repo"], m["file"], data, repo.sha, body)
             return
@@ -160,13 +177,13 @@ class _Handler(BaseHTTPRequestHandler):
         if body:
             self.wfile.write(data)
 
-    def _redirect(self, location: str, data: bytes, sha: str) -> None:
+    def _redirect(self, location: str, etag: str, size: str, sha: str) -> None:
         """The hub's answer for a file stored elsewhere: its metadata and where it is."""
         self.send_response(302)
         self.send_header("Location", location)
         self.send_header("X-Repo-Commit", sha)
-        self.send_header("X-Linked-Etag", _etag(data))
-        self.send_header("X-Linked-Size", str(len(data)))
+        self.send_header("X-Linked-Etag", etag)
+        self.send_header("X-Linked-Size", size)
         self.send_header("Content-Length", "0")
         self.end_headers()
 

@@ -216,6 +216,41 @@ def test_a_hub_that_never_answers_ends_in_a_clear_error_and_cancel_reaches_it(
     stopper.join()
 
 
+@pytest.mark.parametrize(
+    ("header", "value"),
+    [
+        ("etag", '"../../../secret"'),  # the cache would point at a local file
+        ("etag", '"../../made/here"'),  # a folder outside the cache
+        ("etag", '"' + "a" * 300 + '"'),
+        ("size", "-5"),
+    ],
+)
+def test_hostile_etag_or_size_from_the_hub_never_becomes_a_path(hub, tiny, tmp_path, header, value):
+    _serve_tiny(hub, tiny)
+    secret = tmp_path / "secret"
+    secret.write_text("private key")
+    target = getattr(hub.state, header + "s")
+    target[(REPO, "tokenizer_config.json")] = value
+    before = sorted(p for p in tmp_path.rglob("*") if "hf-cache" not in p.parts)
+    with pytest.raises(MmforgeError, match=r"invalid (ETag|size) for tokenizer_config\.json"):
+        resolve(REPO, purpose="convert")
+    assert sorted(p for p in tmp_path.rglob("*") if "hf-cache" not in p.parts) == before
+    cached = [p for p in (tmp_path / "hf-cache").rglob("*") if p.is_file()]
+    assert all(p.read_bytes() != b"private key" for p in cached)
+
+
+def test_the_file_endpoint_honours_the_hub_deadline(hub, tiny, monkeypatch):
+    import time
+
+    _serve_tiny(hub, tiny)
+    hub.state.hang_files = True  # the repo info answers; every file request hangs
+    monkeypatch.setenv("MMFORGE_HUB_TIMEOUT", "1")
+    start = time.monotonic()
+    with pytest.raises(MmforgeError, match="did not answer within 1 s"):
+        resolve(REPO)
+    assert time.monotonic() - start < 4
+
+
 def test_unknown_repo_and_revision(hub, tiny):
     _serve_tiny(hub, tiny)
     with pytest.raises(MmforgeError, match="not found on the hub"):
