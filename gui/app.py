@@ -87,7 +87,11 @@ def _log_to_file() -> None:
 
     path = log_file()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # Private, like the conversations: the log names files, models and errors.
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.parent.chmod(0o700)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        path.chmod(0o600)  # a log an older version made 0644
         handler = logging.FileHandler(path, encoding="utf-8")
     except OSError:
         return  # no log is better than no window

@@ -250,7 +250,6 @@ class ChatView(QWidget):
 
     def _settings_box(self) -> QGroupBox:
         """System prompt and how tokens are picked (hidden until Settings is pressed)."""
-        saved = self.state.settings
         box = QGroupBox("Answer settings")
         box.setObjectName("chatSettings")
         self.system = QPlainTextEdit()
@@ -263,18 +262,18 @@ class ChatView(QWidget):
         self.system.setTabChangesFocus(True)
         self.system.setMaximumHeight(64)
         self.sample = QCheckBox("Sample (otherwise the most likely token, every time)")
-        self.sample.setChecked(str(saved.value("chat/sample", "false")) == "true")
+        self.sample.setChecked(self.state.text("chat/sample", "false") == "true")
         self.temperature = QDoubleSpinBox(minimum=0.05, maximum=2.0, singleStep=0.05)
-        self.temperature.setValue(float(str(saved.value("chat/temperature", 0.7))))
+        self.temperature.setValue(self.state.number("chat/temperature", 0.7))
         self.top_p = QDoubleSpinBox(minimum=0.05, maximum=1.0, singleStep=0.05)
-        self.top_p.setValue(float(str(saved.value("chat/top_p", 0.95))))
+        self.top_p.setValue(self.state.number("chat/top_p", 0.95))
         self.top_k = QSpinBox(minimum=1, maximum=1000)
-        self.top_k.setValue(int(str(saved.value("chat/top_k", 50))))
+        self.top_k.setValue(self.state.number("chat/top_k", 50))
         self.seed = QSpinBox(minimum=-1, maximum=2**31 - 1)
         self.seed.setSpecialValueText("random")
-        self.seed.setValue(int(str(saved.value("chat/seed", -1))))
+        self.seed.setValue(self.state.number("chat/seed", -1))
         self.max_tokens = QSpinBox(minimum=1, maximum=8192)
-        self.max_tokens.setValue(int(str(saved.value("chat/max_tokens", 256))))
+        self.max_tokens.setValue(self.state.number("chat/max_tokens", 256))
         self.max_tokens.setToolTip("Most tokens per answer")
         self.max_tokens.setMaximumWidth(120)
         sampling = QHBoxLayout()

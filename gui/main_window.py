@@ -87,7 +87,7 @@ class MainWindow(QMainWindow):
         view.addSeparator()
         appearance = view.addMenu("&Appearance")
         group = QActionGroup(self)
-        chosen = str(self.state.settings.value("appearance", "system"))
+        chosen = self.state.text("appearance", "system")
         self.scheme_actions: dict[str, QAction] = {}
         for scheme in SCHEMES:
             action = QAction(scheme.capitalize(), self, checkable=True)

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+import math
 from pathlib import Path
+from typing import TypeVar
 
 from PySide6.QtCore import QObject, QSettings, Signal
 
 from mmforge.backend.inspect import Profile
+
+log = logging.getLogger(__name__)
+
+Number = TypeVar("Number", int, float)
 
 
 class AppState(QObject):
@@ -25,7 +32,31 @@ class AppState(QObject):
         self.settings = settings
         self.source = ""
         self.profile: Profile | None = None
-        self.package = str(settings.value("package", "") or "")
+        self.package = self.text("package", "")
+
+    def number(self, key: str, default: Number) -> Number:
+        """A numeric setting; a value of another type gives `default`.
+
+        The settings file is text a person may edit: `top_k=abc` must not keep the app
+        from starting.
+        """
+        raw = self.settings.value(key, default)
+        try:
+            value = type(default)(str(raw))
+        except (TypeError, ValueError):
+            value = None
+        if value is None or not math.isfinite(value):
+            log.warning("setting %s=%r is not a number: using %r", key, raw, default)
+            return default
+        return value
+
+    def text(self, key: str, default: str) -> str:
+        """A text setting; anything but one string (a list, say) gives `default`."""
+        raw = self.settings.value(key, default)
+        if not isinstance(raw, str):
+            log.warning("setting %s=%r is not text: using %r", key, raw, default)
+            return default
+        return raw
 
     def set_source(self, source: str) -> None:
         """A model was picked (hub id or folder)."""
@@ -55,4 +86,4 @@ class AppState(QObject):
         from platformdirs import user_data_dir
 
         default = Path(user_data_dir("mmforge", appauthor=False)) / "packages"
-        return Path(str(self.settings.value("packages_folder", str(default))))
+        return Path(self.text("packages_folder", str(default)) or default)

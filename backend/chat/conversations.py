@@ -246,7 +246,9 @@ class ConversationStore:
             raise MmforgeError(
                 f"No saved conversation {conversation_id}", "It may have been deleted"
             ) from None
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+            # Whatever a damaged or hostile file holds (200,000 nested brackets overflow
+            # the parser's recursion), it is one unreadable conversation, not a crash.
             raise MmforgeError(
                 f"The saved conversation {conversation_id} is damaged",
                 f"Delete it, or repair {path} by hand",
