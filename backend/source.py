@@ -21,6 +21,7 @@ from mmforge.backend.download import COMMIT, check_revision
 from mmforge.backend.errors import Cancelled, MmforgeError
 from mmforge.backend.hubcall import HubTimeout, hub_call, hub_timeout_s
 from mmforge.backend.jobs import JobContext
+from mmforge.backend.localfiles import check_local_files
 
 log = logging.getLogger(__name__)
 
@@ -287,6 +288,7 @@ def resolve(
     source = parse_source(spec)
     cache_dir = cache_dir or hub_cache_dir()
     if source.local_path is not None:
+        check_local_files(source.local_path, {name.split("/")[0] for name in ADAPTER_FILES})
         config = check_model_folder(source.local_path)
         files = tuple(sorted(p.name for p in source.local_path.iterdir() if p.is_file()))
         return ResolvedSource(source=source, folder=source.local_path, files=files, config=config)

@@ -1,0 +1,76 @@
+"""Hostile checkpoints, packages and disks through the command line: exit 2, one line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mmforge.app.cli import main
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    assert lines[0].startswith("mmforge: error: ")
+    return lines[0]
+
+
+def _copy(tiny, tmp_path: Path, family: str = "qwen2_5_vl") -> Path:
+    folder = tmp_path / "model"
+    shutil.copytree(tiny(family), folder)
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["file_link_out", "folder_link_out", "fifo", "dangling"])
+def test_a_local_file_that_leaves_the_folder_or_is_not_a_file_is_refused(
+    tiny, tmp_path, capsys, kind
+):
+    folder = _copy(tiny, tmp_path)
+    secret = tmp_path / "secret"
+    secret.write_text("#version: private key\n")
+    if kind == "file_link_out":
+        (folder / "merges.txt").symlink_to("../secret")
+        name = "merges.txt"
+    elif kind == "folder_link_out":
+        (folder / "vision-lora").symlink_to(tmp_path)
+        name = "vision-lora"
+    elif kind == "fifo":
+        os.mkfifo(folder / "vocab.json")
+        name = "vocab.json"
+    else:
+        (folder / "added_tokens.json").symlink_to(tmp_path / "gone")
+        name = "added_tokens.json"
+    out = tmp_path / "pkg"
+    code, _, err = _run(capsys, "convert", str(folder), "-o", str(out))
+    assert code == 2
+    assert name in _one_line(err)
+    assert not out.exists()
+
+
+def test_links_that_stay_in_the_folder_or_in_a_hub_cache_snapshot_are_fine(tiny, tmp_path):
+    from mmforge.backend.source import resolve
+
+    folder = _copy(tiny, tmp_path)
+    (folder / "sub").mkdir()
+    (folder / "tokenizer.json").rename(folder / "sub" / "tokenizer.json")
+    (folder / "tokenizer.json").symlink_to("sub/tokenizer.json")
+    assert "tokenizer.json" in resolve(str(folder)).files
+    # A snapshot of the Hugging Face cache: every file links to ../../blobs/<hash>.
+    snapshot = tmp_path / "models--o--m" / "snapshots" / ("0" * 40)
+    blobs = tmp_path / "models--o--m" / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    for path in sorted(tiny("qwen2_5_vl").iterdir()):
+        shutil.copyfile(path, blobs / path.name)
+        (snapshot / path.name).symlink_to(Path("../../blobs") / path.name)
+    assert "config.json" in resolve(str(snapshot)).files
