@@ -8,6 +8,9 @@ genai_config.json is a package, and only the hub cache's own API deletes cached 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import re
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -16,7 +19,12 @@ from pathlib import Path
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.source import hub_cache_dir
 
+log = logging.getLogger(__name__)
+
 MANIFEST = "mmforge_manifest.json"
+# A conversion's staging folder beside its OUT: `.OUT.mmforge-PID-random` (never the
+# `.OUT.mmforge-old-PID-…` aside folders, which only the publish repair may touch).
+_STAGING = re.compile(r"^\..+\.mmforge-(?P<pid>\d+)-[^-]+$")
 
 
 @dataclass(frozen=True)
@@ -93,8 +101,50 @@ def read_package(folder: Path) -> PackageEntry | None:
     )
 
 
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id runs on this machine (another user's counts)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_staging(folder: Path) -> list[Path]:
+    """Delete the staging folders in `folder` whose conversion process is gone.
+
+    A conversion killed with kill -9, or a crash, leaves its staging folder (gigabytes,
+    hidden by its leading dot); one of a live process is left alone. Returns the folders
+    removed.
+    """
+    removed: list[Path] = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed
+    for path in entries:
+        m = _STAGING.match(path.name)
+        if m is None or path.is_symlink() or not path.is_dir():
+            continue
+        if process_alive(int(m["pid"])):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        log.info("removed %s, left by a conversion that did not finish", path)
+        removed.append(path)
+    return removed
+
+
 def packages(root: Path, extra: Iterable[Path] = ()) -> list[PackageEntry]:
-    """The packages directly under `root`, and the `extra` folders, newest first."""
+    """The packages directly under `root`, and the `extra` folders, newest first.
+
+    Opening the library is also when staging folders that dead conversions left in
+    `root` are removed (`remove_stale_staging`).
+    """
+    remove_stale_staging(root)
     folders = set(extra)
     if root.is_dir():
         folders |= {p for p in root.iterdir() if p.is_dir()}

@@ -127,6 +127,7 @@ def convert(
     _check_choices(dtype, ep)
     out = Path(out).expanduser().resolve()
     _recover_interrupted_publish(out)
+    _remove_stale_staging(out)
     check_output(out)
     before = _identity(out)
     timings: dict[str, float] = {}
@@ -148,7 +149,6 @@ def convert(
     _check_disk_space(out, profile.sizes.package_bytes.get(dtype, 0))
     _check_memory(profile, dtype)
     created = _make_parents(out)
-    _remove_stale_staging(out)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.mmforge-{os.getpid()}-", dir=out.parent))
     staging.chmod(0o755)  # mkdtemp makes it private; a package is an ordinary folder
     try:
@@ -330,12 +330,10 @@ def _child_peak(graphs: Any) -> dict[str, int]:
 
 
 def _remove_stale_staging(out: Path) -> None:
-    """Delete staging folders left by a conversion whose process was killed."""
-    for path in out.parent.glob(f".{out.name}.mmforge-*"):
-        parts = path.name.rsplit(".mmforge-", 1)[-1].split("-")
-        pid = int(parts[0]) if parts and parts[0].isdigit() else None
-        if pid is not None and not _alive(pid):
-            shutil.rmtree(path, ignore_errors=True)
+    """Delete staging folders beside OUT left by conversions whose process was killed."""
+    from mmforge.backend.library import remove_stale_staging
+
+    remove_stale_staging(out.parent)
 
 
 def _discard(staging: Path, created: list[Path]) -> None:

@@ -66,3 +66,46 @@ def test_cached_models_list_sizes_and_delete_through_the_hub_cache(hub, tiny, tm
     assert model.repo_id == "org/tiny" and model.size_bytes > 0 and model.last_used > 0
     assert library.delete_cached(model) == model.size_bytes
     assert library.cached_models() == []
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _leftovers(root: Path, pid: int) -> dict[str, Path]:
+    import os
+
+    made = {
+        "dead": root / f".a.mmforge-{pid}-k9x2",  # a conversion killed with kill -9
+        "dead_other_out": root / f".b.mmforge-{pid}-zz",
+        "live": root / f".c.mmforge-{os.getpid()}-run",  # a conversion running now
+        "backup": root / f".d.mmforge-old-{pid}-1234abcd",  # the publish repair's to handle
+        "user": root / ".mine",
+    }
+    for folder in made.values():
+        folder.mkdir(parents=True)
+        (folder / "decoder.onnx.data").write_bytes(b"x" * 100)
+    return made
+
+
+def test_opening_the_library_removes_staging_folders_of_dead_processes(package, tmp_path):
+    root = tmp_path / "packages"
+    _copy(package("qwen2_5_vl"), root, "a")
+    made = _leftovers(root, _dead_pid())
+    assert [e.folder.name for e in library.packages(root)] == ["a"]
+    assert not made["dead"].exists() and not made["dead_other_out"].exists()
+    assert made["live"].is_dir() and made["backup"].is_dir() and made["user"].is_dir()
+
+
+def test_a_conversion_removes_staging_folders_of_dead_processes_beside_its_out(tiny, tmp_path):
+    from mmforge.backend.convert import convert
+
+    made = _leftovers(tmp_path, _dead_pid())
+    convert(str(tiny("qwen2_5_vl")), tmp_path / "new", dtype="f32")
+    assert not made["dead"].exists() and not made["dead_other_out"].exists()
+    assert made["live"].is_dir() and made["backup"].is_dir() and made["user"].is_dir()
