@@ -110,6 +110,8 @@ def render_profile(p: Any) -> str:
     lines.append(f"  components   {' + '.join(p.components)}")
     lines.append(f"  projector    {p.projector.variant}: {p.projector.architecture}")
     lines.append(f"               {p.projector.reason}")
+    for line in p.architecture:
+        lines.append(f"  layers       {line}")
     for name, value in p.token_ids.items():
         text = p.token_strings.get(name)
         lines.append(f"  {name:<24} {value}" + (f"  {text}" if text else ""))
@@ -125,6 +127,10 @@ def render_profile(p: Any) -> str:
         lines.append(
             f"  parameters   {human_count(s.parameters['total'])} ({parts}; from {s.source})"
         )
+        if s.active_parameters is not None:
+            lines.append(
+                f"  active       {human_count(s.active_parameters)} per token (top-k experts)"
+            )
         lines.append(f"  checkpoint   {human_bytes(s.checkpoint_bytes)}")
         for d in s.package_bytes:
             peak = s.convert_peak_by_dtype.get(d)

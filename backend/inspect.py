@@ -9,6 +9,7 @@ and memory estimates per dtype.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,8 @@ class Sizes:
             cast (weights stream one tensor at a time).
         convert_peak_by_dtype: That peak per dtype. The runtime check at the end then
             loads the package: `memory_bytes`.
+        active_parameters: For a mixture of experts, the parameters one token runs
+            through (the routed experts counted top-k of n); None otherwise.
     """
 
     source: str
@@ -82,6 +85,7 @@ class Sizes:
     memory_bytes: dict[str, int] = field(default_factory=dict)
     convert_peak_bytes: int = 0
     convert_peak_by_dtype: dict[str, int] = field(default_factory=dict)
+    active_parameters: int | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,7 @@ class Profile:
     commit: str | None = None
     refused_fields: tuple[str, ...] = ()
     unlisted_fields: tuple[str, ...] = ()
+    architecture: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -150,6 +155,51 @@ def _tensors(
     return None, "unknown"
 
 
+def _active_parameters(by_comp: dict[str, list[TensorInfo]], text: Cfg) -> int | None:
+    """Parameters one token runs through in a mixture of experts (None: not one)."""
+    experts, top_k = text.get("num_experts"), text.get("num_experts_per_tok")
+    if not isinstance(experts, int) or not isinstance(top_k, int) or experts <= 0:
+        return None
+    converted = [t for ts in by_comp.values() for t in ts]
+    routed = sum(t.numel for t in converted if ".mlp.experts." in t.name + ".")
+    total = sum(t.numel for t in converted)
+    return total - routed + routed * min(top_k, experts) // experts
+
+
+def _quantized(t: TensorInfo) -> bool:
+    """Whether int4 quantizes a decoder tensor: matrices, and fused experts [E, out, in]."""
+    return len(t.shape) == 2 or (len(t.shape) == 3 and "conv" not in t.name)
+
+
+def _state_elements(text: Cfg) -> int:
+    """Elements of the decoder's state for `KV_CONTEXT` tokens.
+
+    A KV cache on every layer that attends (full or sliding attention); hybrid decoders'
+    other layers (LFM2's convolutions, Qwen3.5's Gated DeltaNet) hold a fixed-size state
+    instead: the convolution's last kernel-1 inputs and, for DeltaNet, a dk×dv matrix per
+    value head.
+    """
+    layers = int(text.get("num_hidden_layers", 0))
+    heads = int(text.get("num_attention_heads", 1))
+    kv_heads = int(text.get("num_key_value_heads", heads))
+    head_dim = int(text.get("head_dim", 0) or int(text.get("hidden_size", 0)) // max(heads, 1))
+    kinds = text.get("layer_types")
+    kinds = kinds if isinstance(kinds, list) else ["full_attention"] * layers
+    stateful = sum(1 for k in kinds if k in ("conv", "linear_attention"))
+    attending = len(kinds) - stateful
+    elements = 2 * attending * kv_heads * head_dim * KV_CONTEXT
+    if "linear_attention" in kinds:
+        key_heads = int(text.get("linear_num_key_heads", 0))
+        value_heads = int(text.get("linear_num_value_heads", 0))
+        dk = int(text.get("linear_key_head_dim", 0))
+        dv = int(text.get("linear_value_head_dim", 0))
+        channels = 2 * key_heads * dk + value_heads * dv
+        per_layer = channels * (int(text.get("linear_conv_kernel_dim", 4)) - 1)
+        per_layer += value_heads * dk * dv
+        elements += kinds.count("linear_attention") * per_layer
+    return elements
+
+
 def estimate_sizes(
     tensors: list[TensorInfo] | None, source: str, cfg: Cfg, family: Family | None = None
 ) -> Sizes:
@@ -162,9 +212,14 @@ def estimate_sizes(
     """
     if not tensors:
         return Sizes(source=source)
+    spec = family.package if family is not None else None
+    # Tensors the release ships that generation never runs (Qwen3.5's mtp.* head) are in
+    # the checkpoint, not in the package.
+    unused = spec.unused_ok(cfg) if spec is not None else ()
     by_comp: dict[str, list[TensorInfo]] = {c: [] for c in COMPONENTS}
     for t in tensors:
-        by_comp[component_of(t.name)].append(t)
+        if not any(re.search(p, t.name) for p in unused):
+            by_comp[component_of(t.name)].append(t)
     if not any(t.name.endswith("lm_head.weight") for t in tensors):
         # Tied embeddings: the decoder still needs its own copy of the output projection.
         by_comp["decoder"] += [
@@ -173,7 +228,10 @@ def estimate_sizes(
             if t.name.endswith("embed_tokens.weight")
         ][:1]
     params = {c: sum(t.numel for t in ts) for c, ts in by_comp.items() if ts}
-    params["total"] = sum(t.numel for t in tensors)
+    params["total"] = sum(
+        t.numel for ts in by_comp.values() for t in ts if "tied copy" not in t.name
+    )
+    active = _active_parameters(by_comp, cfg.text)
 
     def package(dtype: str) -> int:
         total = 0
@@ -181,19 +239,13 @@ def estimate_sizes(
             for t in ts:
                 if dtype == "f16":
                     total += t.numel * 2
-                elif dtype == "int4" and comp == "decoder" and len(t.shape) == 2:
+                elif dtype == "int4" and comp == "decoder" and _quantized(t):
                     total += t.numel * 5 // 8  # 4-bit weights + one f32 scale per 32
                 else:
                     total += t.numel * 4
         return total
 
-    text = cfg.text
-    layers = int(text.get("num_hidden_layers", 0))
-    heads = int(text.get("num_attention_heads", 1))
-    kv_heads = int(text.get("num_key_value_heads", heads))
-    head_dim = int(text.get("head_dim", 0) or int(text.get("hidden_size", 0)) // max(heads, 1))
-    kv_elems = 2 * layers * kv_heads * head_dim * KV_CONTEXT
-    spec = family.package if family is not None else None
+    kv_elems = _state_elements(cfg.text)
     dtypes = spec.dtypes if spec is not None else DTYPES
     pkg = {d: package(d) for d in dtypes}
     mem = {
@@ -219,6 +271,7 @@ def estimate_sizes(
         memory_bytes=mem,
         convert_peak_bytes=max(peaks.values()),
         convert_peak_by_dtype=peaks,
+        active_parameters=active,
     )
 
 
@@ -331,6 +384,7 @@ def profile_checkpoint(
         commit=resolved.commit,
         refused_fields=refused,
         unlisted_fields=fields.unlisted if family.fields else (),
+        architecture=family.architecture(cfg),
     )
 
 

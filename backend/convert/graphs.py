@@ -76,7 +76,9 @@ def _build_with_mobius(checkpoint: Checkpoint, dtype: str, ep: str) -> BuiltGrap
     hf_config.tie_word_embeddings = tied
     if getattr(hf_config, "text_config", None) is not None:
         hf_config.text_config.tie_word_embeddings = tied
-    model_type = hf_config.model_type
+    model_type = (spec.builder_type(checkpoint.cfg) if spec is not None else None) or (
+        hf_config.model_type
+    )
     if model_type not in registry:
         raise MmforgeError(
             f"The graph builder (mobius) has no {family.name} model ({model_type})",

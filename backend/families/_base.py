@@ -136,6 +136,8 @@ class PackageSpec:
         unused_ok: Patterns (regular expressions) of checkpoint tensors transformers holds
             but never computes with for this config (a pooling head, layers past the
             feature layer); any other tensor no graph uses stops the conversion.
+        builder_type: The graph builder's (mobius's) name for this config's model, when
+            it differs from config.json's model_type (Qwen3.6 MoE: "qwen3_5_moe_vl").
         notes: What this family's packaging fixes or cannot express, for the manifest.
     """
 
@@ -157,6 +159,7 @@ class PackageSpec:
     dtypes: tuple[str, ...] = ("f32", "f16", "int4")
     prepare_weights: Callable[[Any, dict[str, Any]], tuple[dict[str, Any], str]] | None = None
     unused_ok: Callable[[Cfg], tuple[str, ...]] = lambda cfg: ()
+    builder_type: Callable[[Cfg], str | None] = lambda cfg: None
     notes: tuple[str, ...] = ()
 
 
@@ -260,6 +263,8 @@ class Family:
             in its folder); checked fields with other values are refused.
         released: Test checkpoints shaped like the family's hub releases (tiny.py).
         remote_layout: How its remote-code layout is read without running the code.
+        architecture: What sets this config's architecture apart, in words, for inspect
+            and the model card (Qwen3.5's layer pattern and experts).
     """
 
     key: str
@@ -283,6 +288,7 @@ class Family:
     fields: tuple[Rule, ...] = ()
     released: tuple[ReleaseSpec, ...] = ()
     remote_layout: RemoteLayout | None = None
+    architecture: Callable[[Cfg], tuple[str, ...]] = lambda cfg: ()
 
     def components(self, cfg: Cfg) -> tuple[str, ...]:
         """The ONNX models to build, in the seeds' I/O contract names."""

@@ -72,6 +72,9 @@ class ReleaseSpec:
             Phi-4-multimodal's remote-code layout.
         model_config: The config the weights are built from, when transformers cannot read
             the written one (a remote-code layout: its mapping to the native config).
+        adjust_weights: Changes the weights as the release lays them out (tensors
+            transformers skips on load, such as Qwen3.5's `mtp.*` head; experts one
+            tensor each), after `rename`.
         own_output_layer: The release stores an lm_head of its own although its config
             leaves tie_word_embeddings to a default that ties (Mistral Small 3.1):
             transformers then uses the lm_head, and so must the package.
@@ -86,6 +89,7 @@ class ReleaseSpec:
     preprocessor: dict[str, Any] | None = None
     processor_files: dict[str, dict[str, Any]] | None = None
     own_output_layer: bool = False
+    adjust_weights: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     seed: int = 0
     lora: tuple[LoraSpec, ...] = ()
     lora_inline: bool = False
@@ -123,6 +127,8 @@ def write_release(spec: ReleaseSpec, folder: Path, *, seed: int | None = None) -
     if tiny.logit_gain is not None:
         scale_final_norm(model, tiny.logit_gain)
     weights = _release_weights(model, spec.rename)
+    if spec.adjust_weights is not None:
+        weights = spec.adjust_weights(weights)
     adapters = {lora.name: _random_lora(lora, weights, seed) for lora in spec.lora}
     if spec.lora_inline:
         weights = _inline(weights, adapters)

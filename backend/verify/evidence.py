@@ -20,6 +20,8 @@ from mmforge.backend.verify import hf_reference
 
 PROMPT = "Describe this."
 TEXT_PROMPT = "Hello there, how are you?"
+# Decode steps the decoder stage runs through its cache after the prefill.
+DECODER_STEPS = 4
 
 
 @dataclass(frozen=True)
@@ -75,9 +77,11 @@ class ReferenceEvidence:
         error: Why HF could not run on the runtime's processor output (then only
             `inputs` and `images` are set).
         main: The forward pass on the runtime's ids and pixels.
-        step: The forward pass one token longer (HF's next token appended).
+        step: The forward pass longer by `step_tokens` (HF's greedy continuation).
         text: The forward pass on the prompt without attachments.
-        next_token: HF's next token after the prompt.
+        step_tokens: The tokens the decoder steps through its cache, one at a time: HF's
+            first greedy tokens (several, since a recurrent-state error grows with each
+            step and one step can hide it), up to any placeholder token.
         tokens: HF's greedy tokens from the runtime's ids and pixels.
         near_tie: Where the two sides' tokens first differ: (step, HF's logit for its
             token, HF's logit for the runtime's token).
@@ -91,7 +95,7 @@ class ReferenceEvidence:
     main: Forward | None = None
     step: Forward | None = None
     text: Forward | None = None
-    next_token: int = 0
+    step_tokens: list[int] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     near_tie: tuple[int, float, float] | None = None
     generated_placeholder: tuple[int, int] | None = None
@@ -192,11 +196,12 @@ def gather_reference(
             # The runtime's processor output is not even self-consistent (e.g. image
             # sizes that do not match the pixels): nothing later can be compared.
             return ReferenceEvidence(inputs=own, images=pil, error=f"{type(e).__name__}: {e}")
-        next_token = int(np.argmax(main.logits[-1]))
-        step = _forward(model, capture, _longer(checkpoint, runtime, [next_token]).tensors)
         text = _text_forward(model, capture, runtime.text_ids)
         ctx.check_cancel()
-        tokens = hf_reference.greedy_generate(model, ref, n_tokens)
+        tokens = hf_reference.greedy_generate(model, ref, max(n_tokens, DECODER_STEPS))
+        step_tokens = _step_tokens(checkpoint, tokens) or [int(np.argmax(main.logits[-1]))]
+        step = _forward(model, capture, _longer(checkpoint, runtime, step_tokens).tensors)
+        tokens = tokens[:n_tokens]
         placeholder = _generated_placeholder(checkpoint, runtime, tokens)
         near_tie = None if placeholder else _near_tie(model, capture, checkpoint, runtime, tokens)
     finally:
@@ -210,7 +215,7 @@ def gather_reference(
         main=main,
         step=step,
         text=text,
-        next_token=next_token,
+        step_tokens=step_tokens,
         tokens=tokens,
         near_tie=near_tie,
         generated_placeholder=placeholder,
@@ -223,6 +228,24 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
         if x != y:
             return i
     return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def _step_tokens(checkpoint: Checkpoint, tokens: list[int]) -> list[int]:
+    """HF's first DECODER_STEPS greedy tokens, cut before any image or audio placeholder.
+
+    A generated placeholder has no features behind it, and HF fed one raises.
+    """
+    placeholders = {
+        v
+        for name, v in checkpoint.family.token_ids(checkpoint.cfg).items()
+        if name in ("image_token_id", "audio_token_id", "video_token_id")
+    }
+    out: list[int] = []
+    for token in tokens[:DECODER_STEPS]:
+        if token in placeholders:
+            break
+        out.append(token)
+    return out
 
 
 def _longer(checkpoint: Checkpoint, runtime: RuntimeEvidence, extra: list[int]) -> ReferenceInputs:

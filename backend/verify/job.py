@@ -62,7 +62,9 @@ CAUSES = {
         "not applied or wrong, the wrong attention over image tokens (Gemma's bidirectional "
         "image attention), or the position ids (3-D M-RoPE for Qwen)"
     ),
-    "decoder_step": "The decode step through the KV cache differs (cache layout or positions)",
+    "decoder_step": "The decode steps through the cache differ while the prefill matches: the "
+    "state carried between steps (the KV cache's layout, the positions, or a linear-attention "
+    "layer's convolution or recurrent state wired to the wrong layer)",
     "runtime_config": "genai_config.json lacks or mis-states a field the runtime needs",
     "end_to_end": (
         "Every graph matches on HF's inputs, but the runtime feeds them differently: "

@@ -128,18 +128,35 @@ def fill_empty(session: Any, feeds: dict[str, Any]) -> dict[str, Any]:
 
 
 def empty_past(inputs: dict[str, Any], head_size: int) -> dict[str, Any]:
-    """The decoder's state before the first token: an empty KV cache, zero conv state."""
+    """The decoder's state before the first token.
+
+    An empty KV cache; zeros for LFM2's short-convolution state and for the Gated
+    DeltaNet layers' convolution and recurrent state (fixed shapes but the batch).
+    """
     import numpy as np
 
     feeds = {}
     for name, spec in inputs.items():
-        if name.startswith("past_key_values."):
+        if name.endswith((".conv_state", ".recurrent_state")) or (
+            name.startswith("past.") and name.endswith(".conv")
+        ):
+            dims = [1, *(int(d) for d in spec.shape[1:])]
+            feeds[name] = np.zeros(dims, dtype=np.float32)
+        elif name.startswith("past_key_values."):
             _, heads, _, size = spec.shape
             size = size if isinstance(size, int) else head_size  # builder: "kv_cache_dim"
             feeds[name] = np.zeros((1, int(heads), 0, int(size)), dtype=np.float32)
-        elif name.startswith("past.") and name.endswith(".conv"):  # LFM2 short convolution
-            _, channels, width = spec.shape
-            feeds[name] = np.zeros((1, int(channels), int(width)), dtype=np.float32)
+    return feeds
+
+
+def carried_state(inputs: dict[str, Any], outs: dict[str, Any]) -> dict[str, Any]:
+    """The state one decoder run hands to the next: each past input's present output."""
+    feeds = {}
+    for name in inputs:
+        if name.startswith("past_key_values."):
+            feeds[name] = outs["present." + name[len("past_key_values.") :]]
+        elif name.startswith("past.") and name.endswith(".conv"):
+            feeds[name] = outs["present." + name[len("past.") :]]
     return feeds
 
 

@@ -229,7 +229,14 @@ def embedding(
 
 
 def decoder(setup: Setup, rt: RuntimeEvidence, ref: ReferenceEvidence) -> StageResult:
-    """Stage 5: prefill logits on HF's embeddings, then one step through the cache."""
+    """Stage 5: prefill logits on HF's embeddings, then several steps through the cache.
+
+    Each step feeds one of HF's greedy tokens with the state the previous run returned
+    (KV cache, convolution and recurrent state), so an error in how state is carried
+    grows step by step instead of hiding in one.
+    """
+    import numpy as np
+
     main, step_fw = ref.main, ref.step
     assert main is not None and step_fw is not None
     session = setup.session("decoder")
@@ -241,15 +248,24 @@ def decoder(setup: Setup, rt: RuntimeEvidence, ref: ReferenceEvidence) -> StageR
         feeds.update(sessions.empty_past(inputs, head_size))
         outs = sessions.run_named(session, sessions.cast(session, feeds))
         prefill = compare("decoder_prefill", main.logits, outs["logits"][0], setup.tol, logits=True)
-        # One decode step through the cache, on the token HF picks next.
-        feeds = _decoder_feeds(setup, inputs, step_fw, [*rt.ids, ref.next_token], seq)
-        for name in inputs:
-            if name.startswith("past_key_values."):
-                feeds[name] = outs[name.replace("past_key_values.", "present.")]
-            elif name.startswith("past.") and name.endswith(".conv"):
-                feeds[name] = outs["present." + name[len("past.") :]]
-        logits = sessions.run(session, ["logits"], sessions.cast(session, feeds))[0]
-        step = compare("decoder_step", step_fw.logits[-1:], logits[0, -1:], setup.tol, logits=True)
+        ids = list(rt.ids)
+        stepped = []
+        for token in ref.step_tokens:
+            ids.append(token)
+            feeds = _decoder_feeds(setup, inputs, step_fw, ids, len(ids) - 1)
+            feeds.update(sessions.carried_state(inputs, outs))
+            outs = sessions.run_named(session, sessions.cast(session, feeds))
+            stepped.append(outs["logits"][0, -1])
+        steps = len(ref.step_tokens)
+        step = compare(
+            "decoder_step",
+            step_fw.logits[seq : seq + steps],
+            np.stack(stepped),
+            setup.tol,
+            logits=True,
+        )
+        if steps > 1:
+            step = dataclasses.replace(step, reason=f"{steps} steps: {step.reason}")
     finally:
         del session
     # The decoder's measured error: what rounding alone can move a logit by.

@@ -143,7 +143,15 @@ CASES = [
         "MLPMultiModalProjector",
         {"image_token_id": 151938},
     ),
-    ("Qwen3_5Config", "qwen3_5", None, (V, E, D), "PatchMerger", {"image_token_id": 248056}),
+    ("Qwen3_5Config", "qwen3_5", "qwen3_5", (V, E, D), "PatchMerger", {"image_token_id": 248056}),
+    (
+        "Qwen3_5MoeConfig",
+        "qwen3_5_moe",
+        "qwen3_5_moe",
+        (V, E, D),
+        "PatchMerger",
+        {"image_token_id": 248056},
+    ),
 ]
 
 

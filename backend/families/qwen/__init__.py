@@ -1,4 +1,4 @@
-"""Qwen2.5-VL, Qwen3-VL and Qwen3.5 (vision): patch-merger projectors and 3-D M-RoPE."""
+"""Qwen2.5-VL, Qwen3-VL and Qwen3.5/3.6 (dense and MoE): patch mergers and 3-D M-RoPE."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from mmforge.backend.families._base import (
     rescale_and_normalize,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
-from mmforge.backend.families.qwen import fields, reference, tiny
+from mmforge.backend.families.qwen import fields, reference, tiny, tiny_qwen3_5
 from mmforge.backend.families.qwen.build import deepstack_vision_output
 from mmforge.backend.families.qwen.graph_fixes import qwen3_deepstack, qwen_unpad_images
 
@@ -239,19 +239,105 @@ QWEN3_VL = Family(
     ),
 )
 
+
+def _is_moe(cfg: Cfg) -> bool:
+    return cfg.text.get("num_experts") is not None
+
+
+def layer_pattern(cfg: Cfg) -> list[str]:
+    """Each decoder layer's kind, as transformers reads it.
+
+    `layer_types` when the config writes it out; otherwise transformers derives it from
+    `full_attention_interval` (default 4): full attention on every interval-th layer.
+    """
+    text = cfg.text
+    written = text.get("layer_types")
+    if isinstance(written, list):
+        return [str(t) for t in written]
+    interval = int(text.get("full_attention_interval", 4))
+    layers = int(text.get("num_hidden_layers"))
+    return [
+        "full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)
+    ]
+
+
+def _hybrid_architecture(cfg: Cfg) -> tuple[str, ...]:
+    kinds = layer_pattern(cfg)
+    linear, full = kinds.count("linear_attention"), kinds.count("full_attention")
+    where = ", ".join(str(i) for i, k in enumerate(kinds) if k == "full_attention")
+    lines = [
+        f"Decoder: {linear} linear-attention (Gated DeltaNet) and {full} full-attention "
+        f"layers (full attention at {'layer' if full == 1 else 'layers'} {where})"
+    ]
+    if _is_moe(cfg):
+        text = cfg.text
+        lines.append(
+            f"Mixture of experts: {text.get('num_experts')} routed experts, "
+            f"{text.get('num_experts_per_tok')} active per token, plus a shared expert; "
+            "the package computes every expert for every token (the graph builder's portable "
+            "form), so decoding costs what the total parameters cost, not the active ones"
+        )
+    return tuple(lines)
+
+
+QWEN3_5_PACKAGE = dataclasses.replace(
+    QWEN_PACKAGE,
+    graph_fixes=(qwen_unpad_images, text_embedding_without_features),
+    builder_type=lambda cfg: "qwen3_5_moe_vl" if _is_moe(cfg) else "qwen3_5",
+    # The multi-token-prediction head the releases ship: transformers skips it on load
+    # and generation never runs it.
+    unused_ok=lambda cfg: (r"^mtp\.",),
+    notes=(
+        *QWEN_PACKAGE.notes,
+        "The Gated DeltaNet layers' convolution and recurrent state travel as "
+        "past_key_values.N.conv_state / recurrent_state (present.N.*); only the "
+        "full-attention layers have a KV cache.",
+    ),
+)
+
+_QWEN3_5_NOTES = (
+    "Hybrid decoder: Gated DeltaNet (linear attention) layers and gated full-attention "
+    "layers, in the order config.json's layer_types gives.",
+    "The multi-token-prediction head (mtp.*) the releases ship is not converted: "
+    "generation does not use it.",
+)
+
 QWEN3_5 = Family(
     key="qwen3_5",
-    name="Qwen3.5-VL",
-    model_types=("qwen3_5", "qwen3_5_moe"),
-    pipeline_type=None,
-    no_pipeline_reason=(
-        "ONNX Runtime GenAI 0.18 has no qwen3_5 model type, and its text model mixes "
-        "Gated DeltaNet (linear attention) layers with full attention"
-    ),
+    name="Qwen3.5 / Qwen3.6",
+    model_types=("qwen3_5",),
+    pipeline_type="qwen3_5",
     hf_class="Qwen3_5ForConditionalGeneration",
     projector=_merger,
     token_ids=_qwen_tokens,
     image_tokens=_qwen_image_tokens,
+    runtime_token_strings=QWEN_STRINGS,
+    package=QWEN3_5_PACKAGE,
+    reference=QWEN_REFERENCE,
+    fields=fields.QWEN3_5,
+    released=tiny_qwen3_5.RELEASED_QWEN3_5,
+    tiny=tiny_qwen3_5.QWEN3_5,
+    architecture=_hybrid_architecture,
+    notes=_QWEN3_5_NOTES,
 )
 
-FAMILIES = (QWEN2_5_VL, QWEN3_VL, QWEN3_5)
+QWEN3_5_MOE = Family(
+    key="qwen3_5_moe",
+    name="Qwen3.5 / Qwen3.6 MoE",
+    model_types=("qwen3_5_moe",),
+    pipeline_type="qwen3_5_moe",
+    hf_class="Qwen3_5MoeForConditionalGeneration",
+    projector=_merger,
+    token_ids=_qwen_tokens,
+    image_tokens=_qwen_image_tokens,
+    runtime_token_strings=QWEN_STRINGS,
+    package=QWEN3_5_PACKAGE,
+    reference=QWEN_REFERENCE,
+    fields=fields.QWEN3_5_MOE,
+    released=tiny_qwen3_5.RELEASED_QWEN3_5_MOE,
+    tiny=tiny_qwen3_5.QWEN3_5_MOE,
+    architecture=_hybrid_architecture,
+    notes=_QWEN3_5_NOTES,
+)
+
+FAMILIES = (QWEN2_5_VL, QWEN3_VL, QWEN3_5, QWEN3_5_MOE)

@@ -97,3 +97,99 @@ QWEN3_VL: tuple[Rule, ...] = (
     honoured("vision_config.deepstack_visual_indexes", "DeepStack taps (measured)"),
     honoured("vision_config.num_position_embeddings", "the learned position table's size"),
 )
+
+
+def _hybrid_kinds(value: object, cfg: object) -> bool:
+    return isinstance(value, list) and all(
+        t in ("linear_attention", "full_attention") for t in value
+    )
+
+
+# Qwen3.5 / Qwen3.6: the hybrid text model. transformers' Qwen3.5 classes always gate the
+# attention output (sigmoid), always gate the DeltaNet norm with SiLU and keep the
+# recurrence in float32; the releases write those facts as fields transformers never
+# reads, so each is held to the one value transformers implements.
+_QWEN3_5_TEXT: tuple[Rule, ...] = (
+    *COMMON_INERT,
+    *_TEXT_COMMON,
+    check(
+        "text_config.layer_types",
+        _hybrid_kinds,
+        "linear_attention or full_attention per layer",
+        "each layer is built as its entry says (measured on an irregular pattern)",
+    ),
+    honoured(
+        "text_config.full_attention_interval",
+        "the layer pattern when layer_types is not written out",
+    ),
+    honoured("text_config.attention_bias", "q/k/v/o biases are built when set"),
+    *shapes(
+        "text_config.",
+        "linear_conv_kernel_dim",
+        "linear_key_head_dim",
+        "linear_value_head_dim",
+        "linear_num_key_heads",
+        "linear_num_value_heads",
+    ),
+    honoured(
+        "text_config.rope_parameters.partial_rotary_factor",
+        "the rotary part of each head (measured)",
+    ),
+    honoured("text_config.partial_rotary_factor", "read as rope_parameters' (measured)"),
+    only(
+        "text_config.rope_parameters.mrope_interleaved",
+        True,
+        note="the decoder interleaves the M-RoPE sections, as Qwen3.5 does",
+    ),
+    only(
+        "text_config.attn_output_gate",
+        True,
+        None,
+        note="transformers always gates the attention output; the graphs do too",
+    ),
+    only(
+        "text_config.output_gate_type",
+        "swish",
+        None,
+        note="the DeltaNet output norm is gated with SiLU, as in transformers",
+    ),
+    only(
+        "text_config.mamba_ssm_dtype",
+        "float32",
+        None,
+        note="the recurrent state is float32, as in transformers",
+    ),
+    inert("text_config.mtp_num_hidden_layers", "the multi-token-prediction head; not run"),
+    inert("text_config.mtp_use_dedicated_embeddings", "the multi-token-prediction head"),
+    only(
+        "language_model_only",
+        False,
+        None,
+        note="a text-only release has no vision tower to convert",
+    ),
+    only(
+        "vision_config.hidden_act",
+        "gelu_pytorch_tanh",
+        note="the vision MLP is built with tanh-approximated GELU",
+    ),
+    inert(
+        "vision_config.deepstack_visual_indexes",
+        "transformers' Qwen3.5 tower has no DeepStack and does not read it",
+    ),
+    honoured("vision_config.num_position_embeddings", "the learned position table's size"),
+)
+
+QWEN3_5: tuple[Rule, ...] = _QWEN3_5_TEXT
+
+QWEN3_5_MOE: tuple[Rule, ...] = (
+    *_QWEN3_5_TEXT,
+    *shapes(
+        "text_config.",
+        "moe_intermediate_size",
+        "shared_expert_intermediate_size",
+        "num_experts",
+    ),
+    honoured("text_config.num_experts_per_tok", "top-k routing (measured)"),
+    inert("text_config.output_router_logits", "training-only router loss"),
+    inert("text_config.router_aux_loss_coef", "training-only router loss"),
+)

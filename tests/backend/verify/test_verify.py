@@ -22,6 +22,8 @@ GOOD = {
     "mistral3": "PASS",
     "phi4mm": "PASS",
     "lfm2_vl": "PASS",
+    "qwen3_5": "PASS",
+    "qwen3_5_moe": "PASS",
     # Documented gap: the runtime wraps image and audio blocks in blank lines.
     "gemma4": "AMBIGUOUS",
 }
