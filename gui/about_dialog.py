@@ -6,10 +6,11 @@ import html
 import sys
 from pathlib import Path
 
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
 
 from mmforge.backend import __version__
 from mmforge.gui.app import log_file
+from mmforge.gui.safe_text import SafeBrowser
 
 
 def licences_folder() -> Path | None:
@@ -55,7 +56,7 @@ class AboutDialog(QDialog):
             f"<p>Log file (warnings and errors): {html.escape(str(log_file()))}</p>"
         )
         title.setWordWrap(True)
-        self.licences = QTextBrowser()
+        self.licences = SafeBrowser()  # licence texts come from installed packages
         self.licences.setObjectName("licences")
         self.licences.setHtml(licences_html())
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)

@@ -7,9 +7,10 @@ from typing import Any
 
 from PySide6.QtCore import QSize, Qt, Signal, Slot
 from PySide6.QtGui import QImage, QKeyEvent, QPixmap
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QToolButton, QWidget
 
 from mmforge.backend.attachments import IMAGE
+from mmforge.gui.safe_text import as_html, is_regular_file, plain_label
 
 
 class ChatInput(QPlainTextEdit):
@@ -85,9 +86,10 @@ class AttachmentStrip(QWidget):
             chip.setObjectName("attachmentChip")
             layout = QHBoxLayout(chip)
             layout.setContentsMargins(2, 2, 2, 2)
-            label = QLabel()
+            label = plain_label()  # a file name is text, whatever it looks like
             if kind == IMAGE:
-                pixmap = QPixmap(str(path))
+                # A FIFO or a device would block the window or fill its memory.
+                pixmap = QPixmap(str(path)) if is_regular_file(path) else QPixmap()
                 if pixmap.isNull():
                     label.setText(path.name)
                 else:
@@ -96,7 +98,7 @@ class AttachmentStrip(QWidget):
                     )
             else:
                 label.setText(f"♪ {path.name} ({_duration(path)})")
-            label.setToolTip(str(path))
+            label.setToolTip(as_html(str(path)))
             remove = QToolButton()
             remove.setText("✕")
             remove.setToolTip("Remove")

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import html
 import json
+import secrets
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Slot
-from PySide6.QtGui import QDesktopServices, QImage, QTextCursor
+from PySide6.QtGui import QDesktopServices, QImage, QImageReader, QTextCursor, QTextDocument
 from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
@@ -30,7 +32,6 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
-    QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
@@ -47,6 +48,15 @@ from mmforge.gui.bridge import ChatBridge, JobRunner
 from mmforge.gui.chat_input import AttachmentStrip, ChatInput
 from mmforge.gui.errors import show_error
 from mmforge.gui.markdown import code_blocks, plain, to_html
+from mmforge.gui.safe_text import (
+    SafeBrowser,
+    StreamBreaker,
+    as_html,
+    for_display,
+    is_regular_file,
+    plain_label,
+    refused,
+)
 from mmforge.gui.state import AppState
 from mmforge.gui.theme import Colours, colours, stylesheet
 
@@ -55,36 +65,54 @@ THUMB = 200  # the longest side of an image in the transcript, in pixels
 MARK = "\u2063"  # an invisible separator: where streamed tokens go in the open answer
 
 
-class Transcript(QTextBrowser):
+class Transcript(SafeBrowser):
     """The conversation as a document; pictures are drawn from scaled copies.
 
-    An image attachment is written as `<img src="thumb:///path">`: the browser asks
-    `loadResource` for it, which scales the file once and keeps the result, so a redraw
-    never decodes a full-size photo again.
+    The view registers each picture it draws (`thumb_url`) and writes it as
+    `<img src="thumb:<secret>-N">`: the browser asks `loadResource` for it, which scales the file
+    once and keeps the result, so a redraw never decodes a full-size photo again. Any
+    other resource (an image or a `thumb:` URL an answer or a saved conversation names)
+    is refused and never read.
     """
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self._thumbs: dict[str, QImage] = {}
+        self._urls: dict[Path, str] = {}
+        self._paths: dict[str, Path] = {}
+        # Not guessable: an answer that writes `thumb:...` draws none of these pictures.
+        self._secret = secrets.token_hex(8)
         self.setOpenLinks(False)
 
+    def thumb_url(self, path: Path) -> str:
+        """The URL the transcript draws the picture `path` by (it may load that file)."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = f"thumb:{self._secret}-{len(self._urls)}"
+            self._paths[url] = path
+        return url
+
     def loadResource(self, kind: int, url: QUrl | str) -> Any:
-        """Thumbnails for `thumb:` URLs; nothing else (an image an answer names is not fetched)."""
-        url = QUrl(url)
-        if url.scheme() != "thumb":
-            return None  # no remote or local loading of anything an answer names
-        path = url.path()
-        if path not in self._thumbs:
-            image = QImage(path)
-            if not image.isNull() and max(image.width(), image.height()) > THUMB:
-                image = image.scaled(
-                    THUMB,
-                    THUMB,
-                    Qt.AspectRatioMode.KeepAspectRatio,
-                    Qt.TransformationMode.SmoothTransformation,
-                )
-            self._thumbs[path] = image
-        return self._thumbs[path]
+        """The registered thumbnails; nothing else (see `safe_text.refused`)."""
+        key = QUrl(url).toString()
+        path = self._paths.get(key)
+        if kind != QTextDocument.ResourceType.ImageResource.value or path is None:
+            return refused()
+        if key not in self._thumbs:
+            self._thumbs[key] = _thumbnail(path)
+        return self._thumbs[key]
+
+
+def _thumbnail(path: Path) -> QImage:
+    """The picture scaled to fit THUMB; an empty image for anything but a readable file."""
+    if not is_regular_file(path):  # a FIFO or a device named in a saved conversation
+        return QImage()
+    reader = QImageReader(str(path))
+    size = reader.size()
+    if size.isValid() and max(size.width(), size.height()) > THUMB:
+        reader.setScaledSize(size.scaled(THUMB, THUMB, Qt.AspectRatioMode.KeepAspectRatio))
+    image = reader.read()
+    return image if not image.isNull() else QImage()
 
 
 @dataclass
@@ -140,6 +168,7 @@ class ChatView(QWidget):
         self._loaded = False
         self._busy = False
         self._stream_cursor: QTextCursor | None = None
+        self._stream_shown = StreamBreaker()
         self._shown: list[Message] = []
         self._tokens, self._first_token_at = 0, 0.0
         self._render_timer = QTimer(self, singleShot=True, interval=100)
@@ -176,8 +205,7 @@ class ChatView(QWidget):
         self.load_button = QPushButton("Load")
         self.load_button.setObjectName("loadButton")
         self.load_button.clicked.connect(self.load)
-        self.info = QLabel("")
-        self.info.setWordWrap(True)
+        self.info = plain_label(wrap=True)
         top = QHBoxLayout()
         top.addWidget(QLabel("Package"))
         top.addWidget(self.package, 1)
@@ -224,7 +252,7 @@ class ChatView(QWidget):
         self.transcript.setObjectName("transcript")
         self.transcript.setAccessibleName("Conversation")
         self.transcript.anchorClicked.connect(self._on_anchor)
-        self.status = QLabel("")
+        self.status = plain_label()
         self.status.setObjectName("chatStatus")
         self.strip = AttachmentStrip()
         self.input = ChatInput()
@@ -374,8 +402,8 @@ class ChatView(QWidget):
         )
         if is_demo(Path(info.package)):
             text += (
-                "<br><b>This is the random-weight demo model: it talks nonsense by design, "
-                "while its parity with the original is exact.</b>"
+                "\nThis is the random-weight demo model: it talks nonsense by design, "
+                "while its parity with the original is exact."
             )
         self.info.setText(text)
         self._on_conversation(info.conversation)
@@ -429,7 +457,7 @@ class ChatView(QWidget):
         for s in self.store.list():
             item = QListWidgetItem(s.title or "(untitled)")
             item.setData(Qt.ItemDataRole.UserRole, s.id)
-            item.setToolTip(f"{s.title}\n{s.messages} messages with {s.package}")
+            item.setToolTip(as_html(f"{s.title}\n{s.messages} messages with {s.package}"))
             self.conversations.addItem(item)
         self._ensure_listed()
 
@@ -484,7 +512,7 @@ class ChatView(QWidget):
         answer = QMessageBox.question(
             self,
             "Delete conversation",
-            f"Delete “{item.text()}” and its attachments? This cannot be undone.",
+            as_html(f"Delete “{item.text()}” and its attachments? This cannot be undone."),
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
             QMessageBox.StandardButton.Cancel,
         )
@@ -536,7 +564,9 @@ class ChatView(QWidget):
         # a conversation already listed, update its entry only.
         listed = self._list_item(conversation.id)
         if after_turn and listed is not None:
-            listed.setToolTip(f"{len(conversation.messages)} messages with {conversation.package}")
+            listed.setToolTip(
+                as_html(f"{len(conversation.messages)} messages with {conversation.package}")
+            )
             listed.setText(conversation.title or listed.text())
             self._select_open()
         else:
@@ -704,7 +734,9 @@ class ChatView(QWidget):
         self._tokens += 1
         self.pending.answer += text
         if self._stream_cursor is not None:
-            self._stream_cursor.insertText(text)
+            shown = self._stream_shown.feed(text)  # long lines broken, a bounded length
+            if shown:
+                self._stream_cursor.insertText(shown)
         if not self._render_timer.isActive():
             self._render_timer.start()
 
@@ -733,7 +765,7 @@ class ChatView(QWidget):
             self._draft = None
             self._render()
         if not self._loaded:
-            self.info.setText(f"Not loaded: {error.get('message')}")
+            self.info.setText(for_display(f"Not loaded: {error.get('message')}", 2000))
             self.load_button.setEnabled(True)
         show_error(self, error)
 
@@ -774,7 +806,8 @@ class ChatView(QWidget):
                 messages.append(pending.user)
         c = colours(self.palette())
         self.transcript.document().setDefaultStyleSheet(stylesheet(c))
-        parts = [_message_html(m, i, c) for i, m in enumerate(messages)]
+        thumb = self.transcript.thumb_url
+        parts = [_message_html(m, i, c, thumb) for i, m in enumerate(messages)]
         if not parts and pending is None:
             parts.append(_empty_html(self._loaded, c))
         if pending is not None:
@@ -782,7 +815,7 @@ class ChatView(QWidget):
                 head = f"<p style='color:{c.muted};font-size:small'>Model</p>"
                 parts.append(_bubble(f"{head}<p>{MARK}</p>", c, user=False))
             else:
-                parts.append(_message_html(Message("assistant", pending.answer), None, c))
+                parts.append(_message_html(Message("assistant", pending.answer), None, c, thumb))
         self._shown = messages
         self.transcript.setHtml("".join(parts))
         self._stream_cursor = None
@@ -790,7 +823,8 @@ class ChatView(QWidget):
             found = self.transcript.document().find(MARK)
             if not found.isNull():
                 found.removeSelectedText()
-                found.insertText(pending.answer)  # a redraw mid-answer keeps what came
+                self._stream_shown = StreamBreaker()
+                found.insertText(self._stream_shown.feed(pending.answer))  # keeps what came
                 self._stream_cursor = found
         self._scroll_to_end()
 
@@ -845,12 +879,6 @@ def _empty_html(loaded: bool, c: Colours) -> str:
     return f"<p style='color:{c.muted}'>{text}</p>"
 
 
-def _thumb_url(path: Path) -> str:
-    """The `thumb:` URL the transcript draws an image file by."""
-    encoded = QUrl.fromLocalFile(str(path)).toString(QUrl.ComponentFormattingOption.FullyEncoded)
-    return "thumb" + encoded.removeprefix("file")
-
-
 def _bubble(body: str, c: Colours, *, user: bool) -> str:
     """A message drawn as a bubble: the user's on the right, the model's on the left."""
     colour = c.user_bubble if user else c.model_bubble
@@ -863,15 +891,22 @@ def _bubble(body: str, c: Colours, *, user: bool) -> str:
     )
 
 
-def _message_html(m: Message, index: int | None, c: Colours) -> str:
-    """One message of the transcript; `index` names it in its Copy links (None: none)."""
+def _message_html(
+    m: Message, index: int | None, c: Colours, thumb: Callable[[Path], str] | None = None
+) -> str:
+    """One message of the transcript; `index` names it in its Copy links (None: none).
+
+    `thumb` gives the URL a picture attachment is drawn by (None: pictures are not drawn).
+    Text is cut and its long lines broken for display (`safe_text.for_display`); the
+    message itself, and what Copy copies, stay whole.
+    """
     muted = f"color:{c.muted};font-size:small"
     copy = f" · <a href='copy:{index}'>Copy</a>" if index is not None and m.text.strip() else ""
     if m.role == "user":
         pictures = "".join(
-            f"<img src='{html.escape(_thumb_url(a.path))}'> "
+            f"<img src='{html.escape(thumb(a.path))}'> "
             for a in m.attachments
-            if a.kind == IMAGE
+            if a.kind == IMAGE and thumb is not None
         )
         chips = "".join(
             f"<span style='background:{c.chip}'>&nbsp;♪ {html.escape(a.name)}&nbsp;</span> "
@@ -881,10 +916,10 @@ def _message_html(m: Message, index: int | None, c: Colours) -> str:
         head = f"<p style='{muted}'>You{copy}</p>"
         shown = f"<p>{pictures}</p>" if pictures else ""
         shown += f"<p>{chips}</p>" if chips else ""
-        return _bubble(head + shown + plain(m.text), c, user=True)
+        return _bubble(head + shown + plain(for_display(m.text)), c, user=True)
     links = None if index is None else (lambda k: f"code:{index}:{k}")
     body = (
-        to_html(m.text, style=c.pygments, border=c.border, code_link=links)
+        to_html(for_display(m.text), style=c.pygments, border=c.border, code_link=links)
         if m.text
         else "<p><i>(no text)</i></p>"
     )

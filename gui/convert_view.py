@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import time
 from pathlib import Path
@@ -30,6 +31,7 @@ from mmforge.backend.inspect import Profile
 from mmforge.backend.units import human_rate
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.errors import show_error
+from mmforge.gui.safe_text import for_display, plain_label
 from mmforge.gui.state import AppState
 
 DTYPES = ("f32", "f16", "int4")
@@ -52,7 +54,7 @@ class ConvertView(QWidget):
         super().__init__(parent)
         self.state = state
         self.runner = JobRunner(self)
-        self.source = QLabel("No model picked yet: start on the Model page.")
+        self.source = plain_label("No model picked yet: start on the Model page.")
         self.dtype = QComboBox()
         self.dtype.addItems(list(DTYPES))
         self.dtype.setCurrentText(state.text("dtype", "f32"))
@@ -92,7 +94,7 @@ class ConvertView(QWidget):
         self.stage_bar = QProgressBar()
         self.stage_bar.setRange(0, 1000)
         self.stage_bar.setAccessibleName("Progress of the current stage")
-        self.stage = QLabel("")
+        self.stage = plain_label()
         self.log_toggle = QPushButton("Show log")
         self.log_toggle.setCheckable(True)
         self.log = QPlainTextEdit(readOnly=True)
@@ -284,12 +286,13 @@ class ConvertView(QWidget):
         out = self.output.text().strip()
         files = manifest.files
         w = manifest.weights
+        esc = html.escape
         self.summary.setText(
-            f"<b>{manifest.family}</b> → '{manifest.pipeline_type}' package "
-            f"({manifest.dtype}, {manifest.ep}) in {out}<br>"
-            f"{' + '.join(manifest.components)}; {len(files)} files, "
-            f"{sum(files.values()) / 1e6:.1f} MB; weights {w.get('mapped')} mapped, "
-            f"{w.get('unused')} unused, 0 missing"
+            f"<b>{esc(manifest.family)}</b> → '{esc(manifest.pipeline_type)}' package "
+            f"({esc(manifest.dtype)}, {esc(manifest.ep)}) in {esc(out)}<br>"
+            f"{esc(' + '.join(manifest.components))}; {len(files)} files, "
+            f"{sum(files.values()) / 1e6:.1f} MB; weights {esc(str(w.get('mapped')))} mapped, "
+            f"{esc(str(w.get('unused')))} unused, 0 missing"
         )
         self.stage.setText("Done: ONNX Runtime GenAI loads the package and generates.")
         self._report = _weight_rows(Path(out) / "weights_report.json")
@@ -308,7 +311,7 @@ class ConvertView(QWidget):
 
     @Slot(dict)
     def _on_failed(self, error: dict[str, Any]) -> None:
-        self.stage.setText(f"Failed: {error.get('message')}")
+        self.stage.setText(for_display(f"Failed: {error.get('message')}", 500))
         self.log.appendPlainText(f"error: {error.get('message')}")
         show_error(self, error)
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox, QWidget
+
+from mmforge.gui.safe_text import MAX_SHOWN, SHORT, for_display
 
 log = logging.getLogger(__name__)
 
@@ -15,19 +18,23 @@ def show_error(parent: QWidget | None, error: dict[str, Any], title: str = "mmfo
 
     It goes into the GUI's log file too, details included.
     """
-    log.warning(
+    message, hint, details = (str(error.get(k) or "") for k in ("message", "hint", "details"))
+    log.warning(  # bounded: a hostile message must not fill the disk either
         "%s (%s)%s",
-        error.get("message"),
-        error.get("hint"),
-        f"\n{error['details']}" if error.get("details") else "",
+        message[:MAX_SHOWN],
+        hint[:MAX_SHOWN],
+        f"\n{details[:MAX_SHOWN]}" if details else "",
     )
     box = QMessageBox(parent)
     box.setIcon(QMessageBox.Icon.Warning)
     box.setWindowTitle(title)
-    box.setText(str(error.get("message") or "Something went wrong"))
-    if error.get("hint"):
-        box.setInformativeText(str(error["hint"]))
-    if error.get("details"):
-        box.setDetailedText(str(error["details"]))
+    # Plain text, cut to a size Qt lays out at once: a message may quote a config, a file
+    # name or a model's answer, and rich text would load any file an <img> in it names.
+    box.setTextFormat(Qt.TextFormat.PlainText)
+    box.setText(for_display(message or "Something went wrong", SHORT))
+    if hint:
+        box.setInformativeText(for_display(hint, SHORT))
+    if details:
+        box.setDetailedText(for_display(details))
     box.setObjectName("errorDialog")
     box.open()

@@ -42,6 +42,7 @@ from mmforge.backend.library import (
 )
 from mmforge.backend.units import human_bytes
 from mmforge.gui.errors import show_error
+from mmforge.gui.safe_text import as_html, plain_label
 from mmforge.gui.state import AppState
 
 
@@ -120,7 +121,7 @@ class LibraryDialog(QDialog):
             ["Package", "Model", "Precision", "Size", "Converted"], "Converted packages"
         )
         self.package_table.doubleClicked.connect(self._chat)
-        self.folder_label = QLabel("")
+        self.folder_label = plain_label()
         self.folder_label.setWordWrap(True)
         self.folder_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         buttons = QHBoxLayout()
@@ -141,7 +142,7 @@ class LibraryDialog(QDialog):
 
     def _models_tab(self) -> QWidget:
         self.model_table = _table(["Model", "Size", "Last used"], "Downloaded models")
-        self.cache_label = QLabel("")
+        self.cache_label = plain_label()
         self.cache_label.setWordWrap(True)
         self.delete_model_button = QPushButton("Delete…")
         self.delete_model_button.clicked.connect(self._delete_model)
@@ -212,7 +213,7 @@ class LibraryDialog(QDialog):
         answer = QMessageBox.question(
             self,
             title,
-            text,
+            as_html(text),  # it names folders and models: shown as text
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
             QMessageBox.StandardButton.Cancel,
         )

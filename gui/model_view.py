@@ -16,7 +16,6 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QProgressBar,
     QPushButton,
-    QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
@@ -25,6 +24,7 @@ from mmforge.backend.inspect import Profile
 from mmforge.backend.units import human_bytes, human_count
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.errors import show_error
+from mmforge.gui.safe_text import SafeBrowser, for_display, plain_label
 from mmforge.gui.state import AppState
 from mmforge.gui.theme import Colours, colours
 
@@ -55,8 +55,10 @@ def profile_html(p: Profile, c: Colours) -> str:
         f"<p><b>Projector:</b> {esc(proj.variant)}: {esc(proj.architecture)}"
         f"<br><i>{esc(proj.reason)}</i></p>"
     )
+    parts += [f"<p>{esc(line)}</p>" for line in p.architecture]
     rows = "".join(
-        f"<tr><td>{esc(k)}</td><td>{v}</td><td>{esc(p.token_strings.get(k, ''))}</td></tr>"
+        f"<tr><td>{esc(k)}</td><td>{esc(str(v))}</td>"
+        f"<td>{esc(str(p.token_strings.get(k, '')))}</td></tr>"
         for k, v in p.token_ids.items()
     )
     table = "<table cellspacing='0' cellpadding='3'>"
@@ -64,10 +66,12 @@ def profile_html(p: Profile, c: Colours) -> str:
     sizes = p.sizes
     params = sizes.parameters
     if params:
+        active = sizes.active_parameters
+        per_token = f", {human_count(active)} active per token" if active is not None else ""
         parts.append(
             f"<p><b>Parameters:</b> {human_count(int(params.get('total', 0)))} "
             f"({', '.join(f'{k} {human_count(int(v))}' for k, v in parts_of(params))})"
-            f"<br><b>Download:</b> {human_bytes(sizes.checkpoint_bytes)}</p>"
+            f"{per_token}<br><b>Download:</b> {human_bytes(sizes.checkpoint_bytes)}</p>"
         )
         rows = "".join(
             f"<tr><td>{d}</td><td align='right'>{human_bytes(sizes.package_bytes[d])}</td>"
@@ -122,7 +126,7 @@ class ModelView(QWidget):
         self.known.setAccessibleName("Recent and cached models")
         self.known.setMaximumWidth(320)
         self.known.itemActivated.connect(self._pick_known)
-        self.card = QTextBrowser()
+        self.card = SafeBrowser()
         self.card.setAccessibleName("What the model is")
         self.card.setObjectName("profileCard")
         self.card.setHtml(
@@ -130,7 +134,7 @@ class ModelView(QWidget):
             "<b>Inspect</b> shows what it is and what conversion will make, before any "
             "download of weights.</p>"
         )
-        self.status = QLabel("")
+        self.status = plain_label()
         self.status.setObjectName("modelStatus")
         self.progress = QProgressBar()
         self.progress.setObjectName("inspectProgress")
@@ -248,7 +252,8 @@ class ModelView(QWidget):
             if (p.unit == "bytes" and p.total)
             else ""
         )
-        self.status.setText(f"{what}{amount}: {p.message}" if p.message else what + amount)
+        text = f"{what}{amount}: {p.message}" if p.message else what + amount
+        self.status.setText(for_display(text, 500))
 
     @Slot()
     def _on_cancelled(self) -> None:
@@ -295,7 +300,7 @@ class ModelView(QWidget):
 
     @Slot(dict)
     def _on_failed(self, error: dict[str, Any]) -> None:
-        self.status.setText(str(error.get("message")))
+        self.status.setText(for_display(str(error.get("message")), 500))
         show_error(self, error)
 
     @Slot()

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 from mmforge.backend.verify import VerifyReport
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.errors import show_error
+from mmforge.gui.safe_text import as_html, for_display
 from mmforge.gui.state import AppState
 from mmforge.gui.theme import Colours, colours
 
@@ -84,7 +85,8 @@ def summary_html(report: VerifyReport, c: Colours) -> str:
     return (
         f"<table width='100%' cellpadding='10'><tr><td bgcolor='{c.model_bubble}'>"
         f"<p><span style='font-size:x-large;font-weight:bold;color:{colour}'>"
-        f"{report.verdict}</span>&nbsp;&nbsp;{meaning}</p>{where}</td></tr></table>"
+        f"{html.escape(report.verdict)}</span>&nbsp;&nbsp;{html.escape(meaning)}</p>"
+        f"{where}</td></tr></table>"
     )
 
 
@@ -147,6 +149,8 @@ class VerifyView(QWidget):
         self.verdict = QLabel("")
         self.verdict.setObjectName("verdictLabel")
         self.verdict.setWordWrap(True)
+        # Rich for the summary card; progress and errors go in escaped (`as_html`).
+        self.verdict.setTextFormat(Qt.TextFormat.RichText)
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.table = QTableWidget(0, 6)
         self.table.setObjectName("stageTable")
@@ -232,7 +236,7 @@ class VerifyView(QWidget):
     def _on_progress(self, p: Any) -> None:
         if p.total:
             self.progress.setValue(int(100 * p.done / p.total))
-        self.verdict.setText(p.message)
+        self.verdict.setText(as_html(for_display(p.message, 500)))
 
     @Slot(object)
     def _on_result(self, report: VerifyReport) -> None:
@@ -319,7 +323,8 @@ class VerifyView(QWidget):
 
     @Slot(dict)
     def _on_failed(self, error: dict[str, Any]) -> None:
-        self.verdict.setText(f"Could not verify: {error.get('message')}")
+        message = for_display(f"Could not verify: {error.get('message')}", 500)
+        self.verdict.setText(as_html(message))
         show_error(self, error)
 
     @Slot()

@@ -1,0 +1,124 @@
+"""Showing what strangers wrote: as text, and never a file that the text names.
+
+Configs, hub metadata, model answers, saved conversations and file names are written by
+others. Qt's rich text loads what an `<img>` or a stylesheet link names: a QLabel or a
+QTextBrowser given `<img src="/dev/zero">` reads that file until memory runs out, and a
+FIFO blocks the window for good. So labels that show such text are plain text, text put
+into rich contexts (tooltips, question boxes) is escaped, and every text browser refuses
+to load anything (the chat transcript serves only the pictures it drew itself).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QLabel, QTextBrowser, QWidget
+
+# A line longer than this is broken for display: Qt lays out a paragraph in time that
+# grows with the square of its longest unbroken line (1 MB on one line froze the chat
+# view for 87 s). The text itself is kept whole (conversation, Copy).
+LONG_LINE = 500
+# The most characters of one text shown (a message, an error's details): a megabyte of
+# text takes Qt a third of a second to lay out even in short lines, 12,000 about 15 ms.
+MAX_SHOWN = 12_000
+# The most characters of a label, a tooltip or a question box.
+SHORT = 1000
+
+
+def refused() -> QImage:
+    """What a resource loader returns to load nothing: an empty image, never None.
+
+    Qt 6.11 reads the named file itself when a loader returns None (a null QVariant), and
+    an empty QByteArray makes its image handler load the file by name; a null QImage ends
+    the matter, for stylesheets too.
+    """
+    return QImage()
+
+
+class SafeBrowser(QTextBrowser):
+    """A text browser that loads no resource a document names (no image, no stylesheet)."""
+
+    def loadResource(self, kind: int, url: QUrl | str) -> Any:
+        """Nothing: see `refused`."""
+        return refused()
+
+
+def plain_label(text: str = "", parent: QWidget | None = None, *, wrap: bool = False) -> QLabel:
+    """A label that shows its text as text, whatever it looks like."""
+    label = QLabel(parent)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setWordWrap(wrap)
+    label.setText(text)
+    return label
+
+
+def as_html(text: str) -> str:
+    """Text for a place that takes rich text (a tooltip, a question box), shown as is."""
+    return "<p style='white-space:pre-wrap'>" + html.escape(for_display(text, SHORT)) + "</p>"
+
+
+def break_long_lines(text: str, limit: int = LONG_LINE) -> str:
+    """`text` with every line longer than `limit` broken into lines of `limit` characters.
+
+    For display only: a very long line costs Qt's layout time quadratic in its length.
+    """
+    if len(text) <= limit or all(len(line) <= limit for line in text.split("\n")):
+        return text
+    out: list[str] = []
+    for line in text.split("\n"):
+        out += [line[i : i + limit] for i in range(0, len(line), limit)] or [""]
+    return "\n".join(out)
+
+
+def for_display(text: str, limit: int = MAX_SHOWN) -> str:
+    """`text` cut to `limit` characters and its long lines broken, for display only."""
+    if len(text) > limit:
+        text = text[:limit] + f"\n… ({len(text) - limit:,} more characters not shown)"
+    return break_long_lines(text)
+
+
+class StreamBreaker:
+    """Streamed text as it is shown: long lines broken, nothing past `limit` characters.
+
+    A token inserted into one unbroken line costs a layout of the whole line, so a long
+    answer with no line break stalled the window more with every token.
+    """
+
+    def __init__(self, limit: int = MAX_SHOWN, line: int = LONG_LINE):
+        self.limit, self.line = limit, line
+        self.column = self.total = 0
+
+    def feed(self, text: str) -> str:
+        """What to show of the next piece of text."""
+        if self.total >= self.limit:
+            return ""
+        text = text[: self.limit - self.total]
+        self.total += len(text)
+        out: list[str] = []
+        for i, part in enumerate(text.split("\n")):
+            if i:
+                out.append("\n")
+                self.column = 0
+            while self.column + len(part) > self.line:
+                take = self.line - self.column
+                out += [part[:take], "\n"]
+                part, self.column = part[take:], 0
+            out.append(part)
+            self.column += len(part)
+        if self.total >= self.limit:
+            out.append(" … (the rest is not shown)")
+        return "".join(out)
+
+
+def is_regular_file(path: Path) -> bool:
+    """Whether `path` is a regular file (not a FIFO, a device or a folder) to read."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
