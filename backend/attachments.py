@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from mmforge.backend.diskspace import no_space, out_of_space
 from mmforge.backend.errors import MmforgeError
 
 IMAGE = "image"
@@ -92,7 +93,16 @@ def prepare(path: Path, kind: str, dest: Path) -> Attachment:
             f"Unknown attachment kind {kind!r}", "Attach an image or an audio file"
         )
     dest.mkdir(parents=True, exist_ok=True, mode=0o700)
-    attachment = _prepare_image(path, dest) if kind == IMAGE else _prepare_audio(path, dest)
+    before = set(dest.iterdir())
+    try:
+        attachment = _prepare_image(path, dest) if kind == IMAGE else _prepare_audio(path, dest)
+    except BaseException as e:
+        for partial in set(dest.iterdir()) - before:  # a copy cut short: nothing half-written
+            if partial.is_file():
+                partial.unlink(missing_ok=True)
+        if out_of_space(e):
+            raise no_space(f"the copy of {path.name}", dest) from None
+        raise
     attachment.path.chmod(0o600)
     return attachment
 

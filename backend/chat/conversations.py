@@ -18,6 +18,7 @@ process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend.attachments import Attachment
+from mmforge.backend.diskspace import no_space, out_of_space
 from mmforge.backend.errors import MmforgeError
 
 log = logging.getLogger(__name__)
@@ -191,6 +193,7 @@ class ConversationStore:
 
     def __init__(self, root: Path | None = None):
         self.root = root or default_root()
+        self._made: list[Path] = []  # folders this store created, outermost first
 
     def new(self, package: Path | str) -> Conversation:
         """A new, empty conversation (its folder is made on first save)."""
@@ -208,9 +211,34 @@ class ConversationStore:
     def attachments_folder(self, conversation_id: str) -> Path:
         """Where the conversation keeps its attachment copies (made private, 0700)."""
         folder = self.folder(conversation_id)
+        self._make_folders(folder)
+        return folder / "attachments"
+
+    def _make_folders(self, folder: Path) -> None:
+        """Make the root and a conversation's folder (0700), remembering which were new."""
+        for path in [*reversed(folder.parents), folder]:
+            if path.is_relative_to(self.root.parent) and not path.exists():
+                self._made.append(path)
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         folder.mkdir(exist_ok=True, mode=0o700)
-        return folder / "attachments"
+
+    def saved(self, conversation_id: str) -> bool:
+        """Whether the conversation has been written."""
+        return (self.folder(conversation_id) / FILE).is_file()
+
+    def discard_unsaved(self, conversation_id: str) -> None:
+        """Remove a conversation's folder if it was never saved, and folders made for it.
+
+        After a failed first save (a full disk), nothing it wrote stays: its attachment
+        copies, its folder, and the store's own folders when they were made for it.
+        """
+        folder = self.folder(conversation_id)
+        if folder.is_dir() and not (folder / FILE).exists():
+            shutil.rmtree(folder, ignore_errors=True)
+        for path in reversed(self._made):
+            with contextlib.suppress(OSError):
+                path.rmdir()  # only when empty
+        self._made = [p for p in self._made if p.exists()]
 
     def save(self, conversation: Conversation, *, touch: bool = True) -> None:
         """Write the conversation atomically, private to the user.
@@ -218,8 +246,7 @@ class ConversationStore:
         `touch=False` keeps its `updated` time (a rename does not move it up the list).
         """
         folder = self.folder(conversation.id)
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        folder.mkdir(exist_ok=True, mode=0o700)
+        self._make_folders(folder)
         if touch:
             conversation.updated = time.time()
         if not conversation.title:
@@ -232,8 +259,11 @@ class ConversationStore:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(json.dumps(data, indent=1, ensure_ascii=False))
             os.replace(tmp, folder / FILE)
-        except BaseException:
+        except BaseException as e:
             tmp.unlink(missing_ok=True)  # a failed save leaves no temp file behind
+            if out_of_space(e):
+                self.discard_unsaved(conversation.id)  # a saved one keeps its last copy
+                raise no_space("the conversation", folder) from None
             raise
 
     def load(self, conversation_id: str) -> Conversation:

@@ -226,7 +226,12 @@ class ChatSession:
                     "Start a new conversation for another image",
                 )
         dest = self._attachment_folder()
-        return [prepare(path, kind, dest) for path, kind in files]
+        try:
+            return [prepare(path, kind, dest) for path, kind in files]
+        except BaseException:
+            if self.store is not None and not self.messages:  # never saved: leave no folder
+                self.store.discard_unsaved(self.conversation.id)
+            raise
 
     def send(
         self,
@@ -352,8 +357,11 @@ class ChatSession:
         self._save()
 
     def _save(self) -> None:
-        if self.store is not None:
-            self.store.save(self.conversation)
+        if self.store is None:
+            return
+        if not self.messages and not self.store.saved(self.conversation.id):
+            return  # nothing to keep: a first message that failed leaves no conversation
+        self.store.save(self.conversation)
 
     def _template_messages(self, n: int | None = None) -> list[dict[str, Any]]:
         """The first `n` messages (all by default) in the chat template's form.

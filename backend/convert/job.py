@@ -9,7 +9,6 @@ or cancelled conversion leaves no partial package and leaves an existing OUT unt
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import shutil
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from mmforge.backend import __version__, families, typed
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.convert import package
+from mmforge.backend.diskspace import no_space, out_of_space
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.inspect import Profile, Sizes, profile_checkpoint
 from mmforge.backend.jobs import JobContext
@@ -160,11 +160,8 @@ def convert(
         _publish(staging, out, before)
     except BaseException as e:
         _discard(staging, created)
-        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
-            raise MmforgeError(
-                f"The disk filled up while writing the package next to {out}",
-                "Free some space or choose a folder on another disk; nothing was left behind",
-            ) from None
+        if out_of_space(e):
+            raise no_space("the package", out) from None
         raise
     ctx.report("done", 1, 1, message=f"package written to {out}", force=True)
     return manifest

@@ -74,3 +74,64 @@ def test_links_that_stay_in_the_folder_or_in_a_hub_cache_snapshot_are_fine(tiny,
         shutil.copyfile(path, blobs / path.name)
         (snapshot / path.name).symlink_to(Path("../../blobs") / path.name)
     assert "config.json" in resolve(str(snapshot)).files
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 600 KB tmpfs at tmp_path/disk (root only: skipped where it cannot be mounted)."""
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=600k,mode=0755", "tmpfs", str(disk)],
+        capture_output=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_a_disk_that_fills_during_the_conversion_is_bad_input_and_leaves_nothing(
+    tiny, small_disk, capsys, monkeypatch
+):
+    from mmforge.backend.convert import job
+
+    # The estimate fits (as when something else fills the disk meanwhile).
+    monkeypatch.setattr(job, "_check_disk_space", lambda out, size: None)
+    out = small_disk / "pkg"
+    code, _, err = _run(capsys, "convert", str(tiny("qwen2_5_vl")), "-o", str(out))
+    assert code == 2, err
+    assert "space" in _one_line(err)
+    assert list(small_disk.iterdir()) == []
+
+
+def test_chat_save_on_a_full_disk_is_bad_input_and_leaves_nothing(
+    package, small_disk, capsys, monkeypatch
+):
+    from mmforge import resources
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(small_disk / "data"))
+    (small_disk / "data").mkdir()
+    (small_disk / "filler").write_bytes(b"\0" * (600 * 1024 - 2 * 4096))  # all but 8 KB
+    image = resources.probe_image()
+    code, _, err = _run(
+        capsys,
+        "chat",
+        str(package("qwen2_5_vl")),
+        "--save",
+        "--image",
+        str(image),
+        "--prompt",
+        "hi " * 2000,
+        "--max-new-tokens",
+        "2",
+    )
+    assert code == 2, err
+    line = _one_line(err)
+    assert "space" in line and "Internal error" not in line
+    left = sorted(p.relative_to(small_disk).as_posix() for p in small_disk.rglob("*"))
+    assert left == ["data", "filler"], (err, left)
