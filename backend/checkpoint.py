@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend import families
+from mmforge.backend.bounds import check_config_sizes
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families import Cfg, Family
 from mmforge.backend.families._fields import FieldReview, review
@@ -169,6 +170,7 @@ class Checkpoint:
                 or remote code without consent.
         """
         written = config if config is not None else read_json(folder / "config.json", "model")
+        check_config_sizes(written, folder / "config.json")
         family = families.lookup(written.get("model_type"))
         raw, layout = written, family.remote_layout
         mapped = layout is not None and written.get("model_type") in family.remote_code_types

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from mmforge.backend.bounds import check_depth, nested_error
 from mmforge.backend.download import COMMIT, check_revision
 from mmforge.backend.errors import Cancelled, MmforgeError
 from mmforge.backend.hubcall import HubTimeout, hub_call, hub_timeout_s
@@ -151,6 +152,8 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     """Read a JSON object file, turning every failure into a user message."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise nested_error(path) from None
     except FileNotFoundError as e:
         raise MmforgeError(f"{path.parent} has no {path.name}", f"Is this a {what} folder?") from e
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -160,6 +163,7 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
         ) from e
     if not isinstance(data, dict):
         raise MmforgeError(f"{path} does not hold a JSON object", "Re-download the model")
+    check_depth(data, path)
     return data
 
 

@@ -135,3 +135,63 @@ def test_chat_save_on_a_full_disk_is_bad_input_and_leaves_nothing(
     assert "space" in line and "Internal error" not in line
     left = sorted(p.relative_to(small_disk).as_posix() for p in small_disk.rglob("*"))
     assert left == ["data", "filler"], (err, left)
+
+
+def _absurd(folder: Path, case: str) -> None:
+    import json
+
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    text = config["text_config"]
+    if case == "layers":
+        text["num_hidden_layers"] = 10**9
+        text.pop("layer_types", None)
+        text.pop("max_window_layers", None)
+    elif case == "hidden":
+        text["hidden_size"] = 2**31
+    elif case == "negative":
+        config["vision_config"]["depth"] = -3
+    else:
+        nested: object = 1
+        for _ in range(100_000):
+            nested = [nested]
+        config["extra"] = nested
+    path.write_text(json.dumps(config) if case != "nested" else _deep_json(config))
+
+
+def _deep_json(config: dict) -> str:
+    import json
+
+    config.pop("extra")
+    text = json.dumps(config)
+    return text[:-1] + ', "extra": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+@pytest.mark.parametrize("case", ["layers", "hidden", "negative", "nested"])
+def test_an_absurd_config_is_bad_input_at_once(tiny, tmp_path, case):
+    import resource
+    import subprocess
+    import sys
+    import time
+
+    folder = _copy(tiny, tmp_path)
+    _absurd(folder, case)
+
+    def limit() -> None:  # an unbounded inspect fails here instead of filling the machine
+        resource.setrlimit(resource.RLIMIT_AS, (6 * 2**30, 6 * 2**30))
+
+    start = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "mmforge.app", "inspect", str(folder)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            preexec_fn=limit,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"inspect of a config with absurd {case} ran over 30 s")
+    assert done.returncode == 2, done.stderr[-2000:]
+    line = _one_line(done.stderr)
+    assert "config.json" in line
+    assert time.monotonic() - start < 30

@@ -1,0 +1,109 @@
+"""Sane bounds on what a config.json says, checked before anything is sized by it.
+
+A config is content written by a stranger. transformers builds lists as long as
+`num_hidden_layers` when it fills in `layer_types`, and later stages size arrays and
+estimates from `hidden_size` and the like, so `num_hidden_layers: 1e9` grew without
+limit and `hidden_size: 2**31` overflowed. The caps are far above any released model
+(the largest have 126 layers, a hidden size of 25,600 and a vocabulary of 262,208) and
+far below what would exhaust a machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend.errors import MmforgeError
+
+MAX_DEPTH = 64  # real configs nest 3 or 4 deep
+_LAYERS = 1024
+_CAPS = {
+    "num_hidden_layers": _LAYERS,
+    "num_layers": _LAYERS,
+    "depth": _LAYERS,
+    "encoder_layers": _LAYERS,
+    "decoder_layers": _LAYERS,
+    "hidden_size": 1 << 18,
+    "out_hidden_size": 1 << 18,
+    "intermediate_size": 1 << 20,
+    "moe_intermediate_size": 1 << 20,
+    "shared_expert_intermediate_size": 1 << 20,
+    "head_dim": 1 << 14,
+    "num_attention_heads": 1 << 12,
+    "num_key_value_heads": 1 << 12,
+    "num_heads": 1 << 12,
+    "vocab_size": 1 << 23,
+    "max_position_embeddings": 1 << 28,
+    "image_size": 1 << 16,
+    "patch_size": 1 << 12,
+    "spatial_merge_size": 64,
+    "temporal_patch_size": 64,
+    "num_experts": 1 << 14,
+    "num_local_experts": 1 << 14,
+    "num_experts_per_tok": 1 << 10,
+    "mm_tokens_per_image": 1 << 20,
+}
+_AT_LEAST_ONE = {"hidden_size", "num_attention_heads", "vocab_size", "num_hidden_layers"}
+
+
+def check_depth(data: Any, path: Path) -> None:
+    """Refuse JSON nested deeper than `MAX_DEPTH` (a bomb for every recursive reader).
+
+    Only containers are visited: a tokenizer.json of 300,000 entries takes milliseconds.
+
+    Raises:
+        MmforgeError: Naming the file.
+    """
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise nested_error(path)
+        inner = value.values() if isinstance(value, dict) else value
+        stack.extend((v, depth + 1) for v in inner if isinstance(v, dict | list))
+
+
+def check_config_sizes(config: dict[str, Any], path: Path) -> None:
+    """Refuse a size field (layers, widths, heads, vocabulary) that no model can have.
+
+    Raises:
+        MmforgeError: Naming the field, its value and the file.
+    """
+    for key, value, _ in _walk(config, path):
+        name = key.rsplit(".", 1)[-1]
+        cap = _CAPS.get(name)
+        if cap is None or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        low = 1 if name in _AT_LEAST_ONE else 0
+        if not low <= value <= cap:
+            raise MmforgeError(
+                f"{path.name} sets {key} to {value}, which no model has "
+                f"(mmforge accepts {low} to {cap:,})",
+                f"The config is malformed or hostile: fix or re-download {path}",
+            )
+
+
+def _walk(data: Any, path: Path) -> Iterator[tuple[str, Any, int]]:
+    """(dotted key, value, depth) for everything in a parsed JSON value, without recursion."""
+    stack: list[tuple[str, Any, int]] = [("", data, 0)]
+    while stack:
+        key, value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise nested_error(path)
+        yield key, value, depth
+        if isinstance(value, dict):
+            items = [(f"{key}.{k}" if key else str(k), v) for k, v in value.items()]
+        elif isinstance(value, list):
+            items = [(f"{key}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            continue
+        stack.extend((k, v, depth + 1) for k, v in items)
+
+
+def nested_error(path: Path) -> MmforgeError:
+    """The one-line error for a JSON file nested too deeply."""
+    return MmforgeError(
+        f"{path} is nested more than {MAX_DEPTH} levels deep, which no model file is",
+        "The file is malformed or hostile: fix or re-download it",
+    )
