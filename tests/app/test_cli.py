@@ -275,7 +275,8 @@ def test_details_are_shown_with_v_and_pointed_to_without(hub, capsys):
 def test_a_config_transformers_refuses_is_bad_input_on_one_line(tmp_path, capsys, config):
     code, _, err = _run(capsys, "inspect", str(_folder(tmp_path, config)))
     assert code == 2
-    assert "transformers cannot read" in _one_clear_line(err)
+    line = _one_clear_line(err)  # a size no model has is refused before transformers reads it
+    assert "transformers cannot read" in line or "which no model has" in line
 
 
 def test_a_missing_relative_folder_is_named_both_as_a_folder_and_a_hub_id(hub, capsys):
