@@ -461,6 +461,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == [GENAI_BUILDER]:
         return _genai_builder(args_list[1:])
+    if args_list[:1] == ["render-template"]:  # internal: a chat template under limits
+        from mmforge.backend.templates import render_child
+
+        return render_child()
     parser = _build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -40,6 +40,11 @@ class Runtime:
     def __init__(self, folder: Path, ep: str = "cpu"):
         import onnxruntime_genai as og
 
+        from mmforge.backend.templates import check_folder_template
+
+        # The runtime renders the template in native code that no signal stops: a
+        # template that would not end is refused here, under limits.
+        check_folder_template(folder)
         config = og.Config(str(folder))
         if ep != "cpu":
             config.clear_providers()

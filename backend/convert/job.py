@@ -30,6 +30,7 @@ from mmforge.backend.inspect import Profile, Sizes, profile_checkpoint
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.memory import available_bytes, peak_rss_bytes
 from mmforge.backend.source import resolve
+from mmforge.backend.templates import check_folder_template
 from mmforge.backend.units import human_bytes
 
 if TYPE_CHECKING:
@@ -145,6 +146,7 @@ def convert(
         )
         profile = profile_checkpoint(checkpoint, resolved, token=token, ctx=ctx)
     _check_convertible(checkpoint, dtype)
+    check_folder_template(checkpoint.folder, ctx)
     checkpoint.output_tied  # noqa: B018 - raises when transformers' output layer is random
     _check_disk_space(out, profile.sizes.package_bytes.get(dtype, 0))
     _check_memory(profile, dtype)

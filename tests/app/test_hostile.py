@@ -195,3 +195,65 @@ def test_an_absurd_config_is_bad_input_at_once(tiny, tmp_path, case):
     line = _one_line(done.stderr)
     assert "config.json" in line
     assert time.monotonic() - start < 30
+
+
+HOSTILE_TEMPLATES = {
+    "loop": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+    "recursion": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+    "doubling": "{% set ns = namespace(s='ab') %}{% for i in range(60) %}"
+    "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
+    "output": "{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}",
+}
+
+
+def _with_template(folder: Path, template: str) -> None:
+    import json
+
+    path = folder / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    config["chat_template"] = template
+    path.write_text(json.dumps(config))
+
+
+def _cli(*argv: str, timeout: float = 60) -> tuple[int, str, float]:
+    """The real CLI in a child process, bounded, so a hang fails the test instead."""
+    import resource
+    import subprocess
+    import sys
+    import time
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (8 * 2**30, 8 * 2**30))
+
+    start = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "mmforge.app", *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            preexec_fn=limit,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"mmforge {argv[0]} ran over {timeout} s")
+    return done.returncode, done.stderr, time.monotonic() - start
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_TEMPLATES))
+def test_a_chat_template_over_the_limits_is_refused_by_convert(tiny, tmp_path, kind):
+    folder = _copy(tiny, tmp_path)
+    _with_template(folder, HOSTILE_TEMPLATES[kind])
+    out = tmp_path / "pkg"
+    code, err, _ = _cli("convert", str(folder), "-o", str(out))
+    assert code == 2, err[-2000:]
+    assert "chat template" in _one_line(err)
+    assert not out.exists() and not list(tmp_path.glob(".pkg.mmforge-*"))
+
+
+def test_chat_refuses_a_package_whose_template_never_ends(package, tmp_path):
+    pkg = Path(shutil.copytree(package("qwen2_5_vl"), tmp_path / "pkg"))
+    _with_template(pkg, HOSTILE_TEMPLATES["loop"])
+    code, err, took = _cli("chat", str(pkg), "--prompt", "hi", "--max-new-tokens", "2")
+    assert code == 2, err[-2000:]
+    assert "chat template" in _one_line(err)
+    assert took < 30

@@ -1,0 +1,202 @@
+"""Chat templates are programs written by strangers: render them under limits first.
+
+A template loop of 10^10 steps, a macro that calls itself, or a string that doubles in a
+loop would hang or kill whatever renders it: transformers (jinja2) or ONNX Runtime
+GenAI's native renderer, which neither Cancel nor SIGTERM reaches. So before a
+conversion writes a template into a package, and before chat renders a package's, the
+template is rendered once on a sample conversation in a child process (`mmforge
+render-template`), with a memory limit, a CPU limit and a deadline, its output counted
+and cut off at `MAX_OUTPUT_CHARS`, inside jinja2's sandbox (whose `range` is bounded).
+The waiting side checks the job's cancel flag, so Cancel and signals reach it. A template
+that exceeds a limit is refused, naming it; one that merely raises on the sample (a
+template that wants a system message, say) is not this check's business.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.jobs import JobContext
+
+log = logging.getLogger(__name__)
+
+RENDER_TEMPLATE = "render-template"  # internal: `mmforge render-template` (JSON on stdin)
+TIMEOUT_S = 5.0  # real templates render the sample in milliseconds
+MAX_OUTPUT_CHARS = 1 << 20
+MEMORY_BYTES = 1 << 30
+SAMPLE = [
+    {
+        "role": "user",
+        "content": [{"type": "image"}, {"type": "text", "text": "Describe this image."}],
+    },
+    {"role": "assistant", "content": [{"type": "text", "text": "A cat on a mat."}]},
+    {"role": "user", "content": [{"type": "text", "text": "What colour is it?"}]},
+]
+# Failures that mean "a limit was hit", not "the template dislikes the sample".
+_LIMITS = ("RecursionError", "MemoryError", "OverflowError", "SecurityError")
+
+
+def template_of(folder: Path) -> tuple[str, str] | None:
+    """The chat template a folder holds (text, where it is), as packaging picks it."""
+    config = folder / "tokenizer_config.json"
+    if config.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            value = json.loads(config.read_text(encoding="utf-8")).get("chat_template")
+            if isinstance(value, list):  # named templates: the default one
+                named = {t.get("name"): t.get("template") for t in value if isinstance(t, dict)}
+                value = named.get("default") or next(iter(named.values()), None)
+            if isinstance(value, str) and value:
+                return value, f"the chat template in {config}"
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8", errors="replace"), str(jinja)
+    as_json = folder / "chat_template.json"
+    if as_json.is_file():
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            value = json.loads(as_json.read_text(encoding="utf-8")).get("chat_template")
+            if isinstance(value, str) and value:
+                return value, f"the chat template in {as_json}"
+    return None
+
+
+def check_folder_template(folder: Path, ctx: JobContext | None = None) -> None:
+    """Check the chat template a model folder or package holds, if any (`check_template`)."""
+    found = template_of(folder)
+    if found is not None:
+        check_template(*found, ctx=ctx)
+
+
+def check_template(template: str, where: str, ctx: JobContext | None = None) -> None:
+    """Render `template` on a sample conversation in a child process under limits.
+
+    Raises:
+        MmforgeError: It ran over `TIMEOUT_S`, wrote over `MAX_OUTPUT_CHARS`, ran out of
+            memory or recursion depth, or crashed the renderer; the message names it.
+        Cancelled: The job was cancelled while it rendered (the child is killed).
+    """
+    from mmforge.backend.worker.child import app_command
+
+    ctx = ctx or JobContext()
+    request = json.dumps({"template": template, "messages": SAMPLE})
+    child = subprocess.Popen(
+        app_command(RENDER_TEMPLATE),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        out, _ = _wait(child, request, ctx)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+    try:
+        answer = json.loads(out or "{}")
+    except ValueError:
+        answer = {}
+    problem = answer.get("limit")
+    if not (problem or answer.get("ok") or answer.get("error")):
+        problem = f"the renderer died (exit {child.returncode})"
+    if problem:
+        raise MmforgeError(
+            f"{where[0].upper()}{where[1:]} exceeds mmforge's limits: {problem}",
+            "A chat template must render a short conversation quickly; fix the template "
+            "(or use the model's original one)",
+        )
+    if answer.get("error"):
+        log.info("the chat template raised on the sample conversation: %s", answer["error"])
+
+
+def _wait(child: subprocess.Popen[str], request: str, ctx: JobContext) -> tuple[str, str]:
+    """Hand the child its request and wait for it, in short steps that check cancel."""
+    deadline = time.monotonic() + TIMEOUT_S
+    step = 0.02
+    pending: str | None = request
+    while True:
+        try:  # the request goes in on the first call; a retry loses no output
+            return child.communicate(input=pending, timeout=step)
+        except subprocess.TimeoutExpired:
+            pending = None
+            ctx.check_cancel()
+            if time.monotonic() > deadline:
+                child.kill()
+                child.communicate()
+                return json.dumps({"limit": f"it ran over {TIMEOUT_S:.0f} s"}), ""
+            step = min(0.1, step * 2)
+        except BrokenPipeError:  # the child died before reading: its exit code says why
+            pending = None
+
+
+def render_child() -> int:
+    """`mmforge render-template`: render the request on stdin, report on stdout.
+
+    Runs in its own process, under its own memory and CPU limits.
+    """
+    import resource
+
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+        cpu = int(TIMEOUT_S) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    request = json.loads(sys.stdin.read())
+    try:
+        chars = _render(request["template"], request["messages"])
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which decides
+        name = type(e).__name__
+        if name in _LIMITS or isinstance(e, RecursionError | MemoryError | OverflowError):
+            answer: dict[str, Any] = {"limit": _limit_words(e)}
+        else:
+            answer = {"error": f"{name}: {e}"[:500]}
+    else:
+        answer = {"ok": True, "chars": chars}
+        if chars > MAX_OUTPUT_CHARS:
+            answer = {"limit": f"it wrote over {MAX_OUTPUT_CHARS:,} characters"}
+    sys.stdout.write(json.dumps(answer))
+    sys.stdout.flush()
+    return 0
+
+
+def _limit_words(e: BaseException) -> str:
+    if isinstance(e, RecursionError):
+        return "it recursed too deeply"
+    if isinstance(e, MemoryError):
+        return f"it needed over {MEMORY_BYTES >> 20} MB of memory"
+    return f"{type(e).__name__}: {e}"[:200]
+
+
+def _render(template: str, messages: list[dict[str, Any]]) -> int:
+    """Characters the template writes for `messages`, stopping past the output cap."""
+    from jinja2.ext import loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise ValueError(message)
+
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]
+    )
+    env.filters["tojson"] = lambda v, indent=None, **_: json.dumps(v, indent=indent)
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: time.strftime(fmt)
+    compiled = env.from_string(template)
+    chars = 0
+    for piece in compiled.generate(
+        messages=messages,
+        add_generation_prompt=True,
+        bos_token="<s>",
+        eos_token="</s>",
+        tools=None,
+    ):
+        chars += len(piece)
+        if chars > MAX_OUTPUT_CHARS:
+            break
+    return chars
