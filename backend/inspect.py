@@ -166,6 +166,21 @@ def _active_parameters(by_comp: dict[str, list[TensorInfo]], text: Cfg) -> int |
     return total - routed + routed * min(top_k, experts) // experts
 
 
+def _rope_cache_elements(text: Cfg) -> int:
+    """Elements of the decoder's RoPE cos and sin tables: context × rotary half-width, twice.
+
+    At the released contexts they are real weight: Qwen3.5-2B's 262,144 positions make
+    67 MB of float32.
+    """
+    heads = int(text.get("num_attention_heads", 1))
+    head_dim = int(text.get("head_dim", 0) or int(text.get("hidden_size", 0)) // max(heads, 1))
+    partial = float(
+        text.first("rope_parameters.partial_rotary_factor", "partial_rotary_factor", default=1.0)
+    )
+    context = int(text.get("max_position_embeddings", 0))
+    return 2 * context * (int(head_dim * partial) // 2)
+
+
 def _quantized(t: TensorInfo) -> bool:
     """Whether int4 quantizes a decoder tensor: matrices, and fused experts [E, out, in]."""
     return len(t.shape) == 2 or (len(t.shape) == 3 and "conv" not in t.name)
@@ -246,8 +261,10 @@ def estimate_sizes(
         return total
 
     kv_elems = _state_elements(cfg.text)
+    rope = _rope_cache_elements(cfg.text)
     dtypes = spec.dtypes if spec is not None else DTYPES
-    pkg = {d: package(d) for d in dtypes}
+    # The decoder's cos/sin tables cover the whole context (f16 in f16 packages).
+    pkg = {d: package(d) + rope * (2 if d == "f16" else 4) for d in dtypes}
     mem = {
         d: int(pkg[d] * _CPU_LOAD_FACTOR.get(d, 1.0)) + kv_elems * (2 if d == "f16" else 4)
         for d in dtypes

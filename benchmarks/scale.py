@@ -1,10 +1,14 @@
-"""A real model size on an ordinary machine: Qwen2.5-VL-3B shapes in bfloat16, converted.
+"""A real model size on an ordinary machine: released shapes in bfloat16, converted.
 
-Builds, offline, a checkpoint with the released shapes of Qwen/Qwen2.5-VL-3B-Instruct
-(36 decoder layers of width 2048, the 32-block vision tower, a 151,936-token vocabulary,
-tied embeddings) in bfloat16, in two shards under the release's names and with its
-config.json text; random weights, written one tensor at a time. Then, each in a fresh
-process, it measures:
+Builds, offline, a checkpoint with the released shapes of one model (--model):
+  - qwen2_5_vl-3b: Qwen/Qwen2.5-VL-3B-Instruct (36 decoder layers of width 2048, the
+    32-block vision tower, a 151,936-token vocabulary, tied embeddings);
+  - qwen3_5-2b: Qwen/Qwen3.5-2B (24 hybrid layers of width 2048, full attention every
+    4th, a 24-block tower, a 248,320-token vocabulary, tied embeddings, the mtp.* head);
+  - qwen3_5_moe-eN: the Qwen3.6-35B-A3B layout at reduced width (hidden 512, 8 layers)
+    with N experts, to show the conversion's memory stays flat as experts grow;
+in bfloat16, in two shards under the release's names and with its config.json text;
+random weights, written one tensor at a time. Then, each in a fresh process, it measures:
   - copy:     `cp -r` of the checkpoint plus `sync` (the floor for moving the bytes);
   - mmforge int4 and mmforge f16 (--dtypes): `mmforge convert`, a validated
     package; its peak RSS before the runtime check, and the whole run's;
@@ -13,7 +17,8 @@ process, it measures:
 It prints wall time, peak RSS, package size and the ratios, and inspect's predictions of
 package size and conversion peak beside what was measured.
 
-    python benchmarks/scale.py [--work /tmp/mmforge-scale] [--dtypes int4,f16] [--skip-builder]
+    python benchmarks/scale.py [--model qwen3_5-2b] [--work DIR] [--dtypes int4,f16]
+                               [--skip-builder]
     python benchmarks/scale.py --chat   # time to first token and decode speed, int4 vs HF
 
 With --chat it converts to int4 (once) and answers a prompt of about 1,000 tokens with
@@ -36,39 +41,119 @@ from typing import Any
 
 from convert import measure
 
-VOCAB = 151936
+# Qwen/Qwen3.5-2B's sizes as its config.json gives them (text and tower).
+QWEN3_5_2B = {
+    "hidden": 2048, "intermediate": 6144, "layers": 24, "heads": 8, "kv_heads": 2,
+    "head_dim": 256, "linear_heads": 16, "linear_dim": 128, "vocab": 248320,
+    "vision_depth": 24, "vision_hidden": 1024, "vision_intermediate": 4096, "vision_heads": 16,
+}  # fmt: skip
 
 
-def released_config(s: dict[str, int]) -> dict[str, Any]:
-    """Qwen/Qwen2.5-VL-3B-Instruct's config.json text at its released sizes."""
+def _qwen2_5_vl_3b(s: dict[str, int]) -> dict[str, Any]:
     from mmforge.backend.families.qwen.tiny import RELEASED_3B, qwen2_5_vl_3b_release
 
-    return qwen2_5_vl_3b_release(s, VOCAB, RELEASED_3B)
+    return qwen2_5_vl_3b_release(s, 151936, RELEASED_3B)
 
 
-def build(folder: Path) -> tuple[int, int]:
+def _qwen3_5(s: dict[str, int], sizes: dict[str, int], experts: int = 0) -> dict[str, Any]:
+    """The released Qwen3.5 / Qwen3.6 config.json text with these sizes."""
+    from mmforge.backend.families.qwen import tiny_qwen3_5
+
+    config = tiny_qwen3_5.release_config(s, sizes["vocab"], moe=experts > 0)
+    text, vision = config["text_config"], config["vision_config"]
+    layers = sizes["layers"]
+    text.update(
+        hidden_size=sizes["hidden"],
+        num_hidden_layers=layers,
+        layer_types=[
+            "full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(layers)
+        ],
+        num_attention_heads=sizes["heads"],
+        num_key_value_heads=sizes["kv_heads"],
+        head_dim=sizes["head_dim"],
+        linear_num_key_heads=sizes["linear_heads"],
+        linear_num_value_heads=sizes["linear_heads"],
+        linear_key_head_dim=sizes["linear_dim"],
+        linear_value_head_dim=sizes["linear_dim"],
+        rope_parameters={**text["rope_parameters"], "mrope_section": [11, 11, 10]},
+    )
+    if experts:
+        text.update(num_experts=experts, num_experts_per_tok=8, moe_intermediate_size=512)
+        text["shared_expert_intermediate_size"] = 512
+    else:
+        text["intermediate_size"] = sizes["intermediate"]
+    vision.update(
+        depth=sizes["vision_depth"],
+        hidden_size=sizes["vision_hidden"],
+        intermediate_size=sizes["vision_intermediate"],
+        num_heads=sizes["vision_heads"],
+        out_hidden_size=sizes["hidden"],
+        num_position_embeddings=2304,
+    )
+    return config
+
+
+def _moe_sizes(experts: int) -> dict[str, int]:
+    return {
+        **QWEN3_5_2B, "hidden": 512, "layers": 8, "heads": 4, "kv_heads": 2,
+        "head_dim": 128, "linear_heads": 4, "vision_depth": 2, "vision_hidden": 256,
+        "vision_intermediate": 512, "vision_heads": 4, "vocab": 32000, "experts": experts,
+    }  # fmt: skip
+
+
+def model_spec(model: str) -> tuple[Any, Any, Any]:
+    """(tiny spec, config.json from special ids, checkpoint tensor name from HF's)."""
+    from mmforge.backend.families.qwen import tiny, tiny_qwen3_5
+
+    if model == "qwen2_5_vl-3b":
+
+        def rename(name: str) -> str:
+            name = name.replace("model.language_model.", "model.", 1)
+            return name.replace("model.visual.", "visual.", 1)
+
+        return tiny.QWEN2_5_VL, _qwen2_5_vl_3b, rename
+    if model == "qwen3_5-2b":
+        return tiny_qwen3_5.QWEN3_5, lambda s: _qwen3_5(s, QWEN3_5_2B), lambda n: n
+    if model.startswith("qwen3_5_moe-e"):
+        experts = int(model.removeprefix("qwen3_5_moe-e"))
+        return (
+            tiny_qwen3_5.QWEN3_5_MOE,
+            lambda s: _qwen3_5(s, _moe_sizes(experts), experts),
+            lambda n: n,
+        )
+    raise SystemExit(f"unknown --model {model}")
+
+
+def build(folder: Path, model: str) -> tuple[int, int]:
     """Write the checkpoint; returns (parameters, largest tensor in bytes as bfloat16)."""
     import torch
+    import transformers
     from safetensors.torch import save_file
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    from mmforge.backend.families.qwen.tiny import QWEN2_5_VL
     from mmforge.backend.tiny.build import write_side_files
     from mmforge.backend.tiny.tokenizer import train_tokenizer
 
+    spec, config_json, rename = model_spec(model)
     folder.mkdir(parents=True, exist_ok=True)
-    tok = train_tokenizer(QWEN2_5_VL.specials, pinned=QWEN2_5_VL.pinned)
-    text = released_config(tok.special_ids)
+    tok = train_tokenizer(spec.specials, pinned=spec.pinned)
+    text = config_json(tok.special_ids)
     with torch.device("meta"):
         # A deep copy: transformers fills the nested rope_scaling in, and the file must stay
         # the release text.
-        config = Qwen2_5_VLConfig.from_dict(json.loads(json.dumps(text)))
-        model = Qwen2_5_VLForConditionalGeneration(config)
+        config = CONFIG_MAPPING[text["model_type"]].from_dict(json.loads(json.dumps(text)))
+        hf_model = getattr(transformers, spec.hf_class)(config)
     shapes = {}
-    for name, p in model.named_parameters():  # tied lm_head listed once, as released
-        name = name.replace("model.language_model.", "model.", 1)
-        name = name.replace("model.visual.", "visual.", 1)
-        shapes[name] = tuple(p.shape)
+    for name, p in hf_model.named_parameters():  # tied lm_head listed once, as released
+        shapes[rename(name)] = tuple(p.shape)
+    if model.startswith("qwen3_5"):  # the multi-token-prediction head the releases ship
+        prefix = "model.language_model.layers.3."
+        shapes.update(
+            {"mtp." + n[len("model.language_model.") :].replace("layers.3.", "layers.0.", 1): s
+             for n, s in shapes.items() if n.startswith(prefix)}
+        )  # fmt: skip
+        hidden = config.text_config.hidden_size
+        shapes["mtp.fc.weight"] = (hidden, 2 * hidden)
     total = sum(int(torch.Size(s).numel()) for s in shapes.values())
     gen = torch.Generator().manual_seed(0)
     names = sorted(shapes)
@@ -90,7 +175,7 @@ def build(folder: Path) -> tuple[int, int]:
     index = {"metadata": {"total_size": total * 2}, "weight_map": weight_map}
     (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
     (folder / "config.json").write_text(json.dumps(text, indent=2))
-    write_side_files(folder, QWEN2_5_VL, tok)
+    write_side_files(folder, spec, tok)
     largest = max(int(torch.Size(s).numel()) for s in shapes.values()) * 2
     return total, largest
 
@@ -145,9 +230,8 @@ def chat_side(side: str, package: Path, checkpoint: Path) -> dict[str, Any]:
 
         from mmforge.backend.verify import hf_reference
 
-        model = transformers.Qwen2_5_VLForConditionalGeneration.from_pretrained(
-            checkpoint, dtype="float32"
-        ).eval()
+        hf_class = json.loads((checkpoint / "config.json").read_text())["architectures"][0]
+        model = getattr(transformers, hf_class).from_pretrained(checkpoint, dtype="float32").eval()
         ref = hf_reference.from_runtime(checkpoint, inputs.prompt, inputs.arrays)
         with torch.no_grad():
             start = time.perf_counter()
@@ -177,7 +261,10 @@ def chat(args: Any, ck: Path) -> None:
     results = {}
     for side in ("ort", "hf"):
         out = subprocess.run(
-            [sys.executable, __file__, "--chat-side", side, "--work", str(args.work)],
+            [
+                *(sys.executable, __file__, "--chat-side", side),
+                *("--work", str(args.work), "--model", args.model),
+            ],
             capture_output=True,
             text=True,
             check=True,
@@ -198,6 +285,9 @@ def chat(args: Any, ck: Path) -> None:
 def main() -> None:
     """Build the checkpoint (once), run each tool in a fresh process, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--model", default="qwen2_5_vl-3b", help="qwen2_5_vl-3b, qwen3_5-2b, qwen3_5_moe-eN"
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/mmforge-scale"))
     parser.add_argument("--dtypes", default="int4,f16", help="f32 too needs 15 GB more disk")
     parser.add_argument("--skip-builder", action="store_true")
@@ -205,14 +295,14 @@ def main() -> None:
     parser.add_argument("--chat-side", choices=("ort", "hf"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    ck = args.work / "Qwen2.5-VL-3B-shapes"
+    ck = args.work / f"{args.model}-shapes"
     if args.chat_side:
         result = chat_side(args.chat_side, args.work / "pkg-int4-chat", ck)
         print(json.dumps(result))
         return
     if not (ck / "config.json").is_file():
         started = time.perf_counter()
-        params, largest = build(ck)
+        params, largest = build(ck, args.model)
         print(
             f"built {params / 1e9:.2f}B parameters ({size_of(ck) / 1e9:.1f} GB bfloat16, "
             f"largest tensor {largest / 1e9:.2f} GB) in {time.perf_counter() - started:.0f} s",

@@ -15,6 +15,7 @@ import difflib
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families import gemma, lfm2, mistral, others, phi, qwen
 from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector, Reference
+from mmforge.backend.runtime_types import SPEECH_MODEL_TYPES
 
 __all__ = [
     "ALL",
@@ -76,6 +77,18 @@ def lookup(model_type: str | None) -> Family:
     family = _BY_TYPE.get(model_type)
     if family is not None:
         return family
+    if model_type in SPEECH_MODEL_TYPES:
+        runtime = SPEECH_MODEL_TYPES[model_type]
+        where = (
+            f"ONNX Runtime GenAI runs it as its speech-to-text pipeline '{runtime}'"
+            if runtime
+            else "ONNX Runtime GenAI 0.18 has no pipeline for it"
+        )
+        raise MmforgeError(
+            f"model_type '{model_type}' is a speech-to-text model, not a chat model: {where}",
+            "mmforge converts vision/audio + language chat models; for speech-to-text use "
+            "onnxruntime_genai.models.builder",
+        )
     if model_type in _TEXT_ONLY:
         raise MmforgeError(
             f"{_TEXT_ONLY[model_type]} (model_type '{model_type}') is a text-only model",

@@ -7,10 +7,12 @@ may come later, but the runtime has no pipeline type for any of them.
 from __future__ import annotations
 
 from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector, as_int, ids
+from mmforge.backend.runtime_types import multimodal_list
 
 _NO_TYPE = (
-    "ONNX Runtime GenAI 0.18 has no {t} model type (its multimodal types are "
-    "qwen2_5_vl, qwen3_vl, gemma3, gemma4, mistral3, phi3v, phi4mm, lfm2_vl and fara)"
+    "ONNX Runtime GenAI 0.18 has no {t} model type (its multimodal chat types are "
+    + multimodal_list().replace("{", "{{").replace("}", "}}")
+    + ")"
 )
 
 

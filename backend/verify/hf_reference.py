@@ -61,6 +61,9 @@ def load_model(source: Checkpoint | Path) -> Any:
         )
     cls = getattr(transformers, family.hf_class)
     transformers.utils.logging.disable_progress_bar()  # progress is ours to report
+    # Its advice (Qwen3.5's "falling back to its reference PyTorch implementation ...
+    # install causal_conv1d") is about training speed, not about this comparison: errors only.
+    transformers.utils.logging.set_verbosity_error()
     try:
         if checkpoint.remote_layout:
             model = _from_remote_layout(cls, checkpoint)

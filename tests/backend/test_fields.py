@@ -130,6 +130,31 @@ HONOURED = {
         "text_config.attention_bias": True,
         "vision_config.deepstack_visual_indexes": [0],
     },
+    "qwen3_5": {
+        "text_config.rms_norm_eps": 0.05,
+        "text_config.rope_parameters.rope_theta": 500.0,
+        "text_config.rope_parameters.partial_rotary_factor": 0.5,
+        "text_config.rope_parameters.mrope_section": [4, 2, 2],
+        "text_config.attention_bias": True,
+        "text_config.layer_types": [
+            "full_attention",
+            "linear_attention",
+            "full_attention",
+            "linear_attention",
+            "linear_attention",
+        ],
+    },
+    "qwen3_5_moe": {
+        "text_config.num_experts_per_tok": 3,
+        "text_config.rms_norm_eps": 0.05,
+        "text_config.layer_types": [
+            "linear_attention",
+            "linear_attention",
+            "full_attention",
+            "linear_attention",
+            "full_attention",
+        ],
+    },
     "gemma3": {
         "text_config.hidden_activation": "silu",
         "text_config.rope_parameters.sliding_attention.rope_theta": 50.0,

@@ -111,7 +111,13 @@ def _hybrid_kinds(value: object, cfg: object) -> bool:
 # reads, so each is held to the one value transformers implements.
 _QWEN3_5_TEXT: tuple[Rule, ...] = (
     *COMMON_INERT,
-    *_TEXT_COMMON,
+    *(r for r in _TEXT_COMMON if r.path != "text_config.hidden_act"),
+    only(
+        "text_config.hidden_act",
+        "silu",
+        note="transformers also uses it as the Gated DeltaNet's convolution activation, "
+        "which the graphs build as SiLU (measured: gelu_pytorch_tanh FAILs at the decoder)",
+    ),
     check(
         "text_config.layer_types",
         _hybrid_kinds,

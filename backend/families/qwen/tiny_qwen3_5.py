@@ -231,7 +231,8 @@ def _release_text(
     return text
 
 
-def _release(s: dict[str, int], vocab: int, *, moe: bool) -> dict[str, Any]:
+def release_config(s: dict[str, int], vocab: int, *, moe: bool) -> dict[str, Any]:
+    """The released config.json text, shrunk (Qwen3.5-0.8B; Qwen3.6-35B-A3B with `moe`)."""
     tied = not moe
     return {
         "architectures": [
@@ -332,7 +333,7 @@ RELEASED_QWEN3_5 = (
         key="qwen3_5-0.8b",
         release="Qwen/Qwen3.5-0.8B",
         tiny=QWEN3_5,
-        config_json=lambda s, vocab: _release(s, vocab, moe=False),
+        config_json=lambda s, vocab: release_config(s, vocab, moe=False),
         adjust_weights=with_mtp,
     ),
 )
@@ -341,14 +342,14 @@ RELEASED_QWEN3_5_MOE = (
         key="qwen3_6-35b-a3b",
         release="Qwen/Qwen3.6-35B-A3B",
         tiny=QWEN3_5_MOE,
-        config_json=lambda s, vocab: _release(s, vocab, moe=True),
+        config_json=lambda s, vocab: release_config(s, vocab, moe=True),
         adjust_weights=with_mtp,
     ),
     ReleaseSpec(
         key="qwen3_6-35b-a3b-per-expert",
         release="Qwen/Qwen3.6-35B-A3B, experts one tensor each",
         tiny=QWEN3_5_MOE,
-        config_json=lambda s, vocab: _release(s, vocab, moe=True),
+        config_json=lambda s, vocab: release_config(s, vocab, moe=True),
         adjust_weights=lambda w: per_expert(with_mtp(w)),
     ),
 )

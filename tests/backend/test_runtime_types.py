@@ -1,0 +1,85 @@
+"""The runtime-type table is measured: the installed runtime is asked about every name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.families import ALL, lookup
+from mmforge.backend.runtime_types import MULTIMODAL_CHAT, NOT_IN_RUNTIME, SPEECH_TO_TEXT
+
+UNSUPPORTED = "Unsupported model_type"
+
+
+def _runtime_says(folder: Path, model_type: str) -> str:
+    """What ONNX Runtime GenAI says loading a package of this type with no graphs."""
+    import onnxruntime_genai as og
+
+    folder.mkdir()
+    io = {
+        "inputs": {
+            "input_ids": "input_ids",
+            "attention_mask": "attention_mask",
+            "past_key_names": "past_key_values.%d.key",
+            "past_value_names": "past_key_values.%d.value",
+        },
+        "outputs": {
+            "logits": "logits",
+            "present_key_names": "present.%d.key",
+            "present_value_names": "present.%d.value",
+        },
+    }
+    decoder = {
+        "filename": "decoder.onnx",
+        "head_size": 4,
+        "hidden_size": 8,
+        "num_attention_heads": 2,
+        "num_hidden_layers": 1,
+        "num_key_value_heads": 2,
+        **io,
+    }
+    config = {
+        "model": {
+            "type": model_type,
+            "vocab_size": 10,
+            "context_length": 16,
+            "eos_token_id": [0],
+            "pad_token_id": 0,
+            "bos_token_id": 0,
+            "decoder": decoder,
+        },
+        "search": {"max_length": 16},
+    }
+    (folder / "genai_config.json").write_text(json.dumps(config))
+    try:
+        og.Model(og.Config(str(folder)))
+    except RuntimeError as e:  # every type fails here: no graph files exist
+        return str(e)
+    return "loaded"
+
+
+@pytest.mark.parametrize("model_type", [*MULTIMODAL_CHAT, *SPEECH_TO_TEXT])
+def test_the_installed_runtime_knows_every_type_in_the_table(tmp_path, model_type):
+    said = _runtime_says(tmp_path / model_type, model_type)
+    assert UNSUPPORTED not in said, said
+
+
+@pytest.mark.parametrize("model_type", [*NOT_IN_RUNTIME, "mmforge_no_such_type"])
+def test_the_installed_runtime_refuses_the_names_the_table_says_it_lacks(tmp_path, model_type):
+    said = _runtime_says(tmp_path / model_type, model_type)
+    assert UNSUPPORTED in said, said
+
+
+def test_every_family_pipeline_is_a_runtime_chat_type():
+    for family in ALL:
+        if family.pipeline_type is not None:
+            assert family.pipeline_type in MULTIMODAL_CHAT, family.key
+
+
+@pytest.mark.parametrize("model_type", ["whisper", "moonshine"])
+def test_speech_to_text_models_are_named_as_such(model_type):
+    with pytest.raises(MmforgeError, match="speech-to-text model, not a chat model"):
+        lookup(model_type)
