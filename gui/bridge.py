@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 
 from mmforge.backend.chat.conversations import Conversation
 from mmforge.backend.chat.values import SessionInfo, TurnResult
@@ -28,6 +28,10 @@ from mmforge.backend.verify import VerifyReport
 
 # The typed result of each job, rebuilt from the worker's JSON (the others stay dicts).
 RESULT_TYPES: dict[str, Any] = {"inspect": Profile, "convert": Manifest, "verify": VerifyReport}
+# How long Cancel, Stop or closing the window waits for a worker to stop by itself (and
+# clean up) before it is ended: a worker stuck in a chat template or in native code never
+# reads the request.
+STOP_GRACE_S = 5.0
 
 
 def _drain(events: queue.Queue[tuple[str, Any]]) -> list[tuple[str, Any]]:
@@ -103,21 +107,38 @@ class JobRunner(QObject):
         )
         self._thread.start()
 
-    def shutdown(self, grace_s: float = 10.0) -> None:
-        """Stop any job and wait for it (the window is closing): cancel, then terminate."""
+    def shutdown(self, grace_s: float | None = None) -> None:
+        """Stop any job and wait for it (the window is closing): cancel, then kill."""
+        grace_s = STOP_GRACE_S if grace_s is None else grace_s
         thread = self._thread
         if thread is None:
             return
-        self.cancel()
+        job = self._job
+        if job is not None:
+            job.cancel()
         thread.join(timeout=grace_s)
-        if thread.is_alive():
-            self.kill()
-            thread.join(timeout=grace_s)
+        if thread.is_alive() and job is not None:
+            job.kill()
+        thread.join(timeout=grace_s)
+        self._thread = None
 
-    def cancel(self) -> None:
-        """Ask the job to stop at its next check (it cleans up after itself)."""
-        if self._job is not None:
-            self._job.cancel()
+    def cancel(self, grace_s: float | None = None) -> None:
+        """Ask the job to stop at its next check (it cleans up after itself).
+
+        A worker still running `grace_s` (default STOP_GRACE_S) later is ended (reported
+        as cancelled).
+        """
+        grace_s = STOP_GRACE_S if grace_s is None else grace_s
+        job = self._job
+        if job is None:
+            return
+        job.cancel()
+        QTimer.singleShot(int(grace_s * 1000), self, lambda: self._kill_if_running(job))
+
+    def _kill_if_running(self, job: Any) -> None:
+        if self._job is job:
+            # On its own thread: SIGTERM, then SIGKILL, may take a moment.
+            threading.Thread(target=job.kill, daemon=True).start()
 
     def kill(self) -> None:
         """Hard stop: terminate the worker."""
@@ -152,6 +173,8 @@ class JobRunner(QObject):
             )
         finally:
             job.close()
+        if job.killed and job.cancel_requested:
+            outcome = ("cancelled", None)  # ended because it did not stop when asked
         self._job = None
         self._put(outcome[0], outcome[1])
         self._put("finished", None)
@@ -187,6 +210,10 @@ class ChatBridge(QObject):
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._wake.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
         self._client: Any = None
+        self._job: Any = None  # the worker, from its start (loading included)
+        self._request_no = 0  # counts requests; `_running` is the one under way, or 0
+        self._running = 0
+        self._stopped_by_kill = False
         # (client method, its arguments, the system prompt to set first or None)
         self._requests: queue.Queue[tuple[str, tuple[Any, ...], str | None] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
@@ -257,28 +284,59 @@ class ChatBridge(QObject):
         """Queue retitling a conversation (open or saved)."""
         self._requests.put(("rename_conversation", (conversation_id, title), None))
 
-    def stop(self) -> None:
-        """Stop the answer being streamed."""
+    def stop(self, grace_s: float | None = None) -> None:
+        """Stop the answer being streamed.
+
+        A request still running `grace_s` (default STOP_GRACE_S) later (a worker stuck
+        before its first token) ends the worker: the session closes, saying why.
+        """
+        grace_s = STOP_GRACE_S if grace_s is None else grace_s
         client = self._client
         if client is not None:
             client.stop()
+        running = self._running
+        if running:
+            QTimer.singleShot(int(grace_s * 1000), self, lambda: self._kill_if_running(running))
 
-    def close(self) -> None:
-        """End the session (the worker exits)."""
-        if self._thread is not None:
-            self.stop()
-            self._requests.put(None)
-            self._thread.join(timeout=30)
-            self._thread = None
+    def _kill_if_running(self, request: int) -> None:
+        job = self._job
+        if job is not None and self._running == request:
+            self._stopped_by_kill = True
+            threading.Thread(target=job.kill, daemon=True).start()
+
+    def close(self, grace_s: float | None = None) -> None:
+        """End the session (the worker exits; one that does not within `grace_s` is ended)."""
+        grace_s = STOP_GRACE_S if grace_s is None else grace_s
+        thread = self._thread
+        if thread is None:
+            return
+        client = self._client
+        if client is not None:
+            client.stop()
+        self._requests.put(None)
+        thread.join(timeout=grace_s)
+        job = self._job
+        if thread.is_alive() and job is not None:
+            self._stopped_by_kill = True
+            job.kill()
+        thread.join(timeout=grace_s)
+        self._thread = None
 
     def _run(
         self, package: Path, ep: str, store_root: Path | None, conversation: str | None
     ) -> None:
         from mmforge.backend.chat.client import ChatClient
 
+        def started(job: Any) -> None:
+            self._job = job
+
+        self._stopped_by_kill = False
         try:
-            client = ChatClient(package, ep, store_root=store_root, conversation=conversation)
+            client = ChatClient(
+                package, ep, store_root=store_root, conversation=conversation, started=started
+            )
         except MmforgeError as e:
+            self._job = None
             self._put("failed", _error(e.user_message, e.hint, e.details))
             self._put("closed", None)
             return
@@ -287,6 +345,8 @@ class ChatBridge(QObject):
         try:
             while (request := self._requests.get()) is not None:
                 name, args, system = request
+                self._request_no += 1
+                self._running = self._request_no
                 self._put("busy", True)
                 try:
                     if system is not None:
@@ -297,12 +357,22 @@ class ChatBridge(QObject):
                     else:
                         self._stream(result)
                 except MmforgeError as e:
-                    self._put("failed", _error(e.user_message, e.hint, e.details))
+                    error = _error(e.user_message, e.hint, e.details)
+                    if self._stopped_by_kill:
+                        error = _error(
+                            "The model did not stop when asked, so its worker was ended",
+                            "Load the package again to go on with the conversation",
+                        )
+                    self._put("failed", error)
+                    if self._stopped_by_kill:
+                        break
                 finally:
+                    self._running = 0
                     self._put("busy", False)
         finally:
             self._client = None
             client.close()
+            self._job = None
             self._put("closed", None)
 
     def _stream(self, events: Any) -> None:

@@ -5,7 +5,7 @@ See `chat.worker` for the commands and events.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,8 @@ class ChatClient:
         store_root: The store's folder (default: the user data folder).
         conversation: A saved conversation id to continue.
         env: Extra environment for the worker.
+        started: Called with the worker job as soon as it starts, before the model
+            loads (so that another thread can `kill` a worker stuck loading).
     """
 
     def __init__(
@@ -38,6 +40,7 @@ class ChatClient:
         store_root: Path | None = None,
         conversation: str | None = None,
         env: dict[str, str] | None = None,
+        started: Callable[[WorkerJob], None] | None = None,
     ):
         args: dict[str, Any] = {"package": str(package), "ep": ep, "save": save}
         if store_root is not None:
@@ -45,6 +48,8 @@ class ChatClient:
         if conversation:
             args["conversation"] = conversation
         self._job = WorkerJob("chat", args, env=env)
+        if started is not None:
+            started(self._job)
         self._seq = 0
         self._current: int | None = None
         event = self._job.read_event()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
+import sys
 import threading
 from typing import Any
 
@@ -12,9 +14,19 @@ from mmforge.backend.jobs import Progress
 from mmforge.backend.worker.child import worker_command
 from mmforge.backend.worker.protocol import FINAL_EVENTS, parse_event
 
+# How long a worker has to end after SIGTERM before it is killed. A worker that renders a
+# chat template forever, or is stuck in native code, ignores SIGTERM.
+KILL_GRACE_S = 2.0
+
 
 class WorkerJob:
     """Client side: one job in a worker process, events read as they come.
+
+    One thread reads the events (`events` or `read_event`); `cancel` and `kill` may be
+    called from any other thread. Only the reading thread closes the event pipe (`close`):
+    closing a pipe that another thread is reading blocks until that read ends, which, for
+    a worker that never writes again, is never. `kill` ends the worker's whole process
+    group instead, so the reader sees the end of the pipe.
 
     Args:
         job: A name from JOBS.
@@ -32,7 +44,12 @@ class WorkerJob:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, **(env or {})},
+            # Its own process group: `kill` reaches what the worker started too (a child
+            # that inherited the pipe would otherwise keep it open after the worker died).
+            start_new_session=sys.platform != "win32",
         )
+        self.cancel_requested = False
+        self.killed = False
         self._greeted = False
         self._stdin_lock = threading.RLock()  # reentrant: a signal handler may write too
         self._stderr_tail: list[str] = []
@@ -47,6 +64,7 @@ class WorkerJob:
             for line in self.process.stderr:
                 self._stderr_tail.append(line)
                 del self._stderr_tail[:-200]
+            self.process.stderr.close()  # this thread's pipe: closed by it, at its end
 
     @property
     def stderr_tail(self) -> str:
@@ -112,24 +130,55 @@ class WorkerJob:
 
     def cancel(self) -> None:
         """Ask the job to stop at its next check."""
+        self.cancel_requested = True
         self.command({"cmd": "cancel"})
 
-    def kill(self) -> None:
-        """Hard cancel: terminate the worker (nothing it was writing is published)."""
-        if self.process.poll() is None:
-            self.process.terminate()
-        self.close()
+    def kill(self, grace_s: float = KILL_GRACE_S) -> None:
+        """Hard stop, from any thread: SIGTERM, then SIGKILL after `grace_s`.
 
-    def close(self, timeout: float = 30) -> None:
-        """Wait for the process and release its pipes."""
+        Nothing the worker was writing is published (its outputs are staged). The pipes
+        stay open for the reading thread, which now reads their end and closes them.
+        """
         import subprocess
 
-        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
+        if self.process.poll() is not None:
+            return
+        self.killed = True
+        self._signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            self._signal(getattr(signal, "SIGKILL", signal.SIGTERM))
+            self.process.wait()
+        # What the worker started may outlive it while still holding the pipe.
+        self._signal(getattr(signal, "SIGKILL", signal.SIGTERM))
+
+    def _signal(self, sig: int) -> None:
+        """Send `sig` to the worker's process group (to the worker alone on Windows)."""
+        with contextlib.suppress(OSError):
+            if sys.platform != "win32":
+                os.killpg(self.process.pid, sig)
+            elif sig == signal.SIGTERM:
+                self.process.terminate()
+            else:
+                self.process.kill()
+
+    def close(self, timeout: float = 30) -> None:
+        """Wait for the process (killing it after `timeout`) and release its pipes.
+
+        Call it from the thread that reads the events, or when no thread reads them.
+        """
+        import subprocess
+
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError, ValueError), self._stdin_lock:
+                self.process.stdin.close()  # the worker reads its end and exits
         try:
             self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            self.kill(grace_s=0)
+        if self.process.stdout is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdout.close()
+        # stderr belongs to the drain thread, which ends at its end of file.
+        self._drain.join(timeout=KILL_GRACE_S)

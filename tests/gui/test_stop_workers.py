@@ -1,0 +1,64 @@
+"""Cancel, Stop and closing the window end a worker whatever it is doing (it may hang)."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import QSettings
+
+from mmforge.gui import bridge
+from tests.hung_worker import alive, end, use_hung_worker, wait_hung
+
+GRACE_S = 0.5  # how long the GUI waits for a worker to stop by itself, in these tests
+ENDED_S = 8  # by when a hung worker must be gone (its grace, SIGTERM ignored, SIGKILL)
+
+
+def test_cancel_ends_a_job_whose_worker_hangs(qtbot, tmp_path, monkeypatch):
+    use_hung_worker(monkeypatch, tmp_path / "hung")
+    monkeypatch.setattr(bridge, "STOP_GRACE_S", GRACE_S, raising=False)
+    runner = bridge.JobRunner()
+    runner.start("convert", {"source": "x", "output": str(tmp_path / "out")})
+    pids = wait_hung(tmp_path / "hung")
+    try:
+        with qtbot.waitSignals([runner.cancelled, runner.finished], timeout=ENDED_S * 1000):
+            runner.cancel()
+        assert not runner.running and not any(alive(pid) for pid in pids)
+    finally:
+        end(pids)
+
+
+def test_closing_the_window_ends_hung_workers_promptly(qtbot, tmp_path, monkeypatch):
+    from mmforge.gui.main_window import MainWindow
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(bridge, "STOP_GRACE_S", GRACE_S, raising=False)
+    win = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(win)
+    qtbot.waitUntil(lambda: not win.chat_view.eps.running, timeout=60_000)
+    use_hung_worker(monkeypatch, tmp_path / "hung")
+    win.convert_view.runner.start("convert", {"source": "x", "output": str(tmp_path / "o")})
+    pids = wait_hung(tmp_path / "hung")
+    try:
+        start = time.monotonic()
+        win.close()
+        assert time.monotonic() - start < ENDED_S
+        assert not any(alive(pid) for pid in pids)
+    finally:
+        end(pids)
+
+
+def test_closing_a_chat_whose_worker_hangs_loading_ends_it(qtbot, tmp_path, monkeypatch):
+    use_hung_worker(monkeypatch, tmp_path / "hung")
+    monkeypatch.setattr(bridge, "STOP_GRACE_S", GRACE_S, raising=False)
+    chat = bridge.ChatBridge()
+    chat.load(tmp_path / "package")
+    pids = wait_hung(tmp_path / "hung")
+    try:
+        start = time.monotonic()
+        with qtbot.waitSignal(chat.closed, timeout=ENDED_S * 1000):
+            chat.close()
+        assert time.monotonic() - start < ENDED_S
+        assert not any(alive(pid) for pid in pids)
+    finally:
+        end(pids)
