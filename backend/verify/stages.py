@@ -248,11 +248,10 @@ def decoder(setup: Setup, rt: RuntimeEvidence, ref: ReferenceEvidence) -> StageR
         feeds.update(sessions.empty_past(inputs, head_size))
         outs = sessions.run_named(session, sessions.cast(session, feeds))
         prefill = compare("decoder_prefill", main.logits, outs["logits"][0], setup.tol, logits=True)
-        ids = list(rt.ids)
+        ids = [*rt.ids, *ref.step_tokens]
         stepped = []
-        for token in ref.step_tokens:
-            ids.append(token)
-            feeds = _decoder_feeds(setup, inputs, step_fw, ids, len(ids) - 1)
+        for end in range(seq + 1, len(ids) + 1):
+            feeds = _decoder_feeds(setup, inputs, step_fw, ids, end - 1, end)
             feeds.update(sessions.carried_state(inputs, outs))
             outs = sessions.run_named(session, sessions.cast(session, feeds))
             stepped.append(outs["logits"][0, -1])
@@ -274,12 +273,17 @@ def decoder(setup: Setup, rt: RuntimeEvidence, ref: ReferenceEvidence) -> StageR
 
 
 def _decoder_feeds(
-    setup: Setup, inputs: dict[str, Any], forward: Forward, ids: list[int], start: int
+    setup: Setup,
+    inputs: dict[str, Any],
+    forward: Forward,
+    ids: list[int],
+    start: int,
+    end: int | None = None,
 ) -> dict[str, Any]:
-    """The decoder's inputs for positions [start, len(ids)) from an HF forward pass."""
+    """The decoder's inputs for positions [start, end) from an HF forward pass over `ids`."""
     import numpy as np
 
-    end = len(ids)
+    end = len(ids) if end is None else end
     hidden = merged(setup, forward, np.asarray(ids))
     feeds: dict[str, Any] = {
         "inputs_embeds": hidden[None, start:end],
@@ -292,7 +296,7 @@ def _decoder_feeds(
     if "input_ids" in inputs:
         feeds["input_ids"] = np.asarray([ids[start:end]], dtype=np.int64)
     if "per_layer_inputs" in inputs and forward.per_layer is not None:
-        feeds["per_layer_inputs"] = forward.per_layer.reshape(1, end, -1)[:, start:end]
+        feeds["per_layer_inputs"] = forward.per_layer.reshape(1, len(ids), -1)[:, start:end]
     return feeds
 
 
