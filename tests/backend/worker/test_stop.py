@@ -9,9 +9,7 @@ from mmforge.backend.worker.client import WorkerJob
 from tests.hung_worker import alive, end, use_hung_worker, wait_hung
 
 
-def test_kill_ends_a_hung_worker_that_ignores_sigterm_while_a_thread_reads(
-    tmp_path, monkeypatch
-):
+def test_kill_ends_a_hung_worker_that_ignores_sigterm_while_a_thread_reads(tmp_path, monkeypatch):
     use_hung_worker(monkeypatch, tmp_path / "hung")
     job = WorkerJob("inspect", {"source": "x"})
     events: list = []
