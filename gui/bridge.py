@@ -28,10 +28,13 @@ from mmforge.backend.verify import VerifyReport
 
 # The typed result of each job, rebuilt from the worker's JSON (the others stay dicts).
 RESULT_TYPES: dict[str, Any] = {"inspect": Profile, "convert": Manifest, "verify": VerifyReport}
-# How long Cancel, Stop or closing the window waits for a worker to stop by itself (and
-# clean up) before it is ended: a worker stuck in a chat template or in native code never
-# reads the request.
-STOP_GRACE_S = 5.0
+# How long Cancel or Stop waits for a worker to stop by itself (and clean up) before it
+# is ended: a worker stuck in a chat template or in native code never reads the request.
+# Generous: a busy machine can take seconds to end a turn, and ending a chat worker ends
+# its session.
+STOP_GRACE_S = 30.0
+# How long closing the window waits for each worker before ending it.
+CLOSE_GRACE_S = 5.0
 
 
 def _drain(events: queue.Queue[tuple[str, Any]]) -> list[tuple[str, Any]]:
@@ -109,7 +112,7 @@ class JobRunner(QObject):
 
     def shutdown(self, grace_s: float | None = None) -> None:
         """Stop any job and wait for it (the window is closing): cancel, then kill."""
-        grace_s = STOP_GRACE_S if grace_s is None else grace_s
+        grace_s = CLOSE_GRACE_S if grace_s is None else grace_s
         thread = self._thread
         if thread is None:
             return
@@ -306,7 +309,7 @@ class ChatBridge(QObject):
 
     def close(self, grace_s: float | None = None) -> None:
         """End the session (the worker exits; one that does not within `grace_s` is ended)."""
-        grace_s = STOP_GRACE_S if grace_s is None else grace_s
+        grace_s = CLOSE_GRACE_S if grace_s is None else grace_s
         thread = self._thread
         if thread is None:
             return
@@ -378,6 +381,8 @@ class ChatBridge(QObject):
     def _stream(self, events: Any) -> None:
         for event in events:
             kind = event.get("event")
+            if kind in ("turn", "error"):
+                self._running = 0  # ended: a Stop that timed out must not end the worker now
             if kind == "token":
                 self._put("token", str(event.get("text", "")))
             elif kind == "attachments":

@@ -32,7 +32,7 @@ def test_closing_the_window_ends_hung_workers_promptly(qtbot, tmp_path, monkeypa
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(bridge, "STOP_GRACE_S", GRACE_S, raising=False)
+    monkeypatch.setattr(bridge, "CLOSE_GRACE_S", GRACE_S, raising=False)
     win = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
     qtbot.addWidget(win)
     qtbot.waitUntil(lambda: not win.chat_view.eps.running, timeout=60_000)
@@ -50,7 +50,7 @@ def test_closing_the_window_ends_hung_workers_promptly(qtbot, tmp_path, monkeypa
 
 def test_closing_a_chat_whose_worker_hangs_loading_ends_it(qtbot, tmp_path, monkeypatch):
     use_hung_worker(monkeypatch, tmp_path / "hung")
-    monkeypatch.setattr(bridge, "STOP_GRACE_S", GRACE_S, raising=False)
+    monkeypatch.setattr(bridge, "CLOSE_GRACE_S", GRACE_S, raising=False)
     chat = bridge.ChatBridge()
     chat.load(tmp_path / "package")
     pids = wait_hung(tmp_path / "hung")
