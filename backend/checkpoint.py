@@ -172,6 +172,7 @@ class Checkpoint:
         written = config if config is not None else read_json(folder / "config.json", "model")
         check_config_sizes(written, folder / "config.json")
         family = families.lookup(written.get("model_type"))
+        family = family.variant(written, folder) or family
         raw, layout = written, family.remote_layout
         mapped = layout is not None and written.get("model_type") in family.remote_code_types
         if mapped:

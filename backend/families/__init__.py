@@ -37,7 +37,12 @@ ALL: tuple[Family, ...] = (
     *others.FAMILIES,
 )
 
-_BY_TYPE = {t: f for f in ALL for t in f.model_types}
+# The first entry of a model_type owns it; later ones (Fara, a Qwen2.5-VL variant) are
+# reached through its `variant`.
+_BY_TYPE: dict[str, Family] = {}
+for _family in ALL:
+    for _type in _family.model_types:
+        _BY_TYPE.setdefault(_type, _family)
 _BY_PIPELINE = {f.pipeline_type: f for f in ALL if f.package is not None}
 
 # Text-only relatives that people pick by mistake; they get a pointed message.

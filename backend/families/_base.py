@@ -265,6 +265,13 @@ class Family:
         remote_layout: How its remote-code layout is read without running the code.
         architecture: What sets this config's architecture apart, in words, for inspect
             and the model card (Qwen3.5's layer pattern and experts).
+        variant: Another entry for a checkpoint of this model_type that the runtime runs
+            under its own pipeline type (config.json as written, the folder), or None
+            (Fara: a Qwen2.5-VL fine-tune the runtime names `fara`).
+        text_placeholder: What a user writes into a message's text for its n-th image or
+            audio (kind, n from 1), as the runtime's processor expects it, for chat
+            templates that take text only (Phi-4-multimodal's `<|image_1|>`); None: such
+            a template cannot take attachments.
     """
 
     key: str
@@ -289,6 +296,8 @@ class Family:
     released: tuple[ReleaseSpec, ...] = ()
     remote_layout: RemoteLayout | None = None
     architecture: Callable[[Cfg], tuple[str, ...]] = lambda cfg: ()
+    variant: Callable[[dict[str, Any], Path], Family | None] = lambda config, folder: None
+    text_placeholder: Callable[[str, int], str] | None = None
 
     def components(self, cfg: Cfg) -> tuple[str, ...]:
         """The ONNX models to build, in the seeds' I/O contract names."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from mmforge.backend.families._base import (
@@ -20,7 +21,7 @@ from mmforge.backend.families._base import (
     rescale_and_normalize,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
-from mmforge.backend.families.qwen import fields, reference, tiny, tiny_qwen3_5
+from mmforge.backend.families.qwen import fara, fields, reference, tiny, tiny_qwen3_5
 from mmforge.backend.families.qwen.build import deepstack_vision_output
 from mmforge.backend.families.qwen.graph_fixes import qwen3_deepstack, qwen_unpad_images
 
@@ -192,6 +193,7 @@ QWEN2_5_VL = Family(
     fields=fields.QWEN2_5_VL,
     released=tiny.RELEASED_QWEN2_5_VL,
     tiny=tiny.QWEN2_5_VL,
+    variant=lambda config, folder: _fara_variant(config, folder),
     notes=(
         "genai_config must name vision_start_token_id and image_token_id, or the runtime "
         "silently falls back to 1-D positions.",
@@ -340,4 +342,34 @@ QWEN3_5_MOE = Family(
     notes=_QWEN3_5_NOTES,
 )
 
-FAMILIES = (QWEN2_5_VL, QWEN3_VL, QWEN3_5, QWEN3_5_MOE)
+# --- Fara: a Qwen2.5-VL fine-tune the runtime runs as `fara` (see fara.py) -----------
+# The runtime's `fara` type is its `qwen2_5_vl` under another name; Fara releases declare
+# model_type qwen2_5_vl, so QWEN2_5_VL's `variant` picks this entry by the checkpoint's
+# name and the package says `fara`, as the runtime expects for them.
+_FARA_TINY = fara.fara_tiny(tiny.QWEN2_5_VL)
+FARA: Family = dataclasses.replace(
+    QWEN2_5_VL,
+    key="fara",
+    name="Fara",
+    pipeline_type="fara",
+    tiny=_FARA_TINY,
+    released=fara.fara_released(_FARA_TINY),
+    variant=lambda config, folder: None,
+    notes=(
+        "Fara (microsoft/Fara-7B) is a Qwen2.5-VL fine-tune: its config.json says "
+        "model_type qwen2_5_vl, and mmforge recognises it by its name (hub repository, "
+        "folder or _name_or_path). The package is Qwen2.5-VL's with model.type 'fara'; "
+        "ONNX Runtime GenAI 0.18 runs 'fara' exactly as 'qwen2_5_vl' (same image "
+        "processor, same 3-D M-RoPE positions, same pipeline).",
+        *QWEN2_5_VL.notes,
+    ),
+)
+
+
+def _fara_variant(config: dict[str, Any], folder: Path) -> Family | None:
+    return FARA if fara.names_fara(config, folder) else None
+
+
+# --- end Fara ------------------------------------------------------------------------
+
+FAMILIES = (QWEN2_5_VL, QWEN3_VL, QWEN3_5, QWEN3_5_MOE, FARA)
