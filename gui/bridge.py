@@ -125,13 +125,14 @@ class JobRunner(QObject):
         thread.join(timeout=grace_s)
         self._thread = None
 
-    def cancel(self, grace_s: float | None = None) -> None:
+    @Slot()
+    def cancel(self) -> None:
         """Ask the job to stop at its next check (it cleans up after itself).
 
-        A worker still running `grace_s` (default STOP_GRACE_S) later is ended (reported
-        as cancelled).
+        A worker still running STOP_GRACE_S later is ended (reported as cancelled). No
+        argument: a button's `clicked(bool)` connects here, and its False is no grace.
         """
-        grace_s = STOP_GRACE_S if grace_s is None else grace_s
+        grace_s = STOP_GRACE_S
         job = self._job
         if job is None:
             return
@@ -287,13 +288,15 @@ class ChatBridge(QObject):
         """Queue retitling a conversation (open or saved)."""
         self._requests.put(("rename_conversation", (conversation_id, title), None))
 
-    def stop(self, grace_s: float | None = None) -> None:
+    @Slot()
+    def stop(self) -> None:
         """Stop the answer being streamed.
 
-        A request still running `grace_s` (default STOP_GRACE_S) later (a worker stuck
-        before its first token) ends the worker: the session closes, saying why.
+        A request still running STOP_GRACE_S later (a worker stuck before its first
+        token) ends the worker: the session closes, saying why. No argument: a button's
+        `clicked(bool)` connects here.
         """
-        grace_s = STOP_GRACE_S if grace_s is None else grace_s
+        grace_s = STOP_GRACE_S
         client = self._client
         if client is not None:
             client.stop()

@@ -62,3 +62,33 @@ def test_closing_a_chat_whose_worker_hangs_loading_ends_it(qtbot, tmp_path, monk
         assert not any(alive(pid) for pid in pids)
     finally:
         end(pids)
+
+
+class _Job:
+    """Records what the bridge asks of a worker."""
+
+    def __init__(self):
+        self.asked: list[str] = []
+
+    def cancel(self) -> None:
+        self.asked.append("cancel")
+
+    def kill(self) -> None:
+        self.asked.append("kill")
+
+
+def test_a_stop_or_cancel_button_waits_its_grace_before_ending_a_worker(qtbot):
+    # clicked(bool) passes False: taken as a grace of 0 s, it ended a worker mid-answer.
+    from PySide6.QtWidgets import QPushButton
+
+    chat, runner = bridge.ChatBridge(), bridge.JobRunner()
+    chat._job, chat._running = _Job(), 1
+    runner._job = _Job()
+    stop, cancel = QPushButton(), QPushButton()
+    stop.clicked.connect(chat.stop)
+    cancel.clicked.connect(runner.cancel)
+    stop.click()
+    cancel.click()
+    qtbot.wait(300)
+    assert chat._job.asked == [] and runner._job.asked == ["cancel"]
+    chat._job = runner._job = None
