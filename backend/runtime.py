@@ -5,6 +5,7 @@ Shared by validation, parity and chat, so all three feed the runtime the same wa
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,8 +44,9 @@ class Runtime:
         from mmforge.backend.templates import check_folder_template
 
         # The runtime renders the template in native code that no signal stops: a
-        # template that would not end is refused here, under limits.
-        check_folder_template(folder)
+        # template that would not end is refused here, under limits. The same check
+        # finds which content form it takes (a list of parts, or text only).
+        self.content_form = check_folder_template(folder)
         config = og.Config(str(folder))
         if ep != "cpu":
             config.clear_providers()
@@ -67,7 +69,8 @@ class Runtime:
         return self._processor
 
     def prompt(self, messages: list[dict[str, Any]]) -> str:
-        """Apply the package's chat template."""
+        """Apply the package's chat template, the messages in the content form it takes."""
+        messages = package_messages(self.folder, messages, self.content_form)
         return str(
             self.tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True)
         )
@@ -106,6 +109,25 @@ class Runtime:
             generator.generate_next_token()
             out.append(int(generator.get_next_tokens()[0]))
         return out
+
+
+def package_messages(
+    folder: Path, messages: list[dict[str, Any]], form: str | None
+) -> list[dict[str, Any]]:
+    """`messages` in the content form a package's template takes (`content_form.conform`).
+
+    The placeholders for a text-only template are those of the package's family, found
+    by its pipeline type.
+    """
+    from mmforge.backend import families
+    from mmforge.backend.content_form import conform
+
+    family = None
+    with contextlib.suppress(MmforgeError, KeyError, TypeError):
+        family = families.by_pipeline(str(read_genai_config(folder)["model"]["type"]))
+    if family is None:
+        return conform(messages, form, None)
+    return conform(messages, form, family.text_placeholder, family.name)
 
 
 def read_genai_config(folder: Path) -> dict[str, Any]:

@@ -10,6 +10,11 @@ and cut off at `MAX_OUTPUT_CHARS`, inside jinja2's sandbox (whose `range` is bou
 The waiting side checks the job's cancel flag, so Cancel and signals reach it. A template
 that exceeds a limit is refused, naming it; one that merely raises on the sample (a
 template that wants a system message, say) is not this check's business.
+
+The same child also finds which content form the template takes (content_form.py): it
+renders one user message with its text as a list of parts and as a plain string, and
+reports the form whose text comes through (a list preferred; one written into the prompt
+as Python's form of the list does not count).
 """
 
 from __future__ import annotations
@@ -42,6 +47,10 @@ SAMPLE = [
 ]
 # Failures that mean "a limit was hit", not "the template dislikes the sample".
 _LIMITS = ("RecursionError", "MemoryError", "OverflowError", "SecurityError")
+_PROBE = "mmforge-probe-text"
+# Checked templates (by their text's digest) and the content form each takes: the same
+# template is checked by convert, its validation and verify's two sides.
+_FORMS: dict[str, str | None] = {}
 
 
 def template_of(folder: Path) -> tuple[str, str] | None:
@@ -67,25 +76,35 @@ def template_of(folder: Path) -> tuple[str, str] | None:
     return None
 
 
-def check_folder_template(folder: Path, ctx: JobContext | None = None) -> None:
-    """Check the chat template a model folder or package holds, if any (`check_template`)."""
+def check_folder_template(folder: Path, ctx: JobContext | None = None) -> str | None:
+    """Check the chat template a folder holds, if any; its content form (`check_template`)."""
     found = template_of(folder)
-    if found is not None:
-        check_template(*found, ctx=ctx)
+    if found is None:
+        return None
+    return check_template(*found, ctx=ctx)
 
 
-def check_template(template: str, where: str, ctx: JobContext | None = None) -> None:
+def check_template(template: str, where: str, ctx: JobContext | None = None) -> str | None:
     """Render `template` on a sample conversation in a child process under limits.
+
+    Returns:
+        The content form it takes (`content_form.LIST` or `TEXT`), None when a single
+        user message renders in neither.
 
     Raises:
         MmforgeError: It ran over `TIMEOUT_S`, wrote over `MAX_OUTPUT_CHARS`, ran out of
             memory or recursion depth, or crashed the renderer; the message names it.
         Cancelled: The job was cancelled while it rendered (the child is killed).
     """
+    import hashlib
+
     from mmforge.backend.worker.child import app_command
 
+    digest = hashlib.sha256(template.encode("utf-8", "replace")).hexdigest()
+    if digest in _FORMS:
+        return _FORMS[digest]
     ctx = ctx or JobContext()
-    request = json.dumps({"template": template, "messages": SAMPLE})
+    request = json.dumps({"template": template, "messages": SAMPLE, "probe": True})
     child = subprocess.Popen(
         app_command(RENDER_TEMPLATE),
         stdin=subprocess.PIPE,
@@ -114,6 +133,9 @@ def check_template(template: str, where: str, ctx: JobContext | None = None) -> 
         )
     if answer.get("error"):
         log.info("the chat template raised on the sample conversation: %s", answer["error"])
+    form = answer.get("form")
+    _FORMS[digest] = form if isinstance(form, str) else None
+    return _FORMS[digest]
 
 
 def _wait(child: subprocess.Popen[str], request: str, ctx: JobContext) -> tuple[str, str]:
@@ -160,6 +182,8 @@ def render_child() -> int:
         answer = {"ok": True, "chars": chars}
         if chars > MAX_OUTPUT_CHARS:
             answer = {"limit": f"it wrote over {MAX_OUTPUT_CHARS:,} characters"}
+    if request.get("probe") and "limit" not in answer:
+        answer["form"] = _content_form(request["template"])
     sys.stdout.write(json.dumps(answer))
     sys.stdout.flush()
     return 0
@@ -173,8 +197,29 @@ def _limit_words(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"[:200]
 
 
-def _render(template: str, messages: list[dict[str, Any]]) -> int:
-    """Characters the template writes for `messages`, stopping past the output cap."""
+def _content_form(template: str) -> str | None:
+    """The content form under which one user message's text reaches the output."""
+    from mmforge.backend.content_form import LIST, TEXT
+
+    parts = [{"type": "text", "text": _PROBE}]
+    for form, content in ((LIST, parts), (TEXT, _PROBE)):
+        out: list[str] = []
+        try:
+            _render(template, [{"role": "user", "content": content}], out)
+        except Exception:  # noqa: BLE001 - this form fails: try the next one
+            continue
+        text = "".join(out)
+        # A template that prints the content as is writes the list's Python form.
+        if _PROBE in text and "'type'" not in text and '"type"' not in text:
+            return form
+    return None
+
+
+def _render(template: str, messages: list[dict[str, Any]], out: list[str] | None = None) -> int:
+    """Characters the template writes for `messages`, stopping past the output cap.
+
+    The text is appended to `out` when given.
+    """
     from jinja2.ext import loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -197,6 +242,8 @@ def _render(template: str, messages: list[dict[str, Any]]) -> int:
         tools=None,
     ):
         chars += len(piece)
+        if out is not None:
+            out.append(piece)
         if chars > MAX_OUTPUT_CHARS:
             break
     return chars

@@ -51,21 +51,25 @@ def validate_package(
     import onnxruntime_genai as og
 
     from mmforge import resources
+    from mmforge.backend.runtime import package_messages
+    from mmforge.backend.templates import check_folder_template
 
     ctx.report("validate", 0, 3, message="loading the package in ONNX Runtime GenAI", force=True)
     if ep == "cuda" and not og.is_cuda_available():
         return _check_without_cuda(folder, ctx)
+    probe = [
+        {
+            "role": "user",
+            "content": [{"type": "image"}, {"type": "text", "text": "Describe this image."}],
+        }
+    ]
+    # In the form the template takes (checked already: the same text is not run again).
+    messages = package_messages(folder, probe, check_folder_template(folder, ctx))
     try:
         model = og.Model(str(folder))
         tokenizer = og.Tokenizer(model)
         ctx.report("validate", 1, 3, message="running the image processor")
         processor = model.create_multimodal_processor()
-        messages = [
-            {
-                "role": "user",
-                "content": [{"type": "image"}, {"type": "text", "text": "Describe this image."}],
-            }
-        ]
         prompt = tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True)
         images = og.Images.open(str(resources.probe_image()))
         inputs = processor(prompt, images=images)

@@ -78,6 +78,8 @@ class ReleaseSpec:
         own_output_layer: The release stores an lm_head of its own although its config
             leaves tie_word_embeddings to a default that ties (Mistral Small 3.1):
             transformers then uses the lm_head, and so must the package.
+        chat_template: The chat template text the release ships, in place of the tiny
+            spec's (None: the release's could not be found; the tiny spec's is used).
     """
 
     key: str
@@ -94,6 +96,15 @@ class ReleaseSpec:
     lora: tuple[LoraSpec, ...] = ()
     lora_inline: bool = False
     model_config: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    chat_template: str | None = None
+
+
+def released_template(name: str) -> str:
+    """A released chat template stored in mmforge.resources (`<name>_chat_template.jinja`)."""
+    from importlib import resources
+
+    file = resources.files("mmforge.resources").joinpath(f"{name}_chat_template.jinja")
+    return file.read_text(encoding="utf-8")
 
 
 def write_release(spec: ReleaseSpec, folder: Path, *, seed: int | None = None) -> TinyCheckpoint:
@@ -110,6 +121,8 @@ def write_release(spec: ReleaseSpec, folder: Path, *, seed: int | None = None) -
         tiny = dataclasses.replace(tiny, preprocessor=spec.preprocessor)
     if spec.processor_files is not None:
         tiny = dataclasses.replace(tiny, preprocessor=None, audio_preprocessor=None)
+    if spec.chat_template is not None:
+        tiny = dataclasses.replace(tiny, chat_template=spec.chat_template)
     tok = train_tokenizer(tiny.specials, pinned=tiny.pinned)
     text = spec.config_json(tok.special_ids, tok.vocab_size)
     built = spec.model_config(text) if spec.model_config is not None else text

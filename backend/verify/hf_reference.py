@@ -26,6 +26,7 @@ __all__ = [
     "load_tokenizer",
     "messages_for",
     "prepare",
+    "template_messages",
 ]
 
 
@@ -171,6 +172,23 @@ def messages_for(text: str, n_images: int = 0, n_audios: int = 0) -> list[dict[s
     return [{"role": "user", "content": parts}]
 
 
+def template_messages(
+    source: Checkpoint | Path, messages: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`messages` in the content form the checkpoint's chat template takes.
+
+    A released template may take text only (Phi-4-multimodal's): the attachments are
+    then written into the text with the family's placeholders (content_form.py).
+    """
+    from mmforge.backend.content_form import conform
+    from mmforge.backend.templates import check_folder_template
+
+    checkpoint = _checkpoint(source)
+    family = checkpoint.family
+    form = check_folder_template(checkpoint.folder)
+    return conform(messages, form, family.text_placeholder, family.name)
+
+
 def prepare(
     source: Checkpoint | Path,
     messages: list[dict[str, Any]],
@@ -190,6 +208,7 @@ def prepare(
     checkpoint = _checkpoint(source)
     reference = _reference(checkpoint)
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(checkpoint)
+    messages = template_messages(checkpoint, messages)
     prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     result: ReferenceInputs = reference.prepare(
         checkpoint, tokenizer, prompt, list(images), list(audios)

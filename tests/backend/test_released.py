@@ -181,3 +181,35 @@ def test_phi4_remote_layout_reads_with_a_shard_still_missing(released, tmp_path)
     checkpoint = Checkpoint.read(folder)
     assert checkpoint.remote_layout
     assert checkpoint.config["vision_config"]["num_hidden_layers"] == 27  # released tower
+
+
+def test_phi4_released_template_takes_text_in_convert_verify_and_chat(released, tmp_path):
+    """Phi-4-multimodal's released template concatenates the content as a string: users
+    write <|image_1|> into the text. convert validated it as a list (and called the
+    refusal a conversion bug), verify crashed in transformers, and chat sent the list's
+    Python form to the model. Each now writes the numbered placeholders (verify runs
+    with it in the 32-token test above)."""
+    from mmforge import resources
+    from mmforge.backend.attachments import AUDIO, IMAGE, prepare
+    from mmforge.backend.chat.session import ChatSession
+    from mmforge.backend.chat.values import GenerationOptions
+
+    folder = released("phi4mm-native")
+    assert (
+        "message['content'] + '<|end|>'"
+        in json.loads((folder / "tokenizer_config.json").read_text())["chat_template"]
+    )
+    convert(str(folder), tmp_path / "pkg")
+    session = ChatSession(tmp_path / "pkg")
+    options = GenerationOptions(max_new_tokens=4, do_sample=False)
+    image = prepare(resources.probe_image(), IMAGE, tmp_path)
+    audio = prepare(resources.probe_audio(), AUDIO, tmp_path)
+    session.send("What is this?", [image], options=options)
+    session.send("And this?", [audio], options=options)
+    prompt = session.prompt_text()
+    assert prompt.startswith("<|user|><|image_1|>What is this?<|end|><|assistant|>")
+    assert "<|user|><|audio_1|>And this?<|end|><|assistant|>" in prompt
+    assert "'type'" not in prompt
+    # The runtime's processor turns the placeholder into the image's tokens.
+    first = session.runtime.process(session.prompt_text(1), images=[image.path])
+    assert 200010 in first.input_ids

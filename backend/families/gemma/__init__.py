@@ -137,6 +137,7 @@ GEMMA3 = Family(
     ),
     image_tokens=_gemma3_image_tokens,
     runtime_token_strings=("<start_of_image>", "<image_soft_token>", "<end_of_image>"),
+    text_placeholder=lambda kind, n: "<start_of_image>",
     package=GEMMA3_PACKAGE,
     reference=Reference(
         prepare=reference.gemma3_prepare, from_runtime=reference.gemma3_from_runtime
@@ -312,6 +313,7 @@ GEMMA4 = Family(
         "<|audio|>",
         "<audio|>",
     ),
+    text_placeholder=lambda kind, n: f"<|{kind}|>",
     notes=(
         "The audio encoder exists only on the small sizes (config.audio_config set); "
         "a config without vision_config is text-only.",

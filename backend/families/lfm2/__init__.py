@@ -143,6 +143,7 @@ LFM2_VL = Family(
     token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
     image_tokens=_image_tokens,
     runtime_token_strings=("<|image_start|>", "<image>", "<|image_end|>"),
+    text_placeholder=lambda kind, n: "<image>",
     package=LFM2_VL_PACKAGE,
     fields=fields.LFM2_VL,
     released=tiny.RELEASED_LFM2_VL,

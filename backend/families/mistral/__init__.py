@@ -123,6 +123,7 @@ MISTRAL3 = Family(
     ),
     image_tokens=_image_tokens,
     runtime_token_strings=("[IMG]", "[IMG_BREAK]", "[IMG_END]", "[INST]"),
+    text_placeholder=lambda kind, n: "[IMG]",
     package=MISTRAL3_PACKAGE,
     fields=fields.MISTRAL3,
     released=tiny.RELEASED_MISTRAL3,

@@ -214,6 +214,8 @@ PHI4MM = Family(
     image_tokens=_phi4_image_tokens,
     has_audio=lambda cfg: cfg.has("audio_config") or cfg.has("embd_layer.audio_embd_layer"),
     runtime_token_strings=("<|endoftext10|>", "<|endoftext11|>"),
+    # The released template takes text only: attachments are written <|image_1|>, ...
+    text_placeholder=lambda kind, n: f"<|{kind}_{n}|>",
     package=PHI4MM_PACKAGE,
     fields=fields.PHI4MM,
     remote_layout=RemoteLayout(

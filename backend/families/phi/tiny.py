@@ -6,7 +6,7 @@ from typing import Any
 
 from mmforge.backend.families.phi.layout import native_config, remote_tensor_name
 from mmforge.backend.tiny.build import TinySpec
-from mmforge.backend.tiny.release import LoraSpec, ReleaseSpec
+from mmforge.backend.tiny.release import LoraSpec, ReleaseSpec, released_template
 from mmforge.backend.tiny.sizes import TEXT, VISION
 
 
@@ -197,6 +197,7 @@ _NATIVE = (
         tiny=PHI4MM,
         config_json=_phi4mm_native_release,
         lora=PHI4MM_LORA,
+        chat_template=released_template("phi4_multimodal"),
     ),
 )
 
@@ -342,5 +343,6 @@ RELEASED_PHI4MM: tuple[ReleaseSpec, ...] = (
         model_config=_remote_model_config,
         rename=remote_tensor_name,
         processor_files={"preprocessor_config.json": _REMOTE_PREPROCESSOR},
+        chat_template=released_template("phi4_multimodal"),
     ),
 )
