@@ -357,6 +357,8 @@ def profile_checkpoint(
         )
     if family.pipeline_type is None:
         warnings.append(f"Not runnable in ONNX Runtime GenAI: {family.no_pipeline_reason}.")
+    if family.not_converted:
+        warnings.append(f"Cannot convert yet: {family.not_converted}.")
     if remote:
         warnings.append("Remote code: this model's classes come from its repository.")
     if checkpoint.remote_layout:

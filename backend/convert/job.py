@@ -187,9 +187,10 @@ def _check_convertible(checkpoint: Checkpoint, dtype: str) -> None:
         )
     if checkpoint.remote_code:
         native = [t for t in family.model_types if t not in family.remote_code_types]
+        why = f" ({family.name}: {family.not_converted})" if family.not_converted else ""
         raise MmforgeError(
             f"This {family.name} checkpoint is defined by remote code, which mmforge does "
-            "not convert",
+            f"not convert{why}",
             f"Use the model's native transformers version (model_type {', '.join(native)})"
             if native
             else "transformers has no native version of it to convert from",

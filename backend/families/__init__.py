@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 
 from mmforge.backend.errors import MmforgeError
-from mmforge.backend.families import gemma, lfm2, mistral, others, phi, qwen
+from mmforge.backend.families import gemma, lfm2, mistral, others, phi, phi3v, qwen
 from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector, Reference
 from mmforge.backend.runtime_types import SPEECH_MODEL_TYPES
 
@@ -32,6 +32,7 @@ ALL: tuple[Family, ...] = (
     *qwen.FAMILIES,
     *gemma.FAMILIES,
     *mistral.FAMILIES,
+    *phi3v.FAMILIES,
     *phi.FAMILIES,
     *lfm2.FAMILIES,
     *others.FAMILIES,

@@ -272,6 +272,8 @@ class Family:
             audio (kind, n from 1), as the runtime's processor expects it, for chat
             templates that take text only (Phi-4-multimodal's `<|image_1|>`); None: such
             a template cannot take attachments.
+        not_converted: Why this version does not convert the family although the runtime
+            runs it, measured (inspect warns with it; convert refuses with it).
     """
 
     key: str
@@ -297,6 +299,7 @@ class Family:
     remote_layout: RemoteLayout | None = None
     architecture: Callable[[Cfg], tuple[str, ...]] = lambda cfg: ()
     variant: Callable[[dict[str, Any], Path], Family | None] = lambda config, folder: None
+    not_converted: str | None = None
     text_placeholder: Callable[[str, int], str] | None = None
 
     def components(self, cfg: Cfg) -> tuple[str, ...]:

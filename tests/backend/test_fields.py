@@ -174,6 +174,8 @@ HONOURED = {
         "text_config.rms_norm_eps": 0.05,
         "text_config.sliding_window": 3,
         "vision_config.rope_parameters.rope_theta": 500.0,
+        # transformers' default; mobius 0.1 built the Pixtral MLP with a fixed SiLU.
+        "vision_config.hidden_act": "gelu",
     },
     "phi4mm": {
         "hidden_act": "gelu_pytorch_tanh",

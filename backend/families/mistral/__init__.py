@@ -21,6 +21,7 @@ from mmforge.backend.families._base import (
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
 from mmforge.backend.families.mistral import fields, reference, tiny
+from mmforge.backend.families.mistral.build import vision_activation
 from mmforge.backend.families.mistral.graph_fixes import pixtral_rope_any_grid
 
 
@@ -96,6 +97,7 @@ MISTRAL3_PACKAGE = PackageSpec(
     vision_inputs={"pixel_values": "pixel_values"},
     processor_json=_processor,
     graph_fixes=(pixtral_rope_any_grid, text_embedding_without_features),
+    module_patch=vision_activation,
     # mobius 0.1's GroupQueryAttention path drops Ministral 3's position-dependent query
     # scaling (llama_4_scaling_beta): past the original context its logits went wrong.
     # The portable graph applies it and matches HF on both sides of the boundary.

@@ -57,10 +57,9 @@ MISTRAL3: tuple[Rule, ...] = (
         "patch_size",
     ),
     honoured("vision_config.image_size", "the processor's longest edge when it sets none"),
-    only(
+    honoured(
         "vision_config.hidden_act",
-        "silu",
-        note="the Pixtral MLP is built with SiLU, as released (measured: others FAIL)",
+        "the Pixtral MLP's activation (mobius 0.1 fixes SiLU; set per layer; measured)",
     ),
     honoured("vision_config.rope_parameters.rope_theta", "the tower's 2-D RoPE (measured)"),
     inert("vision_config.rope_parameters.rope_type", "Pixtral's RoPE is always 2-D"),

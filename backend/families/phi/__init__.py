@@ -1,4 +1,4 @@
-"""Phi-4-multimodal (native and remote-code configs) and Phi-3-Vision (remote code only)."""
+"""Phi-4-multimodal (native and remote-code configs); Phi-3.5-Vision lives in families/phi3v."""
 
 from __future__ import annotations
 
@@ -247,32 +247,4 @@ PHI4MM = Family(
 )
 
 
-def _phi3v_projector(cfg: Cfg) -> Projector:
-    kind = cfg.get("embd_layer.projection_cls", "mlp")
-    return Projector(
-        "MLPMultiModalProjector",
-        "Linear → GELU → Linear",
-        f"Phi-3-Vision's embd_layer.projection_cls={kind!r} is a two-layer MLP",
-        {"embd_layer.projection_cls": kind},
-    )
-
-
-PHI3V = Family(
-    key="phi3v",
-    name="Phi-3-Vision",
-    model_types=("phi3_v",),
-    remote_code_types=("phi3_v",),
-    pipeline_type="phi3v",
-    projector=_phi3v_projector,
-    token_ids=lambda cfg: {},
-    image_tokens=lambda cfg, pre: ImageTokens(
-        rule="HD transform: 144 tokens per 336px crop plus a global view"
-    ),
-    notes=(
-        "Defined only as remote code; there is no native transformers class.",
-        "Its processor turns <|image_N|> into negative placeholder ids, so no image token id "
-        "sits in the config.",
-    ),
-)
-
-FAMILIES = (PHI4MM, PHI3V)
+FAMILIES = (PHI4MM,)
