@@ -8,6 +8,7 @@ frozen values with the package's graphs (stages.py).
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,6 +167,7 @@ def gather_reference(
     tokenizer: Any,
     n_tokens: int,
     ctx: JobContext,
+    adjust: Callable[[Any], None] | None = None,
 ) -> ReferenceEvidence:
     """Run the HF model on the runtime's ids and pixels (and its own preprocessing).
 
@@ -177,6 +179,8 @@ def gather_reference(
         tokenizer: The checkpoint's tokenizer.
         n_tokens: Greedy tokens to generate.
         ctx: Cancel.
+        adjust: Changes the loaded model before it runs (an int4 package's rounded
+            weights written into it).
     """
     import numpy as np
     import soundfile as sf
@@ -184,6 +188,8 @@ def gather_reference(
 
     images, audios = files
     model = hf_reference.load_model(checkpoint)
+    if adjust is not None:
+        adjust(model)
     pil = [Image.open(p).convert("RGB") for p in images]
     clips = [sf.read(str(p), dtype="float32") for p in audios]
     own = hf_reference.prepare(checkpoint, messages, pil, clips, tokenizer=tokenizer)
@@ -200,7 +206,7 @@ def gather_reference(
         ctx.check_cancel()
         tokens = hf_reference.greedy_generate(model, ref, max(n_tokens, DECODER_STEPS))
         step_tokens = _step_tokens(checkpoint, tokens) or [int(np.argmax(main.logits[-1]))]
-        step = _forward(model, capture, _longer(checkpoint, runtime, step_tokens).tensors)
+        step = _forward(model, capture, longer(checkpoint, runtime, step_tokens).tensors)
         tokens = tokens[:n_tokens]
         placeholder = _generated_placeholder(checkpoint, runtime, tokens)
         near_tie = None if placeholder else _near_tie(model, capture, checkpoint, runtime, tokens)
@@ -248,7 +254,7 @@ def _step_tokens(checkpoint: Checkpoint, tokens: list[int]) -> list[int]:
     return out
 
 
-def _longer(checkpoint: Checkpoint, runtime: RuntimeEvidence, extra: list[int]) -> ReferenceInputs:
+def longer(checkpoint: Checkpoint, runtime: RuntimeEvidence, extra: list[int]) -> ReferenceInputs:
     """HF inputs for the runtime's prompt followed by `extra` tokens."""
     import numpy as np
 
@@ -296,7 +302,7 @@ def _near_tie(
     k = first_difference(hf_tokens, runtime.tokens)
     if k is None or k >= len(runtime.tokens) or k >= len(hf_tokens):
         return None
-    prefix = _longer(checkpoint, runtime, hf_tokens[:k])
+    prefix = longer(checkpoint, runtime, hf_tokens[:k])
     row = _forward(model, capture, prefix.tensors).logits[-1]
     return k, float(row[hf_tokens[k]]), float(row[runtime.tokens[k]])
 

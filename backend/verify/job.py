@@ -25,7 +25,7 @@ from mmforge.backend.errors import MmforgeError
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.memory import peak_rss_bytes
 from mmforge.backend.runtime import read_genai_config
-from mmforge.backend.verify import hf_reference
+from mmforge.backend.verify import hf_reference, precision
 from mmforge.backend.verify.evidence import (
     PROMPT,
     ReferenceEvidence,
@@ -34,9 +34,10 @@ from mmforge.backend.verify.evidence import (
     gather_reference,
     gather_runtime,
 )
-from mmforge.backend.verify.parity import FAIL, Comparison, overall, tolerance
+from mmforge.backend.verify.parity import FAIL, PASS, Comparison, overall, tolerance
 from mmforge.backend.verify.preprocessing import check as check_preprocessing
 from mmforge.backend.verify.report import VerifyReport
+from mmforge.backend.verify.rounding import RoundingCost
 from mmforge.backend.verify.stages import Setup, graph_stages
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ def verify(
         package: The package folder.
         reference: The HF checkpoint: a local folder or a hub id.
         ctx: Progress and cancel.
-        images: Images for the prompt (default: the probe image).
+        images: Images for the prompt (default: the probe image, unless audio is given).
         audios: Audio clips (default: the probe clip, for packages with audio).
         tokens: Greedy tokens for the end-to-end check.
 
@@ -118,7 +119,7 @@ def verify(
         )
     with tempfile.TemporaryDirectory(prefix="mmforge-verify-") as scratch:
         files = _inputs(model, images, audios, Path(scratch))
-        return _verify(package, reference, model, checkpoint, files, tokens, ctx)
+        return _verify(package, reference, model, checkpoint, files, tokens, ctx, Path(scratch))
 
 
 def _verify(
@@ -129,6 +130,7 @@ def _verify(
     files: tuple[list[Path], list[Path]],
     tokens: int,
     ctx: JobContext,
+    scratch: Path,
 ) -> VerifyReport:
     images, audios = files
     dtype = _package_dtype(package)
@@ -143,7 +145,8 @@ def _verify(
         n_images=len(images),
         n_audios=len(audios),
     )
-    return _Verification(setup, reference, dtype, tokens, ctx).run(images, audios)
+    rounded = precision.prepare(setup, scratch) if dtype == "int4" else None
+    return _Verification(setup, reference, dtype, tokens, ctx, rounded).run(images, audios)
 
 
 def _inputs(
@@ -160,7 +163,8 @@ def _inputs(
     from mmforge.backend.attachments import AUDIO, IMAGE, prepare
 
     has_audio = "speech" in model
-    chosen = list(images) or [resources.probe_image()]
+    # Audio without an image is an audio-only prompt (Phi-4 runs its speech LoRA then).
+    chosen = list(images) or ([] if audios else [resources.probe_image()])
     clips = list(audios) if audios else ([resources.probe_audio()] if has_audio else [])
     if clips and not has_audio:
         raise MmforgeError(
@@ -173,8 +177,18 @@ def _inputs(
 class _Verification:
     """One verification: the phases in order, each timed, and the report."""
 
-    def __init__(self, setup: Setup, reference: str, dtype: str, tokens: int, ctx: JobContext):
+    def __init__(
+        self,
+        setup: Setup,
+        reference: str,
+        dtype: str,
+        tokens: int,
+        ctx: JobContext,
+        rounded: precision.Rounded | None = None,
+    ):
         self.setup = setup
+        self.rounded = rounded
+        self.cost: RoundingCost | None = None
         self.reference = reference
         self.dtype = dtype
         self.n_tokens = tokens
@@ -187,9 +201,14 @@ class _Verification:
         return _Timer(self.timings, name)
 
     def run(self, images: list[Path], audios: list[Path]) -> VerifyReport:
-        setup, n_tokens = self.setup, self.n_tokens
+        setup, n_tokens, rounded = self.setup, self.n_tokens, self.rounded
         messages = hf_reference.messages_for(PROMPT, len(images), len(audios))
+        real: RuntimeEvidence | None = None
         with self._phase("runtime", 0, "running the package in ONNX Runtime GenAI"):
+            if rounded is not None:
+                # The package as the user runs it, for the tokens its arithmetic gives.
+                real = gather_runtime(setup.package, messages, images, audios, n_tokens, self.ctx)
+                setup = rounded.exact
             rt = gather_runtime(setup.package, messages, images, audios, n_tokens, self.ctx)
         tokenizer = hf_reference.load_tokenizer(setup.checkpoint)
         if rt.processor_error is not None:
@@ -198,9 +217,29 @@ class _Verification:
             return self._report([stage], rt, None, cause)
         with self._phase("reference", 1, "running the Hugging Face reference"):
             files = (images, audios)
+            adjust = rounded.adjust if rounded is not None else None
             ref = gather_reference(
-                setup.checkpoint, rt, messages, files, tokenizer, n_tokens, self.ctx
+                setup.checkpoint, rt, messages, files, tokenizer, n_tokens, self.ctx, adjust
             )
+        if rounded is not None and real is not None:
+            if rounded.wrong:
+                self.notes.append(
+                    f"int4: {len(rounded.wrong)} package weight(s) are not the 4-bit rounding "
+                    f"of the checkpoint tensor they were made from: {', '.join(rounded.wrong[:5])}"
+                )
+            if rounded.error is None:
+                self.notes.append(
+                    f"int4: the reference holds the package's own rounded weights "
+                    f"({rounded.weights} matrices) and the package ran with exact float32 "
+                    "arithmetic, so any difference is the conversion's"
+                )
+            else:  # judged as the user runs it, with the int4 bounds
+                self.notes.append(f"int4: no rounded reference ({rounded.error})")
+                setup, rt, self.rounded = self.setup, real, None
+                ref = gather_reference(
+                    setup.checkpoint, rt, messages, files, tokenizer, n_tokens, self.ctx
+                )
+        self.setup = setup
         if ref.error is not None:
             self.notes.append("The graph stages did not run: they need HF's view of the inputs.")
             return self._report(self._reference_failed(rt, ref, tokenizer), rt, ref)
@@ -210,6 +249,11 @@ class _Verification:
                 self.notes.append(note)
             self.ctx.check_cancel()
             components = [preprocessing, *graph_stages(setup, rt, ref, self.ctx)]
+        if self.rounded is not None and real is not None:
+            with self._phase("rounding", 3, "measuring what int4 rounding itself changes"):
+                self.cost = precision.cost(
+                    self.rounded, setup.checkpoint, rt, ref, real.tokens, n_tokens
+                )
         self.ctx.report("verify", 4, 4, message="done", force=True)
         return self._report(components, rt, ref)
 
@@ -235,7 +279,18 @@ class _Verification:
         """The report from the stages that ran; the cause of the first divergence unless given."""
         verdict, first = overall(components)
         if first is not None and cause is None:
-            cause = diagnose(next(c for c in components if c.name == first), self.dtype)
+            # With a rounded reference an int4 difference is the conversion's, as for f32.
+            judged = self.dtype if self.rounded is None else "f32"
+            cause = diagnose(next(c for c in components if c.name == first), judged)
+            if self.rounded is not None and self.rounded.wrong and first.startswith("decoder"):
+                cause = (
+                    f"The int4 package's weight {self.rounded.wrong[0]} is not the 4-bit "
+                    "rounding of the checkpoint tensor it was made from: the quantization "
+                    f"wrote wrong blocks or scales, a conversion fault ({cause})"
+                )
+        limit = _known_limit(self.setup)
+        if limit is not None and verdict != PASS:
+            cause = f"{limit}. {cause}" if cause else limit
         checkpoint = self.setup.checkpoint
         weights = sum(p.stat().st_size for p in checkpoint.folder.glob("*.safetensors"))
         return VerifyReport(
@@ -252,6 +307,7 @@ class _Verification:
             checkpoint_bytes=weights,
             timings_s=self.timings,
             notes=self.notes,
+            rounding=self.cost,
         )
 
 
@@ -266,6 +322,14 @@ class _Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.timings[self.name] = round(time.perf_counter() - self.start, 3)
+
+
+def _known_limit(setup: Setup) -> str | None:
+    """The family's named difference from the released model for this prompt, if any."""
+    reference = setup.checkpoint.family.reference
+    if reference is None or reference.known_limit is None:
+        return None
+    return reference.known_limit(setup.checkpoint, setup.n_images, setup.n_audios)
 
 
 def _processor_failed(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from dataclasses import dataclass, field
 from typing import Any
 
 from mmforge.backend import typed
 from mmforge.backend.verify.parity import AMBIGUOUS, FAIL, PASS, Comparison
+from mmforge.backend.verify.rounding import RoundingCost
 
 _COLOURS = {PASS: "#1a7f37", AMBIGUOUS: "#9a6700", FAIL: "#cf222e"}
 
@@ -30,6 +32,8 @@ class VerifyReport:
         checkpoint_bytes: Size of the reference's weights on disk.
         timings_s: Seconds per phase.
         notes: Documented differences that apply here.
+        rounding: For an int4 package judged against its own rounded weights: what the
+            rounding itself changes (None otherwise).
     """
 
     verdict: str
@@ -45,6 +49,16 @@ class VerifyReport:
     checkpoint_bytes: int = 0
     timings_s: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    rounding: RoundingCost | None = None
+
+    def summary(self) -> str:
+        """The verdict in one sentence."""
+        if self.rounding is None or self.verdict != "PASS":
+            return self.verdict
+        return (
+            f"PASS: the {self.dtype} package computes exactly what the original computes "
+            f"with {self.dtype} weights; {self.rounding.sentence()}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (the contract's keys first)."""
@@ -62,6 +76,7 @@ class VerifyReport:
             "checkpoint_bytes": self.checkpoint_bytes,
             "timings_s": self.timings_s,
             "notes": self.notes,
+            "rounding": None if self.rounding is None else dataclasses.asdict(self.rounding),
         }
 
     @classmethod
@@ -108,7 +123,7 @@ def render_table(report: VerifyReport) -> str:
         "",
         f"{report.family} package ({report.dtype}) against {report.reference}",
         f"end to end: {t['matched']} of {t['total']} greedy tokens identical",
-        f"verdict: {report.verdict}",
+        f"verdict: {report.summary()}",
     ]
     if report.first_divergent_stage:
         lines.append(f"first divergent stage: {report.first_divergent_stage}")
@@ -183,6 +198,13 @@ def plot_svg(excess: list[float], width: int = 720, height: int = 240) -> str:
     )
 
 
+def _rounding_html(report: VerifyReport) -> str:
+    r = report.rounding
+    if r is None:
+        return ""
+    return f"<p><b>{html.escape(report.summary())}</b></p>"
+
+
 def render_html(report: VerifyReport) -> str:
     """The report as one HTML page with no outside references."""
     esc = html.escape
@@ -228,6 +250,7 @@ against <code>{esc(report.reference)}</code></p>
 {"".join(rows)}
 </table>
 <p>End to end: {t["matched"]} of {t["total"]} greedy tokens identical.</p>
+{_rounding_html(report)}
 <h2>Decoder prefill: max |logit difference| per position</h2>
 {plot_svg(prefill.per_position_excess if prefill else [])}
 <ul>{notes}</ul>

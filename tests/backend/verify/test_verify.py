@@ -220,20 +220,62 @@ def test_the_wrong_reference_family_is_one_clear_error(tiny, package):
         verify(package("gemma3"), str(tiny("qwen2_5_vl")))
 
 
-def test_f16_and_int4_packages_are_judged_with_their_own_bounds(tiny, package):
+def test_f16_packages_are_judged_with_their_own_bounds(tiny, package):
     f16 = verify(package("qwen2_5_vl", "f16"), str(tiny("qwen2_5_vl")), tokens=8)
     assert f16.verdict == "PASS" and f16.dtype == "f16"
     assert "rtol 0.05" in next(c for c in f16.components if c.name == "decoder_prefill").reason
-    int4 = verify(package("qwen2_5_vl", "int4"), str(tiny("qwen2_5_vl")), tokens=8)
-    stages = {c.name: c for c in int4.components}
-    # Only the decoder is quantized: the encoders keep the float32 bound.
-    assert stages["vision_encoder"].verdict == "PASS"
-    assert "rtol 0.02" in stages["vision_encoder"].reason
-    assert stages["decoder_prefill"].cosine > 0.9
-    # The random tiny decoder does not survive 4-bit weights: the quantization is named as
-    # the first suspect, not a missing decoder weight.
-    assert int4.first_divergent_stage == "decoder_prefill"
-    assert "int4 quantization" in int4.cause and "weight not applied" not in int4.cause
+
+
+INT4 = ["qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe", "gemma3", "mistral3"]
+
+
+@pytest.mark.parametrize("family", INT4)
+def test_an_int4_package_is_exact_against_its_own_rounded_weights(tiny, package, family):
+    """The reference holds the package's dequantized 4-bit weights and the package runs
+    with exact arithmetic: every stage passes with the f32 bounds and all 32 tokens match,
+    while the rounding's own cost is measured apart (the random tiny decoders do not
+    survive 4-bit weights, so it is far from zero)."""
+    report = verify(package(family, "int4"), str(tiny(family)), tokens=32)
+    assert report.verdict == "PASS", [(c.name, c.verdict, c.reason) for c in report.components]
+    stages = {c.name: c for c in report.components}
+    assert "rtol 0.02" in stages["decoder_prefill"].reason  # the f32 bound
+    assert report.tokens["matched"] == report.tokens["total"] == 32
+    cost = report.rounding
+    assert cost is not None and cost.weights > 0
+    assert cost.mean_kl > 0 and 0 <= cost.top1_agreement <= 1
+    assert cost.grade in ("good", "fair", "poor")
+    assert report.summary().startswith("PASS: the int4 package computes exactly")
+    assert "int4 itself changes" in report.summary()
+    assert json.loads(json.dumps(report.to_dict()))["rounding"]["weights"] == cost.weights
+
+
+def test_a_wrong_int4_block_is_a_conversion_fault_named_at_the_decoder(tiny, package, tmp_path):
+    folder = tmp_path / "int4-sabotaged"
+    shutil.copytree(package("qwen3_5", "int4"), folder)
+    model = onnx.load(str(folder / "decoder.onnx"))
+    scales = next(
+        t
+        for t in model.graph.initializer
+        if "layers.1.mlp.up_proj" in t.name and t.name.endswith("_scales")
+    )
+    array = numpy_helper.to_array(scales).copy()
+    array[: array.shape[0] // 2] *= -1.0  # half the output rows flip sign
+    scales.CopyFrom(numpy_helper.from_array(array, scales.name))
+    (folder / "decoder.onnx.data").unlink()
+    onnx.save(
+        model,
+        str(folder / "decoder.onnx"),
+        save_as_external_data=True,
+        location="decoder.onnx.data",
+    )
+    report = verify(folder, str(tiny("qwen3_5")), tokens=8)
+    assert report.verdict == "FAIL"
+    # A block that is not the rounding of its checkpoint rows is named as a conversion
+    # fault at the decoder, not blamed on quantization.
+    assert report.first_divergent_stage == "decoder_prefill"
+    assert "layers.1.mlp.up_proj" in report.cause and "conversion fault" in report.cause
+    stages = {c.name: c.verdict for c in report.components}
+    assert stages["vision_encoder"] == stages["embedding"] == "PASS"
 
 
 def _portrait(tmp_path) -> Path:

@@ -1,0 +1,121 @@
+"""verify's view of a quantized package: conversion exactness apart from rounding.
+
+For an int4 package (see rounding.py for the method):
+- the stages run on the package's exact-arithmetic view against transformers holding the
+  package's own rounded weights, with the f32 tolerances: any difference is a conversion
+  fault, named at its stage as for an f32 package;
+- the rounding's own cost is measured afterwards, original against rounded transformers;
+- the runtime's int8 arithmetic is measured as the tokens it changes against the
+  exact-arithmetic view.
+When the rounded reference cannot be built (a package weight with no place in the
+model), verify says so and judges the package as before, with the int4 bounds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend.checkpoint import Checkpoint
+from mmforge.backend.errors import LayoutError
+from mmforge.backend.verify import hf_reference, rounding
+from mmforge.backend.verify.evidence import (
+    ReferenceEvidence,
+    RuntimeEvidence,
+    first_difference,
+    longer,
+)
+from mmforge.backend.verify.parity import tolerance
+from mmforge.backend.verify.stages import Setup
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Rounded:
+    """An int4 verification under way.
+
+    Attributes:
+        package: The package as the user has it.
+        exact: Its exact-arithmetic view (setup for the stages).
+        weights: Matrices the reference took from the package (0 until placed).
+        wrong: Package weights that are not the rounding of their checkpoint tensor.
+        error: Why the rounded reference could not be built (None: it was).
+    """
+
+    package: Path
+    exact: Setup
+    weights: int = 0
+    wrong: list[str] = dataclasses.field(default_factory=list)
+    error: str | None = None
+
+    def adjust(self, model: Any) -> None:
+        """Write the package's rounded weights into the reference model (or note why not)."""
+        try:
+            self.weights, self.wrong = rounding.round_like_package(
+                model, self.package, self.exact.checkpoint.folder
+            )
+        except LayoutError as e:
+            self.error = e.user_message
+            log.warning("no rounded reference: %s", e.user_message)
+
+
+def prepare(setup: Setup, scratch: Path) -> Rounded:
+    """The exact-arithmetic view of an int4 package, judged with the f32 tolerances."""
+    exact = rounding.exact_arithmetic_copy(setup.package, scratch / "exact-arithmetic")
+    layers = int(setup.model["decoder"].get("num_hidden_layers", 0))
+    f32 = tolerance("f32", layers)
+    return Rounded(
+        package=setup.package,
+        exact=dataclasses.replace(setup, package=exact, tol=f32, tol_encoders=f32),
+    )
+
+
+def cost(
+    rounded: Rounded,
+    checkpoint: Checkpoint,
+    rt: RuntimeEvidence,
+    ref: ReferenceEvidence,
+    real_tokens: list[int],
+    n_tokens: int,
+) -> rounding.RoundingCost:
+    """What int4 itself changes on this prompt, and what the runtime's arithmetic changes.
+
+    Loads the original model once more: its greedy answer, then the original and the
+    rounded model's logits over prompt + that answer (teacher-forced).
+    """
+    import gc
+
+    import torch
+
+    model = hf_reference.load_model(checkpoint)
+    try:
+        inputs = hf_reference.from_runtime(checkpoint, rt.prompt, rt.arrays)
+        answer = hf_reference.greedy_generate(model, inputs, n_tokens)
+        full = longer(checkpoint, rt, answer)
+        with torch.no_grad():
+            original = model(**full.tensors).logits[0].float()
+            weights, _ = rounding.round_like_package(model, rounded.package, checkpoint.folder)
+            changed = model(**full.tensors).logits[0].float()
+    finally:
+        del model
+        gc.collect()
+    prompt_len = len(rt.ids)
+    top1, kl, (a, b) = rounding.teacher_forced(original, changed, prompt_len)
+    ids = [*rt.ids, *answer]
+    return rounding.RoundingCost(
+        dtype="int4",
+        weights=weights,
+        answer_tokens=len(answer),
+        top1_agreement=top1,
+        mean_kl=kl,
+        prompt_perplexity=(
+            rounding.perplexity(a, ids, prompt_len),
+            rounding.perplexity(b, ids, prompt_len),
+        ),
+        first_difference=first_difference(answer, ref.tokens),
+        arithmetic_changed=first_difference(rt.tokens, real_tokens),
+        grade=rounding.grade(top1, kl),
+    )

@@ -1,0 +1,343 @@
+"""Judging a quantized package exactly: the reference gets the package's own rounded weights.
+
+An int4 package differs from the original model in two ways that have nothing to do with
+whether the conversion is right: its decoder weights are rounded to 4 bits, and ONNX
+Runtime computes MatMulNBits at accuracy level 4 (activations rounded to int8 on the
+fly, for speed). verify separates them from conversion faults:
+
+- `exact_arithmetic_copy` makes a view of the package whose MatMulNBits compute in
+  float32 (accuracy level 0), the same weights;
+- `round_like_package` writes the package's own dequantized 4-bit weights into the
+  transformers model, so the reference computes what the original computes with int4
+  weights. Against it the exact-arithmetic package must be as exact as an f32 package;
+- `rounding_cost` then measures what the rounding itself changes (original against
+  rounded transformers: teacher-forced top-1 agreement, mean KL divergence of the
+  next-token distributions, the prompt's perplexity, the first greedy token that
+  differs), and the runtime's int8 arithmetic is measured as the tokens it changes.
+
+Each package weight is placed in the transformers model by value: its source tensor (from
+the weight report) is found among the model's parameters, or their expert slices, by a
+digest of its bytes, and the rows it rounds are the ones nearest to its dequantized
+values. No name mapping between layouts is assumed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mmforge.backend.errors import LayoutError
+
+log = logging.getLogger(__name__)
+
+# Quality gates on the rounding's own cost (teacher-forced over the answer), documented
+# in the README: at most 2 % of next-token choices changed and a mean KL under 0.02 nats
+# is "good"; at most 10 % and under 0.1 nats is "fair"; more is "poor".
+GATES = (("good", 0.98, 0.02), ("fair", 0.90, 0.1))
+
+
+@dataclass(frozen=True)
+class RoundingCost:
+    """What a precision's rounding changes, original model against rounded model.
+
+    Attributes:
+        dtype: The package's precision ("int4").
+        weights: Matrices the reference took from the package.
+        answer_tokens: Length of the original model's greedy answer the metrics run over.
+        top1_agreement: Share of answer positions where both pick the same next token
+            (teacher-forced on the original's answer).
+        mean_kl: Mean KL(original ‖ rounded) of the next-token distributions, in nats.
+        prompt_perplexity: The prompt's perplexity under the original and rounded models.
+        first_difference: The first greedy token where the rounded model's answer leaves
+            the original's (None: the same answer).
+        arithmetic_changed: The first token where the runtime's fast int8 arithmetic
+            leaves the exact-arithmetic package (None: the same tokens).
+        grade: "good", "fair" or "poor" against `GATES`.
+    """
+
+    dtype: str
+    weights: int
+    answer_tokens: int
+    top1_agreement: float
+    mean_kl: float
+    prompt_perplexity: tuple[float, float]
+    first_difference: int | None
+    arithmetic_changed: int | None
+    grade: str
+
+    def sentence(self) -> str:
+        """The cost in words a user can read."""
+        changed = 1.0 - self.top1_agreement
+        text = (
+            f"{self.dtype} itself changes {changed:.0%} of next-token choices over a "
+            f"{self.answer_tokens}-token answer (mean KL {self.mean_kl:.3g} nats; prompt "
+            f"perplexity {self.prompt_perplexity[0]:.3g} → {self.prompt_perplexity[1]:.3g}); "
+            f"quality {self.grade}"
+        )
+        if self.first_difference is not None:
+            text += f"; its greedy answer leaves the original's at token {self.first_difference}"
+        if self.arithmetic_changed is not None:
+            text += (
+                "; ONNX Runtime's int8 arithmetic (accuracy level 4) changes the answer from "
+                f"token {self.arithmetic_changed}"
+            )
+        return text
+
+
+def grade(top1: float, kl: float) -> str:
+    """The quality grade of a rounding cost."""
+    for name, least_top1, most_kl in GATES:
+        if top1 >= least_top1 and kl <= most_kl:
+            return name
+    return "poor"
+
+
+def exact_arithmetic_copy(package: Path, into: Path) -> Path:
+    """The package with every MatMulNBits computing in float32 (accuracy level 0).
+
+    Every file but decoder.onnx is hard-linked (copied where the scratch folder is on
+    another file system: ONNX Runtime refuses external data reached through a symbolic
+    link out of the model's folder); the decoder's graph, not its weights, is rewritten.
+    """
+    import os
+    import shutil
+
+    import onnx
+
+    into.mkdir(parents=True, exist_ok=True)
+    for path in package.iterdir():
+        if path.name == "decoder.onnx" or not path.is_file():
+            continue
+        try:
+            os.link(path, into / path.name)
+        except OSError:
+            shutil.copyfile(path, into / path.name)
+    model = onnx.load(str(package / "decoder.onnx"), load_external_data=False)
+    for node in model.graph.node:
+        if node.op_type == "MatMulNBits":
+            for attribute in node.attribute:
+                if attribute.name == "accuracy_level":
+                    attribute.i = 0
+    onnx.save(model, str(into / "decoder.onnx"))
+    return into
+
+
+def dequantize(packed: Any, scales: Any, k: int, n: int, block: int) -> Any:
+    """A MatMulNBits weight as float32 [K, N]: (q - 8) · scale, low nibble first."""
+    low, high = packed & 0x0F, packed >> 4
+    blocks = packed.shape[1]
+    q = np.stack([low, high], axis=-1).reshape(n, blocks, block).astype(np.float32)
+    values = (q - 8.0) * scales.reshape(n, blocks, 1).astype(np.float32)
+    return values.reshape(n, blocks * block)[:, :k].T
+
+
+def _package_weights(package: Path) -> list[tuple[str, Any, float]]:
+    """Each MatMulNBits weight: (its initializer's source name, dequantized [N, K], scale)."""
+    import onnx
+
+    model = onnx.load(str(package / "decoder.onnx"), load_external_data=False)
+    inits = {t.name: t for t in model.graph.initializer}
+    out = []
+    for node in model.graph.node:
+        if node.op_type != "MatMulNBits":
+            continue
+        attrs = {a.name: a.i for a in node.attribute}
+        if attrs.get("bits", 4) != 4 or (len(node.input) > 3 and node.input[3]):
+            raise LayoutError(f"{node.name}: only symmetric 4-bit MatMulNBits are read back")
+        packed = _array(package, inits[node.input[1]])
+        scales = _array(package, inits[node.input[2]])
+        weight = dequantize(packed, scales, attrs["K"], attrs["N"], attrs["block_size"])
+        source = node.input[1].removesuffix("_Q4").removesuffix("_t")
+        out.append((source, np.ascontiguousarray(weight.T), float(np.abs(scales).max())))
+    return out
+
+
+def _array(package: Path, tensor: Any) -> Any:
+    """An initializer's values, from the package's external data file or the proto.
+
+    Read by offset here rather than by onnx's loader, which refuses a data file with more
+    than one hard link (the exact-arithmetic view links it).
+    """
+    from onnx import helper, numpy_helper
+
+    if not tensor.external_data:
+        return numpy_helper.to_array(tensor)
+    where = {e.key: e.value for e in tensor.external_data}
+    path = (package / where["location"]).resolve()
+    if path.parent != package.resolve():
+        raise LayoutError(f"{tensor.name}: external data outside the package")
+    dtype = helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    count = int(np.prod(tensor.dims)) if tensor.dims else 1
+    array = np.fromfile(path, dtype=dtype, count=count, offset=int(where.get("offset", 0)))
+    return array.reshape(tuple(tensor.dims))
+
+
+def _digest(array: Any) -> str:
+    return hashlib.blake2b(np.ascontiguousarray(array).tobytes(), digest_size=16).hexdigest()
+
+
+def _sources(package: Path) -> dict[str, str]:
+    """Decoder initializer name -> the checkpoint tensor it was made from."""
+    report = json.loads((package / "weights_report.json").read_text(encoding="utf-8"))
+    out = {}
+    for entry in report.get("mapped", []):
+        for target in entry.get("targets", []):
+            component, _, name = str(target).partition("/")
+            if component == "decoder":
+                out[name] = str(entry["checkpoint"])
+    return out
+
+
+def round_like_package(model: Any, package: Path, checkpoint_folder: Path) -> tuple[int, list[str]]:
+    """Write the package's dequantized int4 decoder weights into the transformers model.
+
+    A package weight that is not within rounding of the rows it came from is not written
+    (the reference keeps the checkpoint's values there, so the stages show the
+    difference) and is returned by name: its blocks are wrong, a conversion fault.
+
+    Returns:
+        How many matrices were written, and the package weights that were not.
+
+    Raises:
+        LayoutError: A package weight has no place in the model (its source tensor is not
+            among the model's parameters).
+    """
+    import torch
+
+    from mmforge.backend.tensors import checkpoint_refs
+
+    refs = checkpoint_refs(checkpoint_folder)
+    sources = _sources(package)
+    index: dict[str, tuple[str, Any]] = {}
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            data = p.detach().float().numpy()
+            if data.ndim == 2:
+                index[_digest(data)] = (name, p)
+            elif data.ndim == 3:
+                # Fused experts [E, rows, K]: each expert, and each half of it (gate and
+                # up stacked, as transformers fuses a one-tensor-per-expert checkpoint).
+                index[_digest(data)] = (name, p)
+                half = data.shape[1] // 2
+                for e in range(data.shape[0]):
+                    index[_digest(data[e])] = (f"{name}[{e}]", p[e])
+                    index[_digest(data[e, :half])] = (f"{name}[{e}][:half]", p[e, :half])
+                    index[_digest(data[e, half:])] = (f"{name}[{e}][half:]", p[e, half:])
+        output = model.get_output_embeddings()
+        written, wrong = 0, []
+        for source, weight, scale in _package_weights(package):
+            start, placed = 0, []
+            for part, rows in _parts(source, sources, refs):
+                count = weight.shape[0] if rows < 0 else rows
+                values = torch.from_numpy(np.ascontiguousarray(weight[start : start + count]))
+                start += count
+                target = _place(part, sources, refs, index, output, model)
+                candidates = _row_blocks(target, tuple(values.shape))
+                best = min(candidates, key=lambda c: float((c.float() - values).abs().max()))
+                if float((best.float() - values).abs().max()) > scale * 1.01 + 1e-6:
+                    break
+                placed.append((best, values))
+            else:
+                for best, values in placed:
+                    best.copy_(values.to(best.dtype))
+                written += 1
+                continue
+            wrong.append(source)
+    return written, wrong
+
+
+def _parts(source: str, sources: dict[str, str], refs: dict[str, Any]) -> list[tuple[str, int]]:
+    """The initializers a package weight stacks, with their rows (-1: all of one).
+
+    The graph builder fuses q/k/v (and gate/up) weights as one initializer named
+    "a__b__c__axis_0__concat": the parts' rows, in order.
+    """
+    if "__axis_0__concat" not in source:
+        return [(source, -1)]
+    names = source.split("__axis_0__concat")[0].split("__")
+    out = []
+    for name in names:
+        checkpoint = sources.get(name)
+        if checkpoint is None or checkpoint not in refs:
+            raise LayoutError(f"The weight report names no checkpoint tensor for {name}")
+        out.append((name, int(refs[checkpoint].shape[0])))
+    return out
+
+
+def _place(
+    source: str,
+    sources: dict[str, str],
+    refs: dict[str, Any],
+    index: dict[str, tuple[str, Any]],
+    output: Any,
+    model: Any,
+) -> Any:
+    """The model tensor a package weight came from."""
+    import torch
+
+    if source.endswith("lm_head.weight") and output is not None:
+        head = output.weight
+        inputs = model.get_input_embeddings()
+        if inputs is not None and head.data_ptr() == inputs.weight.data_ptr():
+            # Tied: the package rounds its own copy of the output layer; the embedding
+            # stays float32. Untie, so the rounding reaches the output layer only.
+            output.weight = torch.nn.Parameter(head.detach().clone())
+        return output.weight.data
+    name = sources.get(source)
+    if name is None or name not in refs:
+        raise LayoutError(f"The weight report names no checkpoint tensor for {source}")
+    original = refs[name].read().float().numpy()
+    found = index.get(_digest(original))
+    if found is None:
+        raise LayoutError(
+            f"The checkpoint tensor {name} is not among the reference model's parameters"
+        )
+    return found[1].data
+
+
+def _row_blocks(target: Any, shape: tuple[int, ...]) -> list[Any]:
+    """Views of `target` shaped like a package weight [N, K]: rows, or expert slices."""
+    n, k = shape
+    views = [target] if target.ndim == 2 else [target[e] for e in range(target.shape[0])]
+    out = []
+    for view in views:
+        if view.shape[-1] != k or view.shape[0] % n:
+            continue
+        out += [view[i : i + n] for i in range(0, view.shape[0], n)]
+    if not out:
+        raise LayoutError(f"No rows of shape {list(shape)} in a tensor of {list(target.shape)}")
+    return out
+
+
+def teacher_forced(original: Any, rounded: Any, prompt_len: int) -> tuple[float, float, Any]:
+    """(top-1 agreement, mean KL) over the answer positions, and per-position log-probs.
+
+    Args:
+        original: The original model's logits [S, V] over prompt + answer.
+        rounded: The rounded model's logits on the same ids.
+        prompt_len: Where the answer starts.
+    """
+    import torch
+
+    a = torch.log_softmax(torch.as_tensor(original, dtype=torch.float64), dim=-1)
+    b = torch.log_softmax(torch.as_tensor(rounded, dtype=torch.float64), dim=-1)
+    answer = slice(prompt_len - 1, a.shape[0] - 1)
+    agree = (a[answer].argmax(-1) == b[answer].argmax(-1)).double().mean()
+    kl = (a[answer].exp() * (a[answer] - b[answer])).sum(-1).mean()
+    return float(agree), float(kl), (a, b)
+
+
+def perplexity(log_probs: Any, ids: list[int], end: int) -> float:
+    """The perplexity of ids[1:end] under per-position log-probs [S, V]."""
+    import torch
+
+    targets = torch.as_tensor(ids[1:end])
+    picked = log_probs[: end - 1].gather(-1, targets[:, None])[:, 0]
+    return math.exp(float(-picked.mean()))
