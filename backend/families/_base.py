@@ -214,8 +214,12 @@ class Reference:
             beyond the image (and audio) token.
         audio_extractor: The transformers feature extractor a checkpoint without audio
             settings gets (with its defaults), for families with audio.
-        adapt: Readies the loaded HF model as the package runs it (model, checkpoint):
-            Phi-4's vision LoRA loaded with PEFT and made active.
+        adapt: Readies the loaded HF model as the released model runs (model,
+            checkpoint): Phi-4's LoRAs loaded with PEFT, each active for its prompts.
+        known_limit: A difference the package has from the released model by design, for
+            a prompt of this many images and audio clips (checkpoint, images, clips) ->
+            the sentence that names it, or None; verify puts it first in the cause of a
+            verdict other than PASS (Phi-4's speech LoRA for audio-only prompts).
     """
 
     prepare: Callable[[Any, Any, str, list[Any], list[Any]], Any]
@@ -233,6 +237,7 @@ class Reference:
     config_tokens: tuple[str, ...] = ()
     audio_extractor: str | None = None
     adapt: Callable[[Any, Any], None] | None = None
+    known_limit: Callable[[Any, int, int], str | None] | None = None
 
 
 @dataclass(frozen=True)
