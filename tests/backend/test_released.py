@@ -213,3 +213,41 @@ def test_phi4_released_template_takes_text_in_convert_verify_and_chat(released, 
     # The runtime's processor turns the placeholder into the image's tokens.
     first = session.runtime.process(session.prompt_text(1), images=[image.path])
     assert 200010 in first.input_ids
+
+
+def test_phi4_audio_only_is_compared_with_the_speech_lora_and_named(released, tmp_path):
+    """For audio without an image the released model runs its speech LoRA; the package
+    runs the vision one (ONNX Runtime GenAI 0.18 cannot switch adapters). verify used
+    to PASS against the vision adapter; it now compares with the speech one and names the
+    difference. With an image, the same package still PASSes."""
+    from mmforge import resources
+
+    folder = released("phi4mm-native")
+    convert(str(folder), tmp_path / "pkg")
+    report = verify(tmp_path / "pkg", str(folder), audios=[resources.probe_audio()], tokens=8)
+    stages = {c.name: c for c in report.components}
+    assert "vision_encoder" not in stages  # audio only
+    assert report.verdict == "FAIL", [(c.name, c.verdict, c.reason) for c in report.components]
+    assert report.first_divergent_stage == "decoder_prefill"
+    assert report.cause is not None and report.cause.startswith("Known limit:")
+    assert "speech LoRA" in report.cause
+    assert stages["audio_encoder"].verdict == "PASS" and stages["embedding"].verdict == "PASS"
+    both = verify(
+        tmp_path / "pkg",
+        str(folder),
+        images=[resources.probe_image()],
+        audios=[resources.probe_audio()],
+        tokens=8,
+    )
+    assert both.verdict == "PASS", [(c.name, c.verdict, c.reason) for c in both.components]
+
+
+def test_inspect_says_native_phi4_checkpoints_carry_their_loras(released):
+    """inspect said native transformers checkpoints have no LoRA; the release ships both."""
+    from mmforge.backend.inspect import inspect_source
+
+    folder = released("phi4mm-native")
+    assert (folder / "vision-lora").is_dir() and (folder / "speech-lora").is_dir()
+    notes = " ".join(inspect_source(str(folder)).notes)
+    assert "have none" not in notes
+    assert "vision-lora/ and speech-lora/" in notes and "speech adapter" in notes

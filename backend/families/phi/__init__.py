@@ -18,7 +18,11 @@ from mmforge.backend.families._base import (
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
 from mmforge.backend.families.phi import fields, layout, reference, tiny
-from mmforge.backend.families.phi.adapters import activate_vision_adapter, merge_vision_lora
+from mmforge.backend.families.phi.adapters import (
+    activate_adapters,
+    merge_vision_lora,
+    speech_limit,
+)
 from mmforge.backend.families.phi.build import remote_style_audio_config
 from mmforge.backend.families.phi.graph_fixes import (
     PER_IMAGE_NOTE,
@@ -226,7 +230,8 @@ PHI4MM = Family(
     released=tiny.RELEASED_PHI4MM,
     tiny=tiny.PHI4MM,
     reference=Reference(
-        adapt=activate_vision_adapter,
+        adapt=activate_adapters,
+        known_limit=speech_limit,
         prepare=reference.prepare,
         from_runtime=reference.from_runtime,
         pixel_key="image_pixel_values",
@@ -241,8 +246,10 @@ PHI4MM = Family(
         "ids 200010 and 200011 (<|endoftext10|>, <|endoftext11|>).",
         "mobius 0.1 builds the HD transform for one image; mmforge runs that graph once per "
         "image in a Loop, so a prompt can hold several.",
-        "Remote-code checkpoints carry vision/speech LoRA adapters, which are not "
-        "converted; native transformers checkpoints have none.",
+        "The released model is a mixture of LoRAs (vision-lora/ and speech-lora/ beside "
+        "native weights, inline in the remote-code layout): the vision adapter is merged "
+        "into the decoder; ONNX Runtime GenAI 0.18 cannot switch to the speech adapter, so "
+        "audio-only turns run with the vision one (verify names the difference).",
     ),
 )
 

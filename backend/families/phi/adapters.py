@@ -255,36 +255,94 @@ def write_peft_folder(adapter: Adapter, refs: dict[str, Any], folder: Path) -> P
     return folder
 
 
-def activate_vision_adapter(model: Any, checkpoint: Checkpoint) -> None:
-    """Load the checkpoint's vision LoRA into the HF model with PEFT and make it active.
+def activate_adapters(model: Any, checkpoint: Checkpoint) -> None:
+    """Load the checkpoint's LoRAs into the HF model with PEFT, each active as released.
 
-    This is how the released model runs for images (transformers' `load_adapter` and
-    `set_adapter("vision")` do the same through PEFT); an inline adapter is first
-    written out as a PEFT folder.
+    The released model (its remote code, and transformers' `set_adapter`) runs the
+    **speech** adapter for a prompt with audio and no image, and the **vision** adapter
+    for one with an image (or both). A hook on the model picks the adapter per call from
+    its inputs; a call without either (a decode step) keeps the adapter of the prompt it
+    continues, and a text-only prompt gets the vision one, as the package runs it. An
+    inline adapter is first written out as a PEFT folder.
     Verify then compares the package with the model as released, not with its base.
     """
     import tempfile
 
     names = [t.name for t in checkpoint.tensors or ()]
-    vision = find_adapters(
+    found = find_adapters(
         checkpoint.folder, checkpoint.written, names, inline_first=checkpoint.remote_layout
-    ).get("vision")
-    if vision is None:
+    )
+    if "vision" not in found:
         return
     try:
         from peft import PeftModel
     except ImportError as e:
         raise MmforgeError(
             "Comparing with this Phi-4-multimodal checkpoint needs the peft package (its "
-            "vision LoRA)",
+            "LoRA adapters)",
             "Install peft (pip install peft)",
         ) from e
     with tempfile.TemporaryDirectory(prefix="mmforge-lora-") as scratch:
-        folder = vision.folder
-        if folder is None:
-            folder = write_peft_folder(vision, checkpoint_refs(checkpoint.folder), Path(scratch))
+        folders = {}
+        for name, adapter in found.items():
+            folder = adapter.folder
+            if folder is None:
+                refs = checkpoint_refs(checkpoint.folder)
+                folder = write_peft_folder(adapter, refs, Path(scratch) / name)
+            folders[name] = folder
         # PEFT wraps the model's own modules in place: `model` runs with the adapter.
         # (transformers' load_adapter would do the same, but wants PEFT >= 0.22.)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # PEFT asks a renamed attribute
-            PeftModel.from_pretrained(model, str(folder), adapter_name="vision", is_trainable=False)
+            peft = PeftModel.from_pretrained(
+                model, str(folders["vision"]), adapter_name="vision", is_trainable=False
+            )
+            if "speech" in folders:
+                peft.load_adapter(str(folders["speech"]), adapter_name="speech")
+    peft.set_adapter("vision")
+    if "speech" in folders:
+        model.register_forward_pre_hook(_adapter_for_call(peft), with_kwargs=True)
+
+
+def _adapter_for_call(peft: Any) -> Any:
+    """A forward pre-hook that makes the adapter the call's inputs select active."""
+
+    def hook(module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        image = kwargs.get("image_pixel_values")
+        audio = kwargs.get("audio_input_features")
+        if image is not None:
+            peft.set_adapter("vision")
+        elif audio is not None:
+            peft.set_adapter("speech")
+        elif not _continues(kwargs.get("past_key_values")):
+            peft.set_adapter("vision")
+
+    return hook
+
+
+def _continues(cache: Any) -> bool:
+    """Whether a call extends a cached prompt (a decode step)."""
+    if cache is None:
+        return False
+    try:
+        return int(cache.get_seq_length()) > 0
+    except (AttributeError, TypeError):
+        return True
+
+
+def speech_limit(checkpoint: Checkpoint, n_images: int, n_audios: int) -> str | None:
+    """Verify's named limit for an audio-only prompt to a checkpoint with a speech LoRA."""
+    if n_images or not n_audios:
+        return None
+    names = [t.name for t in checkpoint.tensors or ()]
+    adapters = find_adapters(
+        checkpoint.folder, checkpoint.written, names, inline_first=checkpoint.remote_layout
+    )
+    if "speech" not in adapters:
+        return None
+    return (
+        "Known limit: for a prompt with audio and no image the released model runs its "
+        "speech LoRA, while the package's decoder has the vision LoRA merged in, and ONNX "
+        "Runtime GenAI 0.18 cannot switch adapters in its multimodal pipeline "
+        "(benchmarks/phi4_speech_adapter.py); the difference below is that of the adapters"
+    )
