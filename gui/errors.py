@@ -8,7 +8,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from mmforge.gui.safe_text import MAX_SHOWN, SHORT, for_display
+from mmforge.gui.safe_text import MAX_SHOWN, SHORT, SHORT_LINES, for_display
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +31,12 @@ def show_error(parent: QWidget | None, error: dict[str, Any], title: str = "mmfo
     # Plain text, cut to a size Qt lays out at once: a message may quote a config, a file
     # name or a model's answer, and rich text would load any file an <img> in it names.
     box.setTextFormat(Qt.TextFormat.PlainText)
-    box.setText(for_display(message or "Something went wrong", SHORT))
+    box.setText(for_display(message or "Something went wrong", SHORT, SHORT_LINES))
     if hint:
-        box.setInformativeText(for_display(hint, SHORT))
+        box.setInformativeText(for_display(hint, SHORT, SHORT_LINES))
+    # What the labels cut off is in Details, whole (up to what Details shows).
+    cut = [t for t in (message, hint) if for_display(t, SHORT, SHORT_LINES) != t]
+    details = "\n\n".join([*cut, details]).strip()
     if details:
         box.setDetailedText(for_display(details))
     box.setObjectName("errorDialog")
