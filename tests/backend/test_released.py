@@ -251,3 +251,16 @@ def test_inspect_says_native_phi4_checkpoints_carry_their_loras(released):
     notes = " ".join(inspect_source(str(folder)).notes)
     assert "have none" not in notes
     assert "vision-lora/ and speech-lora/" in notes and "speech adapter" in notes
+
+
+# Releases whose chat template text was found and is stored in mmforge.resources; the
+# others keep the family's own template (README, "Chat templates that take text only").
+WITH_RELEASED_TEMPLATE = {"phi4mm-native", "phi4mm-remote", "gemma3-4b"}
+
+
+def test_release_shaped_checkpoints_carry_their_releases_template(released):
+    for key in WITH_RELEASED_TEMPLATE:
+        spec = RELEASED[key]
+        assert spec.chat_template is not None, key
+        written = json.loads((released(key) / "tokenizer_config.json").read_text())
+        assert written["chat_template"] == spec.chat_template, key

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmforge.backend.tiny.build import TinySpec
-from mmforge.backend.tiny.release import ReleaseSpec
+from mmforge.backend.tiny.release import ReleaseSpec, released_template
 from mmforge.backend.tiny.sizes import TEXT, VISION
 
 _GEMMA_SPECIALS = ["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>"]
@@ -262,6 +262,8 @@ RELEASED_GEMMA3 = (
         tiny=GEMMA3,
         config_json=_gemma3_4b_release,
         rename=_gemma3_names,
+        # The template google/gemma-3-4b-it ships (tokenizer_config.json).
+        chat_template=released_template("gemma3"),
     ),
 )
 
