@@ -28,6 +28,7 @@ from mmforge.app.terminal import (
     render_profile,
 )
 from mmforge.backend.jobs import CancelToken
+from mmforge.backend.precisions import DTYPES
 from mmforge.backend.units import human_bytes
 
 EXIT_USER_ERROR = 2
@@ -103,9 +104,9 @@ def _add_convert(sub: Any) -> None:
     )
     p.add_argument(
         "--dtype",
-        choices=("f32", "f16", "int4"),
+        choices=DTYPES,
         default="f32",
-        help="f32, f16 (all components) or int4 (decoder MatMuls); default f32",
+        help="f32, f16 (all components), int4 or int8 (decoder MatMuls); default f32",
     )
     p.add_argument("--ep", choices=("cpu", "cuda"), default="cpu", help="target; default cpu")
     p.add_argument("--json", action="store_true", help="print the manifest as one JSON object")

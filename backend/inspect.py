@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend import tensors, typed
+from mmforge.backend import precisions, tensors, typed
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.families import Cfg, Family, ImageTokens, Projector
 from mmforge.backend.jobs import JobContext
@@ -24,7 +24,7 @@ from mmforge.backend.tensors import TensorInfo
 log = logging.getLogger(__name__)
 
 COMPONENTS = ("vision_encoder", "audio_encoder", "embedding", "decoder")
-DTYPES = ("f32", "f16", "int4")
+DTYPES = precisions.DTYPES
 KV_CONTEXT = 4096  # tokens of KV cache assumed by the memory estimate
 # torch, transformers, onnx, mobius and the built graphs (benchmarks/scale.py, 3B).
 TOOLS_FOOTPRINT = 450_000_000
@@ -34,7 +34,7 @@ TOOLS_FOOTPRINT = 450_000_000
 # transposed tied output layer; quantizing). Measured by benchmarks/scale.py on a 3B
 # bfloat16 checkpoint whose largest tensor has 311M parameters: conversion peaks of
 # 1.70 GB (f16), 2.92 GB (f32) and 2.92 GB (int4).
-_CAST_BYTES = {"f32": 6, "f16": 2, "int4": 6}
+_CAST_BYTES = {"f32": 6, "f16": 2, "int4": 6, "int8": 6}
 _SAFETENSORS_DTYPE = {"f32": "F32", "f16": "F16"}
 # ONNX Runtime's CPU kernels run f16 weights as float32: loading an f16 package holds
 # both (measured: 16.7 GB for an 8.17 GB package).
@@ -254,8 +254,9 @@ def estimate_sizes(
             for t in ts:
                 if dtype == "f16":
                     total += t.numel * 2
-                elif dtype == "int4" and comp == "decoder" and _quantized(t):
-                    total += t.numel * 5 // 8  # 4-bit weights + one f32 scale per 32
+                elif precisions.is_quantized(dtype) and comp == "decoder" and _quantized(t):
+                    # the blocks, and one float32 scale per block of 32
+                    total += int(t.numel * precisions.WEIGHT_BYTES[dtype])
                 else:
                     total += t.numel * 4
         return total

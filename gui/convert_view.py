@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from mmforge.backend import precisions
 from mmforge.backend.convert import Manifest
 from mmforge.backend.inspect import Profile
 from mmforge.backend.units import human_rate
@@ -34,7 +35,7 @@ from mmforge.gui.errors import show_error
 from mmforge.gui.safe_text import for_display, plain_label
 from mmforge.gui.state import AppState
 
-DTYPES = ("f32", "f16", "int4")
+DTYPES = precisions.DTYPES
 STAGES = ("download", "inspect", "build", "weights", "write", "quantize", "package", "validate")
 FILTERS = ("all", "mapped", "unused", "missing", "shape mismatch")
 
@@ -168,20 +169,12 @@ class ConvertView(QWidget):
 
     @Slot(object)
     def _on_profile(self, profile: Profile) -> None:
-        """Offer only the precisions this family converts to (LFM2-VL has no f16).
-
-        The demo model's random weights are too flat for 4 bits (its int4 package fails
-        verify by design), so the demo is not offered int4.
-        """
+        """Offer only the precisions this family converts to (LFM2-VL has no f16)."""
         sizes = profile.sizes.package_bytes
         offered = [d for d in DTYPES if d in sizes] or list(DTYPES)
-        demo = _is_demo_source(profile.folder)
-        if demo:
-            offered = [d for d in offered if d != "int4"]
         self.dtype.setToolTip(
-            "The demo model's random weights do not survive 4 bits: int4 is for real models"
-            if demo
-            else "f32: exact; f16: half the size; int4: the decoder in 4 bits, smallest"
+            "f32: exact; f16: half the size; int8: the decoder in 8 bits; int4: the decoder "
+            "in 4 bits, smallest. Verify shows what the rounding changes."
         )
         current = self.dtype.currentText()
         self.dtype.clear()
@@ -339,15 +332,6 @@ class ConvertView(QWidget):
         from PySide6.QtGui import QDesktopServices
 
         QDesktopServices.openUrl(QUrl.fromLocalFile(self.output.text().strip()))
-
-
-def _is_demo_source(folder: str) -> bool:
-    from mmforge.backend.tiny.demo import demo_folder
-
-    try:
-        return Path(folder).resolve() == demo_folder().resolve()
-    except OSError:
-        return False
 
 
 def _amount(done: float, total: float) -> str:

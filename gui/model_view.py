@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from mmforge.backend import precisions
 from mmforge.backend.inspect import Profile
 from mmforge.backend.units import human_bytes, human_count
 from mmforge.gui.bridge import JobRunner
@@ -76,7 +77,7 @@ def profile_html(p: Profile, c: Colours) -> str:
         rows = "".join(
             f"<tr><td>{d}</td><td align='right'>{human_bytes(sizes.package_bytes[d])}</td>"
             f"<td align='right'>{human_bytes(sizes.memory_bytes[d])}</td></tr>"
-            for d in ("f32", "f16", "int4")
+            for d in precisions.DTYPES
             if d in sizes.package_bytes
         )
         parts.append(

@@ -60,7 +60,16 @@ def summary_html(report: VerifyReport, c: Colours) -> str:
     matched, total = tokens.get("matched"), tokens.get("total")
     colour = verdict_colour(report.verdict, c)
     first = report.first_divergent_stage
-    if report.verdict == "PASS":
+    cost = report.rounding
+    if report.verdict == "PASS" and cost is not None:
+        meaning = (
+            f"The converted model computes exactly what the original computes with "
+            f"{report.dtype} weights: every stage is within the float32 tolerance, and "
+            f"{matched} of {total} answer tokens are identical. {report.dtype} itself "
+            f"changes {1 - cost.top1_agreement:.0%} of the model's next-token choices on "
+            f"this prompt (quality: {cost.grade})."
+        )
+    elif report.verdict == "PASS":
         meaning = (
             "The converted model computes what the original computes: every stage is "
             f"within tolerance, and {matched} of {total} answer tokens are identical."

@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING, Any
 from mmforge.backend.errors import LayoutError, MmforgeError
 from mmforge.backend.families._graphs import COMPONENT_NAMES, BuiltGraphs, quiet_library
 from mmforge.backend.jobs import JobContext
+from mmforge.backend.precisions import graph_dtype
 
 if TYPE_CHECKING:
     from mmforge.backend.checkpoint import Checkpoint
 
 log = logging.getLogger(__name__)
-
-_DTYPES = {"f32": "f32", "f16": "f16", "int4": "f32"}  # int4 quantizes an f32 decoder
 
 
 def build_graphs(
@@ -42,7 +41,7 @@ def build_graphs(
 
     Args:
         checkpoint: The checkpoint.
-        dtype: "f32", "f16" or "int4" (int4 builds f32; the decoder is quantized later).
+        dtype: A precision (int4 and int8 build f32; the decoder is quantized later).
         ep: "cpu" or "cuda" steer mobius's EP-specific fusions; "default" builds the
             portable graph without them.
         work: A scratch folder for builders that write files (LFM2-VL's decoder).
@@ -87,7 +86,7 @@ def _build_with_mobius(checkpoint: Checkpoint, dtype: str, ep: str) -> BuiltGrap
     module_class = registry.get(model_type)
     text_config = getattr(hf_config, "text_config", None) or hf_config
     config = _config_from_hf(text_config, parent_config=hf_config, module_class=module_class)
-    config = dataclasses.replace(config, dtype=resolve_dtype(_DTYPES[dtype]))
+    config = dataclasses.replace(config, dtype=resolve_dtype(graph_dtype(dtype)))
     task = _default_task_for_model(model_type)
     try:
         with quiet_library():

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mmforge.backend import __version__, families, typed
+from mmforge.backend import __version__, families, precisions, typed
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.convert import package
 from mmforge.backend.diskspace import no_space, out_of_space
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MANIFEST = "mmforge_manifest.json"
-DTYPES = ("f32", "f16", "int4")
+DTYPES = precisions.DTYPES
 EPS = ("cpu", "cuda")
 
 
@@ -304,11 +304,12 @@ def _write_components(
                 check_baked(graphs, component, plan, ctx)
             else:
                 apply_component(graphs, component, plan, ctx)
-        if dtype == "int4" and component == "decoder":
+        if precisions.is_quantized(dtype) and component == "decoder":
             with _timed(timings, "quantize"):
                 from mmforge.backend.convert.quantize import quantize_decoder
 
-                graphs.models[component] = quantize_decoder(graphs.models[component], ctx)
+                bits = precisions.QUANTIZED_BITS[dtype]
+                graphs.models[component] = quantize_decoder(graphs.models[component], ctx, bits)
         with _timed(timings, f"write/{component}"):
             files.update(package.save_component(graphs.models[component], component, staging, ctx))
         del graphs.models[component]  # written: let its tensors go

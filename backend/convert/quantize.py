@@ -1,9 +1,9 @@
-"""int4 weight-only quantization of the decoder's MatMuls (onnxruntime's MatMulNBits).
+"""int4 / int8 weight-only quantization of the decoder's MatMuls (MatMulNBits).
 
-Each MatMul whose weight is a 2-D initializer becomes a MatMulNBits (4 bits, block 32,
-symmetric, accuracy level 4), as onnxruntime's MatMulNBitsQuantizer makes it, with the
-same kernel doing the arithmetic (`quantize_matmul_4bits`). The difference is when:
-the quantizer takes the whole decoder in memory (about 20 GB at peak for a 3B model),
+Each MatMul whose weight is a 2-D initializer becomes a MatMulNBits (4 or 8 bits, block
+32, symmetric, accuracy level 4), as onnxruntime's MatMulNBitsQuantizer makes it, with the
+same kernels doing the arithmetic (`quantize_matmul_4bits` / `_8bits`). The difference
+is when: the quantizer takes the whole decoder in memory (about 20 GB at peak for a 3B model),
 while here each weight is quantized as the writer reaches it, one tensor at a time, so
 the peak follows the largest weight.
 """
@@ -16,22 +16,28 @@ from typing import Any
 import numpy as np
 
 from mmforge.backend.jobs import JobContext
+from mmforge.backend.precisions import BLOCK_SIZE
 
-BLOCK_SIZE = 32
 ACCURACY_LEVEL = 4
 # The writer runs a thread per core; one weight at a time is held in f32 for quantizing
 # (the kernel itself is multi-threaded), so the peak is the largest weight, once.
 _ONE_AT_A_TIME = threading.Lock()
 
 
-def quantize_decoder(model: Any, ctx: JobContext) -> Any:
+def quantize_decoder(model: Any, ctx: JobContext, bits: int = 4) -> Any:
     """Replace the decoder's weight MatMuls by MatMulNBits whose weights quantize lazily.
+
+    Args:
+        model: The decoder (onnx_ir), with its float32 weights.
+        ctx: Progress.
+        bits: 4 (int4) or 8 (int8).
 
     Returns the same onnx_ir model, edited in place.
     """
     import onnx_ir as ir
 
-    ctx.report("quantize", 0, 1, message="int4 MatMulNBits on the decoder", force=True)
+    per_byte = 8 // bits
+    ctx.report("quantize", 0, 1, message=f"{bits}-bit MatMulNBits on the decoder", force=True)
     graph = model.graph
     count = 0
     for node in list(graph):
@@ -45,13 +51,13 @@ def quantize_decoder(model: Any, ctx: JobContext) -> Any:
             continue
         rows, cols = int(shape[0]), int(shape[1])
         blocks = (rows + BLOCK_SIZE - 1) // BLOCK_SIZE
-        source = _Quantized(weight.const_value, rows, cols, blocks)
+        source = _Quantized(weight.const_value, rows, cols, blocks, bits)
         packed = _initializer(
             graph,
-            f"{weight.name}_Q4",
+            f"{weight.name}_Q{bits}",
             source.packed,
             ir.DataType.UINT8,
-            [cols, blocks, BLOCK_SIZE // 2],
+            [cols, blocks, BLOCK_SIZE // per_byte],
         )
         scales = _initializer(
             graph, f"{weight.name}_scales", source.scales, ir.DataType.FLOAT, [cols, blocks]
@@ -62,12 +68,12 @@ def quantize_decoder(model: Any, ctx: JobContext) -> Any:
             attributes={
                 "K": rows,
                 "N": cols,
-                "bits": 4,
+                "bits": bits,
                 "block_size": BLOCK_SIZE,
                 "accuracy_level": ACCURACY_LEVEL,
             },
             domain="com.microsoft",
-            name=f"{node.name}_Q4" if node.name else None,
+            name=f"{node.name}_Q{bits}" if node.name else None,
         )
         graph.insert_before(node, replacement)
         node.outputs[0].replace_all_uses_with(replacement.outputs[0], replace_graph_outputs=True)
@@ -82,21 +88,22 @@ def quantize_decoder(model: Any, ctx: JobContext) -> Any:
 
 
 class _Quantized:
-    """One weight's 4-bit blocks and scales, computed once when the writer first asks.
+    """One weight's 4- or 8-bit blocks and scales, computed once when the writer first asks.
 
     The writer asks for the packed blocks and the scales of the same weight, in either
     order and maybe on two threads; the first ask computes both, and the result is
     dropped once both are out. One weight's f32 copy is in memory at a time.
     """
 
-    def __init__(self, weight: Any, rows: int, cols: int, blocks: int):
+    def __init__(self, weight: Any, rows: int, cols: int, blocks: int, bits: int = 4):
         self.weight = weight
+        self.bits = bits
         self.rows, self.cols, self.blocks = rows, cols, blocks
         self._result: tuple[np.ndarray, np.ndarray] | None = None
         self._taken = 0
 
     def _compute(self) -> tuple[np.ndarray, np.ndarray]:
-        from onnxruntime.capi._pybind_state import quantize_matmul_4bits
+        from onnxruntime.capi import _pybind_state as kernels
 
         with _ONE_AT_A_TIME:
             if self._result is not None:
@@ -105,12 +112,12 @@ class _Quantized:
             pad = self.blocks * BLOCK_SIZE - self.rows
             if pad:
                 fp32 = np.pad(fp32, ((0, pad), (0, 0)))
-            packed = np.zeros((self.cols, self.blocks, BLOCK_SIZE // 2), dtype=np.uint8)
+            per_byte = 8 // self.bits
+            packed = np.zeros((self.cols, self.blocks, BLOCK_SIZE // per_byte), dtype=np.uint8)
             scales = np.zeros((self.cols, self.blocks), dtype=np.float32)
-            zero_points = np.zeros(self.cols * ((self.blocks + 1) // 2), dtype=np.uint8)
-            quantize_matmul_4bits(
-                packed, fp32, scales, zero_points, BLOCK_SIZE, self.cols, self.rows, True
-            )
+            zero_points = np.zeros(self.cols * self.blocks, dtype=np.uint8)
+            quantize = getattr(kernels, f"quantize_matmul_{self.bits}bits")
+            quantize(packed, fp32, scales, zero_points, BLOCK_SIZE, self.cols, self.rows, True)
             del fp32
             self._result = (packed, scales)
             return self._result
@@ -124,7 +131,7 @@ class _Quantized:
         return result
 
     def packed(self) -> np.ndarray:
-        """The 4-bit blocks, [N, blocks, 16]."""
+        """The blocks, [N, blocks, 16] (4-bit) or [N, blocks, 32] (8-bit)."""
         return self._take(0)
 
     def scales(self) -> np.ndarray:

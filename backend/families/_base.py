@@ -156,7 +156,7 @@ class PackageSpec:
     builder_holds_model: bool = False
     hidden_multiple: Callable[[Cfg], int] = lambda cfg: 1
     decoder_fields: Callable[[Cfg], dict[str, Any]] = lambda cfg: {}
-    dtypes: tuple[str, ...] = ("f32", "f16", "int4")
+    dtypes: tuple[str, ...] = ("f32", "f16", "int4", "int8")
     prepare_weights: Callable[[Any, dict[str, Any]], tuple[dict[str, Any], str]] | None = None
     unused_ok: Callable[[Cfg], tuple[str, ...]] = lambda cfg: ()
     builder_type: Callable[[Cfg], str | None] = lambda cfg: None

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mmforge.backend import precisions
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.jobs import JobContext
@@ -140,12 +141,13 @@ def _verify(
         model=model,
         checkpoint=checkpoint,
         tol=tol,
-        # int4 quantizes the decoder only: encoders and embedding stay float32.
+        # int4 and int8 quantize the decoder only: encoders and embedding stay float32.
         tol_encoders=tolerance("f32") if not tol.elementwise else tol,
         n_images=len(images),
         n_audios=len(audios),
     )
-    rounded = precision.prepare(setup, scratch) if dtype == "int4" else None
+    quantized = precisions.is_quantized(dtype)
+    rounded = precision.prepare(setup, scratch, dtype) if quantized else None
     return _Verification(setup, reference, dtype, tokens, ctx, rounded).run(images, audios)
 
 
@@ -224,17 +226,17 @@ class _Verification:
         if rounded is not None and real is not None:
             if rounded.wrong:
                 self.notes.append(
-                    f"int4: {len(rounded.wrong)} package weight(s) are not the 4-bit rounding "
+                    f"{self.dtype}: {len(rounded.wrong)} package weight(s) are not the rounding "
                     f"of the checkpoint tensor they were made from: {', '.join(rounded.wrong[:5])}"
                 )
             if rounded.error is None:
                 self.notes.append(
-                    f"int4: the reference holds the package's own rounded weights "
+                    f"{self.dtype}: the reference holds the package's own rounded weights "
                     f"({rounded.weights} matrices) and the package ran with exact float32 "
                     "arithmetic, so any difference is the conversion's"
                 )
-            else:  # judged as the user runs it, with the int4 bounds
-                self.notes.append(f"int4: no rounded reference ({rounded.error})")
+            else:  # judged as the user runs it, with the quantized bounds
+                self.notes.append(f"{self.dtype}: no rounded reference ({rounded.error})")
                 setup, rt, self.rounded = self.setup, real, None
                 ref = gather_reference(
                     setup.checkpoint, rt, messages, files, tokenizer, n_tokens, self.ctx
@@ -250,7 +252,8 @@ class _Verification:
             self.ctx.check_cancel()
             components = [preprocessing, *graph_stages(setup, rt, ref, self.ctx)]
         if self.rounded is not None and real is not None:
-            with self._phase("rounding", 3, "measuring what int4 rounding itself changes"):
+            message = f"measuring what {self.dtype} rounding itself changes"
+            with self._phase("rounding", 3, message):
                 self.cost = precision.cost(
                     self.rounded, setup.checkpoint, rt, ref, real.tokens, n_tokens
                 )
@@ -279,12 +282,12 @@ class _Verification:
         """The report from the stages that ran; the cause of the first divergence unless given."""
         verdict, first = overall(components)
         if first is not None and cause is None:
-            # With a rounded reference an int4 difference is the conversion's, as for f32.
+            # With a rounded reference a difference is the conversion's, as for f32.
             judged = self.dtype if self.rounded is None else "f32"
             cause = diagnose(next(c for c in components if c.name == first), judged)
             if self.rounded is not None and self.rounded.wrong and first.startswith("decoder"):
                 cause = (
-                    f"The int4 package's weight {self.rounded.wrong[0]} is not the 4-bit "
+                    f"The {self.dtype} package's weight {self.rounded.wrong[0]} is not the "
                     "rounding of the checkpoint tensor it was made from: the quantization "
                     f"wrote wrong blocks or scales, a conversion fault ({cause})"
                 )
@@ -367,11 +370,15 @@ def _token_summary(
 
 def diagnose(stage: Comparison, dtype: str = "f32") -> str:
     """The likely cause of a stage's divergence, in words a user can act on."""
-    if dtype == "int4" and stage.name in ("decoder_prefill", "decoder_step", "end_to_end"):
+    if precisions.is_quantized(dtype) and stage.name in (
+        "decoder_prefill",
+        "decoder_step",
+        "end_to_end",
+    ):
         # Only the decoder is quantized: its 4-bit weights move the logits, most of all on
         # small or random models, so the first suspect is the quantization, not a bug.
         return (
-            "int4 quantization of the decoder's weights changes its logits beyond what "
+            f"{dtype} quantization of the decoder's weights changes its logits beyond what "
             "rounding explains; convert in f32 and verify that package to tell a "
             f"quantization loss from a conversion fault ({stage.reason})"
         )

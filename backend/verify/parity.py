@@ -60,7 +60,7 @@ def tolerance(dtype: str, layers: int = 0) -> Tolerance:
         return Tolerance(1e-3, 5e-2) if layers >= DEEP_LAYERS else Tolerance(1e-4, 2e-2)
     if dtype in ("f16", "bf16"):
         return Tolerance(1e-2, 5e-2)
-    if dtype == "int4":
+    if dtype in ("int4", "int8"):
         return Tolerance(1e-2, 5e-2, elementwise=False)
     raise ValueError(f"no tolerance for dtype {dtype!r}")
 

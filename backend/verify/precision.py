@@ -1,6 +1,6 @@
 """verify's view of a quantized package: conversion exactness apart from rounding.
 
-For an int4 package (see rounding.py for the method):
+For an int4 or int8 package (see rounding.py for the method):
 - the stages run on the package's exact-arithmetic view against transformers holding the
   package's own rounded weights, with the f32 tolerances: any difference is a conversion
   fault, named at its stage as for an f32 package;
@@ -8,7 +8,7 @@ For an int4 package (see rounding.py for the method):
 - the runtime's int8 arithmetic is measured as the tokens it changes against the
   exact-arithmetic view.
 When the rounded reference cannot be built (a package weight with no place in the
-model), verify says so and judges the package as before, with the int4 bounds.
+model), verify says so and judges the package as before, with the quantized bounds.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class Rounded:
-    """An int4 verification under way.
+    """A quantized package's verification under way.
 
     Attributes:
         package: The package as the user has it.
@@ -47,6 +47,7 @@ class Rounded:
 
     package: Path
     exact: Setup
+    dtype: str = "int4"
     weights: int = 0
     wrong: list[str] = dataclasses.field(default_factory=list)
     error: str | None = None
@@ -62,13 +63,14 @@ class Rounded:
             log.warning("no rounded reference: %s", e.user_message)
 
 
-def prepare(setup: Setup, scratch: Path) -> Rounded:
-    """The exact-arithmetic view of an int4 package, judged with the f32 tolerances."""
+def prepare(setup: Setup, scratch: Path, dtype: str) -> Rounded:
+    """The exact-arithmetic view of a quantized package, judged with the f32 tolerances."""
     exact = rounding.exact_arithmetic_copy(setup.package, scratch / "exact-arithmetic")
     layers = int(setup.model["decoder"].get("num_hidden_layers", 0))
     f32 = tolerance("f32", layers)
     return Rounded(
         package=setup.package,
+        dtype=dtype,
         exact=dataclasses.replace(setup, package=exact, tol=f32, tol_encoders=f32),
     )
 
@@ -81,7 +83,7 @@ def cost(
     real_tokens: list[int],
     n_tokens: int,
 ) -> rounding.RoundingCost:
-    """What int4 itself changes on this prompt, and what the runtime's arithmetic changes.
+    """What the rounding itself changes on this prompt, and what the runtime's arithmetic does.
 
     Loads the original model once more: its greedy answer, then the original and the
     rounded model's logits over prompt + that answer (teacher-forced).
@@ -106,7 +108,7 @@ def cost(
     top1, kl, (a, b) = rounding.teacher_forced(original, changed, prompt_len)
     ids = [*rt.ids, *answer]
     return rounding.RoundingCost(
-        dtype="int4",
+        dtype=rounded.dtype,
         weights=weights,
         answer_tokens=len(answer),
         top1_agreement=top1,

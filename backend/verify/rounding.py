@@ -48,7 +48,7 @@ class RoundingCost:
     """What a precision's rounding changes, original model against rounded model.
 
     Attributes:
-        dtype: The package's precision ("int4").
+        dtype: The package's precision ("int4" or "int8").
         weights: Matrices the reference took from the package.
         answer_tokens: Length of the original model's greedy answer the metrics run over.
         top1_agreement: Share of answer positions where both pick the same next token
@@ -129,12 +129,19 @@ def exact_arithmetic_copy(package: Path, into: Path) -> Path:
     return into
 
 
-def dequantize(packed: Any, scales: Any, k: int, n: int, block: int) -> Any:
-    """A MatMulNBits weight as float32 [K, N]: (q - 8) · scale, low nibble first."""
-    low, high = packed & 0x0F, packed >> 4
+def dequantize(packed: Any, scales: Any, k: int, n: int, block: int, bits: int = 4) -> Any:
+    """A symmetric MatMulNBits weight as float32 [K, N].
+
+    4-bit: (q - 8) · scale, the low nibble first; 8-bit: (q - 128) · scale.
+    """
     blocks = packed.shape[1]
-    q = np.stack([low, high], axis=-1).reshape(n, blocks, block).astype(np.float32)
-    values = (q - 8.0) * scales.reshape(n, blocks, 1).astype(np.float32)
+    if bits == 4:
+        low, high = packed & 0x0F, packed >> 4
+        q = np.stack([low, high], axis=-1).reshape(n, blocks, block).astype(np.float32)
+    else:
+        q = packed.reshape(n, blocks, block).astype(np.float32)
+    middle = float(1 << (bits - 1))
+    values = (q - middle) * scales.reshape(n, blocks, 1).astype(np.float32)
     return values.reshape(n, blocks * block)[:, :k].T
 
 
@@ -149,12 +156,14 @@ def _package_weights(package: Path) -> list[tuple[str, Any, float]]:
         if node.op_type != "MatMulNBits":
             continue
         attrs = {a.name: a.i for a in node.attribute}
-        if attrs.get("bits", 4) != 4 or (len(node.input) > 3 and node.input[3]):
-            raise LayoutError(f"{node.name}: only symmetric 4-bit MatMulNBits are read back")
+        bits = attrs.get("bits", 4)
+        if bits not in (4, 8) or (len(node.input) > 3 and node.input[3]):
+            raise LayoutError(f"{node.name}: only symmetric 4/8-bit MatMulNBits are read back")
         packed = _array(package, inits[node.input[1]])
         scales = _array(package, inits[node.input[2]])
-        weight = dequantize(packed, scales, attrs["K"], attrs["N"], attrs["block_size"])
-        source = node.input[1].removesuffix("_Q4").removesuffix("_t")
+        k, n, block = attrs["K"], attrs["N"], attrs["block_size"]
+        weight = dequantize(packed, scales, k, n, block, bits)
+        source = node.input[1].removesuffix(f"_Q{bits}").removesuffix("_t")
         out.append((source, np.ascontiguousarray(weight.T), float(np.abs(scales).max())))
     return out
 
@@ -196,7 +205,7 @@ def _sources(package: Path) -> dict[str, str]:
 
 
 def round_like_package(model: Any, package: Path, checkpoint_folder: Path) -> tuple[int, list[str]]:
-    """Write the package's dequantized int4 decoder weights into the transformers model.
+    """Write the package's dequantized int4/int8 decoder weights into the transformers model.
 
     A package weight that is not within rounding of the rows it came from is not written
     (the reference keeps the checkpoint's values there, so the stages show the

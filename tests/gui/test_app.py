@@ -192,7 +192,7 @@ def test_convert_offers_only_the_precisions_the_family_converts_to(qtbot, window
     model.source.setText(str(tiny("qwen2_5_vl")))
     with qtbot.waitSignals([window.state.profile_changed, model.runner.finished], timeout=LONG):
         model.inspect_button.click()
-    assert items() == ["f32", "f16", "int4"]
+    assert items() == ["f32", "f16", "int4", "int8"]
 
 
 def test_a_corrupt_image_gets_a_dialog_and_the_draft_is_kept(qtbot, window, package, tmp_path):
@@ -362,18 +362,18 @@ def test_convert_page_shows_the_stage_with_its_rate_and_keeps_its_settings(windo
     assert view.dtype.isEnabled() and view.output.isEnabled()
 
 
-def test_the_demo_model_is_not_offered_int4(window):
-    """Its random weights fail verify in 4 bits by design; real models keep int4."""
+def test_the_demo_model_is_offered_every_precision(window):
+    """verify now judges a quantized package against its own rounded weights and says what
+    the rounding costs, so the demo's flat random weights are no reason to hide int4."""
     from types import SimpleNamespace
 
     from mmforge.backend.tiny.demo import demo_folder
 
     view = window.convert_view
-    sizes = SimpleNamespace(package_bytes={"f32": 4, "f16": 2, "int4": 1})
+    sizes = SimpleNamespace(package_bytes={"f32": 4, "f16": 2, "int4": 1, "int8": 2})
     view._on_profile(SimpleNamespace(sizes=sizes, folder=str(demo_folder())))
-    assert [view.dtype.itemText(i) for i in range(view.dtype.count())] == ["f32", "f16"]
-    view._on_profile(SimpleNamespace(sizes=sizes, folder="/some/real/model"))
-    assert [view.dtype.itemText(i) for i in range(view.dtype.count())] == ["f32", "f16", "int4"]
+    offered = [view.dtype.itemText(i) for i in range(view.dtype.count())]
+    assert offered == ["f32", "f16", "int4", "int8"]
 
 
 def test_an_answer_saved_without_its_stop_reason_shows_no_internal_word(qapp):

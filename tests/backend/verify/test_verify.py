@@ -226,17 +226,23 @@ def test_f16_packages_are_judged_with_their_own_bounds(tiny, package):
     assert "rtol 0.05" in next(c for c in f16.components if c.name == "decoder_prefill").reason
 
 
-INT4 = ["qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe", "gemma3", "mistral3"]
+QUANTIZED = [
+    *((f, "int4") for f in ("qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe", "gemma3")),
+    ("mistral3", "int4"),
+    ("qwen3_5", "int8"),
+    ("gemma3", "int8"),
+]
 
 
-@pytest.mark.parametrize("family", INT4)
-def test_an_int4_package_is_exact_against_its_own_rounded_weights(tiny, package, family):
-    """The reference holds the package's dequantized 4-bit weights and the package runs
+@pytest.mark.parametrize(("family", "dtype"), QUANTIZED)
+def test_a_quantized_package_is_exact_against_its_own_rounded_weights(tiny, package, family, dtype):
+    """The reference holds the package's dequantized 4- or 8-bit weights and the package runs
     with exact arithmetic: every stage passes with the f32 bounds and all 32 tokens match,
     while the rounding's own cost is measured apart (the random tiny decoders do not
     survive 4-bit weights, so it is far from zero)."""
-    report = verify(package(family, "int4"), str(tiny(family)), tokens=32)
+    report = verify(package(family, dtype), str(tiny(family)), tokens=32)
     assert report.verdict == "PASS", [(c.name, c.verdict, c.reason) for c in report.components]
+    assert report.dtype == dtype
     stages = {c.name: c for c in report.components}
     assert "rtol 0.02" in stages["decoder_prefill"].reason  # the f32 bound
     assert report.tokens["matched"] == report.tokens["total"] == 32
@@ -244,8 +250,8 @@ def test_an_int4_package_is_exact_against_its_own_rounded_weights(tiny, package,
     assert cost is not None and cost.weights > 0
     assert cost.mean_kl > 0 and 0 <= cost.top1_agreement <= 1
     assert cost.grade in ("good", "fair", "poor")
-    assert report.summary().startswith("PASS: the int4 package computes exactly")
-    assert "int4 itself changes" in report.summary()
+    assert report.summary().startswith(f"PASS: the {dtype} package computes exactly")
+    assert f"{dtype} itself changes" in report.summary()
     assert json.loads(json.dumps(report.to_dict()))["rounding"]["weights"] == cost.weights
 
 
