@@ -154,6 +154,8 @@ def build(folder: Path, model: str) -> tuple[int, int]:
         )  # fmt: skip
         hidden = config.text_config.hidden_size
         shapes["mtp.fc.weight"] = (hidden, 2 * hidden)
+        for norm in ("norm", "pre_fc_norm_embedding", "pre_fc_norm_hidden"):
+            shapes[f"mtp.{norm}.weight"] = (hidden,)
     total = sum(int(torch.Size(s).numel()) for s in shapes.values())
     gen = torch.Generator().manual_seed(0)
     names = sorted(shapes)

@@ -19,6 +19,8 @@ from mmforge.backend.jobs import JobContext
 from mmforge.backend.precisions import BLOCK_SIZE
 
 ACCURACY_LEVEL = 4
+# Weight elements quantized per block of output columns (64 MB of float32).
+_COLUMN_BLOCK = 16 * 1024 * 1024
 # The writer runs a thread per core; one weight at a time is held in f32 for quantizing
 # (the kernel itself is multi-threaded), so the peak is the largest weight, once.
 _ONE_AT_A_TIME = threading.Lock()
@@ -105,20 +107,41 @@ class _Quantized:
     def _compute(self) -> tuple[np.ndarray, np.ndarray]:
         from onnxruntime.capi import _pybind_state as kernels
 
+        from mmforge.backend.convert.weights import uncopied
+
         with _ONE_AT_A_TIME:
             if self._result is not None:
                 return self._result
-            fp32 = np.ascontiguousarray(self.weight.numpy(), dtype=np.float32)
-            pad = self.blocks * BLOCK_SIZE - self.rows
-            if pad:
-                fp32 = np.pad(fp32, ((0, pad), (0, 0)))
+            # The weight as [K, N], maybe a transposed view of the checkpoint's [N, K]:
+            # quantized in blocks of output columns, each made contiguous on its own, so
+            # the peak is the weight once (plus one block), not the weight and its copy.
+            source = uncopied(self.weight).numpy()
             per_byte = 8 // self.bits
             packed = np.zeros((self.cols, self.blocks, BLOCK_SIZE // per_byte), dtype=np.uint8)
             scales = np.zeros((self.cols, self.blocks), dtype=np.float32)
-            zero_points = np.zeros(self.cols * self.blocks, dtype=np.uint8)
             quantize = getattr(kernels, f"quantize_matmul_{self.bits}bits")
-            quantize(packed, fp32, scales, zero_points, BLOCK_SIZE, self.cols, self.rows, True)
-            del fp32
+            step = max(1, _COLUMN_BLOCK // max(self.rows, 1))
+            pad = self.blocks * BLOCK_SIZE - self.rows
+            for start in range(0, self.cols, step):
+                stop = min(start + step, self.cols)
+                fp32 = np.ascontiguousarray(source[:, start:stop], dtype=np.float32)
+                if pad:
+                    fp32 = np.pad(fp32, ((0, pad), (0, 0)))
+                part_packed = np.zeros((stop - start, *packed.shape[1:]), dtype=np.uint8)
+                part_scales = np.zeros((stop - start, self.blocks), dtype=np.float32)
+                zero_points = np.zeros((stop - start) * self.blocks, dtype=np.uint8)
+                quantize(
+                    part_packed,
+                    fp32,
+                    part_scales,
+                    zero_points,
+                    BLOCK_SIZE,
+                    stop - start,
+                    self.rows,
+                    True,
+                )
+                packed[start:stop], scales[start:stop] = part_packed, part_scales
+            del source
             self._result = (packed, scales)
             return self._result
 

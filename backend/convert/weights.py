@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -352,6 +353,21 @@ def _contiguous_on_write(model: Any) -> None:
                 shape=tensor.shape,
                 name=tensor.name,
             )
+            _UNCOPIED[value.const_value] = tensor
+
+
+# Each contiguous-on-write tensor's source, which may be a lazily transposed view: the
+# quantizer reads it column block by column block instead of copying it whole (for a
+# 248k-token output layer that copy alone is 2 GB).
+_UNCOPIED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def uncopied(tensor: Any) -> Any:
+    """The tensor a contiguous-on-write tensor copies (itself for any other tensor)."""
+    try:
+        return _UNCOPIED.get(tensor, tensor)
+    except TypeError:  # not weak-referenceable: not one of ours
+        return tensor
 
 
 def _shape(shape: Any) -> list[int] | None:

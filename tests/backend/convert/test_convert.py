@@ -956,3 +956,14 @@ def test_int4_quantizes_each_weight_once_as_it_is_written(tmp_path):
     assert [n.op_type for n in model.graph] == ["MatMulNBits"] * 3
     ir.save(model, tmp_path / "m.onnx", external_data="m.onnx.data")
     assert sorted(reads) == sorted(arrays)  # each weight read once, for both its tensors
+
+
+def test_int4_in_column_blocks_is_the_same_as_whole(tiny, package, tmp_path, monkeypatch):
+    """Quantizing a weight a few output columns at a time (so a transposed 248k-token
+    output layer is never copied whole) writes the very same blocks and scales."""
+    from mmforge.backend.convert import quantize
+
+    monkeypatch.setattr(quantize, "_COLUMN_BLOCK", 200)  # a few columns per block
+    convert(str(tiny("qwen2_5_vl")), tmp_path / "blocks", dtype="int4")
+    whole = package("qwen2_5_vl", "int4") / "decoder.onnx.data"
+    assert (tmp_path / "blocks" / "decoder.onnx.data").read_bytes() == whole.read_bytes()
