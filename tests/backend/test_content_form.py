@@ -64,3 +64,15 @@ def test_every_converted_familys_templates_take_a_form_mmforge_handles(family):
         assert form in (LIST, TEXT), family.key
         if form == TEXT:
             assert family.text_placeholder is not None, family.key
+
+
+def test_qwen_writes_its_vision_markers_into_text():
+    """A Qwen template taking text only (a fine-tune's) gets the markers the runtime's
+    processor expands, as the list form writes them."""
+    from mmforge.backend.families import lookup
+
+    qwen = lookup("qwen2_5_vl")
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Hi"}]}]
+    out = conform(messages, TEXT, qwen.text_placeholder, qwen.name)
+    assert out[0]["content"] == "<|vision_start|><|image_pad|><|vision_end|>Hi"
+    assert all(f.text_placeholder is not None for f in ALL if f.key.startswith("qwen"))

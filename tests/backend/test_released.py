@@ -254,13 +254,38 @@ def test_inspect_says_native_phi4_checkpoints_carry_their_loras(released):
 
 
 # Releases whose chat template text was found and is stored in mmforge.resources; the
-# others keep the family's own template (README, "Chat templates that take text only").
-WITH_RELEASED_TEMPLATE = {"phi4mm-native", "phi4mm-remote", "gemma3-4b"}
+# others keep the family's own template (README, "Chat templates that take text only"):
+# mistral3-small-3.1, gemma4, lfm2_vl-450m and fara-7b, whose text was not found as
+# released. ministral3-3b carries Ministral-3-14B-Instruct-2512's text (the 3B's own was
+# found only modified), which differs in the model's name.
+WITH_RELEASED_TEMPLATE = {
+    "phi4mm-native",
+    "phi4mm-remote",
+    "gemma3-4b",
+    "qwen2_5_vl-3b",
+    "qwen3_vl-2b",
+    "ministral3-3b",
+    "qwen3_5-0.8b",
+    "qwen3_6-35b-a3b",
+    "qwen3_6-35b-a3b-per-expert",
+}
+NOT_FOUND = {"mistral3-small-3.1", "gemma4", "lfm2_vl-450m", "fara-7b"}
 
 
 def test_release_shaped_checkpoints_carry_their_releases_template(released):
+    from importlib import resources
+
+    stored = {
+        f.read_text(encoding="utf-8")
+        for f in resources.files("mmforge.resources").iterdir()
+        if f.name.endswith("_chat_template.jinja")
+    }
     for key in WITH_RELEASED_TEMPLATE:
         spec = RELEASED[key]
-        assert spec.chat_template is not None, key
+        expected = spec.chat_template or spec.tiny.chat_template
+        assert expected in stored, key
         written = json.loads((released(key) / "tokenizer_config.json").read_text())
-        assert written["chat_template"] == spec.chat_template, key
+        assert written["chat_template"] == expected, key
+    # Every release is in one list or the other, so a new one says which it is.
+    assert set(RELEASED) == WITH_RELEASED_TEMPLATE | NOT_FOUND
+    assert not any((RELEASED[key].chat_template or "") in stored for key in NOT_FOUND)

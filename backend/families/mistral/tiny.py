@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmforge.backend.tiny.build import TinySpec
-from mmforge.backend.tiny.release import ReleaseSpec
+from mmforge.backend.tiny.release import ReleaseSpec, released_template
 from mmforge.backend.tiny.sizes import CLIP_MEAN, CLIP_STD, TEXT, VISION
 
 
@@ -211,5 +211,7 @@ RELEASED_MISTRAL3 = (
         release="mistralai/Ministral-3-3B-Instruct-2512",
         tiny=MISTRAL3,
         config_json=_ministral_3_release,
+        # Ministral-3-14B-Instruct-2512's text (README): the 3B's own was not found.
+        chat_template=released_template("ministral3"),
     ),
 )

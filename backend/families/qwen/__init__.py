@@ -178,6 +178,12 @@ QWEN_REFERENCE = Reference(
 )
 
 
+def _qwen_placeholder(kind: str, n: int) -> str:
+    """What a Qwen prompt in text holds for an image or video (the runtime expands the pad)."""
+    pad = {"image": "<|image_pad|>", "video": "<|video_pad|>"}.get(kind)
+    return f"<|vision_start|>{pad}<|vision_end|>" if pad else ""
+
+
 QWEN2_5_VL = Family(
     key="qwen2_5_vl",
     name="Qwen2.5-VL",
@@ -188,6 +194,7 @@ QWEN2_5_VL = Family(
     token_ids=_qwen_tokens,
     image_tokens=_qwen_image_tokens,
     runtime_token_strings=QWEN_STRINGS,
+    text_placeholder=_qwen_placeholder,
     package=QWEN_PACKAGE,
     reference=QWEN_REFERENCE,
     fields=fields.QWEN2_5_VL,
@@ -230,6 +237,7 @@ QWEN3_VL = Family(
     token_ids=_qwen_tokens,
     image_tokens=_qwen_image_tokens,
     runtime_token_strings=QWEN_STRINGS,
+    text_placeholder=_qwen_placeholder,
     package=QWEN3_PACKAGE,
     reference=QWEN_REFERENCE,
     fields=fields.QWEN3_VL,
@@ -314,6 +322,7 @@ QWEN3_5 = Family(
     token_ids=_qwen_tokens,
     image_tokens=_qwen_image_tokens,
     runtime_token_strings=QWEN_STRINGS,
+    text_placeholder=_qwen_placeholder,
     package=QWEN3_5_PACKAGE,
     reference=QWEN_REFERENCE,
     fields=fields.QWEN3_5,
@@ -333,6 +342,7 @@ QWEN3_5_MOE = Family(
     token_ids=_qwen_tokens,
     image_tokens=_qwen_image_tokens,
     runtime_token_strings=QWEN_STRINGS,
+    text_placeholder=_qwen_placeholder,
     package=QWEN3_5_PACKAGE,
     reference=QWEN_REFERENCE,
     fields=fields.QWEN3_5_MOE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmforge.backend.tiny.build import TinySpec
-from mmforge.backend.tiny.release import ReleaseSpec
+from mmforge.backend.tiny.release import ReleaseSpec, released_template
 from mmforge.backend.tiny.sizes import CLIP_MEAN, CLIP_STD, TEXT
 
 # Chat templates are our own, written to match each family's conventions: the role
@@ -298,6 +298,7 @@ RELEASED_QWEN2_5_VL = (
         release="Qwen/Qwen2.5-VL-3B-Instruct",
         tiny=QWEN2_5_VL,
         config_json=qwen2_5_vl_3b_release,
+        chat_template=released_template("qwen2_5_vl"),
     ),
 )
 RELEASED_QWEN3_VL = (
@@ -306,5 +307,6 @@ RELEASED_QWEN3_VL = (
         release="Qwen/Qwen3-VL-2B-Instruct",
         tiny=QWEN3_VL,
         config_json=_qwen3_vl_2b_release,
+        chat_template=released_template("qwen3_vl"),
     ),
 )
