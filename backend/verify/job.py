@@ -338,8 +338,15 @@ def _known_limit(setup: Setup) -> str | None:
 def _processor_failed(
     setup: Setup, rt: RuntimeEvidence, messages: list[dict[str, Any]], tokenizer: Any
 ) -> tuple[Comparison, str]:
-    """The runtime's processor rejected the prompt: the one stage, and why."""
-    hf_prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    """The runtime's processor rejected the prompt: the one stage, and why.
+
+    The checkpoint's template gets the messages in the content form it takes: a released
+    template that takes text only (Phi-4-multimodal's) fails in transformers on a list.
+    """
+    hf_messages = hf_reference.template_messages(setup.checkpoint, messages)
+    hf_prompt = tokenizer.apply_chat_template(
+        hf_messages, add_generation_prompt=True, tokenize=False
+    )
     strings = setup.checkpoint.family.runtime_token_strings
     missing = [s for s in strings if s in hf_prompt and s not in rt.prompt]
     reason = f"the runtime's processor rejects the prompt: {rt.processor_error}"

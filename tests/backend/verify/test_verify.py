@@ -406,3 +406,33 @@ def test_verify_accepts_every_checkpoint_convert_accepts_gemma4_without_processo
     stages = {c.name: c.verdict for c in report.components}
     assert "audio_encoder" in stages
     assert all(v == "PASS" for name, v in stages.items() if name != "preprocessing")
+
+
+def test_a_processor_failure_with_a_template_taking_text_only_is_reported(tiny, tmp_path):
+    """When the runtime's processor rejects the prompt, verify renders the checkpoint's
+    template to name missing markers. It gave that template the parts list, and a
+    released template taking text only (Phi-4-multimodal's) crashed in transformers
+    (`can only concatenate str (not "list") to str`) instead of reporting the stage."""
+    from types import SimpleNamespace
+
+    from mmforge.backend.checkpoint import Checkpoint
+    from mmforge.backend.tiny.release import released_template
+    from mmforge.backend.verify import hf_reference
+    from mmforge.backend.verify.evidence import RuntimeEvidence
+    from mmforge.backend.verify.job import _processor_failed
+
+    folder = tmp_path / "phi4mm"
+    shutil.copytree(tiny("phi4mm"), folder)
+
+    def released(data):
+        data["chat_template"] = released_template("phi4_multimodal")
+
+    _edit_json(folder / "tokenizer_config.json", released)
+    checkpoint = Checkpoint.read(folder)
+    messages = hf_reference.messages_for("Describe this.", 1, 1)
+    runtime = RuntimeEvidence(prompt="<|user|>Describe this.<|end|>", processor_error="no image")
+    tokenizer = hf_reference.load_tokenizer(folder)
+    setup = SimpleNamespace(checkpoint=checkpoint)
+    stage, cause = _processor_failed(setup, runtime, messages, tokenizer)
+    assert stage.name == "preprocessing" and stage.verdict == "FAIL"
+    assert cause == "the runtime's processor rejects the prompt: no image"
