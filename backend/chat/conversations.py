@@ -105,6 +105,9 @@ class Conversation:
         updated: Seconds since the epoch.
         messages: The messages in order.
         system: The system prompt the model sees before the first message ("" for none).
+        forgotten: How many messages at the start the model no longer sees: they were
+            dropped to make room when the conversation outgrew the model's context (they
+            stay saved and shown, under a marker).
     """
 
     id: str
@@ -114,6 +117,7 @@ class Conversation:
     updated: float = field(default_factory=time.time)
     messages: list[Message] = field(default_factory=list)
     system: str = ""
+    forgotten: int = 0
 
     def to_dict(self, folder: Path | None = None) -> dict[str, Any]:
         """JSON form; attachment paths are written relative to `folder` when inside it."""
@@ -124,6 +128,7 @@ class Conversation:
             "created": self.created,
             "updated": self.updated,
             "system": self.system,
+            "forgotten": self.forgotten,
             "messages": [m.to_dict(folder) for m in self.messages],
         }
 
@@ -138,6 +143,7 @@ class Conversation:
             updated=float(data.get("updated", 0.0)),
             messages=[Message.from_dict(m, folder) for m in data.get("messages", [])],
             system=str(data.get("system", "")),
+            forgotten=max(0, int(data.get("forgotten", 0) or 0)),
         )
 
 

@@ -23,6 +23,12 @@ How each turn is fed (from FINDINGS, each re-measured by the tests):
 
 Sampling options are fixed per generator; a turn whose options differ starts a new one
 from the exact ids.
+
+A conversation that outgrows the model's context drops its oldest turns from the model's
+view by default (`GenerationOptions.context_full`): whole exchanges, from the first, never
+the system prompt nor the message being answered, until the prompt and room for an answer
+fit. The dropped messages stay saved and shown; `Conversation.forgotten` counts them, and
+the next turn prefills what is left afresh.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from mmforge.backend.chat.conversations import (
     clean_title,
 )
 from mmforge.backend.chat.values import (
+    CONTEXT_DROP,
     STOP_EOS,
     STOP_LENGTH,
     STOP_STOPPED,
@@ -112,6 +119,14 @@ class _IncrementalText:
         return now[len(shown) :]
 
 
+class _ContextFull(Exception):
+    """The prompt (`tokens` long) leaves no room in the context; caught in `_fit`."""
+
+    def __init__(self, tokens: int):
+        super().__init__(tokens)
+        self.tokens = tokens
+
+
 TokenCallback = Callable[[str, int], None]
 StopCheck = Callable[[], bool]
 
@@ -165,6 +180,7 @@ class ChatSession:
         self.store = store
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self.conversation = conversation or self._new_conversation()
+        self._limit = self.info.context_length  # prompts must stay below it (see `_fit`)
         self._reset_state()
 
     # -- public API ---------------------------------------------------------------------
@@ -303,7 +319,7 @@ class ChatSession:
         None where the history was re-tokenized from text (after a new attachment).
         """
         n = len(self.messages) if messages is None else messages
-        segments = self._segments[:n]
+        segments = self._segments[self._first() : n]
         if any(s is None for s in segments):
             return None
         return [t for s in segments for t in (s or [])]
@@ -339,12 +355,34 @@ class ChatSession:
         return Path(self._scratch.name)
 
     def _attachments(self) -> list[Attachment]:
-        return [a for m in self.messages for a in m.attachments]
+        """The attachments the model sees (those of dropped turns are out of its view)."""
+        return [a for m in self.messages[self._first() :] for a in m.attachments]
+
+    def _first(self) -> int:
+        """The first message the model sees (those before it were dropped)."""
+        return min(self.conversation.forgotten, len(self.messages))
+
+    def _drop_oldest(self) -> bool:
+        """Take the oldest exchange out of the model's view; False when none can go.
+
+        The last user message (the one being answered) always stays.
+        """
+        first = self._first()
+        users = [i for i, m in enumerate(self.messages) if m.role == "user" and i > first]
+        if not users or not any(m.role == "user" for m in self.messages[users[0] :]):
+            return False
+        self.conversation.forgotten = users[0]
+        log.info("context full: the model no longer sees the first %d messages", users[0])
+        self._reset_state()  # the generator holds the dropped turns: prefill afresh
+        return True
 
     def _pop(self) -> Message:
         message = self.messages.pop()
         self._segments.pop()
         self._end_texts.pop()
+        if self.conversation.forgotten >= len(self.messages):
+            # Editing the first message still seen: it comes back into view when resent.
+            self.conversation.forgotten = len(self.messages)
         if self._gen_messages > len(self.messages):
             self._gen_messages = -1  # the generator holds more than the history now
         return message
@@ -372,7 +410,7 @@ class ChatSession:
         if self.conversation.system:
             text = {"type": "text", "text": self.conversation.system}
             out.append({"role": "system", "content": [text]})
-        for m in self.messages[:n]:
+        for m in self.messages[self._first() : n]:
             parts: list[dict[str, Any]] = [{"type": a.kind} for a in m.attachments]
             parts.append({"type": "text", "text": m.text})
             out.append({"role": m.role, "content": parts})
@@ -384,7 +422,7 @@ class ChatSession:
         self._save()  # the user's message is on disk before any work starts
         start = time.perf_counter()
         try:
-            prefill, prefill_tokens = self._feed(options)
+            prefill, prefill_tokens = self._fit(options)
             result = self._generate(options, on_token, should_stop, start, prefill, prefill_tokens)
         except RuntimeError as e:
             self._gen, self._gen_messages = None, -1
@@ -409,6 +447,30 @@ class ChatSession:
         self._save()
         return result
 
+    def _fit(self, options: GenerationOptions) -> tuple[str, int]:
+        """`_feed`, dropping the oldest turns while the prompt does not fit (when asked).
+
+        Dropping leaves room for an answer (its cap, at most a quarter of the context);
+        when only the message being answered is left, it may take all but the last token.
+        """
+        context = self.info.context_length
+        drop = options.context_full == CONTEXT_DROP
+        room = min(options.max_new_tokens, context // 4) if drop else 0
+        self._limit = context - room
+        try:
+            while True:
+                try:
+                    return self._feed(options)
+                except _ContextFull as full:
+                    if drop and self._drop_oldest():
+                        continue
+                    if self._limit < context and full.tokens < context:
+                        self._limit = context  # nothing left to drop: a shorter answer
+                        continue
+                    raise self._context_error(full.tokens) from None
+        finally:
+            self._limit = context
+
     def _feed(self, options: GenerationOptions) -> tuple[str, int]:
         """Bring the generator to the state after the prompt; returns (mode, tokens fed)."""
         prompt = self.runtime.prompt(self._template_messages())
@@ -417,7 +479,7 @@ class ChatSession:
         if self._segments[-1] is not None and self._end_texts[-1] == prompt:
             exact = [t for s in self._segments for t in (s or [])]  # regenerate
         elif not last.attachments and all(s is not None for s in self._segments[:-1]):
-            base = self._end_texts[-2] if len(self.messages) > 1 else ""
+            base = self._end_texts[-2] if len(self.messages) > self._first() + 1 else ""
             if base is not None and prompt.startswith(base):
                 delta = self._encode(prompt[len(base) :])
                 continuing = (
@@ -436,8 +498,9 @@ class ChatSession:
     def _encode(self, text: str) -> list[int]:
         return [int(t) for t in self.runtime.tokenizer.encode(text)]
 
-    def _exceeds_context(self, n: int) -> bool:
-        return n >= self.info.context_length
+    def _check_room(self, n: int) -> None:
+        if n >= self._limit:
+            raise _ContextFull(n)
 
     def _context_error(self, n: int) -> MmforgeError:
         return MmforgeError(
@@ -451,8 +514,7 @@ class ChatSession:
 
         gen = self._gen
         held = int(gen.token_count())
-        if self._exceeds_context(held + len(delta)):
-            raise self._context_error(held + len(delta))
+        self._check_room(held + len(delta))
         if self._pending:
             last = int(gen.get_sequence(0)[-1])
             gen.rewind_to(held - 1)
@@ -486,16 +548,14 @@ class ChatSession:
                 ids = exact
             else:
                 self._forget_segments(ids, prompt)
-            if self._exceeds_context(len(ids)):
-                raise self._context_error(len(ids))
+            self._check_room(len(ids))
             gen.set_inputs(inputs.named)
         else:
             if exact is None:
                 exact = self._encode(prompt)
                 self._forget_segments(exact, prompt)
             ids = exact
-            if self._exceeds_context(len(ids)):
-                raise self._context_error(len(ids))
+            self._check_room(len(ids))
             gen.append_tokens(np.asarray(ids, dtype=np.int32))
         self._gen, self._gen_options = gen, options
         return len(ids)
@@ -508,6 +568,7 @@ class ChatSession:
     def _forget_segments(self, ids: list[int], prompt: str) -> None:
         """The history was re-tokenized from text: only the whole is known now."""
         n = len(self.messages)
+        # The dropped messages add nothing; the others are known only as a whole.
         self._segments = [[] for _ in range(n - 1)] + [list(ids)]
         self._end_texts = [None] * (n - 1) + [prompt]
 

@@ -18,6 +18,10 @@ from mmforge.backend.errors import MmforgeError
 STOP_EOS = "eos"
 STOP_LENGTH = "length"
 STOP_STOPPED = "stopped"
+# What a turn does when the conversation outgrows the model's context.
+CONTEXT_DROP = "drop"  # the oldest turns leave the model's view (the system prompt stays)
+CONTEXT_STOP = "stop"  # the turn is refused; a new conversation or a shorter message helps
+CONTEXT_FULL = (CONTEXT_DROP, CONTEXT_STOP)
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,8 @@ class GenerationOptions:
         top_p: Nucleus sampling mass.
         top_k: Keep the k most likely tokens before sampling.
         seed: Random seed for sampling (None: the runtime picks one).
+        context_full: When the conversation outgrows the context: "drop" the oldest
+            turns from the model's view (they stay saved), or "stop" with an error.
     """
 
     max_new_tokens: int = 256
@@ -39,10 +45,15 @@ class GenerationOptions:
     top_p: float = 1.0
     top_k: int = 50
     seed: int | None = None
+    context_full: str = CONTEXT_DROP
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
             raise MmforgeError("max_new_tokens must be at least 1", "Pass a positive number")
+        if self.context_full not in CONTEXT_FULL:
+            raise MmforgeError(
+                f"Unknown context_full {self.context_full!r}", f"Use {' or '.join(CONTEXT_FULL)}"
+            )
         valid = self.temperature > 0 and 0 < self.top_p <= 1 and self.top_k >= 1
         if self.do_sample and not valid:
             raise MmforgeError(

@@ -405,3 +405,44 @@ def test_conversations_keep_their_system_prompt_and_titles(package, tmp_path):
     assert store.load(summary.id).updated == before  # a rename does not move it up the list
     with pytest.raises(MmforgeError, match="needs a title"):
         store.rename(summary.id, "  \n ")
+
+
+def test_a_conversation_past_the_context_drops_its_oldest_turns_and_keeps_answering(
+    package, tmp_path
+):
+    """30 turns through a 160-token context: every send answers; the oldest exchanges leave
+    the model's view (never the system prompt), stay saved, and `forgotten` says how many."""
+    folder = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), folder)
+    store = ConversationStore(tmp_path / "store")
+    session = ChatSession(folder, store=store)
+    session.info = dataclasses.replace(session.info, context_length=160)
+    session.set_system("Be brief.")
+    for turn in range(30):
+        result = session.send(f"Question number {turn}, please.", options=_greedy(8))
+        assert result.stats.prompt_tokens < 160
+    forgotten = session.conversation.forgotten
+    assert 0 < forgotten < len(session.messages) - 1 and forgotten % 2 == 0
+    prompt = session.prompt_text()
+    assert "Be brief." in prompt and "Question number 29" in prompt
+    assert "Question number 0," not in prompt
+    saved = store.load(session.conversation.id)
+    assert len(saved.messages) == 60 and saved.forgotten == forgotten
+    # A later turn that continues the generator still equals a fresh prefill of its ids.
+    session.send("One more.", options=_greedy(4))
+    ids, _ = _fresh(session, len(session.messages) - 1, 4)
+    assert ids[: len(session.messages[-1].token_ids)] == session.messages[-1].token_ids
+
+
+def test_context_full_stop_refuses_instead_of_dropping(package, tmp_path):
+    folder = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), folder)
+    session = ChatSession(folder)
+    session.info = dataclasses.replace(session.info, context_length=60)
+    stop = GenerationOptions(max_new_tokens=4, context_full="stop")
+    with pytest.raises(MmforgeError, match="does not fit the model's context"):
+        for turn in range(20):
+            session.send(f"Question number {turn}, please.", options=stop)
+    assert session.conversation.forgotten == 0
+    with pytest.raises(MmforgeError, match="context_full"):
+        GenerationOptions(context_full="later")
