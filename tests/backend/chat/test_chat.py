@@ -16,19 +16,10 @@ from mmforge.backend.chat import ChatSession, GenerationOptions
 from mmforge.backend.chat.conversations import ConversationStore
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.verify import hf_reference
+from tests.backend.families import AUDIO as AUDIO_FAMILIES
+from tests.backend.families import TESTED
 
-AUDIO_FAMILIES = {"gemma4", "phi4mm"}
-ALL = [
-    "qwen2_5_vl",
-    "qwen3_vl",
-    "qwen3_5",
-    "qwen3_5_moe",
-    "mistral3",
-    "gemma3",
-    "gemma4",
-    "phi4mm",
-    "lfm2_vl",
-]
+ALL = TESTED  # every family, from the registry
 
 
 # The released Qwen3.5/3.6 template renders an earlier answer without the "<think>\n" the

@@ -14,19 +14,9 @@ from onnx import numpy_helper
 from mmforge import resources
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.verify import verify
+from tests.backend.families import TESTED, verdict
 
-GOOD = {
-    "qwen2_5_vl": "PASS",
-    "qwen3_vl": "PASS",
-    "gemma3": "PASS",
-    "mistral3": "PASS",
-    "phi4mm": "PASS",
-    "lfm2_vl": "PASS",
-    "qwen3_5": "PASS",
-    "qwen3_5_moe": "PASS",
-    # Documented gap: the runtime wraps image and audio blocks in blank lines.
-    "gemma4": "AMBIGUOUS",
-}
+GOOD = {key: verdict(key) for key in TESTED}  # every family, from the registry
 
 
 @pytest.mark.parametrize("family", list(GOOD))

@@ -1,0 +1,30 @@
+"""The families the tests cover, read from the registry: a family added there is covered.
+
+A variant that runs another entry's model under its own pipeline type (Fara, a
+Qwen2.5-VL fine-tune) is covered by that entry's tests and its own release-shaped ones.
+"""
+
+from __future__ import annotations
+
+from mmforge.backend.families import ALL, Family, lookup
+
+
+def _owns_its_model_type(family: Family) -> bool:
+    return lookup(family.model_types[0]) is family
+
+
+# Families with a tiny checkpoint and a verify reference: convert, verify and chat run.
+TESTED: list[str] = [
+    f.key for f in ALL if f.tiny is not None and f.reference is not None and _owns_its_model_type(f)
+]
+# Those whose tiny checkpoint takes audio.
+AUDIO: set[str] = {f.key for f in ALL if f.tiny is not None and f.tiny.audio_preprocessor}
+# A good package's verdict where it is not PASS: Gemma 4's runtime wraps image and audio
+# blocks in blank lines (documented), so preprocessing is AMBIGUOUS while every graph and
+# token matches.
+VERDICT = {"gemma4": "AMBIGUOUS"}
+
+
+def verdict(family_key: str) -> str:
+    """The verdict a good package of this family gets."""
+    return VERDICT.get(family_key, "PASS")
