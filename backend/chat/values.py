@@ -210,18 +210,28 @@ class PackageInfo:
 
 
 def _max_images(folder: Path, pipeline: str) -> int | None:
-    """How many images a package takes per conversation (None: no limit known)."""
+    """How many images a package takes per conversation (None: no limit known).
+
+    The manifest's `max_images` field; a package written before it has none, and its
+    family reads the limit from the manifest's notes.
+    """
     from mmforge.backend.families import by_pipeline
 
-    family = by_pipeline(pipeline)
     manifest = folder / "mmforge_manifest.json"
-    if family is None or not manifest.is_file():
-        return None
     try:
-        notes = json.loads(manifest.read_text(encoding="utf-8")).get("notes", [])
+        data = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return family.max_images([str(n) for n in notes])
+    if not isinstance(data, dict):
+        return None
+    if "max_images" in data:
+        value = data["max_images"]
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    family = by_pipeline(pipeline)
+    notes = data.get("notes", [])
+    if family is None or not isinstance(notes, list):
+        return None
+    return family.old_package_max_images([str(n) for n in notes])
 
 
 def available_eps() -> dict[str, str | None]:

@@ -61,6 +61,9 @@ class Manifest:
     validation: dict[str, Any] = field(default_factory=dict)
     peak_rss_mb: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Images the package takes per conversation (None: any number). Packages written
+    # before this field have no key: chat asks the family (Family.old_package_max_images).
+    max_images: int | None = None
     commit: str | None = None
     mmforge_version: str = __version__
 

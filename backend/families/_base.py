@@ -220,6 +220,10 @@ class Reference:
             a prompt of this many images and audio clips (checkpoint, images, clips) ->
             the sentence that names it, or None; verify puts it first in the cause of a
             verdict other than PASS (Phi-4's speech LoRA for audio-only prompts).
+        load: Builds the reference model itself (checkpoint -> model in eval mode), for a
+            family transformers has no class for (Phi-3.5-Vision, assembled from its
+            native parts); None: `Family.hf_class` loaded with the checkpoint's weights.
+        kind: What the reference is, for the report, when it is not transformers' class.
     """
 
     prepare: Callable[[Any, Any, str, list[Any], list[Any]], Any]
@@ -238,6 +242,8 @@ class Reference:
     audio_extractor: str | None = None
     adapt: Callable[[Any, Any], None] | None = None
     known_limit: Callable[[Any, int, int], str | None] | None = None
+    load: Callable[[Any], Any] | None = None
+    kind: str | None = None
 
 
 @dataclass(frozen=True)
@@ -261,8 +267,9 @@ class Family:
         remote_code_types: `model_type` values that exist only as remote code.
         package: How to package it for the runtime (None: conversion not supported yet).
         reference: How verify builds its HF side (None: no parity checks yet).
-        max_images: Images a package of this family takes per conversation, from the
-            package manifest's notes (None: no limit known).
+        old_package_max_images: Images a package of this family takes per conversation,
+            for packages written before the manifest's `max_images` field, from their
+            manifest notes (None: no limit known).
         tiny: The spec of its tiny random-weight test checkpoint (tiny.py in its folder).
         fields: Every config field of the family, honoured, checked or inert (fields.py
             in its folder); checked fields with other values are refused.
@@ -297,7 +304,7 @@ class Family:
     remote_code_types: tuple[str, ...] = ()
     package: PackageSpec | None = None
     reference: Reference | None = None
-    max_images: Callable[[list[str]], int | None] = lambda notes: None
+    old_package_max_images: Callable[[list[str]], int | None] = lambda notes: None
     tiny: TinySpec | None = None
     fields: tuple[Rule, ...] = ()
     released: tuple[ReleaseSpec, ...] = ()

@@ -239,8 +239,9 @@ PHI4MM = Family(
         audio_extractor="Phi4MultimodalFeatureExtractor",
     ),
     # Packages made before mmforge ran the vision graph once per image take one image in
-    # a whole conversation; newer ones say so in their manifest notes.
-    max_images=lambda notes: None if any(PER_IMAGE_NOTE in n for n in notes) else 1,
+    # a whole conversation; those after it say so in their manifest notes (and newer ones
+    # carry the manifest's max_images field).
+    old_package_max_images=lambda notes: None if any(PER_IMAGE_NOTE in n for n in notes) else 1,
     notes=(
         "The runtime rewrites <|image_N|> and <|audio_N|> in the prompt to the tokens at "
         "ids 200010 and 200011 (<|endoftext10|>, <|endoftext11|>).",
