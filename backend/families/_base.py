@@ -10,8 +10,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from mmforge.backend.families._hooks import (
+    BuildGraphs,
+    FromRuntime,
+    GraphFix,
+    HfPixels,
+    KnownLimit,
+    PlaceholderLayout,
+    PrepareReference,
+    PrepareWeights,
+    Variant,
+)
 
 if TYPE_CHECKING:
     from mmforge.backend.families._fields import Rule
@@ -147,17 +158,17 @@ class PackageSpec:
     processor_json: Callable[[Cfg, Cfg], dict[str, Any]]
     speech_inputs: dict[str, str] = field(default_factory=dict)
     audio_processor_json: Callable[[Cfg, Cfg], dict[str, Any]] | None = None
-    graph_fixes: tuple[Callable[[dict[str, Any], Cfg], str | None], ...] = ()
+    graph_fixes: tuple[GraphFix, ...] = ()
     rename_checkpoint: Callable[[str], str] | None = None
     fused_attention: Callable[[Cfg], bool] = lambda cfg: True
     config_patch: Callable[[Any], None] | None = None
     module_patch: Callable[[Any, Any], None] | None = None
-    build: Callable[[Any, Path, Any], Any] | None = None
+    build: BuildGraphs | None = None
     builder_holds_model: bool = False
     hidden_multiple: Callable[[Cfg], int] = lambda cfg: 1
     decoder_fields: Callable[[Cfg], dict[str, Any]] = lambda cfg: {}
     dtypes: tuple[str, ...] = ("f32", "f16", "int4", "int8")
-    prepare_weights: Callable[[Any, dict[str, Any]], tuple[dict[str, Any], str]] | None = None
+    prepare_weights: PrepareWeights | None = None
     unused_ok: Callable[[Cfg], tuple[str, ...]] = lambda cfg: ()
     builder_type: Callable[[Cfg], str | None] = lambda cfg: None
     notes: tuple[str, ...] = ()
@@ -226,22 +237,20 @@ class Reference:
         kind: What the reference is, for the report, when it is not transformers' class.
     """
 
-    prepare: Callable[[Any, Any, str, list[Any], list[Any]], Any]
-    from_runtime: Callable[[Cfg, dict[str, Any], Any], None]
+    prepare: PrepareReference
+    from_runtime: FromRuntime
     pixel_key: str = "pixel_values"
     audio_key: str = "input_features"
     channels_first: Callable[[Any], Any] = channels_first
     pixel_outliers: float | None = None
-    hf_pixels: Callable[[Any, list[Any], dict[str, Any], Any, Any], Any] | None = None
-    placeholder_layout: Callable[[Cfg, list[int], dict[str, Any], int | None, Any], Any] | None = (
-        None
-    )
+    hf_pixels: HfPixels | None = None
+    placeholder_layout: PlaceholderLayout | None = None
     preprocessing_note: str | None = None
     text_difference: str = "the runtime tokenizes some text differently"
     config_tokens: tuple[str, ...] = ()
     audio_extractor: str | None = None
     adapt: Callable[[Any, Any], None] | None = None
-    known_limit: Callable[[Any, int, int], str | None] | None = None
+    known_limit: KnownLimit | None = None
     load: Callable[[Any], Any] | None = None
     kind: str | None = None
 
@@ -310,7 +319,7 @@ class Family:
     released: tuple[ReleaseSpec, ...] = ()
     remote_layout: RemoteLayout | None = None
     architecture: Callable[[Cfg], tuple[str, ...]] = lambda cfg: ()
-    variant: Callable[[dict[str, Any], Path], Family | None] = lambda config, folder: None
+    variant: Variant = lambda config, folder: None
     not_converted: str | None = None
     text_placeholder: Callable[[str, int], str] | None = None
 
