@@ -30,6 +30,7 @@ from mmforge.app.terminal import (
 from mmforge.backend.jobs import CancelToken
 from mmforge.backend.precisions import DTYPES
 from mmforge.backend.units import human_bytes
+from mmforge.backend.vocabulary import DEFAULT_EP, EPS
 
 EXIT_USER_ERROR = 2
 EXIT_INTERNAL = 70  # EX_SOFTWARE: never confused with verify's FAIL (1)
@@ -108,7 +109,7 @@ def _add_convert(sub: Any) -> None:
         default="f32",
         help="f32, f16 (all components), int4 or int8 (decoder MatMuls); default f32",
     )
-    p.add_argument("--ep", choices=("cpu", "cuda"), default="cpu", help="target; default cpu")
+    p.add_argument("--ep", choices=EPS, default=DEFAULT_EP, help="target; default cpu")
     p.add_argument("--json", action="store_true", help="print the manifest as one JSON object")
     p.add_argument("--trust-remote-code", action="store_true", help=_REMOTE_HELP)
     p.add_argument(
@@ -146,7 +147,7 @@ def _add_chat(sub: Any) -> None:
     p.add_argument("--prompt", required=True, help="the message text")
     p.add_argument("--system", default="", metavar="TEXT", help="a system prompt before it")
     p.add_argument("--max-new-tokens", type=int, default=256, metavar="N", help="default 256")
-    p.add_argument("--ep", choices=("cpu", "cuda"), default="cpu", help="default cpu")
+    p.add_argument("--ep", choices=EPS, default=DEFAULT_EP, help="default cpu")
     p.add_argument(
         "--temperature",
         type=float,
@@ -395,20 +396,18 @@ def _stream_turn(
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from platformdirs import user_data_dir
-
     from mmforge import resources
     from mmforge.backend.attachments import IMAGE
     from mmforge.backend.chat import ChatSession, GenerationOptions
     from mmforge.backend.convert import convert
     from mmforge.backend.inspect import inspect_source
     from mmforge.backend.jobs import JobContext
-    from mmforge.backend.tiny.demo import demo_checkpoint
+    from mmforge.backend.tiny.demo import demo_checkpoint, demo_package_folder
 
     folder = demo_checkpoint()
     ctx = JobContext(on_progress=progress_printer(), cancel=args.cancel)
     profile = inspect_source(str(folder), ctx)
-    out = Path(user_data_dir("mmforge", appauthor=False)) / "packages" / "demo-qwen2_5_vl"
+    out = demo_package_folder()
     out.parent.mkdir(parents=True, exist_ok=True)
     manifest = convert(str(folder), out, ctx)
     session = ChatSession(out)

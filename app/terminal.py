@@ -155,9 +155,9 @@ def render_profile(p: Any) -> str:
 
 def log_file() -> Path:
     """The file internal errors' tracebacks go to (the user's log folder)."""
-    from platformdirs import user_log_dir
+    from mmforge.backend.vocabulary import log_folder
 
-    folder = Path(user_log_dir("mmforge", appauthor=False))
+    folder = log_folder()
     folder.mkdir(parents=True, exist_ok=True)
     return folder / "mmforge.log"
 

@@ -76,9 +76,9 @@ def _check_display() -> None:
 
 def log_file() -> Path:
     """Where the GUI writes its warnings and errors."""
-    from platformdirs import user_log_dir
+    from mmforge.backend.vocabulary import log_folder
 
-    return Path(user_log_dir("mmforge", appauthor=False)) / "mmforge-gui.log"
+    return log_folder() / "mmforge-gui.log"
 
 
 def _log_to_file() -> None:

@@ -30,6 +30,7 @@ from mmforge.backend import precisions
 from mmforge.backend.convert import Manifest
 from mmforge.backend.inspect import Profile
 from mmforge.backend.units import human_rate
+from mmforge.backend.vocabulary import EPS
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.errors import show_error
 from mmforge.gui.safe_text import for_display, plain_label
@@ -60,7 +61,7 @@ class ConvertView(QWidget):
         self.dtype.addItems(list(DTYPES))
         self.dtype.setCurrentText(state.text("dtype", "f32"))
         self.target = QComboBox()
-        self.target.addItems(["cpu", "cuda"])
+        self.target.addItems(list(EPS))
         self.target.setCurrentText(state.text("target", "cpu"))
         self.output = QLineEdit()
         self.output.setObjectName("outputEdit")

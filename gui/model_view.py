@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from mmforge.backend import precisions
 from mmforge.backend.inspect import Profile
+from mmforge.backend.tiny.demo import is_demo_source
 from mmforge.backend.units import human_bytes, human_count
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.errors import show_error
@@ -283,7 +284,7 @@ class ModelView(QWidget):
             return
         c = colours(self.palette())
         card = profile_html(profile, c)
-        if "mmforge/demo/" in profile.source:
+        if is_demo_source(profile.source):
             card = (
                 f"<table width='100%' cellpadding='8'><tr><td bgcolor='{c.note}'>"
                 "<b>The built-in demo model.</b> "

@@ -83,7 +83,7 @@ class AppState(QObject):
 
     def packages_folder(self) -> Path:
         """Where packages go by default."""
-        from platformdirs import user_data_dir
+        from mmforge.backend.vocabulary import packages_folder
 
-        default = Path(user_data_dir("mmforge", appauthor=False)) / "packages"
+        default = packages_folder()
         return Path(self.text("packages_folder", str(default)) or default)

@@ -32,6 +32,7 @@ from mmforge.backend.memory import available_bytes, peak_rss_bytes
 from mmforge.backend.source import resolve
 from mmforge.backend.templates import check_folder_template
 from mmforge.backend.units import human_bytes
+from mmforge.backend.vocabulary import EPS
 
 if TYPE_CHECKING:
     from mmforge.backend.convert.weights import WeightPlan
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "mmforge_manifest.json"
 DTYPES = precisions.DTYPES
-EPS = ("cpu", "cuda")
 
 
 @dataclass
