@@ -84,13 +84,20 @@ def _package_folders() -> set[str]:
     return found | {"mmforge.resources"}
 
 
-def test_pyproject_lists_every_package_folder():
-    """setuptools' `find` cannot map top-level folders to mmforge.*, so the list is written
-    out; a family folder (or any package) missing from it would be left out of a wheel."""
+def test_every_package_folder_is_packaged_without_a_list():
+    """setup.py finds the packages (setuptools' `find` cannot map top-level folders to
+    mmforge.*): a family folder is packaged without being listed in pyproject.toml."""
     import tomllib
 
     data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert set(data["tool"]["setuptools"]["packages"]) == _package_folders()
+    tool = data["tool"]["setuptools"]
+    assert "packages" not in tool
+    spec = importlib.util.spec_from_file_location("mmforge_setup", ROOT / "setup.py")
+    assert spec is not None and spec.loader is not None
+    setup = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup)  # not __main__: defines, does not build
+    assert sorted(setup.mmforge_packages()) == sorted(_package_folders())
+    assert set(tool["package-dir"]) == {*setup.ROOTS.values(), "mmforge.resources"}
 
 
 def test_the_files_the_recipe_uses_exist():
