@@ -11,9 +11,9 @@ checkpoint (`tiny.py`). No stage branches on a family key.
 from __future__ import annotations
 
 import difflib
+from importlib import import_module
 
 from mmforge.backend.errors import MmforgeError
-from mmforge.backend.families import gemma, lfm2, mistral, others, phi, phi3v, qwen
 from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector, Reference
 from mmforge.backend.runtime_types import SPEECH_MODEL_TYPES
 
@@ -28,14 +28,19 @@ __all__ = [
     "lookup",
 ]
 
-ALL: tuple[Family, ...] = (
-    *qwen.FAMILIES,
-    *gemma.FAMILIES,
-    *mistral.FAMILIES,
-    *phi3v.FAMILIES,
-    *phi.FAMILIES,
-    *lfm2.FAMILIES,
-    *others.FAMILIES,
+# One line per family folder; each folder's __init__.py exports FAMILIES. The order
+# matters only where two entries share a model_type: the first owns it.
+FOLDERS = (
+    "qwen",
+    "gemma",
+    "mistral",
+    "phi3v",
+    "phi",
+    "lfm2",
+    "others",  # others.py: the families inspect names but the runtime cannot run
+)
+ALL: tuple[Family, ...] = tuple(
+    family for folder in FOLDERS for family in import_module(f"{__name__}.{folder}").FAMILIES
 )
 
 # The first entry of a model_type owns it; later ones (Fara, a Qwen2.5-VL variant) are
