@@ -188,7 +188,10 @@ def _check_convertible(checkpoint: Checkpoint, dtype: str) -> None:
             f"{family.no_pipeline_reason}",
             "`mmforge inspect` still describes it; choose a family the runtime runs",
         )
-    if checkpoint.remote_code:
+    # A remote-code checkpoint converts only through a family builder that reads its
+    # layout as data (Phi-3.5-Vision's); no code from the repository runs.
+    own_builder = family.package is not None and family.package.build is not None
+    if checkpoint.remote_code and not own_builder:
         native = [t for t in family.model_types if t not in family.remote_code_types]
         why = f" ({family.name}: {family.not_converted})" if family.not_converted else ""
         raise MmforgeError(

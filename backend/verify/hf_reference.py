@@ -50,6 +50,8 @@ def load_model(source: Checkpoint | Path) -> Any:
 
     checkpoint = _checkpoint(source)
     family = checkpoint.family
+    if family.reference is not None and family.reference.load is not None:
+        return family.reference.load(checkpoint)
     if family.hf_class is None:
         raise MmforgeError(
             f"{family.name} has no transformers class to compare against",

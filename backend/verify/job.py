@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend import precisions
+from mmforge.backend import families, precisions
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.jobs import JobContext
@@ -104,7 +104,11 @@ def verify(
         raise MmforgeError("--tokens must be at least 1", "Pass a positive number")
     genai = read_genai_config(package)
     resolved = resolve(reference, ctx, purpose="convert")
-    checkpoint = Checkpoint.read(resolved.folder, config=resolved.config)
+    # A reference assembled from native parts (Family.reference.load) reads a remote-code
+    # layout as data and runs none of its code, so it needs no consent.
+    family = families.lookup((resolved.config or {}).get("model_type"))
+    as_data = family.reference is not None and family.reference.load is not None
+    checkpoint = Checkpoint.read(resolved.folder, config=resolved.config, trust_remote_code=as_data)
     if checkpoint.tensors is None:  # checked before anything runs: a corrupt file is named
         raise MmforgeError(
             f"{checkpoint.folder} has no safetensors weights to compare against",

@@ -348,5 +348,7 @@ def perplexity(log_probs: Any, ids: list[int], end: int) -> float:
     import torch
 
     targets = torch.as_tensor(ids[1:end])
-    picked = log_probs[: end - 1].gather(-1, targets[:, None])[:, 0]
+    # Placeholders are no tokens (Phi-3.5-Vision's are negative ids): not scored.
+    known = targets >= 0
+    picked = log_probs[: end - 1][known].gather(-1, targets[known][:, None])[:, 0]
     return math.exp(float(-picked.mean()))

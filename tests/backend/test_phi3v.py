@@ -1,4 +1,4 @@
-"""Phi-3 / Phi-3.5-Vision: the remote layout read as data, inspect's account, the refusal.
+"""Phi-3 / Phi-3.5-Vision: the remote layout read as data, inspect's account, the package.
 
 The release-shaped checkpoint carries Phi-3.5-vision-instruct's config.json text (shrunk)
 and weights under the remote code's names, built from transformers' Phi-3 and CLIP parts.
@@ -52,7 +52,7 @@ def test_the_layout_maps_every_tensor_onto_native_parts(phi3v):
     assert parts["projector"]["img_projection.0.weight"].shape == (written["hidden_size"], width)
 
 
-def test_inspect_names_the_layout_the_tokens_and_why_it_does_not_convert(phi3v):
+def test_inspect_names_the_layout_and_the_tokens(phi3v):
     with pytest.raises(MmforgeError) as e:
         inspect_source(str(phi3v))
     assert "--trust-remote-code" in e.value.one_line()
@@ -65,16 +65,126 @@ def test_inspect_names_the_layout_the_tokens_and_why_it_does_not_convert(phi3v):
     assert (profile.image_tokens.minimum, profile.image_tokens.maximum) == (313, 781)
     assert profile.refused_fields == () and profile.unlisted_fields == ()
     assert "CLIP ViT-L/14-336" in profile.architecture[0]
-    cannot = next(w for w in profile.warnings if w.startswith("Cannot convert yet"))
-    assert "[crops, 576, image_dim_out]" in cannot and "image_sizes" in cannot
+    assert not any(w.startswith("Cannot convert yet") for w in profile.warnings)
 
 
-def test_convert_refuses_with_the_measured_reason(phi3v, tmp_path):
+def test_convert_needs_consent_for_remote_code(phi3v, tmp_path):
     with pytest.raises(MmforgeError) as e:
-        convert(str(phi3v), tmp_path / "out", trust_remote_code=True)
-    line = e.value.one_line()
-    assert "defined by remote code" in line and "HD transform" in line
+        convert(str(phi3v), tmp_path / "out")
+    assert "--trust-remote-code" in e.value.one_line()
     assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def package(phi3v, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("phi3v_pkg") / "f32"
+    convert(str(phi3v), out, trust_remote_code=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory) -> Path:
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 255, (300, 500, 3), dtype=np.uint8)
+    path = tmp_path_factory.mktemp("phi3v_img") / "wide.png"
+    Image.fromarray(pixels).save(path)
+    return path
+
+
+def test_the_package_is_what_the_runtime_calls(package):
+    """genai_config names phi3v and the runtime's vision inputs; the vision graph takes
+    [images, crops, 3, 336, 336] with image_sizes and returns rows as wide as the decoder."""
+    import onnx
+
+    config = json.loads((package / "genai_config.json").read_text())["model"]
+    assert config["type"] == "phi3v"
+    assert config["vision"]["inputs"] == {
+        "pixel_values": "pixel_values",
+        "image_sizes": "image_sizes",
+    }
+    assert config["embedding"]["inputs"] == {
+        "input_ids": "input_ids",
+        "image_features": "image_features",
+    }
+    vision = onnx.load(str(package / "vision.onnx"), load_external_data=False).graph
+    assert [i.name for i in vision.input] == ["pixel_values", "image_sizes"]
+    assert len(vision.input[0].type.tensor_type.shape.dim) == 5
+    assert [d.dim_value for d in vision.output[0].type.tensor_type.shape.dim][1:] == [64]
+    processor = json.loads((package / "processor_config.json").read_text())
+    kinds = [t["operation"]["type"] for t in processor["processor"]["transforms"]]
+    assert kinds == ["DecodeImage", "Phi3ImageTransform"]  # no ConvertRGB (swaps R and B)
+    report = json.loads((package / "weights_report.json").read_text())
+    unused = {u["checkpoint"] for u in report["unused"]}
+    # Only the tower's last layer and pooling norm, past the feature layer (-2).
+    assert all(".encoder.layers.2." in n or ".post_layernorm." in n for n in unused)
+    mapped = {m["checkpoint"] for m in report["mapped"]}
+    assert {
+        layout.VISION_PREFIX + n for n in ("glb_GN", "sub_GN", "img_projection.0.weight")
+    } <= mapped
+
+
+def _verify(package: Path, phi3v: Path, image: Path) -> dict:
+    from mmforge.backend.verify import verify
+
+    return verify(package, str(phi3v), images=[image], tokens=32).to_dict()
+
+
+def test_verify_passes_stage_by_stage_with_one_image(package, phi3v, image):
+    report = _verify(package, phi3v, image)
+    verdicts = {c["name"]: c["verdict"] for c in report["components"]}
+    assert report["verdict"] == "PASS", verdicts
+    for stage in ("preprocessing", "vision_encoder", "embedding", "embedding_text_only",
+                  "decoder_prefill", "decoder_step", "end_to_end"):  # fmt: skip
+        assert verdicts[stage] == "PASS"
+    assert report["tokens"]["matched"] == report["tokens"]["total"] == 32
+
+
+def test_int4_converts_and_verifies(phi3v, image, tmp_path):
+    out = tmp_path / "int4"
+    convert(str(phi3v), out, dtype="int4", trust_remote_code=True)
+    report = _verify(out, phi3v, image)
+    assert report["verdict"] == "PASS", [(c["name"], c["verdict"]) for c in report["components"]]
+
+
+def _chat(package: Path, prompt: str, images: list[Path]) -> list[int]:
+    import subprocess
+    import sys
+
+    cmd = [str(Path(sys.executable).parent / "mmforge"), "chat", str(package), "--prompt", prompt,
+           "--max-new-tokens", "32", "--json"]  # fmt: skip
+    for path in images:
+        cmd += ["--image", str(path)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=300)
+    return list(json.loads(out.stdout)["token_ids"])
+
+
+@pytest.mark.parametrize("with_image", [True, False])
+def test_chat_answers_token_for_token_like_the_reference(package, phi3v, image, with_image):
+    """The runtime's answer equals the reference's greedy answer on the same prompt: image
+    N's placeholders as -N ids, the HD crops, the global view made as HF makes it."""
+    import torch
+
+    from mmforge.backend.runtime import Runtime
+    from mmforge.backend.verify import hf_reference
+
+    images = [image] if with_image else []
+    prompt = "Describe this." if with_image else "Hello there, how are you?"
+    answer = _chat(package, prompt, images)
+    rt = Runtime(package)
+    checkpoint = Checkpoint.read(phi3v, trust_remote_code=True)
+    messages = hf_reference.messages_for(prompt, len(images))
+    templated = rt.prompt(hf_reference.template_messages(checkpoint, messages))
+    inputs = rt.process(templated, images, [])
+    arrays = {k: v.copy() for k, v in inputs.arrays.items()}
+    del rt
+    ref = hf_reference.from_runtime(checkpoint, "", arrays)
+    model = hf_reference.load_model(checkpoint)
+    with torch.no_grad():
+        expected = hf_reference.greedy_generate(model, ref, 32)
+    assert answer == expected
 
 
 def test_a_hd_transform_variant_other_than_the_release_is_refused_by_name(phi3v, tmp_path):

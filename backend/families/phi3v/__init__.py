@@ -1,27 +1,58 @@
-"""Phi-3 / Phi-3.5-Vision (`phi3_v`, remote code only): the layout mapped, conversion refused.
+"""Phi-3 / Phi-3.5-Vision (`phi3_v`, remote code only), read as data and converted.
 
-What is solid: the remote layout read as data and mapped onto native parts (`layout.py`:
-transformers' Phi-3 text model, a CLIP ViT-L/14-336 tower, the HD transform and its MLP
-projector), the field table (`fields.py`), inspect's account of it, and release-shaped
-test checkpoints (`tiny.py`). What is not: the package. The runtime's `phi3v` pipeline
-needs the HD transform inside the vision graph, and the graph builder leaves it out
-(`NOT_CONVERTED`, measured).
+The remote layout is mapped onto native parts (`layout.py`: transformers' Phi-3 text model,
+a CLIP ViT-L/14-336 tower, the HD transform and its MLP projector). mobius builds the three
+graphs (`build.py`); the vision graph gets the HD transform and projector inside a Loop
+over images (`hd_graph.py`), as the runtime's `phi3v` pipeline calls it. verify compares
+against those native parts with the HD transform restated in torch (`reference.py`,
+`model.py`, `preprocess.py`).
 """
 
 from __future__ import annotations
 
-from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector
-from mmforge.backend.families.phi3v import fields, layout
+from typing import Any
 
-NOT_CONVERTED = (
-    "its vision graph is not built yet. mobius-onnx 0.1 builds Phi-3.5-Vision's vision "
-    "model as the bare CLIP tower (measured: pixel_values [crops, 3, 336, 336] in, "
-    "[crops, 576, image_dim_out] out, no image_sizes input) and leaves the HD transform "
-    "(2×2 merge, glb_GN/sub_GN separators) and the MLP projector to host code, which "
-    "ONNX Runtime GenAI cannot call: its phi3v pipeline feeds the vision model "
-    "pixel_values [images, 1+crops, 3, 336, 336] and image_sizes, and needs the projected "
-    "features [image tokens, hidden_size] back"
+from mmforge.backend.families._base import (
+    Cfg,
+    Family,
+    ImageTokens,
+    PackageSpec,
+    Projector,
+    Reference,
+    processor_op,
 )
+from mmforge.backend.families.phi3v import build, fields, layout, reference
+
+FIRST_IMAGE_ID = -1
+
+
+def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    """The runtime's Phi-3 HD transform (crops of 336 px plus a global view).
+
+    DecodeImage already yields RGB; a ConvertRGB after it would swap red and blue.
+    """
+    return {
+        "processor": {
+            "name": "phi_3_image_processor",
+            "transforms": [
+                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
+                processor_op(
+                    "phi3_image_transform",
+                    "Phi3ImageTransform",
+                    {
+                        "num_crops": int(pre.get("num_crops", 16)),
+                        "num_img_tokens": int(cfg.get("img_processor.num_img_tokens", 144)),
+                    },
+                ),
+            ],
+        }
+    }
+
+
+def _past_the_feature_layer(cfg: Cfg) -> tuple[str, ...]:
+    """The CLIP parts after the feature layer (-2) and its pooling, which no code runs."""
+    tower = layout.TOWER_PREFIX.replace(".", r"\.")
+    return (rf"{tower}encoder\.layers\.\d+\.", rf"{tower}post_layernorm\.")
 
 
 def _projector(cfg: Cfg) -> Projector:
@@ -82,7 +113,29 @@ PHI3V = Family(
     image_tokens=_image_tokens,
     fields=fields.PHI3V,
     architecture=_architecture,
-    not_converted=NOT_CONVERTED,
+    package=PackageSpec(
+        # The runtime writes image N's placeholders as -N and reads no image token id for
+        # phi3v; -1 names the first image's, which verify and validation look for.
+        model_fields=lambda cfg: {"image_token_id": FIRST_IMAGE_ID},
+        vision_fields=lambda cfg, pre: {},
+        vision_inputs={"pixel_values": "pixel_values", "image_sizes": "image_sizes"},
+        processor_json=_processor,
+        build=build.build,
+        dtypes=("f32", "int4", "int8"),
+        unused_ok=_past_the_feature_layer,
+        notes=(
+            "config.json is read as data (remote-code layout); no code from the repository runs.",
+        ),
+    ),
+    reference=Reference(
+        prepare=reference.prepare,
+        from_runtime=reference.from_runtime,
+        load=reference.load,
+        kind=reference.KIND,
+        hf_pixels=reference.pixels_at_runtime_budget,
+        placeholder_layout=reference.placeholder_layout,
+        preprocessing_note=reference.PREPROCESSING_NOTE,
+    ),
     text_placeholder=lambda kind, n: f"<|image_{n}|>" if kind == "image" else "",
     notes=(
         "Defined only as remote code; there is no transformers class for the whole model. "
@@ -91,6 +144,10 @@ PHI3V = Family(
         "Prompts write images as <|image_1|>, <|image_2|>, …; the runtime's processor "
         "turns each into that many negative ids (-1, -2, …), so no image token id sits in "
         "the config.",
+        "ONNX Runtime GenAI 0.18's Phi3ImageTransform allows 16 crops whatever num_crops "
+        "says (measured): an image takes the tokens of HF's processor at num_crops=16, and "
+        "the vision graph remakes the global view from the crops as HF does (the runtime's "
+        "own is resampled differently).",
         "ONNX Runtime GenAI 0.18 cannot rewind a phi3v generator (RewindTo refuses the "
         "type): every chat turn would prefill afresh.",
     ),

@@ -1,7 +1,6 @@
 """Phi-3 / Phi-3.5-Vision config fields (config.json as written, remote-code layout).
 
-mmforge does not convert Phi-3.5-Vision yet (see `NOT_CONVERTED` in `__init__.py`), so
-"honoured" here means: read by the layout mapping (`layout.py`) into the native part that
+"Honoured" here means: read by the layout mapping (`layout.py`) into the native part that
 computes with it (transformers' Phi3Config for the text model, CLIPVisionConfig for the
 tower, the HD-transform settings). Checked fields are the HD-transform variants the
 released models use; any other value is refused by name before anything else happens.
