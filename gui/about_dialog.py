@@ -9,7 +9,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
 
 from mmforge.backend import __version__
-from mmforge.gui.app import log_file
+from mmforge.gui.log_file import log_file
 from mmforge.gui.safe_text import SafeBrowser
 
 

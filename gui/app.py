@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mmforge.gui.log_file import log_file
+
 
 def run(self_test: bool = False, screenshots: Path | None = None) -> int:
     """Open the window (or drive the demo flow with `self_test`); the exit code.
@@ -72,13 +74,6 @@ def _check_display() -> None:
         "Start mmforge from a desktop session (or under xvfb-run); `mmforge --help` lists "
         "the command line, which needs no display",
     )
-
-
-def log_file() -> Path:
-    """Where the GUI writes its warnings and errors."""
-    from mmforge.backend.vocabulary import log_folder
-
-    return log_folder() / "mmforge-gui.log"
 
 
 def _log_to_file() -> None:

@@ -1,33 +1,30 @@
-"""Chat page: conversations with a package, streamed answers, attachments, Stop."""
+"""Chat page: conversations with a package, streamed answers, attachments, Stop.
+
+The parts live beside it: `transcript` (the drawn conversation), `conversation_list`,
+`chat_settings`, `chat_input` (the draft) and `chat_turns` (the turn state, no widgets).
+Saved conversations are read from disk here, so reading, renaming, exporting and deleting
+one needs no model; the worker writes the conversation it holds.
+"""
 
 from __future__ import annotations
 
-import html
 import json
-import secrets
+import shutil
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Slot
-from PySide6.QtGui import QDesktopServices, QImage, QImageReader, QTextCursor, QTextDocument
+from PySide6.QtCore import QEvent, QTimer, QUrl, Slot
+from PySide6.QtGui import QDesktopServices, QImage, QKeySequence, QShortcut, QTextCursor
 from PySide6.QtWidgets import (
     QApplication,
-    QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFileDialog,
-    QFormLayout,
-    QGroupBox,
     QHBoxLayout,
     QInputDialog,
     QLabel,
     QLineEdit,
-    QListWidget,
-    QListWidgetItem,
     QMessageBox,
     QPlainTextEdit,
     QPushButton,
@@ -44,102 +41,35 @@ from mmforge.backend.chat.conversations import (
     short_title,
 )
 from mmforge.backend.chat.values import SessionInfo, TurnResult
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.vocabulary import EPS
 from mmforge.gui.bridge import ChatBridge, JobRunner
 from mmforge.gui.chat_input import AttachmentStrip, ChatInput
-from mmforge.gui.errors import show_error
-from mmforge.gui.markdown import code_blocks, plain, to_html
-from mmforge.gui.safe_text import (
-    SafeBrowser,
-    StreamBreaker,
-    as_html,
-    for_display,
-    is_regular_file,
-    plain_label,
-    refused,
+from mmforge.gui.chat_settings import ChatSettings
+from mmforge.gui.chat_turns import (
+    Pending,
+    is_demo,
+    last_user,
+    messages_of,
+    same_package,
+    shown_messages,
+    tail_from_last_user,
 )
+from mmforge.gui.conversation_list import ConversationList
+from mmforge.gui.errors import show_error
+from mmforge.gui.markdown import code_blocks
+from mmforge.gui.safe_text import StreamBreaker, as_html, for_display, plain_label
 from mmforge.gui.state import AppState
-from mmforge.gui.theme import Colours, colours, stylesheet
+from mmforge.gui.theme import colours, stylesheet
+from mmforge.gui.transcript import (
+    MARK,
+    Transcript,
+    empty_html,
+    forgotten_html,
+    message_html,
+)
 
-STOPS = {"eos": "end of answer", "length": "token limit", "stopped": "stopped"}
-THUMB = 200  # the longest side of an image in the transcript, in pixels
-MARK = "\u2063"  # an invisible separator: where streamed tokens go in the open answer
-
-
-class Transcript(SafeBrowser):
-    """The conversation as a document; pictures are drawn from scaled copies.
-
-    The view registers each picture it draws (`thumb_url`) and writes it as
-    `<img src="thumb:<secret>-N">`: the browser asks `loadResource` for it, which scales the file
-    once and keeps the result, so a redraw never decodes a full-size photo again. Any
-    other resource (an image or a `thumb:` URL an answer or a saved conversation names)
-    is refused and never read.
-    """
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self._thumbs: dict[str, QImage] = {}
-        self._urls: dict[Path, str] = {}
-        self._paths: dict[str, Path] = {}
-        # Not guessable: an answer that writes `thumb:...` draws none of these pictures.
-        self._secret = secrets.token_hex(8)
-        self.setOpenLinks(False)
-
-    def thumb_url(self, path: Path) -> str:
-        """The URL the transcript draws the picture `path` by (it may load that file)."""
-        url = self._urls.get(path)
-        if url is None:
-            url = self._urls[path] = f"thumb:{self._secret}-{len(self._urls)}"
-            self._paths[url] = path
-        return url
-
-    def loadResource(self, kind: int, url: QUrl | str) -> Any:
-        """The registered thumbnails; nothing else (see `safe_text.refused`)."""
-        key = QUrl(url).toString()
-        path = self._paths.get(key)
-        if kind != QTextDocument.ResourceType.ImageResource.value or path is None:
-            return refused()
-        if key not in self._thumbs:
-            self._thumbs[key] = _thumbnail(path)
-        return self._thumbs[key]
-
-
-def _thumbnail(path: Path) -> QImage:
-    """The picture scaled to fit THUMB; an empty image for anything but a readable file."""
-    if not is_regular_file(path):  # a FIFO or a device named in a saved conversation
-        return QImage()
-    reader = QImageReader(str(path))
-    size = reader.size()
-    if size.isValid() and max(size.width(), size.height()) > THUMB:
-        reader.setScaledSize(size.scaled(THUMB, THUMB, Qt.AspectRatioMode.KeepAspectRatio))
-    image = reader.read()
-    return image if not image.isNull() else QImage()
-
-
-@dataclass
-class Pending:
-    """The turn in flight, shown until the worker reports the conversation it made.
-
-    Attributes:
-        replaces: Messages at the end of the conversation that the turn replaces
-            (regenerate: the answer; edit: the last message and its answer).
-        user: The user message sent, when the turn sends one.
-        answer: The answer streamed so far.
-    """
-
-    replaces: int = 0
-    user: Message | None = None
-    answer: str = ""
-
-
-def is_demo(package: Path) -> bool:
-    """Whether a package was converted from the built-in demo checkpoint."""
-    import json
-
-    try:
-        manifest = json.loads((package / "mmforge_manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return "mmforge/demo/" in str(manifest.get("source", ""))
+__all__ = ["ChatView", "is_demo"]
 
 
 class ChatView(QWidget):
@@ -148,19 +78,25 @@ class ChatView(QWidget):
     def __init__(self, state: AppState, parent: QWidget | None = None):
         super().__init__(parent)
         self.state = state
-        self.store = ConversationStore()  # read here for the list; the worker writes it
+        self.store = ConversationStore()  # read here; the worker writes the one it holds
         self.bridge = ChatBridge(self)
         self.eps = JobRunner(self)
         self._scratch = tempfile.TemporaryDirectory(prefix="mmforge-paste-")
+        self.conversation_list = ConversationList()
+        self.conversations = self.conversation_list.items
+        self.settings_box = ChatSettings(state)
+        self.settings_box.setVisible(False)
         body = QHBoxLayout()
-        body.addLayout(self._conversation_list())
+        body.addWidget(self.conversation_list)
         body.addLayout(self._chat_column(), 1)
         layout = QVBoxLayout(self)
         layout.addLayout(self._package_row())
         layout.addWidget(self.info)
         layout.addLayout(body, 1)
-        # What the worker last reported, and the turn in flight: no copy of our own.
+        # What the worker last reported (or what was read from disk), and the turn in
+        # flight: no copy of our own.
         self.conversation: Conversation | None = None
+        self.local = False  # the conversation shown is read from disk, not the worker's
         self.pending: Pending | None = None
         self.session_info: SessionInfo | None = None
         self._draft: tuple[str, list[tuple[Path, str]]] | None = None
@@ -174,6 +110,14 @@ class ChatView(QWidget):
         self._render_timer = QTimer(self, singleShot=True, interval=100)
         self._render_timer.timeout.connect(self._scroll_to_end)
         self._render_timer.timeout.connect(self._show_progress)
+        self._connect()
+        self.refresh_conversations()
+        self.refresh_library()
+        self.eps.start("eps", {})
+        self._update_buttons()
+        self._render()
+
+    def _connect(self) -> None:
         self.bridge.ready.connect(self._on_ready)
         self.bridge.token.connect(self._on_token)
         self.bridge.turn.connect(self._on_turn)
@@ -182,26 +126,44 @@ class ChatView(QWidget):
         self.bridge.busy.connect(self._on_busy)
         self.bridge.closed.connect(self._on_closed)
         self.eps.succeeded.connect(self._on_eps)
-        state.package_changed.connect(self.package.setText)
-        state.package_changed.connect(self.refresh_library)
-        self._update_buttons()
-        self.refresh_conversations()
-        self.refresh_library()
-        self.eps.start("eps", {})
-        self._render()
+        self.state.package_changed.connect(self._package_changed)
+        self.state.package_changed.connect(self.refresh_library)
+        lst = self.conversation_list
+        lst.open_requested.connect(self.open_conversation)
+        lst.new_requested.connect(self.new_conversation)
+        lst.rename_requested.connect(self.rename_open)
+        lst.delete_requested.connect(self.delete_open)
+        lst.export_requested.connect(self._export)
+        # Esc stops the answer wherever the focus is on this page.
+        stop = QShortcut(QKeySequence("Esc"), self)
+        stop.setContext(stop.context().WidgetWithChildrenShortcut)
+        stop.activated.connect(self.stop)
+
+    @property
+    def max_tokens(self) -> QSpinBox:
+        """The answer cap (in the settings)."""
+        return self.settings_box.max_tokens
+
+    @property
+    def system(self) -> QPlainTextEdit:
+        """The open conversation's system prompt (in the settings)."""
+        return self.settings_box.system
 
     def _package_row(self) -> QHBoxLayout:
         """Package, library, Choose…, provider, Load (and the info line below them)."""
         self.package = QLineEdit(self.state.package)
         self.package.setAccessibleName("Package folder")
+        self.package.returnPressed.connect(self.load)
         self.library = QComboBox()
         self.library.setObjectName("library")
         self.library.setToolTip("Converted packages in the package folder")
+        self.library.setMaximumWidth(220)
         self.library.activated.connect(self._pick_library)
         choose = QPushButton("Choose…")
         choose.clicked.connect(self.choose_package)
         self.ep = QComboBox()
-        self.ep.addItems(["cpu", "cuda"])
+        self.ep.addItems(list(EPS))
+        self.ep.setAccessibleName("Run on")
         self.load_button = QPushButton("Load")
         self.load_button.setObjectName("loadButton")
         self.load_button.clicked.connect(self.load)
@@ -213,123 +175,48 @@ class ChatView(QWidget):
             top.addWidget(widget)
         return top
 
-    def _conversation_list(self) -> QVBoxLayout:
-        """The saved conversations, New, Rename, Delete and Export."""
-        self.conversations = QListWidget()
-        self.conversations.setObjectName("conversations")
-        self.conversations.setAccessibleName("Conversations")
-        self.conversations.setMaximumWidth(240)
-        self.conversations.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.conversations.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.conversations.itemClicked.connect(self._open)
-        self.conversations.itemDoubleClicked.connect(self._rename)
-        self.new_button = QPushButton("New")
-        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
-        self.new_button.clicked.connect(self.new_conversation)
-        self.rename_button = QPushButton("Rename…")
-        self.rename_button.setToolTip("Give the selected conversation a title (or double-click)")
-        self.rename_button.clicked.connect(self._rename)
-        self.delete_button = QPushButton("Delete…")
-        self.delete_button.setToolTip("Delete the selected conversation (with a package loaded)")
-        self.delete_button.clicked.connect(self._delete)
-        self.export_button = QPushButton("Export…")
-        self.export_button.setToolTip("Save the open conversation as Markdown or JSON")
-        self.export_button.clicked.connect(self._export)
-        side = QVBoxLayout()
-        side.addWidget(QLabel("Conversations"))
-        side.addWidget(self.conversations, 1)
-        pairs = ((self.new_button, self.rename_button), (self.delete_button, self.export_button))
-        for pair in pairs:
-            row = QHBoxLayout()
-            for button in pair:
-                row.addWidget(button)
-            side.addLayout(row)
-        return side
-
     def _chat_column(self) -> QVBoxLayout:
-        """The transcript, the draft with its attachments, and the turn buttons."""
+        """The transcript, the continue bar, the draft and the turn buttons."""
         self.transcript = Transcript()
         self.transcript.setObjectName("transcript")
         self.transcript.setAccessibleName("Conversation")
         self.transcript.anchorClicked.connect(self._on_anchor)
+        self.transcript.files_dropped.connect(self._add_files)
         self.status = plain_label()
         self.status.setObjectName("chatStatus")
+        self.continue_note = plain_label(wrap=True)
+        self.continue_button = QPushButton("Load its model to continue")
+        self.continue_button.setObjectName("continueButton")
+        self.continue_button.clicked.connect(self.continue_open)
+        continue_row = QHBoxLayout()
+        continue_row.addWidget(self.continue_note, 1)
+        continue_row.addWidget(self.continue_button)
+        self.continue_bar = QWidget()
+        self.continue_bar.setObjectName("continueBar")
+        self.continue_bar.setLayout(continue_row)
+        self.continue_bar.setVisible(False)
         self.strip = AttachmentStrip()
         self.input = ChatInput()
         self.input.setObjectName("chatInput")
         self.input.setAccessibleName("Message")
+        self.input.setMaximumHeight(80)
         self.input.setPlaceholderText(
             "Type a message. Enter sends, Shift+Enter starts a new line; paste or drop "
             "an image to attach it."
         )
         self.input.send_requested.connect(self.send)
-        self.input.stop_requested.connect(self.bridge.stop)
+        self.input.stop_requested.connect(self.stop)
         self.input.files_added.connect(self._add_files)
         self.input.image_pasted.connect(self._add_image)
         centre = QVBoxLayout()
         centre.addWidget(self.transcript, 1)
         centre.addWidget(self.status)
-        self.settings_box = self._settings_box()
+        centre.addWidget(self.continue_bar)
         centre.addWidget(self.settings_box)
         centre.addWidget(self.strip)
         centre.addWidget(self.input)
         centre.addLayout(self._turn_buttons())
         return centre
-
-    def _settings_box(self) -> QGroupBox:
-        """System prompt and how tokens are picked (hidden until Settings is pressed)."""
-        box = QGroupBox("Answer settings")
-        box.setObjectName("chatSettings")
-        self.system = QPlainTextEdit()
-        self.system.setObjectName("systemPrompt")
-        self.system.setAccessibleName("System prompt")
-        self.system.setPlaceholderText(
-            "Optional: instructions the model reads before the conversation (this "
-            "conversation's own; saved with it)"
-        )
-        self.system.setTabChangesFocus(True)
-        self.system.setMaximumHeight(64)
-        self.sample = QCheckBox("Sample (otherwise the most likely token, every time)")
-        self.sample.setChecked(self.state.text("chat/sample", "false") == "true")
-        self.temperature = QDoubleSpinBox(minimum=0.05, maximum=2.0, singleStep=0.05)
-        self.temperature.setValue(self.state.number("chat/temperature", 0.7))
-        self.top_p = QDoubleSpinBox(minimum=0.05, maximum=1.0, singleStep=0.05)
-        self.top_p.setValue(self.state.number("chat/top_p", 0.95))
-        self.top_k = QSpinBox(minimum=1, maximum=1000)
-        self.top_k.setValue(self.state.number("chat/top_k", 50))
-        self.seed = QSpinBox(minimum=-1, maximum=2**31 - 1)
-        self.seed.setSpecialValueText("random")
-        self.seed.setValue(self.state.number("chat/seed", -1))
-        self.max_tokens = QSpinBox(minimum=1, maximum=8192)
-        self.max_tokens.setValue(self.state.number("chat/max_tokens", 256))
-        self.max_tokens.setToolTip("Most tokens per answer")
-        self.max_tokens.setMaximumWidth(120)
-        sampling = QHBoxLayout()
-        for label, widget in (
-            ("temperature", self.temperature),
-            ("top-p", self.top_p),
-            ("top-k", self.top_k),
-            ("seed", self.seed),
-        ):
-            widget.setAccessibleName(label)
-            sampling.addWidget(QLabel(label))
-            sampling.addWidget(widget)
-        sampling.addStretch(1)
-        self.sample.toggled.connect(self._sampling_changed)
-        self._sampling_widgets = (self.temperature, self.top_p, self.top_k, self.seed)
-        self._sampling_changed(self.sample.isChecked())
-        form = QFormLayout(box)
-        form.addRow("System prompt", self.system)
-        form.addRow(self.sample)
-        form.addRow("", sampling)
-        form.addRow("Longest answer (tokens)", self.max_tokens)
-        box.setVisible(False)
-        return box
-
-    @Slot(bool)
-    def _sampling_changed(self, on: bool) -> None:
-        for widget in self._sampling_widgets:
-            widget.setEnabled(on)
 
     def _turn_buttons(self) -> QHBoxLayout:
         attach = QPushButton("Attach…")
@@ -342,7 +229,7 @@ class ChatView(QWidget):
         self.stop_button = QPushButton("Stop")
         self.stop_button.setObjectName("stopButton")
         self.stop_button.setToolTip("Stop the answer (Esc)")
-        self.stop_button.clicked.connect(self.bridge.stop)
+        self.stop_button.clicked.connect(self.stop)
         self.regen_button = QPushButton("Regenerate")
         self.regen_button.setToolTip("Answer the last message again")
         self.regen_button.clicked.connect(self.regenerate)
@@ -351,8 +238,11 @@ class ChatView(QWidget):
         self.edit_button.clicked.connect(self.edit_last)
         self.settings_button = QPushButton("Settings")
         self.settings_button.setCheckable(True)
-        self.settings_button.setToolTip("System prompt, sampling and answer length")
-        self.settings_button.toggled.connect(self._settings_toggled)
+        self.settings_button.setToolTip(
+            "System prompt, answer length, variety, and what happens when the conversation "
+            "gets too long"
+        )
+        self.settings_button.toggled.connect(self.settings_box.setVisible)
         buttons = QHBoxLayout()
         for w in (attach, self.regen_button, self.edit_button, self.settings_button):
             buttons.addWidget(w)
@@ -360,10 +250,6 @@ class ChatView(QWidget):
         buttons.addWidget(self.stop_button)
         buttons.addWidget(self.send_button)
         return buttons
-
-    @Slot(bool)
-    def _settings_toggled(self, shown: bool) -> None:
-        self.settings_box.setVisible(shown)
 
     # -- loading -------------------------------------------------------------------------
 
@@ -377,26 +263,61 @@ class ChatView(QWidget):
             item.setToolTip(reason or "")
 
     @Slot()
-    def load(self) -> None:
-        """Load the package in a chat worker."""
+    def load(self, conversation: str | None = None) -> None:
+        """Load the package in the Package field in a chat worker.
+
+        `conversation`: the saved conversation to continue (default: a new one).
+        """
         package = self.package.text().strip()
         if not package:
             show_error(self, {"message": "Pick a package", "hint": "Convert a model first"})
             return
         self._loaded = False
-        self.info.setText(f"Loading {package}…")
+        self.session_info = None
+        if self.conversation is not None and not self.local:
+            # The worker goes: what it held is the saved copy now (or nothing, if empty).
+            self._show_local(self.conversation if self.conversation.messages else None)
+        self.info.setText(for_display(f"Loading {package}…", 2000))
+        self.status.setText(f"Loading {Path(package).name}…")
         self.load_button.setEnabled(False)
-        self.bridge.load(Path(package), self.ep.currentText(), self.store.root)
+        self._update_buttons()
+        self.bridge.load(
+            Path(package), self.ep.currentText(), self.store.root, conversation or None
+        )
+
+    def chat_with(self, package: str) -> None:
+        """Chat with this package: load it unless it is the one loaded (Chat with it →)."""
+        self.package.setText(package)
+        info = self.session_info
+        if self._loaded and info is not None and same_package(info.package, package):
+            self.input.setFocus()
+            return
+        self.load()
+
+    @Slot(str)
+    def _package_changed(self, package: str) -> None:
+        """Another page picked a package: named here; the loaded one answers until Load."""
+        self.package.setText(package)
+        info = self.session_info
+        if self._loaded and info is not None and not same_package(info.package, package):
+            self.info.setText(
+                for_display(
+                    f"{Path(info.package).name} is loaded; press Load to chat with "
+                    f"{Path(package).name} instead.",
+                    2000,
+                )
+            )
 
     @Slot(object)
     def _on_ready(self, info: SessionInfo) -> None:
         self.session_info = info
         self._loaded = True
         self.load_button.setEnabled(True)
+        self.status.setText("")
         caps = ["images"] if info.vision else []
         caps += ["audio"] if info.audio else []
         text = (
-            f"{info.pipeline_type} on {info.ep.upper()}: loaded in "
+            f"{Path(info.package).name}: {info.pipeline_type} on {info.ep.upper()}, loaded in "
             f"{info.load_s:.2f} s, {info.load_memory_bytes / 1e6:.0f} MB; "
             f"takes {' and '.join(caps) or 'text only'}."
         )
@@ -407,13 +328,17 @@ class ChatView(QWidget):
             )
         self.info.setText(text)
         self._on_conversation(info.conversation)
-        self._update_buttons()
+        self.input.setFocus()  # typing after Load goes into the message box
 
     @Slot()
     def _on_closed(self) -> None:
         self.session_info = None
         self._loaded = False
         self.load_button.setEnabled(True)
+        if self.status.text().startswith("Loading"):
+            self.status.setText("")
+        if self.conversation is not None and not self.local:
+            self._show_local(self.conversation if self.conversation.messages else None)
         self._update_buttons()
 
     @Slot()
@@ -444,84 +369,128 @@ class ChatView(QWidget):
 
     # -- conversations -------------------------------------------------------------------
 
-    def _list_item(self, conversation_id: str) -> QListWidgetItem | None:
-        for i in range(self.conversations.count()):
-            item = self.conversations.item(i)
-            if item.data(Qt.ItemDataRole.UserRole) == conversation_id:
-                return item
-        return None
-
     def refresh_conversations(self) -> None:
         """Fill the conversation list from the store; the open one is selected."""
-        self.conversations.clear()
-        for s in self.store.list():
-            item = QListWidgetItem(s.title or "(untitled)")
-            item.setData(Qt.ItemDataRole.UserRole, s.id)
-            item.setToolTip(as_html(f"{s.title}\n{s.messages} messages with {s.package}"))
-            self.conversations.addItem(item)
+        self.conversation_list.fill(self.store.list())
         self._ensure_listed()
 
     def _ensure_listed(self) -> None:
         """List the open conversation even before the worker first saves it."""
         conversation = self.conversation
-        if conversation is None:
+        if conversation is not None:
+            pending = self.pending.user if self.pending is not None else None
+            title = conversation.title or short_title(pending.text if pending else "")
+            listed = self.conversation_list.item_for(conversation.id)
+            if listed is None or conversation.title or pending:
+                self.conversation_list.ensure(
+                    conversation.id, title or "New conversation", conversation.updated
+                )
+        self.conversation_list.select(conversation.id if conversation else None)
+
+    def _worker_holds(self, conversation_id: str | None) -> bool:
+        """Whether the loaded worker holds this conversation (the one it last reported)."""
+        c = self.conversation
+        return self._loaded and not self.local and c is not None and c.id == conversation_id
+
+    @Slot(str)
+    def open_conversation(self, conversation_id: str) -> None:
+        """Show a saved conversation; the worker continues it when its model is loaded."""
+        if self.conversation is not None and conversation_id == self.conversation.id:
+            return  # already shown (a new one is listed before it is saved)
+        if self._busy:
+            self._ensure_listed()  # the turn in flight stays shown
             return
-        item = self._list_item(conversation.id)
-        pending = self.pending.user if self.pending is not None else None
-        title = conversation.title or short_title(pending.text if pending else "")
-        title = title or "New conversation"
-        if item is None:
-            item = QListWidgetItem(title)
-            item.setData(Qt.ItemDataRole.UserRole, conversation.id)
-            self.conversations.insertItem(0, item)
-        elif item.text() != title and (conversation.title or pending):
-            item.setText(title)
-        self._select_open()
+        try:
+            saved = self.store.load(conversation_id)
+        except MmforgeError as e:
+            show_error(self, {"message": e.user_message, "hint": e.hint})
+            self.refresh_conversations()
+            return
+        info = self.session_info
+        if self._loaded and info is not None and same_package(info.package, saved.package):
+            self.bridge.open_conversation(conversation_id)
+        self._show_local(saved)
+
+    def _show_local(self, conversation: Conversation | None) -> None:
+        """Show a conversation read from disk (or none)."""
+        self.conversation = conversation
+        self.local = True
+        self.pending = None
+        if conversation is not None:
+            self._show_system(conversation)
+        self._render()
+        self._ensure_listed()
+        self._update_buttons()
+
+    @Slot()
+    def continue_open(self) -> None:
+        """Load the package the shown conversation was made with, continuing it."""
+        conversation = self.conversation
+        if conversation is None or self._busy:
+            return
+        self.package.setText(conversation.package)
+        self.load(conversation.id)
 
     @Slot()
     def new_conversation(self) -> None:
         """Start an empty conversation (listed at once)."""
-        if self._loaded and not self._busy:
+        if self._busy:
+            return
+        if self._loaded:
             self.bridge.new_conversation()
+        else:
+            self._show_local(None)
+            self.package.setFocus()
 
     @Slot()
-    def _rename(self, item: QListWidgetItem | None = None) -> None:
-        item = item if isinstance(item, QListWidgetItem) else self.conversations.currentItem()
-        if item is None or not self._loaded or self._busy:
+    def rename_open(self) -> None:
+        """Give the shown conversation a title (no model needed)."""
+        conversation = self.conversation
+        if conversation is None or self._busy:
             return
-        title, ok = QInputDialog.getText(self, "Rename conversation", "Title", text=item.text())
-        if ok and title.strip():
-            self.bridge.rename_conversation(str(item.data(Qt.ItemDataRole.UserRole)), title)
-
-    def _select_open(self) -> None:
-        """Highlight the open conversation in the list."""
-        current = self._list_item(self.conversation.id) if self.conversation else None
-        if current is not None:
-            self.conversations.setCurrentItem(current)
-
-    @Slot(QListWidgetItem)
-    def _open(self, item: QListWidgetItem) -> None:
-        if self._loaded and not self._busy:
-            self.bridge.open_conversation(str(item.data(Qt.ItemDataRole.UserRole)))
+        title, ok = QInputDialog.getText(
+            self, "Rename conversation", "Title", text=conversation.title or ""
+        )
+        if not ok or not title.strip():
+            return
+        if self._worker_holds(conversation.id):
+            self.bridge.rename_conversation(conversation.id, title)
+            return
+        try:
+            self._show_local(self.store.rename(conversation.id, title))
+        except MmforgeError as e:
+            show_error(self, {"message": e.user_message, "hint": e.hint})
+        self.refresh_conversations()
 
     @Slot()
-    def _delete(self) -> None:
-        item = self.conversations.currentItem()
-        if item is None or not self._loaded or self._busy:
+    def delete_open(self) -> None:
+        """Delete the shown conversation, after asking (no model needed)."""
+        conversation = self.conversation
+        if conversation is None or self._busy:
             return
+        title = conversation.title or "this conversation"
         answer = QMessageBox.question(
             self,
             "Delete conversation",
-            as_html(f"Delete “{item.text()}” and its attachments? This cannot be undone."),
+            as_html(f"Delete “{title}” and its attachments? This cannot be undone."),
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
             QMessageBox.StandardButton.Cancel,
         )
-        if answer == QMessageBox.StandardButton.Yes:
-            self.bridge.delete_conversation(str(item.data(Qt.ItemDataRole.UserRole)))
+        if answer != QMessageBox.StandardButton.Yes:
+            return
+        if self._worker_holds(conversation.id):
+            self.bridge.delete_conversation(conversation.id)
+            return
+        if self.store.saved(conversation.id):
+            self.store.delete(conversation.id)
+        self._show_local(None)
+        self.refresh_conversations()
+        if self._loaded:
+            self.bridge.new_conversation()
 
     @Slot()
     def _export(self) -> None:
-        """Save the open conversation as Markdown (to read) or JSON (everything)."""
+        """Save the shown conversation as Markdown (to read) or JSON (everything)."""
         conversation = self.conversation
         if conversation is None or not conversation.messages:
             show_error(self, {"message": "No conversation to export", "hint": "Chat first"})
@@ -534,43 +503,69 @@ class ChatView(QWidget):
             self.export_to(Path(path), as_json="JSON" in chosen or path.endswith(".json"))
 
     def export_to(self, path: Path, *, as_json: bool) -> None:
-        """Write the open conversation to `path`; a failure is one dialog."""
+        """Write the shown conversation to `path`; a failure is one dialog.
+
+        Markdown links its pictures and recordings, copied into `<name>_files` beside it.
+        """
         from mmforge.backend.chat.conversations import to_markdown
 
         assert self.conversation is not None
-        text = (
-            json.dumps(self.conversation.to_dict(), indent=2, ensure_ascii=False)
-            if as_json
-            else to_markdown(self.conversation)
-        )
         try:
+            if as_json:
+                text = json.dumps(self.conversation.to_dict(), indent=2, ensure_ascii=False)
+            else:
+                text = to_markdown(self.conversation, self._export_files(path))
             path.write_text(text, encoding="utf-8")
         except OSError as e:
             show_error(self, {"message": f"Could not write {path}", "hint": str(e)})
 
-    @Slot(object)
-    def _on_conversation(self, conversation: Conversation) -> None:
-        after_turn = self.pending is not None
-        self.conversation = conversation
-        self.pending = None
-        self.status.setText("")
+    def _export_files(self, path: Path) -> dict[Path, str]:
+        """Copy the attachments beside the Markdown file; their relative links."""
+        from mmforge.gui.safe_text import is_regular_file
+
+        assert self.conversation is not None
+        folder = path.parent / f"{path.stem}_files"
+        links: dict[Path, str] = {}
+        for m in self.conversation.messages:
+            for a in m.attachments:
+                if a.path in links or not is_regular_file(a.path):
+                    continue
+                folder.mkdir(exist_ok=True)
+                target = folder / f"{len(links) + 1}-{a.path.name}"
+                shutil.copyfile(a.path, target)
+                links[a.path] = f"{folder.name}/{target.name}"
+        return links
+
+    def _show_system(self, conversation: Conversation) -> None:
         # A saved conversation shows its own system prompt; a new, empty one keeps what the
         # box holds, to be applied with its first message.
         held = conversation.messages or conversation.system
         if held and self.system.toPlainText().strip() != conversation.system:
             self.system.setPlainText(conversation.system)
+
+    @Slot(object)
+    def _on_conversation(self, conversation: Conversation) -> None:
+        after_turn = self.pending is not None
+        self.conversation = conversation
+        self.local = False
+        self.pending = None
+        self.status.setText("")
+        self._show_system(conversation)
         self._render()
         # Reading every saved conversation is disk work on the GUI thread: after a turn of
         # a conversation already listed, update its entry only.
-        listed = self._list_item(conversation.id)
+        listed = self.conversation_list.item_for(conversation.id)
         if after_turn and listed is not None:
-            listed.setToolTip(
-                as_html(f"{len(conversation.messages)} messages with {conversation.package}")
+            self.conversation_list.refresh_entry(
+                conversation.id,
+                conversation.title,
+                conversation.updated,
+                f"{len(conversation.messages)} messages with {conversation.package}",
             )
-            listed.setText(conversation.title or listed.text())
-            self._select_open()
+            self.conversation_list.select(conversation.id)
         else:
             self.refresh_conversations()
+        self._update_buttons()
 
     # -- attachments ---------------------------------------------------------------------
 
@@ -628,66 +623,35 @@ class ChatView(QWidget):
 
     # -- turns ---------------------------------------------------------------------------
 
-    def _options(self) -> dict[str, Any]:
-        """The generation options the settings say (remembered for the next run)."""
-        saved = self.state.settings
-        values = {
-            "sample": "true" if self.sample.isChecked() else "false",
-            "temperature": self.temperature.value(),
-            "top_p": self.top_p.value(),
-            "top_k": self.top_k.value(),
-            "seed": self.seed.value(),
-            "max_tokens": self.max_tokens.value(),
-        }
-        for key, value in values.items():
-            saved.setValue(f"chat/{key}", value)
-        options: dict[str, Any] = {"max_new_tokens": self.max_tokens.value()}
-        if self.sample.isChecked():
-            options.update(
-                do_sample=True,
-                temperature=self.temperature.value(),
-                top_p=self.top_p.value(),
-                top_k=self.top_k.value(),
-                seed=None if self.seed.value() < 0 else self.seed.value(),
-            )
-        return options
-
     def _system(self) -> str | None:
         """The system prompt in the box; None when the open conversation already has it."""
         text = self.system.toPlainText().strip()
         held = self.conversation.system if self.conversation is not None else ""
         return None if text == held else text
 
+    def _ready(self) -> bool:
+        return self._loaded and not self._busy and not self.local
+
     @Slot()
     def send(self) -> None:
         """Send the draft (or the edited last message)."""
         text = self.input.toPlainText().strip()
         files = list(self.strip.files)
-        if not self._loaded or self._busy or (not text and not files):
+        if not self._ready() or (not text and not files):
             return
         self._draft = (text, files)
         self.input.clear()
         self.strip.set_files([])
+        options = self.settings_box.options()
         if self._editing:
             self._editing = False
-            last = next((m for m in reversed(self._messages()) if m.role == "user"), None)
+            last = last_user(messages_of(self.conversation))
             kept = [(a.path, a.kind) for a in last.attachments] if last is not None else []
-            self._begin_turn(self._tail_from_last_user(), text, kept)
-            self.bridge.edit_last(text, self._options(), self._system())
+            self._begin_turn(tail_from_last_user(messages_of(self.conversation)), text, kept)
+            self.bridge.edit_last(text, options, self._system())
         else:
             self._begin_turn(0, text, files)
-            self.bridge.send(text, files, self._options(), self._system())
-
-    def _messages(self) -> list[Message]:
-        return self.conversation.messages if self.conversation is not None else []
-
-    def _tail_from_last_user(self) -> int:
-        """How many messages the last user message and what follows it make."""
-        messages = self._messages()
-        for back, m in enumerate(reversed(messages), start=1):
-            if m.role == "user":
-                return back
-        return 0
+            self.bridge.send(text, files, options, self._system())
 
     def _begin_turn(self, replaces: int, text: str | None, files: list[tuple[Path, str]]) -> None:
         from mmforge.backend.attachments import Attachment
@@ -705,22 +669,28 @@ class ChatView(QWidget):
     @Slot()
     def regenerate(self) -> None:
         """Answer the last message again."""
-        messages = self._messages()
-        if not self._loaded or self._busy or not messages:
+        messages = messages_of(self.conversation)
+        if not self._ready() or not messages:
             return
         self._draft = None
         self._begin_turn(1 if messages[-1].role == "assistant" else 0, None, [])
-        self.bridge.regenerate(self._options(), self._system())
+        self.bridge.regenerate(self.settings_box.options(), self._system())
 
     @Slot()
     def edit_last(self) -> None:
         """Put the last user message back in the input for editing."""
-        last = next((m for m in reversed(self._messages()) if m.role == "user"), None)
-        if last is None or self._busy:
+        last = last_user(messages_of(self.conversation))
+        if last is None or not self._ready():
             return
         self.input.setPlainText(last.text)
         self._editing = True
         self.input.setFocus()
+
+    @Slot()
+    def stop(self) -> None:
+        """Stop the answer being streamed (Stop, Esc)."""
+        if self._busy:
+            self.bridge.stop()
 
     @Slot(str)
     def _on_token(self, text: str) -> None:
@@ -775,17 +745,39 @@ class ChatView(QWidget):
         self._update_buttons()
 
     def _update_buttons(self) -> None:
-        ready = self._loaded and not self._busy
-        for b in (
-            self.send_button,
-            self.regen_button,
-            self.edit_button,
-            self.delete_button,
-            self.rename_button,
-            self.new_button,
-        ):
-            b.setEnabled(ready)
+        ready = self._ready()
+        messages = messages_of(self.conversation)
+        self.send_button.setEnabled(ready)
+        self.regen_button.setEnabled(ready and bool(messages))
+        self.edit_button.setEnabled(ready and last_user(messages) is not None)
         self.stop_button.setEnabled(self._loaded and self._busy)
+        shown = self.conversation is not None and not self._busy
+        self.conversation_list.set_enabled(
+            manage=shown and bool(messages or (self.conversation and self.conversation.title)),
+            new=not self._busy,
+            export=shown and bool(messages),
+        )
+        self._update_continue()
+
+    def _update_continue(self) -> None:
+        """Under a conversation the loaded model does not hold: load its own to continue."""
+        c = self.conversation
+        if c is None or not self.local or not c.messages or self._busy:
+            self.continue_bar.setVisible(False)
+            return
+        name = Path(c.package).name
+        if not (Path(c.package) / "genai_config.json").is_file():
+            self.continue_note.setText(
+                f"Made with {name}, which is no longer there: read, rename, export or delete it."
+            )
+            self.continue_button.setVisible(False)
+        else:
+            loading = not self.load_button.isEnabled()
+            self.continue_note.setText(f"Made with {name}. Load it to go on with it.")
+            self.continue_button.setText(f"Load {name} to continue")
+            self.continue_button.setEnabled(not loading)
+            self.continue_button.setVisible(True)
+        self.continue_bar.setVisible(True)
 
     @Slot()
     def _scroll_to_end(self) -> None:
@@ -798,24 +790,27 @@ class ChatView(QWidget):
         While `streaming`, the answer in flight is an open bubble whose text grows as
         tokens arrive (see `_on_token`).
         """
-        messages = list(self._messages())
         pending = self.pending
-        if pending is not None:
-            messages = messages[: len(messages) - pending.replaces]
-            if pending.user is not None:
-                messages.append(pending.user)
+        messages = shown_messages(self.conversation, pending)
+        forgotten = self.conversation.forgotten if self.conversation is not None else 0
         c = colours(self.palette())
         self.transcript.document().setDefaultStyleSheet(stylesheet(c))
         thumb = self.transcript.thumb_url
-        parts = [_message_html(m, i, c, thumb) for i, m in enumerate(messages)]
+        parts = []
+        for i, m in enumerate(messages):
+            if i == forgotten and i > 0:
+                parts.append(forgotten_html(c))
+            parts.append(message_html(m, i, c, thumb))
         if not parts and pending is None:
-            parts.append(_empty_html(self._loaded, c))
+            parts.append(empty_html(self._loaded, c))
         if pending is not None:
             if streaming:
                 head = f"<p style='color:{c.muted};font-size:small'>Model</p>"
-                parts.append(_bubble(f"{head}<p>{MARK}</p>", c, user=False))
+                from mmforge.gui.transcript import bubble
+
+                parts.append(bubble(f"{head}<p>{MARK}</p>", c, user=False))
             else:
-                parts.append(_message_html(Message("assistant", pending.answer), None, c, thumb))
+                parts.append(message_html(Message("assistant", pending.answer), None, c, thumb))
         self._shown = messages
         self.transcript.setHtml("".join(parts))
         self._stream_cursor = None
@@ -852,7 +847,8 @@ class ChatView(QWidget):
     @Slot()
     def copy_last_answer(self) -> None:
         """Put the last answer on the clipboard."""
-        last = next((m for m in reversed(self._messages()) if m.role == "assistant"), None)
+        messages = messages_of(self.conversation)
+        last = next((m for m in reversed(messages) if m.role == "assistant"), None)
         if last is not None:
             QApplication.clipboard().setText(last.text)
             self.status.setText("Copied the last answer to the clipboard.")
@@ -862,78 +858,3 @@ class ChatView(QWidget):
         self.eps.shutdown()
         self.bridge.close()
         self._scratch.cleanup()
-
-
-def _empty_html(loaded: bool, c: Colours) -> str:
-    """What an empty transcript says: the next step."""
-    if loaded:
-        text = (
-            "Ask something below and press Enter. To show the model a picture, use "
-            "Attach…, drag it here, or paste it with Ctrl+V."
-        )
-    else:
-        text = (
-            "Choose a package to chat with: pick one from the Library list above, or "
-            "Choose… a folder, then press Load. Convert a model first if you have none."
-        )
-    return f"<p style='color:{c.muted}'>{text}</p>"
-
-
-def _bubble(body: str, c: Colours, *, user: bool) -> str:
-    """A message drawn as a bubble: the user's on the right, the model's on the left."""
-    colour = c.user_bubble if user else c.model_bubble
-    cell = f"<td bgcolor='{colour}'>{body}</td>"
-    gap = "<td width='15%'></td>"
-    row = gap + cell if user else cell + gap
-    return (
-        "<table width='100%' cellspacing='0' cellpadding='10' style='margin-bottom:10px'>"
-        f"<tr>{row}</tr></table>"
-    )
-
-
-def _message_html(
-    m: Message, index: int | None, c: Colours, thumb: Callable[[Path], str] | None = None
-) -> str:
-    """One message of the transcript; `index` names it in its Copy links (None: none).
-
-    `thumb` gives the URL a picture attachment is drawn by (None: pictures are not drawn).
-    Text is cut and its long lines broken for display (`safe_text.for_display`); the
-    message itself, and what Copy copies, stay whole.
-    """
-    muted = f"color:{c.muted};font-size:small"
-    copy = f" · <a href='copy:{index}'>Copy</a>" if index is not None and m.text.strip() else ""
-    if m.role == "user":
-        pictures = "".join(
-            f"<img src='{html.escape(thumb(a.path))}'> "
-            for a in m.attachments
-            if a.kind == IMAGE and thumb is not None
-        )
-        chips = "".join(
-            f"<span style='background:{c.chip}'>&nbsp;♪ {html.escape(a.name)}&nbsp;</span> "
-            for a in m.attachments
-            if a.kind != IMAGE
-        )
-        head = f"<p style='{muted}'>You{copy}</p>"
-        shown = f"<p>{pictures}</p>" if pictures else ""
-        shown += f"<p>{chips}</p>" if chips else ""
-        return _bubble(head + shown + plain(for_display(m.text)), c, user=True)
-    links = None if index is None else (lambda k: f"code:{index}:{k}")
-    body = (
-        to_html(for_display(m.text), style=c.pygments, border=c.border, code_link=links)
-        if m.text
-        else "<p><i>(no text)</i></p>"
-    )
-    stats = m.stats
-    line = ""
-    if stats:
-        # How the answer ended, in words; an answer saved before that was recorded says
-        # nothing rather than the engine's internal word for how it read the prompt.
-        ended = STOPS.get(m.stop_reason)
-        line = (
-            f"{stats.get('new_tokens')} tokens · first after "
-            f"{stats.get('time_to_first_token_s', 0):.2f} s · "
-            f"{stats.get('decode_tokens_per_s', 0):.1f} tokens/s" + (f" · {ended}" if ended else "")
-        )
-    head = f"<p style='{muted}'>Model{copy}</p>"
-    foot = f"<p style='{muted}'>{line}</p>" if line else ""
-    return _bubble(head + body + foot, c, user=False)

@@ -147,11 +147,12 @@ class Conversation:
         )
 
 
-def to_markdown(conversation: Conversation) -> str:
+def to_markdown(conversation: Conversation, links: dict[Path, str] | None = None) -> str:
     """The conversation as a Markdown document a person reads or shares.
 
-    Attachments are named (the files stay in the conversation's folder); each answer
-    ends with its speed when it was measured.
+    Attachments are named, or linked where `links` gives a link for their path (pictures
+    drawn, recordings as links: the exporter copies the files beside the document); each
+    answer ends with its speed when it was measured.
     """
     import datetime
 
@@ -166,7 +167,11 @@ def to_markdown(conversation: Conversation) -> str:
     for m in conversation.messages:
         lines += ["", "**You:**" if m.role == "user" else "**Model:**", ""]
         for a in m.attachments:
-            lines.append(f"*[{a.kind}: {a.path.name}]*")
+            link = (links or {}).get(a.path)
+            if link is None:
+                lines.append(f"*[{a.kind}: {a.path.name}]*")
+            else:
+                lines.append(f"![{a.name}]({link})" if a.kind == "image" else f"[{a.name}]({link})")
         if m.attachments:
             lines.append("")
         lines.append(m.text)

@@ -130,8 +130,11 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path, m
     assert current is not None and current.data(Qt.ItemDataRole.UserRole) == chat.conversation.id
     chat.export_to(tmp_path / "chat.md", as_json=False)
     markdown = (tmp_path / "chat.md").read_text()
-    assert (
-        "**You:**" in markdown and "**Model:**" in markdown and "*[image: probe.png]*" in markdown
+    # The picture is copied beside the Markdown and drawn from there, not named.
+    assert "**You:**" in markdown and "**Model:**" in markdown
+    assert "![probe.png](chat_files/1-probe.png)" in markdown
+    assert (tmp_path / "chat_files" / "1-probe.png").read_bytes() == (
+        resources.probe_image().read_bytes()
     )
     chat.export_to(tmp_path / "chat.json", as_json=True)
     exported = json.loads((tmp_path / "chat.json").read_text())
@@ -145,7 +148,10 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path, m
         chat.bridge.new_conversation()
     chat.max_tokens.setValue(3000)
     chat.input.setPlainText("Describe the world in detail.")
-    with qtbot.waitSignal(chat.bridge.turn, timeout=LONG) as turn:
+    with (
+        qtbot.waitSignal(chat.bridge.turn, timeout=LONG) as turn,
+        qtbot.waitSignal(chat.bridge.busy, timeout=LONG, check_params_cb=_idle),
+    ):
         with qtbot.waitSignal(chat.bridge.token, timeout=LONG):
             chat.send_button.click()
         chat.stop_button.click()
@@ -157,8 +163,12 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path, m
         for i in range(chat.conversations.count())
     ]
     assert len(listed()) == 2
-    chat.conversations.setCurrentRow(1)
+    # Arrows in the list open the conversation they reach (the worker continues it).
+    chat.conversations.setFocus()
+    with qtbot.waitSignal(chat.bridge.conversation, timeout=20_000):
+        qtbot.keyClick(chat.conversations, Qt.Key.Key_Down)
     gone = chat.conversations.currentItem().data(Qt.ItemDataRole.UserRole)
+    assert chat.conversation.id == gone
     asked = []
 
     def answer(choice):
@@ -170,12 +180,14 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path, m
 
     # Delete asks first: Cancel keeps it, Yes deletes it.
     monkeypatch.setattr(QMessageBox, "question", answer(QMessageBox.StandardButton.Cancel))
-    chat.delete_button.click()
+    chat.conversation_list.delete_button.click()
     assert len(listed()) == 2 and "cannot be undone" in asked[-1]
     monkeypatch.setattr(QMessageBox, "question", answer(QMessageBox.StandardButton.Yes))
     with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
-        chat.delete_button.click()
-    assert len(listed()) == 1 and gone not in listed()
+        chat.conversation_list.delete_button.click()
+    # The one shown was deleted: a new, empty one is open in its place.
+    assert gone not in listed() and len(chat.store.list()) == 1
+    assert chat.conversation_list.current_title() == "New conversation"
     assert not _dialogs(window)
 
 
@@ -378,8 +390,8 @@ def test_the_demo_model_is_offered_every_precision(window):
 
 def test_an_answer_saved_without_its_stop_reason_shows_no_internal_word(qapp):
     from mmforge.backend.chat.conversations import Message
-    from mmforge.gui.chat_view import _message_html
     from mmforge.gui.theme import colours
+    from mmforge.gui.transcript import message_html as _message_html
 
     stats = {"new_tokens": 5, "time_to_first_token_s": 0.1, "decode_tokens_per_s": 40.0}
     old = Message("assistant", "Hi.", stats={**stats, "prefill": "fresh"})
@@ -442,16 +454,16 @@ def test_chat_bubbles_copy_links_settings_and_the_conversation_list(
     assert "Ask something below" in chat.transcript.toPlainText()
     # A new conversation is listed (and selected) before its first answer.
     assert chat.conversations.count() == 1
-    assert chat.conversations.currentItem().text() == "New conversation"
+    assert chat.conversation_list.current_title() == "New conversation"
 
     # Settings: a system prompt and seeded sampling reach the worker; the system prompt is
     # saved with the conversation, the sampling settings for the next run.
     chat.settings_button.click()
-    assert chat.settings_box.isVisible() and not chat.temperature.isEnabled()
+    assert chat.settings_box.isVisible() and not chat.settings_box.temperature.isEnabled()
     chat.system.setPlainText("Answer like a pirate.")
-    chat.sample.setChecked(True)
-    chat.temperature.setValue(0.8)
-    chat.seed.setValue(7)
+    chat.settings_box.sample.setChecked(True)
+    chat.settings_box.temperature.setValue(0.8)
+    chat.settings_box.seed.setValue(7)
     chat.max_tokens.setValue(6)
     answers = []
     for _ in range(2):
@@ -461,10 +473,10 @@ def test_chat_bubbles_copy_links_settings_and_the_conversation_list(
             qtbot.waitSignal(chat.bridge.busy, timeout=LONG, check_params_cb=_idle),
         ):
             chat.send_button.click()
-            assert chat.conversations.currentItem().text() == "Hello there."
+            assert chat.conversation_list.current_title() == "Hello there."
         answers.append(chat.conversation.messages[-1].token_ids)
         with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
-            chat.new_button.click()
+            chat.conversation_list.new_button.click()
     assert answers[0] == answers[1]  # the same seed samples the same answer
     [saved] = [chat.store.load(s.id) for s in chat.store.list()][:1]
     assert saved.system == "Answer like a pirate."
@@ -486,8 +498,8 @@ def test_chat_bubbles_copy_links_settings_and_the_conversation_list(
     # Rename: the title is the user's, and the worker saves it.
     monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("Pirate talk", True))
     with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
-        chat.rename_button.click()
-    assert chat.conversations.currentItem().text() == "Pirate talk"
+        chat.conversation_list.rename_button.click()
+    assert chat.conversation_list.current_title() == "Pirate talk"
     assert chat.store.load(saved.id).title == "Pirate talk"
 
     # A dark palette redraws the transcript in dark bubbles.

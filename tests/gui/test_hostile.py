@@ -23,8 +23,9 @@ def test_settings_of_the_wrong_type_fall_back_to_the_defaults(qtbot, tmp_path, m
     win = MainWindow(QSettings(str(ini), QSettings.Format.IniFormat))
     qtbot.addWidget(win)
     chat = win.chat_view
-    assert (chat.top_k.value(), chat.temperature.value(), chat.top_p.value()) == (50, 0.7, 0.95)
-    assert (chat.seed.value(), chat.max_tokens.value()) == (-1, 256)
+    box = chat.settings_box
+    assert (box.top_k.value(), box.temperature.value(), box.top_p.value()) == (50, 0.7, 0.95)
+    assert (box.seed.value(), chat.max_tokens.value()) == (-1, 4096)
     assert "chat/top_k" in caplog.text
     win.close()
 

@@ -1,0 +1,129 @@
+"""The chat page's settings: system prompt, answer length, how tokens are picked, a full context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Slot
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QSpinBox,
+    QWidget,
+)
+
+from mmforge.backend.chat.values import CONTEXT_DROP, CONTEXT_STOP
+from mmforge.gui.state import AppState
+
+# A large answer cap: answers end on their own long before it, and the runtime stops at the
+# context anyway. (256, the old default, cut real answers mid-sentence.)
+ANSWER_CAP = 4096
+CONTEXT_CHOICES = (
+    (CONTEXT_DROP, "Let the oldest turns go (marked in the conversation)"),
+    (CONTEXT_STOP, "Stop, and say so (start a new conversation to go on)"),
+)
+
+
+class ChatSettings(QGroupBox):
+    """What the next answer is made with, remembered between runs.
+
+    The system prompt is the open conversation's own (saved with it).
+    """
+
+    def __init__(self, state: AppState, parent: QWidget | None = None):
+        super().__init__("Answer settings", parent)
+        self.state = state
+        self.setObjectName("chatSettings")
+        self.system = QPlainTextEdit()
+        self.system.setObjectName("systemPrompt")
+        self.system.setAccessibleName("System prompt")
+        self.system.setPlaceholderText(
+            "Optional: instructions the model reads before the conversation (this "
+            "conversation's own; saved with it)"
+        )
+        self.system.setTabChangesFocus(True)
+        self.system.setMaximumHeight(64)
+        self.max_tokens = QSpinBox(minimum=1, maximum=32768)
+        # A new key: profiles that saved the old 256 on every send get the new cap.
+        self.max_tokens.setValue(self.state.number("chat/answer_cap", ANSWER_CAP))
+        self.max_tokens.setAccessibleName("Longest answer")
+        self.max_tokens.setToolTip("Most words-pieces (tokens) in one answer")
+        self.max_tokens.setMaximumWidth(120)
+        self.context_full = QComboBox()
+        self.context_full.setObjectName("contextFull")
+        self.context_full.setAccessibleName("When the conversation gets too long")
+        for value, text in CONTEXT_CHOICES:
+            self.context_full.addItem(text, value)
+        chosen = self.state.text("chat/context_full", CONTEXT_DROP)
+        self.context_full.setCurrentIndex(max(0, self.context_full.findData(chosen)))
+        self.sample = QCheckBox("Vary the answers (otherwise the most likely words, every time)")
+        self.sample.setChecked(self.state.text("chat/sample", "false") == "true")
+        self.temperature = QDoubleSpinBox(minimum=0.05, maximum=2.0, singleStep=0.05)
+        self.temperature.setValue(self.state.number("chat/temperature", 0.7))
+        self.top_p = QDoubleSpinBox(minimum=0.05, maximum=1.0, singleStep=0.05)
+        self.top_p.setValue(self.state.number("chat/top_p", 0.95))
+        self.top_k = QSpinBox(minimum=1, maximum=1000)
+        self.top_k.setValue(self.state.number("chat/top_k", 50))
+        self.seed = QSpinBox(minimum=-1, maximum=2**31 - 1)
+        self.seed.setSpecialValueText("random")
+        self.seed.setValue(self.state.number("chat/seed", -1))
+        sampling = QHBoxLayout()
+        for label, name, widget in (
+            ("variety", "temperature", self.temperature),
+            ("top-p", "top-p", self.top_p),
+            ("top-k", "top-k", self.top_k),
+            ("seed", "seed", self.seed),
+        ):
+            widget.setAccessibleName(name)
+            sampling.addWidget(QLabel(label))
+            sampling.addWidget(widget)
+        sampling.addStretch(1)
+        self.temperature.setToolTip("Temperature: higher gives more varied, less careful answers")
+        self.sample.toggled.connect(self._sampling_changed)
+        self._sampling_widgets = (self.temperature, self.top_p, self.top_k, self.seed)
+        self._sampling_changed(self.sample.isChecked())
+        form = QFormLayout(self)
+        form.addRow("System prompt", self.system)
+        form.addRow("Longest answer (tokens)", self.max_tokens)
+        form.addRow("When the conversation is too long", self.context_full)
+        form.addRow(self.sample)
+        form.addRow("", sampling)
+
+    @Slot(bool)
+    def _sampling_changed(self, on: bool) -> None:
+        for widget in self._sampling_widgets:
+            widget.setEnabled(on)
+
+    def options(self) -> dict[str, Any]:
+        """The generation options the settings say (remembered for the next run)."""
+        saved = self.state.settings
+        values = {
+            "sample": "true" if self.sample.isChecked() else "false",
+            "temperature": self.temperature.value(),
+            "top_p": self.top_p.value(),
+            "top_k": self.top_k.value(),
+            "seed": self.seed.value(),
+            "answer_cap": self.max_tokens.value(),
+            "context_full": str(self.context_full.currentData()),
+        }
+        for key, value in values.items():
+            saved.setValue(f"chat/{key}", value)
+        options: dict[str, Any] = {
+            "max_new_tokens": self.max_tokens.value(),
+            "context_full": str(self.context_full.currentData()),
+        }
+        if self.sample.isChecked():
+            options.update(
+                do_sample=True,
+                temperature=self.temperature.value(),
+                top_p=self.top_p.value(),
+                top_k=self.top_k.value(),
+                seed=None if self.seed.value() < 0 else self.seed.value(),
+            )
+        return options

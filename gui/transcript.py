@@ -1,0 +1,192 @@
+"""The chat transcript: messages drawn as bubbles, pictures from scaled copies, drops."""
+
+from __future__ import annotations
+
+import html
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QImageReader, QTextDocument
+from PySide6.QtWidgets import QWidget
+
+from mmforge.backend.attachments import IMAGE
+from mmforge.backend.chat.conversations import Message
+from mmforge.gui.markdown import plain, to_html
+from mmforge.gui.safe_text import SafeBrowser, for_display, is_regular_file, refused
+from mmforge.gui.theme import Colours
+
+STOPS = {"eos": "end of answer", "length": "token limit", "stopped": "stopped"}
+THUMB = 200  # the longest side of an image in the transcript, in pixels
+MARK = "\u2063"  # an invisible separator: where streamed tokens go in the open answer
+FORGOTTEN = "Earlier turns are no longer in the model's view (the conversation outgrew its context)"
+
+
+class Transcript(SafeBrowser):
+    """The conversation as a document; pictures are drawn from scaled copies.
+
+    The view registers each picture it draws (`thumb_url`) and writes it as
+    `<img src="thumb:<secret>-N">`: the browser asks `loadResource` for it, which scales the file
+    once and keeps the result, so a redraw never decodes a full-size photo again. Any
+    other resource (an image or a `thumb:` URL an answer or a saved conversation names)
+    is refused and never read.
+
+    Files dropped on it are offered as attachments (`files_dropped`), as its empty text
+    says; the document itself never takes a drop.
+
+    Signals:
+        files_dropped(list[str]): local files dropped on the transcript.
+    """
+
+    files_dropped = Signal(list)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._thumbs: dict[str, QImage] = {}
+        self._urls: dict[Path, str] = {}
+        self._paths: dict[str, Path] = {}
+        # Not guessable: an answer that writes `thumb:...` draws none of these pictures.
+        self._secret = secrets.token_hex(8)
+        self.setOpenLinks(False)
+        self.setAcceptDrops(True)
+        self.viewport().setAcceptDrops(True)
+
+    def thumb_url(self, path: Path) -> str:
+        """The URL the transcript draws the picture `path` by (it may load that file)."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = f"thumb:{self._secret}-{len(self._urls)}"
+            self._paths[url] = path
+        return url
+
+    def loadResource(self, kind: int, url: QUrl | str) -> Any:
+        """The registered thumbnails; nothing else (see `safe_text.refused`)."""
+        key = QUrl(url).toString()
+        path = self._paths.get(key)
+        if kind != QTextDocument.ResourceType.ImageResource.value or path is None:
+            return refused()
+        if key not in self._thumbs:
+            self._thumbs[key] = _thumbnail(path)
+        return self._thumbs[key]
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        """Files may be dropped here (they become attachments of the draft)."""
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event: Any) -> None:
+        """As `dragEnterEvent`."""
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        """Hand the local files on; nothing is inserted into the document."""
+        urls = event.mimeData().urls() if event.mimeData().hasUrls() else []
+        files = [u.toLocalFile() for u in urls if u.isLocalFile()]
+        if files:
+            event.acceptProposedAction()
+            self.files_dropped.emit(files)
+        else:
+            event.ignore()
+
+
+def _thumbnail(path: Path) -> QImage:
+    """The picture scaled to fit THUMB; an empty image for anything but a readable file."""
+    if not is_regular_file(path):  # a FIFO or a device named in a saved conversation
+        return QImage()
+    reader = QImageReader(str(path))
+    size = reader.size()
+    if size.isValid() and max(size.width(), size.height()) > THUMB:
+        reader.setScaledSize(size.scaled(THUMB, THUMB, Qt.AspectRatioMode.KeepAspectRatio))
+    image = reader.read()
+    return image if not image.isNull() else QImage()
+
+
+def empty_html(loaded: bool, c: Colours) -> str:
+    """What an empty transcript says: the next step."""
+    if loaded:
+        text = (
+            "Ask something below and press Enter. To show the model a picture, use "
+            "Attach…, drag it here, or paste it with Ctrl+V."
+        )
+    else:
+        text = (
+            "Choose a package to chat with: pick one from the Library list above, or "
+            "Choose… a folder, then press Load. Convert a model first if you have none. "
+            "Saved conversations on the left open without a model."
+        )
+    return f"<p style='color:{c.muted}'>{text}</p>"
+
+
+def forgotten_html(c: Colours) -> str:
+    """The marker drawn where the model's view of the conversation begins."""
+    return (
+        f"<p align='center' style='color:{c.muted};font-size:small'>"
+        f"— {html.escape(FORGOTTEN)} —</p>"
+    )
+
+
+def bubble(body: str, c: Colours, *, user: bool) -> str:
+    """A message drawn as a bubble: the user's on the right, the model's on the left."""
+    colour = c.user_bubble if user else c.model_bubble
+    cell = f"<td bgcolor='{colour}'>{body}</td>"
+    gap = "<td width='15%'></td>"
+    row = gap + cell if user else cell + gap
+    return (
+        "<table width='100%' cellspacing='0' cellpadding='10' style='margin-bottom:10px'>"
+        f"<tr>{row}</tr></table>"
+    )
+
+
+def message_html(
+    m: Message, index: int | None, c: Colours, thumb: Callable[[Path], str] | None = None
+) -> str:
+    """One message of the transcript; `index` names it in its Copy links (None: none).
+
+    `thumb` gives the URL a picture attachment is drawn by (None: pictures are not drawn).
+    Text is cut and its long lines broken for display (`safe_text.for_display`); the
+    message itself, and what Copy copies, stay whole.
+    """
+    muted = f"color:{c.muted};font-size:small"
+    copy = f" · <a href='copy:{index}'>Copy</a>" if index is not None and m.text.strip() else ""
+    if m.role == "user":
+        pictures = "".join(
+            f"<img src='{html.escape(thumb(a.path))}'> "
+            for a in m.attachments
+            if a.kind == IMAGE and thumb is not None
+        )
+        chips = "".join(
+            f"<span style='background:{c.chip}'>&nbsp;♪ {html.escape(a.name)}&nbsp;</span> "
+            for a in m.attachments
+            if a.kind != IMAGE
+        )
+        head = f"<p style='{muted}'>You{copy}</p>"
+        shown = f"<p>{pictures}</p>" if pictures else ""
+        shown += f"<p>{chips}</p>" if chips else ""
+        return bubble(head + shown + plain(for_display(m.text)), c, user=True)
+    links = None if index is None else (lambda k: f"code:{index}:{k}")
+    body = (
+        to_html(for_display(m.text), style=c.pygments, border=c.border, code_link=links)
+        if m.text
+        else "<p><i>(no text)</i></p>"
+    )
+    stats = m.stats
+    line = ""
+    if stats:
+        # How the answer ended, in words; an answer saved before that was recorded says
+        # nothing rather than the engine's internal word for how it read the prompt.
+        ended = STOPS.get(m.stop_reason)
+        line = (
+            f"{stats.get('new_tokens')} tokens · first after "
+            f"{stats.get('time_to_first_token_s', 0):.2f} s · "
+            f"{stats.get('decode_tokens_per_s', 0):.1f} tokens/s" + (f" · {ended}" if ended else "")
+        )
+    head = f"<p style='{muted}'>Model{copy}</p>"
+    foot = f"<p style='{muted}'>{line}</p>" if line else ""
+    return bubble(head + body + foot, c, user=False)
