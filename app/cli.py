@@ -107,7 +107,15 @@ def _add_convert(sub: Any) -> None:
         "--dtype",
         choices=DTYPES,
         default="f32",
-        help="f32, f16 (all components), int4 or int8 (decoder MatMuls); default f32",
+        help="f32, f16 (all components), int4 or int8 (decoder MatMuls and token table); "
+        "default f32",
+    )
+    p.add_argument(
+        "--encoders",
+        choices=("auto", "f32"),
+        default="auto",
+        help="auto: encoders in f16 where a probe run shows it safe (f16, int4, int8); "
+        "f32: keep them float32",
     )
     p.add_argument("--ep", choices=EPS, default=DEFAULT_EP, help="target; default cpu")
     p.add_argument("--json", action="store_true", help="print the manifest as one JSON object")
@@ -243,6 +251,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         ep=args.ep,
         trust_remote_code=args.trust_remote_code,
         allow_pickle=args.allow_pickle,
+        encoders=args.encoders,
     )
     if args.json:
         print(json.dumps(manifest.to_dict(), indent=2))
@@ -257,6 +266,12 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     print(f"  size         {human_bytes(total)} in {len(manifest.files)} files")
     w = manifest.weights
     print(f"  weights      {w['mapped']} mapped, {w['unused']} unused, 0 missing")
+    if manifest.precisions:
+        stored = ", ".join(f"{c} {p}" for c, p in manifest.precisions.items())
+        print(f"  precisions   {stored}")
+    for note in manifest.notes:
+        if " kept in f32" in note:
+            print(f"  kept in f32  {note}")
     if manifest.validation["ep"].startswith("not run"):
         print("  runtime      NOT RUN: this machine has no CUDA device (config and graphs checked)")
     else:

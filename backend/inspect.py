@@ -30,11 +30,12 @@ KV_CONTEXT = 4096  # tokens of KV cache assumed by the memory estimate
 TOOLS_FOOTPRINT = 450_000_000
 # Bytes per parameter the writer holds beside the checkpoint tensor it reads, for the
 # largest tensor, when it casts it (nothing when the checkpoint already has the dtype):
-# the cast copy, and for f32 and int4 a transient second float32 copy's worth (the
-# transposed tied output layer; quantizing). Measured by benchmarks/scale.py on a 3B
-# bfloat16 checkpoint whose largest tensor has 311M parameters: conversion peaks of
-# 1.70 GB (f16), 2.92 GB (f32) and 2.92 GB (int4).
-_CAST_BYTES = {"f32": 6, "f16": 2, "int4": 6, "int8": 6}
+# the cast copy, and for f32 a transient second float32 copy's worth (the transposed
+# tied output layer). Measured by benchmarks/scale.py on a 3B bfloat16 checkpoint whose
+# largest tensor has 311M parameters: conversion peaks of 1.70 GB (f16) and 2.92 GB
+# (f32). int4/int8 quantize a transposed weight in column blocks, never copying it
+# whole: one float32 copy (Qwen3.5-2B shapes, largest tensor 509M parameters: 3.49 GB).
+_CAST_BYTES = {"f32": 6, "f16": 2, "int4": 4, "int8": 4}
 _SAFETENSORS_DTYPE = {"f32": "F32", "f16": "F16"}
 # ONNX Runtime's CPU kernels run f16 weights as float32: loading an f16 package holds
 # both (measured: 16.7 GB for an 8.17 GB package).
@@ -181,6 +182,22 @@ def _rope_cache_elements(text: Cfg) -> int:
     return 2 * context * (int(head_dim * partial) // 2)
 
 
+def _stored_bytes(dtype: str, component: str, t: TensorInfo, f16_encoders: bool) -> float:
+    """Bytes per parameter of a checkpoint tensor in a package of `dtype` (policy.py)."""
+    if dtype == "f16":
+        return 2.0
+    if not precisions.is_quantized(dtype):
+        return 4.0
+    if component == "decoder" and _quantized(t):
+        # the blocks, and one float32 scale per block of 32
+        return precisions.WEIGHT_BYTES[dtype]
+    if component == "embedding" and len(t.shape) == 2 and t.shape[-1] % precisions.BLOCK_SIZE == 0:
+        return precisions.WEIGHT_BYTES[dtype]  # the token table, GatherBlockQuantized
+    if component in ("vision_encoder", "audio_encoder") and f16_encoders:
+        return 2.0
+    return 4.0
+
+
 def _quantized(t: TensorInfo) -> bool:
     """Whether int4 quantizes a decoder tensor: matrices, and fused experts [E, out, in]."""
     return len(t.shape) == 2 or (len(t.shape) == 3 and "conv" not in t.name)
@@ -248,26 +265,30 @@ def estimate_sizes(
     )
     active = _active_parameters(by_comp, cfg.text)
 
-    def package(dtype: str) -> int:
-        total = 0
-        for comp, ts in by_comp.items():
-            for t in ts:
-                if dtype == "f16":
-                    total += t.numel * 2
-                elif precisions.is_quantized(dtype) and comp == "decoder" and _quantized(t):
-                    # the blocks, and one float32 scale per block of 32
-                    total += int(t.numel * precisions.WEIGHT_BYTES[dtype])
-                else:
-                    total += t.numel * 4
-        return total
+    # int4/int8 store the encoders in f16 where mobius builds them in f16 (and the probe
+    # run finds it safe: the estimate assumes it does).
+    f16_encoders = spec is not None and spec.build is None and "f16" in spec.dtypes
+
+    def package(dtype: str, loaded: bool = False) -> int:
+        return sum(
+            int(t.numel * _stored_bytes(dtype, comp, t, f16_encoders and not loaded))
+            for comp, ts in by_comp.items()
+            for t in ts
+        )
 
     kv_elems = _state_elements(cfg.text)
     rope = _rope_cache_elements(cfg.text)
     dtypes = spec.dtypes if spec is not None else DTYPES
     # The decoder's cos/sin tables cover the whole context (f16 in f16 packages).
     pkg = {d: package(d) + rope * (2 if d == "f16" else 4) for d in dtypes}
+    # ONNX Runtime's CPU kernels run f16 weights as float32 (an int4 package's f16
+    # encoders too); quantized blocks stay as they are.
+    loaded = {
+        d: package(d, loaded=True) + rope * 4 if precisions.is_quantized(d) else pkg[d]
+        for d in dtypes
+    }
     mem = {
-        d: int(pkg[d] * _CPU_LOAD_FACTOR.get(d, 1.0)) + kv_elems * (2 if d == "f16" else 4)
+        d: int(loaded[d] * _CPU_LOAD_FACTOR.get(d, 1.0)) + kv_elems * (2 if d == "f16" else 4)
         for d in dtypes
     }
     largest = max(tensors, key=lambda t: t.numel)

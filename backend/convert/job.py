@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from mmforge.backend import __version__, families, precisions, typed
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.convert import package
+from mmforge.backend.convert.policy import refuse_unknown
 from mmforge.backend.diskspace import no_space, out_of_space
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.inspect import Profile, Sizes, profile_checkpoint
@@ -56,6 +57,8 @@ class Manifest:
     dtype: str
     ep: str
     files: dict[str, int] = field(default_factory=dict)
+    # What each component is stored in (policy.py): "f16" encoders in an int4 package.
+    precisions: dict[str, str] = field(default_factory=dict)
     timings_s: dict[str, float] = field(default_factory=dict)
     weights: dict[str, int] = field(default_factory=dict)
     validation: dict[str, Any] = field(default_factory=dict)
@@ -119,8 +122,12 @@ def convert(
     token: str | None = None,
     allow_pickle: bool = False,
     trust_remote_code: bool = False,
+    encoders: str = "auto",
 ) -> Manifest:
     """Convert a hub id or local folder into an ONNX Runtime GenAI package at `out`.
+
+    `encoders`: "auto" stores encoders in f16 where a probe run shows it safe (f16, int4
+    and int8 packages), "f32" keeps them float32 (policy.py).
 
     Raises:
         MmforgeError: Anything the user can act on (unsupported family, corrupt weights,
@@ -129,6 +136,7 @@ def convert(
     """
     ctx = ctx or JobContext()
     _check_choices(dtype, ep)
+    refuse_unknown(encoders)
     out = Path(out).expanduser().resolve()
     _recover_interrupted_publish(out)
     _remove_stale_staging(out)
@@ -157,7 +165,7 @@ def convert(
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.mmforge-{os.getpid()}-", dir=out.parent))
     staging.chmod(0o755)  # mkdtemp makes it private; a package is an ordinary folder
     try:
-        manifest = _build_into(staging, checkpoint, dtype, ep, ctx, timings, allow_pickle)
+        manifest = _build_into(staging, checkpoint, dtype, ep, ctx, timings, allow_pickle, encoders)
         manifest.source = spec
         manifest.commit = resolved.commit
         package.write_json(staging / MANIFEST, manifest.to_dict())
@@ -223,7 +231,9 @@ def _build_into(
     ctx: JobContext,
     timings: dict[str, float],
     allow_pickle: bool = False,
+    encoders: str = "auto",
 ) -> Manifest:
+    from mmforge.backend.convert import policy as precision_policy
     from mmforge.backend.convert.validate import validate_package
     from mmforge.backend.convert.weights import plan_weights
     from mmforge.backend.tensors import checkpoint_refs
@@ -233,6 +243,13 @@ def _build_into(
     assert spec is not None and family.pipeline_type is not None
     with _timed(timings, "build"):
         graphs, fixes = _build(checkpoint, dtype, ep, staging, ctx)
+        policy = precision_policy.choose(
+            checkpoint,
+            dtype,
+            graphs,
+            lambda other: _build(checkpoint, other, ep, staging, ctx)[0],
+            encoders,
+        )
     with _timed(timings, "plan"):
         refs = checkpoint_refs(checkpoint.folder, allow_pickle=allow_pickle)
         if spec.prepare_weights is not None:
@@ -245,6 +262,13 @@ def _build_into(
         ctx.report("package", 0, 1, message="genai_config, processor and tokenizer", force=True)
         config = package.write_package(staging, checkpoint, io_names, plan.report, ep)
         ctx.report("package", 1, 1)
+    with _timed(timings, "probe"):
+
+        def rewrite(component: str, model: Any) -> dict[str, int]:
+            graphs.models[component] = model
+            return _write_components(graphs, plan, "f32", staging, ctx, timings)
+
+        files.update(precision_policy.probe_and_settle(staging, policy, rewrite, ctx))
     peak = {"before_validation": _peak_rss_mb()}
     with _timed(timings, "validate"):
         image_token = config["model"].get("image_token_id")
@@ -260,11 +284,12 @@ def _build_into(
         dtype=dtype,
         ep=ep,
         files=dict(sorted(files.items())),
+        precisions=policy.precisions,
         timings_s=timings,
         weights=plan.report.summary(),
         validation=asdict(checked),
         peak_rss_mb={**peak, "with_validation": _peak_rss_mb(), **_child_peak(graphs)},
-        notes=[*fixes, *spec.notes],
+        notes=[*fixes, *policy.notes, *spec.notes],
     )
 
 
@@ -310,12 +335,18 @@ def _write_components(
                 check_baked(graphs, component, plan, ctx)
             else:
                 apply_component(graphs, component, plan, ctx)
-        if precisions.is_quantized(dtype) and component == "decoder":
-            with _timed(timings, "quantize"):
+        if precisions.is_quantized(dtype) and component in ("decoder", "embedding"):
+            with _timed(timings, f"quantize/{component}"):
+                from mmforge.backend.convert.policy import compact_embedding
                 from mmforge.backend.convert.quantize import quantize_decoder
 
                 bits = precisions.QUANTIZED_BITS[dtype]
-                graphs.models[component] = quantize_decoder(graphs.models[component], ctx, bits)
+                model = graphs.models[component]
+                graphs.models[component] = (
+                    quantize_decoder(model, ctx, bits)
+                    if component == "decoder"
+                    else compact_embedding(model, bits)
+                )
         with _timed(timings, f"write/{component}"):
             files.update(package.save_component(graphs.models[component], component, staging, ctx))
         del graphs.models[component]  # written: let its tensors go

@@ -145,8 +145,11 @@ def _verify(
         model=model,
         checkpoint=checkpoint,
         tol=tol,
-        # int4 and int8 quantize the decoder only: encoders and embedding stay float32.
-        tol_encoders=tolerance("f32") if not tol.elementwise else tol,
+        # int4 and int8 quantize the decoder and the token table: the encoders stay f32,
+        # or f16 where the probe run found it safe (the manifest says which).
+        tol_encoders=precision.encoder_tolerance(package, tolerance("f32"))
+        if not tol.elementwise
+        else tol,
         n_images=len(images),
         n_audios=len(audios),
     )

@@ -27,7 +27,7 @@ from mmforge.backend.verify.evidence import (
     first_difference,
     longer,
 )
-from mmforge.backend.verify.parity import tolerance
+from mmforge.backend.verify.parity import Tolerance, tolerance
 from mmforge.backend.verify.stages import Setup
 
 log = logging.getLogger(__name__)
@@ -64,15 +64,36 @@ class Rounded:
 
 
 def prepare(setup: Setup, scratch: Path, dtype: str) -> Rounded:
-    """The exact-arithmetic view of a quantized package, judged with the f32 tolerances."""
+    """The exact-arithmetic view of a quantized package, judged with the f32 tolerances.
+
+    Encoders the package stores in f16 are judged with the f16 bounds; the embedding
+    (its table rounded like the decoder's weights, and held so by the reference) and the
+    decoder with the f32 ones.
+    """
     exact = rounding.exact_arithmetic_copy(setup.package, scratch / "exact-arithmetic")
     layers = int(setup.model["decoder"].get("num_hidden_layers", 0))
     f32 = tolerance("f32", layers)
+    encoders = encoder_tolerance(setup.package, tolerance("f32"))
     return Rounded(
         package=setup.package,
         dtype=dtype,
-        exact=dataclasses.replace(setup, package=exact, tol=f32, tol_encoders=f32),
+        exact=dataclasses.replace(
+            setup, package=exact, tol=f32, tol_encoders=encoders, tol_embedding=f32
+        ),
     )
+
+
+def encoder_tolerance(package: Path, otherwise: Tolerance) -> Tolerance:
+    """The f16 bounds where the package stores an encoder in f16 (its manifest says so)."""
+    import json
+
+    try:
+        manifest = json.loads((package / "mmforge_manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return otherwise
+    stored = manifest.get("precisions") or {}
+    encoders = [stored.get(c) for c in ("vision_encoder", "audio_encoder")]
+    return tolerance("f16") if "f16" in encoders else otherwise
 
 
 def cost(

@@ -168,6 +168,37 @@ def _package_weights(package: Path) -> list[tuple[str, Any, float]]:
     return out
 
 
+def _embedding_tables(package: Path) -> list[tuple[str, Any]]:
+    """Each quantized token table of the embedding graph: (its source name, float32 [V, H]).
+
+    int4 and int8 packages store the table as GatherBlockQuantized with the decoder's
+    blocks (policy.py): the same symmetric layout as MatMulNBits, one row per token.
+    """
+    import onnx
+
+    path = package / "embedding.onnx"
+    if not path.is_file():
+        return []
+    model = onnx.load(str(path), load_external_data=False)
+    inits = {t.name: t for t in model.graph.initializer}
+    out = []
+    for node in model.graph.node:
+        if node.op_type != "GatherBlockQuantized":
+            continue
+        attrs = {a.name: a.i for a in node.attribute}
+        bits, block = attrs.get("bits", 4), attrs.get("block_size", 128)
+        if len(node.input) > 3 and node.input[3]:
+            raise LayoutError(f"{node.name}: only symmetric quantized tables are read back")
+        packed = _array(package, inits[node.input[0]])
+        scales = _array(package, inits[node.input[2]])
+        rows, blocks = scales.shape
+        per_byte = 8 // bits
+        grouped = packed.reshape(rows, blocks, block // per_byte)
+        table = dequantize(grouped, scales, blocks * block, rows, block, bits).T
+        out.append((node.input[0].removesuffix(f"_Q{bits}"), np.ascontiguousarray(table)))
+    return out
+
+
 def _array(package: Path, tensor: Any) -> Any:
     """An initializer's values, from the package's external data file or the proto.
 
@@ -192,14 +223,14 @@ def _digest(array: Any) -> str:
     return hashlib.blake2b(np.ascontiguousarray(array).tobytes(), digest_size=16).hexdigest()
 
 
-def _sources(package: Path) -> dict[str, str]:
-    """Decoder initializer name -> the checkpoint tensor it was made from."""
+def _sources(package: Path, of: str = "decoder") -> dict[str, str]:
+    """A component's initializer name -> the checkpoint tensor it was made from."""
     report = json.loads((package / "weights_report.json").read_text(encoding="utf-8"))
     out = {}
     for entry in report.get("mapped", []):
         for target in entry.get("targets", []):
             component, _, name = str(target).partition("/")
-            if component == "decoder":
+            if component == of:
                 out[name] = str(entry["checkpoint"])
     return out
 
@@ -259,6 +290,36 @@ def round_like_package(model: Any, package: Path, checkpoint_folder: Path) -> tu
                 written += 1
                 continue
             wrong.append(source)
+        embedded = _round_tables(package, refs, index, output, model)
+        written += embedded[0]
+        wrong += embedded[1]
+    return written, wrong
+
+
+def _round_tables(
+    package: Path, refs: dict[str, Any], index: dict[str, tuple[str, Any]], output: Any, model: Any
+) -> tuple[int, list[str]]:
+    """Write the package's quantized token tables into the model's embeddings."""
+    import torch
+
+    sources = _sources(package, "embedding")
+    written, wrong = 0, []
+    for source, table in _embedding_tables(package):
+        target = _place(source, sources, refs, index, None, model)
+        values = torch.from_numpy(table)
+        if tuple(target.shape) != tuple(values.shape):
+            raise LayoutError(f"The embedding table {source} has no place of its shape")
+        # Within half a block's step (the scale) of the checkpoint's rows, else wrong.
+        step = float(values.abs().max()) / 7.0 + 1e-6
+        if float((target.float() - values).abs().max()) > step * 1.01:
+            wrong.append(source)
+            continue
+        if output is not None and output.weight.data_ptr() == target.data_ptr():
+            # Tied to the output layer: it keeps its own values (rounded by the decoder's
+            # blocks, or float32); the embedding takes the table's.
+            output.weight = torch.nn.Parameter(output.weight.detach().clone())
+        target.copy_(values.to(target.dtype))
+        written += 1
     return written, wrong
 
 

@@ -13,6 +13,7 @@ from onnx import numpy_helper
 
 from mmforge import resources
 from mmforge.backend.errors import MmforgeError
+from mmforge.backend.runtime import read_genai_config
 from mmforge.backend.verify import verify
 from tests.backend.families import TESTED, verdict
 
@@ -235,7 +236,11 @@ def test_a_quantized_package_is_exact_against_its_own_rounded_weights(tiny, pack
     assert report.dtype == dtype
     stages = {c.name: c for c in report.components}
     assert "rtol 0.02" in stages["decoder_prefill"].reason  # the f32 bound
-    assert report.tokens["matched"] == report.tokens["total"] == 32
+    # The whole answer: 32 tokens, or fewer where it ends at EOS (the tiny Qwen2.5-VL ends
+    # after 4 once its token table is rounded too).
+    assert report.tokens["matched"] == report.tokens["total"]
+    eos = read_genai_config(package(family, dtype))["model"]["eos_token_id"]
+    assert report.tokens["total"] == 32 or report.tokens["reference"][-1] in np.atleast_1d(eos)
     cost = report.rounding
     assert cost is not None and cost.weights > 0
     assert cost.mean_kl > 0 and 0 <= cost.top1_agreement <= 1
