@@ -276,11 +276,17 @@ def check_readable(name: str, dtype: str) -> None:
         )
 
 
-def read_tensor(path: Path, name: str) -> Any:
+def read_tensor(path: Path, name: str, index: int | None = None) -> Any:
     """Read one tensor from a safetensors file with a plain read (no mmap) as torch.
 
     Reading instead of mapping keeps the checkpoint out of the process's resident set:
     only the tensor being converted occupies memory.
+
+    Args:
+        path: The safetensors file.
+        name: The tensor.
+        index: Read only `tensor[index]` (its bytes are contiguous): one expert of a fused
+            expert tensor, without reading the others.
     """
     import numpy as np
     import torch
@@ -288,13 +294,21 @@ def read_tensor(path: Path, name: str) -> Any:
     base, header = _parsed(path)
     meta: dict[str, Any] = header[name]
     dtype = str(meta["dtype"])
+    shape = [int(d) for d in meta["shape"]]
     start, end = (int(x) for x in meta["data_offsets"])
-    count = (end - start) // np.dtype(_NUMPY[dtype]).itemsize
+    itemsize = np.dtype(_NUMPY[dtype]).itemsize
+    count = (end - start) // itemsize
+    if index is not None:
+        if not shape or not -shape[0] <= index < shape[0]:
+            raise IndexError(f"{name}: index {index} outside {shape}")
+        shape = shape[1:]
+        count = math.prod(shape)
+        start += (index % int(meta["shape"][0])) * count * itemsize
     array = np.fromfile(path, dtype=_NUMPY[dtype], count=count, offset=base + start)
     tensor = torch.from_numpy(array)
     if dtype == "BF16":
         tensor = tensor.view(torch.bfloat16)
-    return tensor.reshape([int(d) for d in meta["shape"]])
+    return tensor.reshape(shape)
 
 
 class TensorRef:
@@ -380,14 +394,41 @@ class TensorRef:
         raise AttributeError(op)
 
     def read(self) -> Any:
-        """The tensor's data, read from its file, with the recorded operations applied."""
-        tensor: Any = self.loader() if self.loader else read_tensor(self.file, self.name)
-        for op, args in self.ops:
+        """The tensor's data, read from its file, with the recorded operations applied.
+
+        A first operation that picks one entry of the leading axis (an expert of a fused
+        expert tensor: `t[e]`, `t[e, :rows]`) reads only that entry from the file, so
+        splitting E experts reads the tensor once in all, not E times.
+        """
+        ops = self.ops
+        if self.loader:
+            tensor: Any = self.loader()
+        else:
+            leading, ops = _leading_index(ops)
+            tensor = read_tensor(self.file, self.name, leading)
+        for op, args in ops:
             if op in ("__getitem__", "__pick__"):
                 tensor = tensor[args[0]]
             else:
                 tensor = getattr(tensor, op)(*args)
         return tensor
+
+
+def _leading_index(
+    ops: tuple[tuple[str, tuple[Any, ...]], ...],
+) -> tuple[int | None, tuple[tuple[str, tuple[Any, ...]], ...]]:
+    """An integer pick on the leading axis at the head of `ops`, and the ops left after it."""
+    if not ops or ops[0][0] != "__getitem__":
+        return None, ops
+    key = ops[0][1][0]
+    if isinstance(key, int) and not isinstance(key, bool):
+        return key, ops[1:]
+    if isinstance(key, tuple) and key and isinstance(key[0], int) and not isinstance(key[0], bool):
+        if any(k is Ellipsis or k is None for k in key[1:]):
+            return None, ops
+        rest = key[1:]
+        return key[0], ((("__getitem__", (rest,)),) if rest else ()) + ops[1:]
+    return None, ops
 
 
 def checkpoint_refs(folder: Path, *, allow_pickle: bool = False) -> dict[str, TensorRef]:

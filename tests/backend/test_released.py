@@ -267,7 +267,7 @@ WITH_RELEASED_TEMPLATE = {
     "ministral3-3b",
     "qwen3_5-0.8b",
     "qwen3_6-35b-a3b",
-    "qwen3_6-35b-a3b-per-expert",
+    "qwen3_6-35b-a3b-fused",
 }
 NOT_FOUND = {"mistral3-small-3.1", "gemma4", "lfm2_vl-450m", "fara-7b"}
 

@@ -295,27 +295,34 @@ def with_mtp(weights: dict[str, Any]) -> dict[str, Any]:
     return {**weights, **mtp_tensors(weights)}
 
 
-def per_expert(weights: dict[str, Any]) -> dict[str, Any]:
-    """The experts as one tensor each (`experts.E.gate_proj.weight`, ...).
+def fused_experts(weights: dict[str, Any]) -> dict[str, Any]:
+    """The experts fused as transformers 5 holds them in memory.
 
-    transformers 5 writes them fused (`experts.gate_up_proj` [E, 2I, H] and
-    `experts.down_proj` [E, H, I]); checkpoints re-saved by older tools, and most
-    quantized uploads, have one tensor per expert.
+    `experts.gate_up_proj` [E, 2I, H] (each expert's gate rows, then its up rows) and
+    `experts.down_proj` [E, H, I]. (transformers' `save_pretrained` writes one tensor per
+    expert, as the original releases do; checkpoints saved by tools that keep the
+    in-memory layout have these.)
     """
+    import re
+
+    import torch
+
+    experts: dict[str, dict[int, dict[str, Any]]] = {}
     out: dict[str, Any] = {}
+    pattern = re.compile(r"(.*\.mlp\.experts\.)(\d+)\.(gate_proj|up_proj|down_proj)\.weight")
     for name, tensor in weights.items():
-        if name.endswith("mlp.experts.gate_up_proj"):
-            base = name.removesuffix("gate_up_proj")
-            half = tensor.shape[1] // 2
-            for e in range(tensor.shape[0]):
-                out[f"{base}{e}.gate_proj.weight"] = tensor[e, :half].contiguous()
-                out[f"{base}{e}.up_proj.weight"] = tensor[e, half:].contiguous()
-        elif name.endswith("mlp.experts.down_proj"):
-            base = name.removesuffix("down_proj")
-            for e in range(tensor.shape[0]):
-                out[f"{base}{e}.down_proj.weight"] = tensor[e].contiguous()
-        else:
+        match = pattern.fullmatch(name)
+        if match is None:
             out[name] = tensor
+            continue
+        base, index, kind = match.group(1), int(match.group(2)), match.group(3)
+        experts.setdefault(base, {}).setdefault(index, {})[kind] = tensor
+    for base, by_index in experts.items():
+        order = sorted(by_index)
+        out[base + "gate_up_proj"] = torch.stack(
+            [torch.cat([by_index[e]["gate_proj"], by_index[e]["up_proj"]]) for e in order]
+        ).contiguous()
+        out[base + "down_proj"] = torch.stack([by_index[e]["down_proj"] for e in order])
     return out
 
 
@@ -346,10 +353,10 @@ RELEASED_QWEN3_5_MOE = (
         adjust_weights=with_mtp,
     ),
     ReleaseSpec(
-        key="qwen3_6-35b-a3b-per-expert",
-        release="Qwen/Qwen3.6-35B-A3B, experts one tensor each",
+        key="qwen3_6-35b-a3b-fused",
+        release="Qwen/Qwen3.6-35B-A3B, experts fused as transformers 5 holds them",
         tiny=QWEN3_5_MOE,
         config_json=lambda s, vocab: release_config(s, vocab, moe=True),
-        adjust_weights=lambda w: per_expert(with_mtp(w)),
+        adjust_weights=lambda w: fused_experts(with_mtp(w)),
     ),
 )
