@@ -102,6 +102,7 @@ class AttachmentStrip(QWidget):
             remove = QToolButton()
             remove.setText("✕")
             remove.setToolTip("Remove")
+            remove.setAccessibleName(f"Remove {path.name}")
             remove.setProperty("index", index)
             remove.clicked.connect(self._remove)
             layout.addWidget(label)

@@ -10,6 +10,8 @@ from PySide6.QtWidgets import (
     QListWidget,
     QMainWindow,
     QMenu,
+    QMessageBox,
+    QScrollArea,
     QStackedWidget,
     QWidget,
 )
@@ -22,6 +24,19 @@ from mmforge.gui.theme import SCHEMES, apply_scheme
 from mmforge.gui.verify_view import VerifyView
 
 PAGES = ("1  Model", "2  Convert", "3  Verify", "4  Chat")
+DEFAULT_SIZE = (1180, 780)
+SHORTCUTS = (
+    ("Ctrl+1 … Ctrl+4", "Model, Convert, Verify, Chat"),
+    ("Ctrl+O", "Open a package to chat with"),
+    ("Ctrl+L", "The library of packages and downloads"),
+    ("Ctrl+N", "New conversation"),
+    ("Enter / Shift+Enter", "Send / a new line in the message"),
+    ("Esc or Ctrl+.", "Stop the answer"),
+    ("Ctrl+V", "Paste a picture into the message"),
+    ("Ctrl+Shift+C", "Copy the last answer"),
+    ("↑ ↓ in the conversation list", "Open the conversation above or below"),
+    ("Ctrl+Q", "Quit"),
+)
 
 
 class MainWindow(QMainWindow):
@@ -41,13 +56,19 @@ class MainWindow(QMainWindow):
         self.nav.addItems(PAGES)
         self.nav.setFixedWidth(150)
         self.pages = QStackedWidget()
-        for page in (self.model_view, self.convert_view, self.verify_view, self.chat_view):
-            self.pages.addWidget(page)
+        self._order = (self.model_view, self.convert_view, self.verify_view, self.chat_view)
+        for page in self._order:
+            # A small screen scrolls a page rather than cutting its lower rows off.
+            scroll = QScrollArea()
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+            scroll.setWidget(page)
+            self.pages.addWidget(scroll)
         self.nav.currentRowChanged.connect(self.pages.setCurrentIndex)
         self.model_view.convert_requested.connect(self._to_convert)
         self.convert_view.verify_requested.connect(self._to_verify)
-        self.convert_view.chat_requested.connect(self._to_chat)
-        self.verify_view.chat_requested.connect(self._to_chat)
+        self.convert_view.chat_requested.connect(self._chat_with_converted)
+        self.verify_view.chat_requested.connect(self._chat_with_verified)
         central = QWidget()
         layout = QHBoxLayout(central)
         layout.addWidget(self.nav)
@@ -60,7 +81,21 @@ class MainWindow(QMainWindow):
         if isinstance(geometry, QByteArray):
             self.restoreGeometry(geometry)
         else:
-            self.resize(1180, 780)
+            self.resize(*DEFAULT_SIZE)
+        self._fit_screen()
+
+    def _fit_screen(self) -> None:
+        """No larger than the screen's free area (a saved size from a bigger screen too)."""
+        screen = self.screen()
+        if screen is None:
+            return
+        free = screen.availableGeometry()
+        # The frame (title bar, borders) is not in the window's size: leave room for it.
+        width = min(self.width(), free.width() - 16)
+        height = min(self.height(), free.height() - 40)
+        if (width, height) != (self.width(), self.height()):
+            self.resize(width, height)
+            self.move(free.topLeft())
 
     def _action(self, menu: QMenu, text: str, slot: object, shortcut: str = "") -> QAction:
         action = QAction(text, self)
@@ -101,8 +136,11 @@ class MainWindow(QMainWindow):
         chat = bar.addMenu("&Chat")
         self._action(chat, "&New conversation", self._new_conversation, "Ctrl+N")
         self._action(chat, "&Copy last answer", self.chat_view.copy_last_answer, "Ctrl+Shift+C")
-        self._action(chat, "&Stop the answer", self.chat_view.bridge.stop, "Ctrl+.")
+        self._action(chat, "&Stop the answer", self.chat_view.stop, "Ctrl+.")
         help_menu = bar.addMenu("&Help")
+        self.shortcuts_action = self._action(
+            help_menu, "&Keyboard shortcuts", self.show_shortcuts, "F1"
+        )
         self.about_action = self._action(help_menu, "&About Multimodal Forge", self.show_about)
 
     @Slot(str)
@@ -126,19 +164,38 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def _chat_with(self, package: str) -> None:
-        self.go(3)
-        self.chat_view.package.setText(package)
-        self.chat_view.load()
+        """Show Chat with this package loaded (loading it unless it is the loaded one)."""
+        self.show_page(self.chat_view)
+        if package:
+            self.chat_view.chat_with(package)
+
+    @Slot()
+    def _chat_with_converted(self) -> None:
+        self._chat_with(self.state.package)
+
+    @Slot()
+    def _chat_with_verified(self) -> None:
+        self._chat_with(self.verify_view.package.text().strip() or self.state.package)
 
     @Slot()
     def _open_package(self) -> None:
-        self.go(3)
+        self.show_page(self.chat_view)
         self.chat_view.choose_package()
 
     @Slot()
     def _new_conversation(self) -> None:
-        self.go(3)
+        self.show_page(self.chat_view)
         self.chat_view.new_conversation()
+
+    @Slot()
+    def show_shortcuts(self) -> None:
+        """Help > Keyboard shortcuts."""
+        rows = "".join(f"<tr><td><b>{k}</b></td><td>{what}</td></tr>" for k, what in SHORTCUTS)
+        box = QMessageBox(self)
+        box.setObjectName("shortcuts")
+        box.setWindowTitle("Keyboard shortcuts")
+        box.setText(f"<table cellpadding='4'>{rows}</table>")
+        box.open()
 
     @Slot()
     def show_about(self) -> None:
@@ -151,17 +208,21 @@ class MainWindow(QMainWindow):
         """Show a page (0 Model, 1 Convert, 2 Verify, 3 Chat)."""
         self.nav.setCurrentRow(index)
 
+    def current_page(self) -> QWidget:
+        """The page shown."""
+        return self._order[self.pages.currentIndex()]
+
+    def show_page(self, page: QWidget) -> None:
+        """Show this page."""
+        self.go(self._order.index(page))
+
     @Slot()
     def _to_convert(self) -> None:
-        self.go(1)
+        self.show_page(self.convert_view)
 
     @Slot()
     def _to_verify(self) -> None:
-        self.go(2)
-
-    @Slot()
-    def _to_chat(self) -> None:
-        self.go(3)
+        self.show_page(self.verify_view)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         """Save the geometry; stop workers (a running conversion is cancelled cleanly)."""

@@ -27,7 +27,14 @@ def _highlight(code: str, lang: str, style: str) -> str:
         lexer = TextLexer()
     # Pygments puts its own background on the <div>; the code colour comes from ours.
     formatter = HtmlFormatter(noclasses=True, nobackground=True, style=style)
-    return str(highlight(code, lexer, formatter))
+    # A long line wraps inside its block instead of widening the whole transcript (and
+    # pushing "Copy code" out of view); Copy code copies the line whole.
+    out = str(highlight(code, lexer, formatter))
+    return (
+        out.replace("<pre", "<pre style='white-space:pre-wrap'", 1)
+        if "<pre>" in out
+        else (out.replace('<pre style="', '<pre style="white-space: pre-wrap; ', 1))
+    )
 
 
 def to_html(

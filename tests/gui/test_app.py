@@ -343,7 +343,7 @@ def test_chat_with_it_goes_from_a_finished_conversion_to_chat(qtbot, window):
     window.go(1)
     window.convert_view.chat_button.setEnabled(True)
     window.convert_view.chat_button.click()
-    assert window.pages.currentWidget() is window.chat_view
+    assert window.current_page() is window.chat_view
 
 
 def test_convert_page_shows_the_stage_with_its_rate_and_keeps_its_settings(window, monkeypatch):
@@ -536,7 +536,7 @@ def test_menus_shortcuts_appearance_and_accessible_names(qtbot, window):
     assert shortcuts["Copy last answer"] == "Ctrl+Shift+C"
     assert [a.shortcut().toString(portable) for a in window.page_actions][3] == "Ctrl+4"
     qtbot.keyClick(window, "3", Qt.KeyboardModifier.ControlModifier)
-    assert window.pages.currentWidget() is window.verify_view
+    assert window.current_page() is window.verify_view
 
     # Appearance: dark is dark everywhere (the chat redraws), remembered, and undone.
     window.scheme_actions["dark"].trigger()
@@ -691,7 +691,7 @@ def test_a_fresh_profile_goes_demo_convert_verify_and_chat_with_a_pasted_image(
     assert "built-in demo model" in model.card.toPlainText()
     qtbot.waitUntil(model.next_button.isEnabled, timeout=LONG)
     model.next_button.click()
-    assert window.pages.currentWidget() is convert
+    assert window.current_page() is convert
 
     # Convert into the default folder, whose parents do not exist yet.
     default = tmp_path / "data" / "mmforge" / "packages"
@@ -703,16 +703,18 @@ def test_a_fresh_profile_goes_demo_convert_verify_and_chat_with_a_pasted_image(
 
     # Verify, from the Convert page's button.
     convert.next_button.click()
-    assert window.pages.currentWidget() is verify
+    assert window.current_page() is verify
     with qtbot.waitSignal(verify.runner.finished, timeout=LONG):
         verify.run_button.click()
     assert verify.report is not None and verify.report.verdict == "PASS"
 
     # Chat: load, paste an image with Ctrl+V, send; the answer and the picture are shown.
-    verify.next_button.click()
-    assert window.pages.currentWidget() is chat and chat.package.text() == str(package)
+    # "Chat →" loads the package it names, and says so while it loads.
     with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
-        chat.load_button.click()
+        verify.next_button.click()
+        assert window.current_page() is chat and chat.package.text() == str(package)
+        assert "Loading" in chat.info.text()
+    assert chat.session_info.package == str(package)
     QApplication.clipboard().setImage(QImage(str(resources.probe_image())))
     chat.input.setFocus()
     qtbot.keyClick(chat.input, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier)
