@@ -262,6 +262,8 @@ def _build_into(
         ctx.report("package", 0, 1, message="genai_config, processor and tokenizer", force=True)
         config = package.write_package(staging, checkpoint, io_names, plan.report, ep)
         ctx.report("package", 1, 1)
+    # The conversion's own peak: the probe run and the runtime check load the package.
+    peak = {"before_validation": _peak_rss_mb()}
     with _timed(timings, "probe"):
 
         def rewrite(component: str, model: Any) -> dict[str, int]:
@@ -269,7 +271,6 @@ def _build_into(
             return _write_components(graphs, plan, "f32", staging, ctx, timings)
 
         files.update(precision_policy.probe_and_settle(staging, policy, rewrite, ctx))
-    peak = {"before_validation": _peak_rss_mb()}
     with _timed(timings, "validate"):
         image_token = config["model"].get("image_token_id")
         checked = validate_package(staging, image_token, ctx, ep=ep)
