@@ -255,9 +255,10 @@ def test_inspect_says_native_phi4_checkpoints_carry_their_loras(released):
 
 # Releases whose chat template text was found and is stored in mmforge.resources; the
 # others keep the family's own template (README, "Chat templates that take text only"):
-# mistral3-small-3.1, gemma4, lfm2_vl-450m and fara-7b, whose text was not found as
-# released. ministral3-3b carries Ministral-3-14B-Instruct-2512's text (the 3B's own was
-# found only modified), which differs in the model's name.
+# mistral3-small-3.1, lfm2_vl-450m and fara-7b, whose text was not found as released.
+# ministral3-3b carries Ministral-3-14B-Instruct-2512's text (the 3B's own was found only
+# modified), which differs in the model's name; gemma4 the later of two revisions of
+# Google's Gemma 4 template found (which release it came from is not named).
 WITH_RELEASED_TEMPLATE = {
     "phi4mm-native",
     "phi4mm-remote",
@@ -265,11 +266,12 @@ WITH_RELEASED_TEMPLATE = {
     "qwen2_5_vl-3b",
     "qwen3_vl-2b",
     "ministral3-3b",
+    "gemma4",
     "qwen3_5-0.8b",
     "qwen3_6-35b-a3b",
     "qwen3_6-35b-a3b-fused",
 }
-NOT_FOUND = {"mistral3-small-3.1", "gemma4", "lfm2_vl-450m", "fara-7b"}
+NOT_FOUND = {"mistral3-small-3.1", "lfm2_vl-450m", "fara-7b"}
 
 
 def test_release_shaped_checkpoints_carry_their_releases_template(released):

@@ -342,6 +342,11 @@ def _gemma4_release(s: dict[str, int], vocab: int) -> dict[str, Any]:
 
 RELEASED_GEMMA4 = (
     ReleaseSpec(
-        key="gemma4", release="google/gemma-4 (layout)", tiny=GEMMA4, config_json=_gemma4_release
+        key="gemma4",
+        release="google/gemma-4 (layout)",
+        tiny=GEMMA4,
+        config_json=_gemma4_release,
+        # Google's Gemma 4 template, the later of two revisions found (README).
+        chat_template=released_template("gemma4"),
     ),
 )
