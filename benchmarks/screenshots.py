@@ -2,7 +2,11 @@
 
 Run under a real X server with real fonts (Xvfb), not the offscreen platform:
 
-    xvfb-run -a -s "-screen 0 1400x900x24" python benchmarks/screenshots.py [--out DIR]
+    xvfb-run -a -s "-screen 0 1366x768x24" python benchmarks/screenshots.py [--out DIR]
+    xvfb-run -a -s "-screen 0 1024x600x24" python benchmarks/screenshots.py [--out DIR]
+
+The window fills the screen, so the pictures show what fits a common laptop (1366×768)
+and a small netbook-sized one (1024×600).
 
 On a fresh profile (empty XDG data, config and cache folders, an empty Hugging Face
 cache) it drives the real window through the whole flow, offline: the built-in demo
@@ -80,7 +84,9 @@ class Flow:
         QFontDatabase.addApplicationFont(str(resources.HERE / "DejaVuSans.ttf"))
         settings = QSettings(str(home / "settings.ini"), QSettings.Format.IniFormat)
         self.window = MainWindow(settings)
-        self.window.resize(1280, 820)
+        # The whole screen, as a maximised window on a 1366×768 or 1024×600 laptop.
+        free = self.app.primaryScreen().availableGeometry()
+        self.window.resize(free.width(), free.height())
         self.window.move(0, 0)
         self.window.show()
 
@@ -174,7 +180,7 @@ class Flow:
         self.wait("the conversion to finish", lambda: not convert.runner.running)
 
         # 4. Verify PASS.
-        w.go(2)
+        w.show_page(w.verify_view)
         verify.run()
         self.wait("verification", lambda: not verify.runner.running and verify.report is not None)
         ok("verify")
@@ -199,7 +205,7 @@ class Flow:
         from mmforge import resources
         from mmforge.backend.attachments import IMAGE
 
-        w.go(3)
+        w.show_page(chat)
         chat.package.setText(package)
         chat.load()
         self.wait("the model to load", lambda: chat._loaded or bool(failed))
