@@ -179,10 +179,13 @@ class Flow:
         package = w.state.package
         self.wait("the conversion to finish", lambda: not convert.runner.running)
 
+        def verified() -> bool:
+            return (not verify.runner.running and verify.report is not None) or bool(failed)
+
         # 4. Verify PASS.
         w.show_page(w.verify_view)
         verify.run()
-        self.wait("verification", lambda: not verify.runner.running and verify.report is not None)
+        self.wait("verification", verified)
         ok("verify")
         self.settle()
         self.shot("4-verify-pass")
@@ -196,7 +199,7 @@ class Flow:
         verify.reference.setText(str(self.demo))
         verify.report = None
         verify.run()
-        self.wait("verification", lambda: not verify.runner.running and verify.report is not None)
+        self.wait("verification", verified)
         ok("verify int4")
         self.settle()
         self.shot("5-verify-fail")

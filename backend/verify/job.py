@@ -97,7 +97,7 @@ def verify(
     Raises:
         MmforgeError: A bad package, a reference of another family, unreadable inputs.
     """
-    from mmforge.backend.source import resolve
+    from mmforge.backend.source import check_model_folder, resolve
 
     ctx = ctx or JobContext()
     if tokens < 1:
@@ -106,9 +106,12 @@ def verify(
     resolved = resolve(reference, ctx, purpose="convert")
     # A reference assembled from native parts (Family.reference.load) reads a remote-code
     # layout as data and runs none of its code, so it needs no consent.
-    family = families.lookup((resolved.config or {}).get("model_type"))
+    # A hub reference comes back without its config (only a local folder's is read while
+    # checking it): read it from the fetched folder, or the family is unknown.
+    config = resolved.config if resolved.config is not None else check_model_folder(resolved.folder)
+    family = families.lookup(config.get("model_type"))
     as_data = family.reference is not None and family.reference.load is not None
-    checkpoint = Checkpoint.read(resolved.folder, config=resolved.config, trust_remote_code=as_data)
+    checkpoint = Checkpoint.read(resolved.folder, config=config, trust_remote_code=as_data)
     if checkpoint.tensors is None:  # checked before anything runs: a corrupt file is named
         raise MmforgeError(
             f"{checkpoint.folder} has no safetensors weights to compare against",

@@ -206,6 +206,15 @@ def test_a_wrong_image_token_count_fails_preprocessing(tiny, package, tmp_path):
     assert "image token count mismatch" in report.cause
 
 
+def test_a_hub_reference_is_read_from_its_downloaded_folder(tiny, package, hub):
+    # A hub id resolves without a parsed config (only local folders are read while being
+    # checked): verify read {} and said "config.json has no model_type" (the GUI's
+    # Verify after converting from the hub, as the screenshots flow does).
+    hub.state.add_folder("org/tiny-qwen", tiny("qwen2_5_vl"))
+    report = verify(package("qwen2_5_vl"), "org/tiny-qwen", tokens=4)
+    assert report.verdict == GOOD["qwen2_5_vl"]
+
+
 def test_the_wrong_reference_family_is_one_clear_error(tiny, package):
     with pytest.raises(MmforgeError, match=r"'gemma3' package but the reference is Qwen2\.5-VL"):
         verify(package("gemma3"), str(tiny("qwen2_5_vl")))
