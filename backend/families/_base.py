@@ -284,6 +284,9 @@ class Family:
             in its folder); checked fields with other values are refused.
         released: Test checkpoints shaped like the family's hub releases (tiny.py).
         remote_layout: How its remote-code layout is read without running the code.
+        remote_release: Writes a release-shaped test checkpoint of a remote-code-only
+            family (no transformers class builds it, so no `ReleaseSpec` can): folder in,
+            the checkpoint out.
         architecture: What sets this config's architecture apart, in words, for inspect
             and the model card (Qwen3.5's layer pattern and experts).
         variant: Another entry for a checkpoint of this model_type that the runtime runs
@@ -318,6 +321,7 @@ class Family:
     fields: tuple[Rule, ...] = ()
     released: tuple[ReleaseSpec, ...] = ()
     remote_layout: RemoteLayout | None = None
+    remote_release: Callable[[Any], Any] | None = None
     architecture: Callable[[Cfg], tuple[str, ...]] = lambda cfg: ()
     variant: Variant = lambda config, folder: None
     not_converted: str | None = None

@@ -29,7 +29,8 @@ CONVERTED = [f for f in ALL if f.package is not None and f.tiny is not None]
 def test_every_converted_family_has_a_tiny_or_a_release_shaped_checkpoint():
     for family in ALL:
         if family.package is not None:
-            assert family.tiny is not None or family.released, family.key
+            has = family.tiny or family.released or family.remote_release
+            assert has, family.key
 
 
 def _tiny_config(family) -> dict[str, Any]:
@@ -105,20 +106,21 @@ def _variant(tiny_root: Path, family_key: str, name: str, overrides: dict[str, A
 
 
 def test_a_refused_field_stops_convert_before_any_graph_and_inspect_lists_it(tiny, tmp_path):
-    folder = tmp_path / "mistral3"
-    shutil.copytree(tiny("mistral3"), folder)
+    # Qwen3.5's DeltaNet convolution is built with SiLU; transformers reads hidden_act there.
+    folder = tmp_path / "qwen3_5"
+    shutil.copytree(tiny("qwen3_5"), folder)
     config = json.loads((folder / "config.json").read_text())
-    config["vision_config"]["hidden_act"] = "gelu"
+    config["text_config"]["hidden_act"] = "gelu"
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(MmforgeError) as e:
         convert(str(folder), tmp_path / "out")
     message = e.value.user_message
-    assert "vision_config.hidden_act = 'gelu' (supported: 'silu')" in message
+    assert "text_config.hidden_act = 'gelu' (supported: 'silu')" in message
     assert not (tmp_path / "out").exists()
     from mmforge.backend.inspect import inspect_source
 
     profile = inspect_source(str(folder))
-    assert profile.refused_fields[0].startswith("vision_config.hidden_act = 'gelu'")
+    assert profile.refused_fields[0].startswith("text_config.hidden_act = 'gelu'")
     assert profile.warnings[0].startswith("Cannot convert")
 
 

@@ -102,6 +102,12 @@ def _architecture(cfg: Cfg) -> tuple[str, ...]:
     )
 
 
+def _write_release(folder: Any) -> Any:
+    from mmforge.backend.families.phi3v.tiny import write_phi3v
+
+    return write_phi3v(folder)
+
+
 PHI3V = Family(
     key="phi3v",
     name="Phi-3 / Phi-3.5-Vision",
@@ -113,6 +119,7 @@ PHI3V = Family(
     image_tokens=_image_tokens,
     fields=fields.PHI3V,
     architecture=_architecture,
+    remote_release=_write_release,
     package=PackageSpec(
         # The runtime writes image N's placeholders as -N and reads no image token id for
         # phi3v; -1 names the first image's, which verify and validation look for.

@@ -663,23 +663,25 @@ def test_lfm2_vl_builder_weights_that_differ_from_the_checkpoint_fail(tiny, tmp_
 
 
 def test_a_remote_code_only_checkpoint_is_refused_saying_why(tmp_path):
+    """InternVL's chat checkpoints exist only as remote code and the runtime has no
+    pipeline for them: refused up front, saying so. (Phi-3.5-Vision, remote code too, now
+    converts: its layout is read as data, tests/backend/test_phi3v.py.)"""
     folder = tmp_path / "remote"
     folder.mkdir()
     (folder / "config.json").write_text(
         json.dumps(
             {
-                "model_type": "phi3_v",
-                "auto_map": {"AutoConfig": "configuration_phi3_v.Phi3VConfig"},
-                "hidden_size": 64,
-                "num_hidden_layers": 2,
-                "num_attention_heads": 4,
+                "model_type": "internvl_chat",
+                "auto_map": {"AutoConfig": "configuration_internvl_chat.InternVLChatConfig"},
+                "llm_config": {"hidden_size": 64, "num_hidden_layers": 2},
+                "vision_config": {"hidden_size": 32, "num_hidden_layers": 2},
             }
         )
     )
     with pytest.raises(MmforgeError) as e:
         convert(str(folder), tmp_path / "out", trust_remote_code=True)
-    assert "defined by remote code" in e.value.one_line()
-    assert "no native version" in e.value.one_line()
+    assert "cannot be converted for ONNX Runtime GenAI" in e.value.one_line()
+    assert "has no internvl" in e.value.one_line()
     assert not (tmp_path / "out").exists()
 
 
