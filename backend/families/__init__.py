@@ -33,6 +33,7 @@ __all__ = [
 FOLDERS = (
     "qwen",
     "gemma",
+    "gemma4_unified",
     "mistral",
     "phi3v",
     "phi",

@@ -21,8 +21,8 @@ TESTED: list[str] = [
 AUDIO: set[str] = {f.key for f in ALL if f.tiny is not None and f.tiny.audio_preprocessor}
 # A good package's verdict where it is not PASS: Gemma 4's runtime wraps image and audio
 # blocks in blank lines (documented), so preprocessing is AMBIGUOUS while every graph and
-# token matches.
-VERDICT = {"gemma4": "AMBIGUOUS"}
+# token matches; Gemma 4 unified uses the same runtime processor.
+VERDICT = {"gemma4": "AMBIGUOUS", "gemma4_unified": "AMBIGUOUS"}
 
 
 def verdict(family_key: str) -> str:

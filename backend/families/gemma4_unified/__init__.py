@@ -1,0 +1,198 @@
+"""Gemma 4 unified: the encoder-free Gemma 4, image patches and audio frames straight in.
+
+There is no vision or audio tower: an image's merged pixel patches (patch_size ×
+pooling_kernel_size pixels square) go through LayerNorm → Linear → LayerNorm, plus a
+factorised 2-D position embedding, then RMSNorm → Linear into the text width; raw audio
+frames (audio_embed_dim samples each) go through RMSNorm → Linear. The text model is
+Gemma 4's, with bidirectional attention over an image's tokens on the sliding layers
+when use_bidirectional_attention is "vision".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mmforge.backend.families._base import (
+    Cfg,
+    Family,
+    ImageTokens,
+    PackageSpec,
+    Projector,
+    Reference,
+    ids,
+    processor_op,
+)
+from mmforge.backend.families._embedding import text_embedding_without_features
+from mmforge.backend.families.gemma.attention import bidirectional_image_attention
+from mmforge.backend.families.gemma.build import flat_head_dims
+from mmforge.backend.families.gemma4_unified import fields, reference, tiny
+
+
+def _model_patch(cfg: Cfg, pre: Cfg) -> int:
+    patch = int(pre.get("patch_size", cfg.get("vision_config.patch_size", 16)))
+    pool = int(pre.get("pooling_kernel_size", cfg.get("vision_config.pooling_kernel_size", 3)))
+    return patch * pool
+
+
+def _projector(cfg: Cfg) -> Projector:
+    patch = int(cfg.get("vision_config.patch_size", 16))
+    pool = int(cfg.get("vision_config.pooling_kernel_size", 3))
+    return Projector(
+        "Gemma4UnifiedVisionEmbedder",
+        "LayerNorm → Linear → LayerNorm → +2-D position → LayerNorm → RMSNorm → Linear",
+        f"Gemma 4 unified has no vision tower: each {patch * pool}×{patch * pool} pixel patch "
+        f"(patch_size={patch} × pooling_kernel_size={pool}) is embedded directly, and audio "
+        "frames go through RMSNorm → Linear",
+        {"vision_config.patch_size": patch, "vision_config.pooling_kernel_size": pool},
+    )
+
+
+def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
+    most = int(pre.first("max_soft_tokens", "image_seq_length", default=280))
+    return ImageTokens(
+        maximum=most,
+        rule=f"aspect-preserving resize, one token per merged patch, at most {most} per image",
+    )
+
+
+def _vision_bidirectional(models: dict[str, Any], cfg: Cfg) -> str | None:
+    # HF: AND(window, OR(causal, same image)) on sliding layers, causal on global ones.
+    if cfg.get("text_config.use_bidirectional_attention") != "vision":
+        return None
+    return bidirectional_image_attention(models, cfg)
+
+
+def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    """The runtime's Gemma 4 transform, patchifying at the merged patch size.
+
+    HF cuts patch_size patches and merges pooling_kernel_size² neighbours into one; the
+    merged patch is the plain (row, column, channel) crop of the merged size, so the
+    runtime's transform with that patch size and no pooling gives the same patches,
+    positions and resize (both resize to multiples of the merged size within
+    max_soft_tokens merged patches).
+    """
+    return {
+        "processor": {
+            "name": "gemma4_image_processor",
+            "transforms": [
+                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
+                processor_op(
+                    "gemma4_image_transform",
+                    "Gemma4ImageTransform",
+                    {
+                        "patch_size": _model_patch(cfg, pre),
+                        "max_soft_tokens": int(pre.get("max_soft_tokens", 280)),
+                        "pooling_kernel_size": 1,
+                    },
+                ),
+            ],
+        }
+    }
+
+
+def _audio_processor(cfg: Cfg, audio: Cfg) -> dict[str, Any]:
+    """Raw frames of audio_samples_per_token samples.
+
+    ORT GenAI 0.18 accepts this as `Gemma4Audio` with `type: raw_frames`; it rejects the
+    `Gemma4UnifiedAudioFrames` op name its own test fixture script writes.
+    """
+    samples = int(
+        audio.first(
+            "audio_samples_per_token",
+            "feature_size",
+            default=cfg.get("audio_config.audio_embed_dim", 640),
+        )
+    )
+    return {
+        "feature_extraction": {
+            "sequence": [
+                processor_op("audio_decoder", "AudioDecoder"),
+                processor_op(
+                    "gemma4_audio",
+                    "Gemma4Audio",
+                    {
+                        "type": "raw_frames",
+                        "audio_samples_per_token": samples,
+                        "sampling_rate": int(audio.get("sampling_rate", 16000)),
+                    },
+                ),
+            ]
+        }
+    }
+
+
+PACKAGE = PackageSpec(
+    model_fields=lambda cfg: ids(
+        cfg,
+        image_token_id="image_token_id",
+        audio_token_id="audio_token_id",
+        boa_token_id="boa_token_id",
+    ),
+    vision_fields=lambda cfg, pre: {},
+    vision_inputs={"pixel_values": "pixel_values", "pixel_position_ids": "pixel_position_ids"},
+    processor_json=_processor,
+    speech_inputs={"audio_embeds": "input_features", "attention_mask": "input_features_mask"},
+    audio_processor_json=_audio_processor,
+    config_patch=flat_head_dims,
+    graph_fixes=(_vision_bidirectional, text_embedding_without_features),
+    fused_attention=lambda cfg: False,
+    notes=(
+        "Image patches are cut at the merged size (patch_size × pooling_kernel_size) by "
+        "the runtime's Gemma 4 transform with no pooling; audio as raw frames "
+        "(Gemma4Audio, type raw_frames).",
+        "Built without mobius's GroupQueryAttention fusion, as for Gemma 4.",
+        "Keep search.chunk_size unset: the bidirectional image mask needs the image in "
+        "one prefill pass.",
+    ),
+)
+
+GEMMA4_UNIFIED = Family(
+    key="gemma4_unified",
+    name="Gemma 4 unified",
+    model_types=("gemma4_unified",),
+    pipeline_type="gemma4_unified",
+    hf_class="Gemma4UnifiedForConditionalGeneration",
+    projector=_projector,
+    token_ids=lambda cfg: ids(
+        cfg,
+        image_token_id="image_token_id",
+        boi_token_id="boi_token_id",
+        eoi_token_id="eoi_token_id",
+        audio_token_id="audio_token_id",
+        boa_token_id="boa_token_id",
+        eoa_token_id=("eoa_token_id", "eoa_token_index"),
+        video_token_id="video_token_id",
+    ),
+    image_tokens=_image_tokens,
+    has_vision=lambda cfg: cfg.has("vision_config"),
+    has_audio=lambda cfg: cfg.has("audio_config"),
+    package=PACKAGE,
+    reference=Reference(
+        prepare=reference.prepare,
+        from_runtime=reference.from_runtime,
+        channels_first=lambda pixels: pixels.reshape(-1, 3).T,
+        pixel_outliers=1.0,
+        hf_pixels=lambda checkpoint, images, arrays, hf, runtime: hf[:, : runtime.shape[1]],
+        text_difference="the runtime wraps each image and audio block in blank lines",
+        audio_extractor="Gemma4UnifiedAudioFeatureExtractor",
+    ),
+    fields=fields.GEMMA4_UNIFIED,
+    tiny=tiny.TINY,
+    runtime_token_strings=(
+        "<|image>",
+        "<|image|>",
+        "<image|>",
+        "<|audio>",
+        "<|audio|>",
+        "<audio|>",
+    ),
+    text_placeholder=lambda kind, n: f"<|{kind}|>",
+    notes=(
+        "Encoder-free: the 'vision encoder' and 'audio encoder' graphs are the patch and "
+        "frame embedders, with no transformer layers.",
+        "Image tokens of one image attend both ways on the sliding layers (global layers "
+        "stay causal), the mask built from input_ids in the decoder.",
+    ),
+)
+
+FAMILIES = (GEMMA4_UNIFIED,)
