@@ -278,6 +278,50 @@ FLORENCE2 = Family(
     ),
 )
 
+# Runtime pipelines mmforge names but does not convert yet (measured against the 0.18
+# wheel's own strings and the runtime's source; neither has a transformers class).
+LFM2_AUDIO = Family(
+    key="lfm2_audio",
+    name="LFM2-Audio",
+    model_types=("lfm2_audio",),
+    remote_code_types=("lfm2_audio",),
+    pipeline_type="lfm2_audio",
+    hf_class=None,
+    projector=lambda cfg: Projector(
+        "MLP", "audio encoder → MLP → LFM2", "LFM2-Audio projects its audio encoder into LFM2"
+    ),
+    token_ids=lambda cfg: {},
+    image_tokens=lambda cfg, pre: ImageTokens(rule="audio only: no images"),
+    has_vision=lambda cfg: False,
+    has_audio=lambda cfg: True,
+    not_converted=(
+        "ONNX Runtime GenAI 0.18 runs it as 'lfm2_audio' (audio in, text and speech out, "
+        "with its own audio state and processor), but transformers has no LFM2-Audio "
+        "class to build or check it against and its released config.json was not at hand "
+        "to map; use the model's own package (liquid-audio) until mmforge converts it"
+    ),
+)
+
+VIDEOCHAT_FLASH = Family(
+    key="videochat_flash_qwen",
+    name="VideoChat-Flash",
+    model_types=("videochat_flash_qwen",),
+    remote_code_types=("videochat_flash_qwen",),
+    pipeline_type="videochat_flash_qwen",
+    hf_class=None,
+    projector=lambda cfg: Projector(
+        "MLP", "vision tower → token compression → MLP → Qwen2", "VideoChat-Flash's connector"
+    ),
+    token_ids=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
+    image_tokens=lambda cfg, pre: ImageTokens(rule="video frames compressed to few tokens each"),
+    not_converted=(
+        "ONNX Runtime GenAI 0.18 runs it as 'videochat_flash_qwen' (it needs "
+        "vision.num_visual_tokens > 0 and a Qwen2 text decoder), but the model exists only "
+        "as remote code, mmforge reads no video yet, and no released config.json was at hand "
+        "to map its layout as data"
+    ),
+)
+
 FAMILIES = (
     LLAVA,
     LLAVA_NEXT,
@@ -289,4 +333,6 @@ FAMILIES = (
     IDEFICS3,
     MOLMO,
     FLORENCE2,
+    LFM2_AUDIO,
+    VIDEOCHAT_FLASH,
 )

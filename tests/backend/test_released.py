@@ -37,9 +37,16 @@ def released(tiny_root: Path):
     return get
 
 
+# Converted families whose released config.json text was not at hand (README says so);
+# their tiny checkpoints are built from transformers' config class.
+NO_RELEASED_CONFIG = {"gemma4_unified"}
+
+
 def test_every_converted_family_has_a_release_shaped_checkpoint():
     converted = {f.key for f in ALL if f.package is not None and f.remote_release is None}
-    assert converted <= {r.tiny.family_key for r in RELEASED.values()}
+    covered = {r.tiny.family_key for r in RELEASED.values()}
+    assert converted - NO_RELEASED_CONFIG <= covered
+    assert NO_RELEASED_CONFIG <= converted - covered  # (an entry here that gains one goes)
     assert {"ministral3-3b", "phi4mm-native", "phi4mm-remote"} <= set(RELEASED)
 
 

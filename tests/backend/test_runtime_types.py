@@ -83,3 +83,23 @@ def test_every_family_pipeline_is_a_runtime_chat_type():
 def test_speech_to_text_models_are_named_as_such(model_type):
     with pytest.raises(MmforgeError, match="speech-to-text model, not a chat model"):
         lookup(model_type)
+
+
+@pytest.mark.parametrize("model_type", ["lfm2_audio", "videochat_flash_qwen"])
+def test_runtime_pipelines_not_converted_yet_are_named_with_the_reason(tmp_path, model_type):
+    from mmforge.backend.convert import convert
+    from mmforge.backend.inspect import inspect_source
+
+    folder = tmp_path / model_type
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": model_type}))
+    profile = inspect_source(str(folder), trust_remote_code=True)
+    assert profile.runnable and profile.pipeline_type == model_type
+    assert any(
+        w.startswith("Cannot convert yet: ONNX Runtime GenAI 0.18 runs it")
+        for w in profile.warnings
+    )
+    with pytest.raises(MmforgeError) as e:
+        convert(str(folder), tmp_path / "out", trust_remote_code=True)
+    assert "no native version" in e.value.one_line()
+    assert not (tmp_path / "out").exists()

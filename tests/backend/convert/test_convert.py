@@ -11,11 +11,21 @@ import pytest
 from mmforge import resources
 from mmforge.backend.convert import MANIFEST, convert
 from mmforge.backend.errors import Cancelled, MmforgeError
+from mmforge.backend.families import ALL
 from mmforge.backend.jobs import JobContext, Progress
 from mmforge.backend.runtime import Runtime
 from mmforge.backend.verify import hf_reference
+from tests.backend.families import TESTED
 
-CONVERTIBLE = ["qwen2_5_vl", "qwen3_vl", "mistral3", "gemma3", "gemma4", "phi4mm", "lfm2_vl"]
+_BY_KEY = {f.key: f for f in ALL}
+
+
+def _dtypes(family_key: str) -> tuple[str, ...]:
+    spec = _BY_KEY[family_key].package
+    return spec.dtypes if spec is not None else ()
+
+
+CONVERTIBLE = TESTED  # every family with a tiny checkpoint, from the registry
 
 
 @pytest.mark.parametrize("family", CONVERTIBLE)
@@ -450,7 +460,7 @@ def test_unsupported_family_exits_2(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "family,dtype",
-    [(f, d) for d in ("f16", "int4") for f in CONVERTIBLE if (f, d) != ("lfm2_vl", "f16")],
+    [(f, d) for d in ("f16", "int4") for f in CONVERTIBLE if d in _dtypes(f)],
 )
 def test_f16_and_int4_packages_load_and_generate(package, family, dtype):
     import onnx
