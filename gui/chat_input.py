@@ -7,7 +7,7 @@ from typing import Any
 
 from PySide6.QtCore import QSize, Qt, Signal, Slot
 from PySide6.QtGui import QImage, QKeyEvent, QPixmap
-from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QToolButton, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QWidget
 
 from mmforge.backend.attachments import IMAGE
 from mmforge.gui.safe_text import as_html, is_regular_file, plain_label
@@ -53,6 +53,20 @@ class ChatInput(QPlainTextEdit):
             super().insertFromMimeData(source)
 
 
+class StatusLine(QLabel):
+    """A one-line plain-text status that takes no room while it says nothing."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setVisible(False)
+
+    def setText(self, text: str) -> None:
+        """Show the text; hide the line when there is none."""
+        super().setText(text)
+        self.setVisible(bool(text))
+
+
 class AttachmentStrip(QWidget):
     """The draft's attachments: image thumbnails and audio chips, each removable."""
 
@@ -76,6 +90,8 @@ class AttachmentStrip(QWidget):
         self._redraw()
 
     def _redraw(self) -> None:
+        # Empty, it takes no room: the layout's spacing around it made an empty band.
+        self.setVisible(bool(self.files))
         while self.row.count() > 1:
             item = self.row.takeAt(0)
             widget = item.widget() if item is not None else None

@@ -44,7 +44,7 @@ from mmforge.backend.chat.values import SessionInfo, TurnResult
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.vocabulary import EPS
 from mmforge.gui.bridge import ChatBridge, JobRunner
-from mmforge.gui.chat_input import AttachmentStrip, ChatInput
+from mmforge.gui.chat_input import AttachmentStrip, ChatInput, StatusLine
 from mmforge.gui.chat_settings import ChatSettings
 from mmforge.gui.chat_turns import (
     Pending,
@@ -102,6 +102,7 @@ class ChatView(QWidget):
         self._draft: tuple[str, list[tuple[Path, str]]] | None = None
         self._editing = False
         self._loaded = False
+        self._loaded_written: int | None = None  # when the loaded package was written
         self._busy = False
         self._stream_cursor: QTextCursor | None = None
         self._stream_shown = StreamBreaker()
@@ -128,6 +129,7 @@ class ChatView(QWidget):
         self.eps.succeeded.connect(self._on_eps)
         self.state.package_changed.connect(self._package_changed)
         self.state.package_changed.connect(self.refresh_library)
+        self.state.library_changed.connect(self.refresh_library)
         lst = self.conversation_list
         lst.open_requested.connect(self.open_conversation)
         lst.new_requested.connect(self.new_conversation)
@@ -182,7 +184,7 @@ class ChatView(QWidget):
         self.transcript.setAccessibleName("Conversation")
         self.transcript.anchorClicked.connect(self._on_anchor)
         self.transcript.files_dropped.connect(self._add_files)
-        self.status = plain_label()
+        self.status = StatusLine()
         self.status.setObjectName("chatStatus")
         self.continue_note = plain_label(wrap=True)
         self.continue_button = QPushButton("Load its model to continue")
@@ -196,6 +198,7 @@ class ChatView(QWidget):
         self.continue_bar.setLayout(continue_row)
         self.continue_bar.setVisible(False)
         self.strip = AttachmentStrip()
+        self.strip.setVisible(False)
         self.input = ChatInput()
         self.input.setObjectName("chatInput")
         self.input.setAccessibleName("Message")
@@ -289,10 +292,15 @@ class ChatView(QWidget):
         """Chat with this package: load it unless it is the one loaded (Chat with it →)."""
         self.package.setText(package)
         info = self.session_info
-        if self._loaded and info is not None and same_package(info.package, package):
+        if (
+            self._loaded
+            and info is not None
+            and same_package(info.package, package)
+            and _written_at(Path(package)) == self._loaded_written
+        ):
             self.input.setFocus()
             return
-        self.load()
+        self.load()  # another package, or this one converted again since it was loaded
 
     @Slot(str)
     def _package_changed(self, package: str) -> None:
@@ -312,6 +320,8 @@ class ChatView(QWidget):
     def _on_ready(self, info: SessionInfo) -> None:
         self.session_info = info
         self._loaded = True
+        self.state.loaded_package = str(info.package)
+        self._loaded_written = _written_at(Path(info.package))
         self.load_button.setEnabled(True)
         self.status.setText("")
         caps = ["images"] if info.vision else []
@@ -334,6 +344,7 @@ class ChatView(QWidget):
     def _on_closed(self) -> None:
         self.session_info = None
         self._loaded = False
+        self.state.loaded_package = ""
         self.load_button.setEnabled(True)
         if self.status.text().startswith("Loading"):
             self.status.setText("")
@@ -355,9 +366,18 @@ class ChatView(QWidget):
 
     @Slot(int)
     def _pick_library(self, index: int) -> None:
-        if index > 0:
-            self.package.setText(self.library.itemText(index))
+        picked = self.library.itemText(index) if index > 0 else ""
         self.library.setCurrentIndex(0)
+        if not picked:
+            return
+        if not (Path(picked) / "genai_config.json").is_file():
+            # Deleted since the list was read: say so; the loaded model keeps answering.
+            self.refresh_library()
+            self.info.setText(
+                for_display(f"{Path(picked).name} is no longer there (deleted or moved).", 2000)
+            )
+            return
+        self.package.setText(picked)
 
     @Slot()
     def choose_package(self) -> None:
@@ -858,3 +878,11 @@ class ChatView(QWidget):
         self.eps.shutdown()
         self.bridge.close()
         self._scratch.cleanup()
+
+
+def _written_at(package: Path) -> int | None:
+    """When a package was last written (its genai_config.json), to see it converted again."""
+    try:
+        return (package / "genai_config.json").stat().st_mtime_ns
+    except OSError:
+        return None

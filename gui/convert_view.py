@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
@@ -29,16 +30,29 @@ from PySide6.QtWidgets import (
 from mmforge.backend import precisions
 from mmforge.backend.convert import Manifest
 from mmforge.backend.inspect import Profile
-from mmforge.backend.units import human_rate
+from mmforge.backend.units import human_bytes, human_rate
 from mmforge.backend.vocabulary import EPS
 from mmforge.gui.bridge import JobRunner
+from mmforge.gui.chat_turns import same_package
+from mmforge.gui.details import Details
 from mmforge.gui.errors import show_error
-from mmforge.gui.safe_text import for_display, plain_label
+from mmforge.gui.fit import (
+    CPU_CUDA,
+    conversion_problems,
+    has_gpu,
+    precision_words,
+    this_machine,
+)
+from mmforge.gui.safe_text import as_html, for_display, plain_label
 from mmforge.gui.state import AppState
 
 DTYPES = precisions.DTYPES
 STAGES = ("download", "inspect", "build", "weights", "write", "quantize", "package", "validate")
 FILTERS = ("all", "mapped", "unused", "missing", "shape mismatch")
+TARGETS = {
+    "cpu": "CPU: runs on any computer's processor.",
+    "cuda": "CUDA: runs on an NVIDIA graphics card (GPU), much faster; it needs one.",
+}
 
 
 class ConvertView(QWidget):
@@ -57,12 +71,24 @@ class ConvertView(QWidget):
         self.state = state
         self.runner = JobRunner(self)
         self.source = plain_label("No model picked yet: start on the Model page.")
+        # The page's plain sentence: what converting will make, how big, for what.
+        self.lead = plain_label(wrap=True)
+        self.lead.setObjectName("convertLead")
         self.dtype = QComboBox()
         self.dtype.addItems(list(DTYPES))
         self.dtype.setCurrentText(state.text("dtype", "f32"))
         self.target = QComboBox()
         self.target.addItems(list(EPS))
         self.target.setCurrentText(state.text("target", "cpu"))
+        self.target.setToolTip(CPU_CUDA)
+        for i, ep in enumerate(EPS):
+            self.target.setItemData(i, TARGETS.get(ep, ep), Qt.ItemDataRole.ToolTipRole)
+        self.dtype_words = plain_label(wrap=True)
+        self.dtype_words.setObjectName("precisionWords")
+        self.target_words = plain_label(wrap=True)
+        self.target_words.setObjectName("targetWords")
+        self._profile: Profile | None = None
+        self._has_gpu = has_gpu()
         self.output = QLineEdit()
         self.output.setObjectName("outputEdit")
         self.output.setAccessibleName("Package folder to write")
@@ -73,8 +99,8 @@ class ConvertView(QWidget):
         out_row.addWidget(browse)
         form = QFormLayout()
         form.addRow("Model", self.source)
-        form.addRow("Precision", self.dtype)
-        form.addRow("Target", self.target)
+        form.addRow("Precision", _beside(self.dtype, self.dtype_words))
+        form.addRow("Target", _beside(self.target, self.target_words))
         form.addRow("Package folder", out_row)
         self.convert_button = QPushButton("Convert")
         self.convert_button.setObjectName("convertButton")
@@ -131,6 +157,7 @@ class ConvertView(QWidget):
         self.chat_button.setEnabled(False)
         self.chat_button.clicked.connect(self.chat_requested)
         layout = QVBoxLayout(self)
+        layout.addWidget(self.lead)
         layout.addLayout(form)
         layout.addLayout(buttons)
         layout.addWidget(self.overall)
@@ -140,14 +167,25 @@ class ConvertView(QWidget):
         layout.addWidget(self.log)
         layout.addWidget(self.summary)
         row = QHBoxLayout()
-        row.addWidget(QLabel("Weight mapping"))
-        row.addWidget(self.filter)
         row.addStretch(1)
         row.addWidget(self.open_button)
         row.addWidget(self.chat_button)
         row.addWidget(self.next_button)
         layout.addLayout(row)
-        layout.addWidget(self.weights, 1)
+        # Which checkpoint tensor went where: for whoever checks the conversion.
+        mapping = QWidget()
+        mapping_layout = QVBoxLayout(mapping)
+        mapping_layout.setContentsMargins(0, 0, 0, 0)
+        show = QHBoxLayout()
+        show.addWidget(QLabel("Show"))
+        show.addWidget(self.filter)
+        show.addStretch(1)
+        mapping_layout.addLayout(show)
+        mapping_layout.addWidget(self.weights, 1)
+        self.weights.setMinimumHeight(200)
+        self.details = Details(mapping, "Details: the weight mapping")
+        layout.addWidget(self.details)
+        layout.addStretch(1)
         self.runner.progress.connect(self._on_progress)
         self.runner.succeeded.connect(self._on_result)
         self.runner.failed.connect(self._on_failed)
@@ -155,18 +193,60 @@ class ConvertView(QWidget):
         self.runner.finished.connect(self._on_finished)
         state.source_changed.connect(self._on_source)
         state.profile_changed.connect(self._on_profile)
+        self.dtype.currentTextChanged.connect(self._explain)
+        self.target.currentTextChanged.connect(self._explain)
         self._report: list[tuple[str, str, str, str]] = []
         self._started = 0.0
         # The current stage, and when and where its rate was last measured from.
         self._stage_name = ""
         self._stage_since = (0.0, 0.0)
         self._downloaded = False
+        self._out = ""  # the folder the running (or last) conversion writes
+        self._explain()
 
     @Slot(str)
     def _on_source(self, source: str) -> None:
+        if self.runner.running:
+            return  # the running conversion keeps its page; the new model waits for it
         self.source.setText(source)
         name = Path(source.rstrip("/")).name.split("@")[0] or "model"
         self.output.setText(str(self.state.packages_folder() / f"{name}-onnx"))
+        self._clear_result()
+
+    def _clear_result(self) -> None:
+        """Forget the previous run: its progress, "finished", summary and buttons."""
+        self.overall.setValue(0)
+        self.stage_bar.setRange(0, 1000)
+        self.stage_bar.setValue(0)
+        self.stage_bar.setFormat("%p%")
+        self.stage.setText("")
+        self.summary.setText("")
+        self.log.clear()
+        self._report = []
+        self.weights.setRowCount(0)
+        for button in (self.next_button, self.open_button, self.chat_button):
+            button.setEnabled(False)
+
+    @Slot()
+    def _explain(self) -> None:
+        """The plain sentence, the chosen precision and target in words."""
+        dtype, ep = self.dtype.currentText(), self.target.currentText()
+        sizes = self._profile.sizes if self._profile is not None else None
+        self.dtype_words.setText(precision_words(dtype, sizes) if dtype else "")
+        where = TARGETS.get(ep, ep)
+        if ep == "cuda" and not self._has_gpu:
+            where += " This computer has no GPU: the package is for another machine."
+        self.target_words.setText(where)
+        if self._profile is None:
+            self.lead.setText("Converting makes a package this app and ONNX Runtime GenAI run.")
+            return
+        size = sizes.package_bytes.get(dtype) if sizes is not None else None
+        how_big = f" of about {human_bytes(size)}" if size else ""
+        runs = "an NVIDIA GPU" if ep == "cuda" else "a computer's processor (CPU)"
+        family = getattr(self._profile, "family", "")
+        self.lead.setText(
+            f"Converting makes a {family} package{how_big} that runs on {runs}, offline."
+        )
 
     @Slot(object)
     def _on_profile(self, profile: Profile) -> None:
@@ -174,13 +254,18 @@ class ConvertView(QWidget):
         sizes = profile.sizes.package_bytes
         offered = [d for d in DTYPES if d in sizes] or list(DTYPES)
         self.dtype.setToolTip(
-            "f32: exact; f16: half the size; int8: the decoder in 8 bits; int4: the decoder "
-            "in 4 bits, smallest. Verify shows what the rounding changes."
+            "f32: exact; f16: half the size; int8: the language part in 8 bits; int4: in 4 "
+            "bits, smallest. Verify shows what the rounding changes."
         )
         current = self.dtype.currentText()
         self.dtype.clear()
         self.dtype.addItems(offered)
         self.dtype.setCurrentText(current if current in offered else offered[0])
+        for i, d in enumerate(offered):
+            words = precision_words(d, profile.sizes)
+            self.dtype.setItemData(i, words, Qt.ItemDataRole.ToolTipRole)
+        self._profile = profile
+        self._explain()
 
     @Slot(bool)
     def _toggle_log(self, shown: bool) -> None:
@@ -203,6 +288,8 @@ class ConvertView(QWidget):
         if not self.output.text().strip():
             show_error(self, {"message": "No package folder", "hint": "Choose where it goes"})
             return
+        if not self._confirm_fit() or not self._confirm_replace():
+            return
         self.state.settings.setValue("dtype", self.dtype.currentText())
         self.state.settings.setValue("target", self.target.currentText())
         self.log.clear()
@@ -213,16 +300,43 @@ class ConvertView(QWidget):
             button.setEnabled(False)
         self._started = time.monotonic()
         self._stage_name, self._downloaded = "", False
+        self._out = self.output.text().strip()
         self._set_running(True)
         self.runner.start(
             "convert",
             {
                 "source": self.state.source,
-                "output": self.output.text().strip(),
+                "output": self._out,
                 "dtype": self.dtype.currentText(),
                 "ep": self.target.currentText(),
             },
         )
+
+    def _confirm_fit(self) -> bool:
+        """Warn (and ask) before a conversion this machine has no room for."""
+        profile = self._profile
+        if profile is None:
+            return True
+        machine = this_machine(Path(self.output.text().strip()))
+        download = not Path(self.state.source).is_dir()
+        problems = conversion_problems(profile.sizes, self.dtype.currentText(), machine, download)
+        if not problems:
+            return True
+        return _ask(self, "It may not fit", " ".join(problems) + " Convert anyway?")
+
+    def _confirm_replace(self) -> bool:
+        """Converting over an existing package replaces it: ask first, naming a loaded one."""
+        out = Path(self.output.text().strip())
+        if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+            return True
+        text = f"{out} already holds a package. Converting replaces it."
+        loaded = self.state.loaded_package
+        if loaded and same_package(loaded, str(out)):
+            text += (
+                " It is loaded in Chat: the chat loads the new package when you press "
+                "Chat with it →."
+            )
+        return _ask(self, "Replace the package?", text + " Continue?")
 
     @Slot()
     def cancel(self) -> None:
@@ -277,7 +391,7 @@ class ConvertView(QWidget):
         self.stage_bar.setRange(0, 1000)
         self.stage_bar.setValue(1000)
         self.stage_bar.setFormat("finished")
-        out = self.output.text().strip()
+        out = self._out or self.output.text().strip()
         files = manifest.files
         w = manifest.weights
         esc = html.escape
@@ -333,6 +447,26 @@ class ConvertView(QWidget):
         from PySide6.QtGui import QDesktopServices
 
         QDesktopServices.openUrl(QUrl.fromLocalFile(self.output.text().strip()))
+
+
+def _beside(widget: QWidget, words: QLabel) -> QHBoxLayout:
+    """A choice with its meaning in words to its right."""
+    row = QHBoxLayout()
+    row.addWidget(widget)
+    row.addWidget(words, 1)
+    return row
+
+
+def _ask(parent: QWidget, title: str, text: str) -> bool:
+    """A Yes/Cancel question; Cancel is the default."""
+    answer = QMessageBox.question(
+        parent,
+        title,
+        as_html(text),  # it names folders: shown as text
+        QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+        QMessageBox.StandardButton.Cancel,
+    )
+    return answer == QMessageBox.StandardButton.Yes
 
 
 def _amount(done: float, total: float) -> str:

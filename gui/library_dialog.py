@@ -234,6 +234,7 @@ class LibraryDialog(QDialog):
             show_error(self, {"message": e.user_message, "hint": e.hint})
         if self.state.package == str(entry.folder):
             self.state.set_package("")
+        self.state.packages_removed()
         self.refresh()
 
     @Slot()

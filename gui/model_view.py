@@ -25,7 +25,9 @@ from mmforge.backend.inspect import Profile
 from mmforge.backend.tiny.demo import is_demo_source
 from mmforge.backend.units import human_bytes, human_count
 from mmforge.gui.bridge import JobRunner
+from mmforge.gui.details import Details
 from mmforge.gui.errors import show_error
+from mmforge.gui.fit import MEANING, Machine, recommendation, this_machine
 from mmforge.gui.safe_text import SafeBrowser, for_display, plain_label
 from mmforge.gui.state import AppState
 from mmforge.gui.theme import Colours, colours
@@ -36,16 +38,64 @@ def parts_of(params: dict[str, Any]) -> list[tuple[str, Any]]:
     return [(k, v) for k, v in params.items() if k != "total"]
 
 
-def profile_html(p: Profile, c: Colours) -> str:
-    """The inspection card, in the colours of the palette."""
+TAKES = {"vision_encoder": "pictures", "audio_encoder": "sound"}
+
+
+def plain_sentence(p: Profile) -> str:
+    """What this model is and takes, in one sentence a non-developer reads."""
+    takes = [TAKES[c] for c in p.components if c in TAKES]
+    inputs = " and ".join(["text", *takes])
+    total = p.sizes.parameters.get("total")
+    size = f" with {human_count(int(total))} parameters" if total else ""
+    download = (
+        f"; the download is {human_bytes(p.sizes.checkpoint_bytes)}"
+        if p.sizes.checkpoint_bytes
+        else ""
+    )
+    if not p.runnable:
+        return f"{p.family}{size} reads {inputs}, but this app cannot run it{download}."
+    return f"A {p.family} chat model{size}: it reads {inputs} and answers in text{download}."
+
+
+def profile_html(p: Profile, c: Colours, machine: Machine | None = None) -> str:
+    """The inspection card: the plain sentence, what fits this machine, the sizes."""
     esc = html.escape
-    parts = [f"<h2>{esc(p.family)} <small>({esc(p.model_type)}, {esc(p.dtype)})</small></h2>"]
-    if p.runnable:
-        parts.append(f"<p>Runs in ONNX Runtime GenAI as <b>{esc(str(p.pipeline_type))}</b>.</p>")
-    else:
+    parts = [f"<h2>{esc(p.family)}</h2><p style='font-size:large'>{esc(plain_sentence(p))}</p>"]
+    if not p.runnable:
         parts.append(
             f"<p style='color:{c.bad}'><b>Not runnable:</b> {esc(str(p.runtime_reason))}</p>"
         )
+    sizes = p.sizes
+    if machine is not None and p.runnable:
+        advice = recommendation(sizes, machine)
+        if advice:
+            parts.append(f"<p><b>On this computer:</b> {esc(advice)}</p>")
+    if sizes.package_bytes:
+        table = "<table cellspacing='0' cellpadding='3'>"
+        rows = "".join(
+            f"<tr><td>{d}</td><td align='right'>{human_bytes(sizes.package_bytes[d])}</td>"
+            f"<td align='right'>{human_bytes(sizes.memory_bytes.get(d, 0))}</td>"
+            f"<td>{esc(MEANING[d])}</td></tr>"
+            for d in precisions.DTYPES
+            if d in sizes.package_bytes
+        )
+        parts.append(
+            f"{table}<tr><th align='left'>precision</th><th align='right'>package</th>"
+            f"<th align='right'>memory to run</th><th align='left'>what it means</th></tr>"
+            f"{rows}</table>"
+        )
+    if p.remote_code:
+        parts.append(f"<p style='color:{c.warn}'>Needs remote code.</p>")
+    parts += [f"<p style='color:{c.warn}'>⚠ {esc(w)}</p>" for w in p.warnings]
+    return "".join(parts)
+
+
+def details_html(p: Profile, c: Colours) -> str:
+    """The technical card: type, pipeline, components, projector, token ids, notes."""
+    esc = html.escape
+    parts = [f"<p><b>{esc(p.model_type)}</b>, weights in {esc(p.dtype)}</p>"]
+    if p.runnable:
+        parts.append(f"<p>Runs in ONNX Runtime GenAI as <b>{esc(str(p.pipeline_type))}</b>.</p>")
     boxes = "".join(
         f"<td bgcolor='{c.chip}' style='border:1px solid {c.chip_border};padding:6px 10px'>"
         f"{esc(component)}</td><td>&nbsp;→&nbsp;</td>"
@@ -65,29 +115,15 @@ def profile_html(p: Profile, c: Colours) -> str:
     )
     table = "<table cellspacing='0' cellpadding='3'>"
     parts.append(f"<p><b>Token ids</b></p>{table}{rows}</table>")
-    sizes = p.sizes
-    params = sizes.parameters
+    params = p.sizes.parameters
     if params:
-        active = sizes.active_parameters
+        active = p.sizes.active_parameters
         per_token = f", {human_count(active)} active per token" if active is not None else ""
         parts.append(
             f"<p><b>Parameters:</b> {human_count(int(params.get('total', 0)))} "
             f"({', '.join(f'{k} {human_count(int(v))}' for k, v in parts_of(params))})"
-            f"{per_token}<br><b>Download:</b> {human_bytes(sizes.checkpoint_bytes)}</p>"
+            f"{per_token}</p>"
         )
-        rows = "".join(
-            f"<tr><td>{d}</td><td align='right'>{human_bytes(sizes.package_bytes[d])}</td>"
-            f"<td align='right'>{human_bytes(sizes.memory_bytes[d])}</td></tr>"
-            for d in precisions.DTYPES
-            if d in sizes.package_bytes
-        )
-        parts.append(
-            f"{table}<tr><th align='left'>precision</th><th align='right'>package</th>"
-            f"<th align='right'>runtime memory</th></tr>{rows}</table>"
-        )
-    if p.remote_code:
-        parts.append(f"<p style='color:{c.warn}'>Needs remote code.</p>")
-    parts += [f"<p style='color:{c.warn}'>⚠ {esc(w)}</p>" for w in p.warnings]
     parts += [f"<p style='color:{c.muted}'>{esc(n)}</p>" for n in p.notes]
     return "".join(parts)
 
@@ -136,6 +172,14 @@ class ModelView(QWidget):
             "<b>Inspect</b> shows what it is and what conversion will make, before any "
             "download of weights.</p>"
         )
+        # The technical card (projector, token ids, runtime notes), one click away.
+        self.details_card = SafeBrowser()
+        self.details_card.setAccessibleName("Technical details of the model")
+        self.details_card.setMinimumHeight(160)
+        self.details = Details(self.details_card)
+        self.details.setVisible(False)
+        self._machine: Machine | None = None
+        self._inspecting = ""  # the source being inspected while the card shows another
         self.status = plain_label()
         self.status.setObjectName("modelStatus")
         self.progress = QProgressBar()
@@ -156,7 +200,10 @@ class ModelView(QWidget):
         side.addWidget(token)
         body = QHBoxLayout()
         body.addLayout(side)
-        body.addWidget(self.card, 1)
+        column = QVBoxLayout()
+        column.addWidget(self.card, 2)
+        column.addWidget(self.details, 1)
+        body.addLayout(column, 1)
         bottom = QHBoxLayout()
         bottom.addWidget(self.status, 1)
         bottom.addWidget(self.progress)
@@ -230,6 +277,10 @@ class ModelView(QWidget):
             return
         self._pending = "inspect"
         self.status.setText(f"Inspecting {source}…")
+        # The card is the previous model's until this one is read: no Convert → to it.
+        self._inspecting = source
+        self.next_button.setEnabled(False)
+        self._draw_card()
         self._busy(True)
         self.runner.start("inspect", {"source": source})
 
@@ -261,6 +312,9 @@ class ModelView(QWidget):
     def _on_cancelled(self) -> None:
         self._pending = ""
         self.status.setText("Cancelled.")
+        self._inspecting = ""  # the card is the model that was inspected before
+        self.next_button.setEnabled(self._profile is not None and self._profile.runnable)
+        self._draw_card()
 
     @Slot(object)
     def _on_result(self, value: Any) -> None:
@@ -273,6 +327,8 @@ class ModelView(QWidget):
         self.state.set_source(self.source.text().strip())
         self.state.set_profile(profile)
         self._profile = profile
+        self._inspecting = ""
+        self._machine = this_machine(self.state.packages_folder())
         self._draw_card()
         self.next_button.setEnabled(profile.runnable)
         self.status.setText("Inspected." if profile.runnable else "Inspected: not runnable.")
@@ -283,7 +339,9 @@ class ModelView(QWidget):
         if profile is None:
             return
         c = colours(self.palette())
-        card = profile_html(profile, c)
+        card = profile_html(profile, c, self._machine)
+        self.details_card.setHtml(details_html(profile, c))
+        self.details.setVisible(True)
         if is_demo_source(profile.source):
             card = (
                 f"<table width='100%' cellpadding='8'><tr><td bgcolor='{c.note}'>"
@@ -291,6 +349,12 @@ class ModelView(QWidget):
                 "A tiny Qwen2.5-VL with random weights, built offline: it talks nonsense by "
                 "design, while its conversion, parity and chat are real and exact."
                 "</td></tr></table>" + card
+            )
+        if self._inspecting:
+            card = (
+                f"<table width='100%' cellpadding='8'><tr><td bgcolor='{c.note}'>"
+                f"<b>Reading {html.escape(self._inspecting)}…</b> Below is the model "
+                "inspected before; Convert → waits for this one.</td></tr></table>" + card
             )
         self.card.setHtml(card)
 
@@ -303,6 +367,16 @@ class ModelView(QWidget):
     @Slot(dict)
     def _on_failed(self, error: dict[str, Any]) -> None:
         self.status.setText(for_display(str(error.get("message")), 500))
+        if self._pending in ("inspect", "inspect-next"):
+            # The card must not go on showing (and converting) the model before this one.
+            self._profile, self._inspecting = None, ""
+            self.next_button.setEnabled(False)
+            self.details.setVisible(False)
+            self.card.setHtml(
+                "<p>Could not read that model: "
+                f"{html.escape(for_display(str(error.get('message')), 500))}</p>"
+                "<p>Check the name or folder and press <b>Inspect</b> again.</p>"
+            )
         show_error(self, error)
 
     @Slot()

@@ -20,12 +20,14 @@ class AppState(QObject):
     """Shared selection, with QSettings for what persists between runs.
 
     Signals:
-        source_changed(str), profile_changed(Profile), package_changed(str)
+        source_changed(str), profile_changed(Profile), package_changed(str),
+        library_changed(): packages were deleted or moved.
     """
 
     source_changed = Signal(str)
     profile_changed = Signal(object)
     package_changed = Signal(str)
+    library_changed = Signal()
 
     def __init__(self, settings: QSettings, parent: QObject | None = None):
         super().__init__(parent)
@@ -33,6 +35,8 @@ class AppState(QObject):
         self.source = ""
         self.profile: Profile | None = None
         self.package = self.text("package", "")
+        # The package Chat has loaded ("" when none): Convert warns before replacing it.
+        self.loaded_package = ""
 
     def number(self, key: str, default: Number) -> Number:
         """A numeric setting; a value of another type gives `default`.
@@ -75,6 +79,10 @@ class AppState(QObject):
         self.package = package
         self.settings.setValue("package", package)
         self.package_changed.emit(package)
+
+    def packages_removed(self) -> None:
+        """Packages were deleted or moved: lists of them read the folder again."""
+        self.library_changed.emit()
 
     def recent_sources(self) -> list[str]:
         """Recently used sources, newest first."""

@@ -29,8 +29,9 @@ from PySide6.QtWidgets import (
 
 from mmforge.backend.verify import VerifyReport
 from mmforge.gui.bridge import JobRunner
+from mmforge.gui.details import Details
 from mmforge.gui.errors import show_error
-from mmforge.gui.safe_text import as_html, for_display
+from mmforge.gui.safe_text import as_html, for_display, plain_label
 from mmforge.gui.state import AppState
 from mmforge.gui.theme import Colours, colours
 
@@ -191,12 +192,23 @@ class VerifyView(QWidget):
         self.results.setStretchFactor(0, 3)
         self.results.setStretchFactor(1, 2)
         self.results.setChildrenCollapsible(False)
+        # The numbers (max abs diff, cosine, argmax, the plot) are for whoever checks them.
+        self.results.setMinimumHeight(320)
+        self.details = Details(self.results, "Details: each stage's numbers")
+        self.lead = plain_label(
+            "Verify checks that the converted package answers like the original model: "
+            "both read the same picture and prompt, and every step is compared.",
+            wrap=True,
+        )
+        self.lead.setObjectName("verifyLead")
         layout = QVBoxLayout(self)
+        layout.addWidget(self.lead)
         layout.addLayout(form)
         layout.addLayout(buttons)
         layout.addWidget(self.progress)
         layout.addWidget(self.verdict)
-        layout.addWidget(self.results, 1)
+        layout.addWidget(self.details)
+        layout.addStretch(1)
         self.runner.progress.connect(self._on_progress)
         self.runner.succeeded.connect(self._on_result)
         self.runner.failed.connect(self._on_failed)

@@ -1,0 +1,269 @@
+"""Issue 25 items 5, 11 and 12: no stale screens, "will it fit", plain words first."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QMessageBox
+
+from mmforge.backend.inspect import Sizes
+
+LONG = 180_000
+GB = 10**9
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    from mmforge.gui.main_window import MainWindow
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings)
+    qtbot.addWidget(win)
+    win.show()
+    yield win
+    win.close()
+
+
+@pytest.fixture
+def asked(monkeypatch):
+    """QMessageBox.question answered Cancel; the texts it was asked, in order."""
+    texts: list[str] = []
+
+    def question(*args, **kwargs):
+        texts.append(str(args[2]))
+        return QMessageBox.StandardButton.Cancel
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    return texts
+
+
+def _close_errors(win) -> None:
+    for box in win.findChildren(QMessageBox):
+        box.close()
+
+
+def _inspect(qtbot, window, folder: Path):
+    model = window.model_view
+    model.source.setText(str(folder))
+    with qtbot.waitSignal(window.state.profile_changed, timeout=LONG):
+        model.inspect_button.click()
+    return window.state.profile
+
+
+def _load(qtbot, chat, package: Path) -> None:
+    chat.package.setText(str(package))
+    with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
+        chat.load_button.click()
+
+
+BIG = Sizes(
+    source="safetensors",
+    parameters={"total": 7 * GB},
+    checkpoint_bytes=15 * GB,
+    package_bytes={"f32": 30 * GB, "f16": 15 * GB, "int8": 8 * GB, "int4": int(3.1 * GB)},
+    memory_bytes={"f32": 31 * GB, "f16": 16 * GB, "int8": 9 * GB, "int4": int(3.1 * GB)},
+    convert_peak_bytes=12 * GB,
+    convert_peak_by_dtype={"f32": 12 * GB, "f16": 12 * GB, "int8": 12 * GB, "int4": 12 * GB},
+)
+
+
+# -- item 5: stale screens ---------------------------------------------------------------
+
+
+def test_5_a_new_inspection_takes_convert_away_from_the_old_card(qtbot, window, tiny, tmp_path):
+    model = window.model_view
+    _inspect(qtbot, window, tiny("qwen2_5_vl"))
+    assert model.next_button.isEnabled()
+    model.source.setText(str(tmp_path / "no-such-model"))
+    with qtbot.waitSignal(model.runner.failed, timeout=LONG):
+        model.inspect_button.click()
+        # While it reads, the card says it is the previous model's; no Convert → to it.
+        assert not model.next_button.isEnabled()
+        assert "Reading" in model.card.toPlainText()
+    # It failed: the old model is not offered under the new name.
+    qtbot.waitUntil(lambda: not model.runner.running)
+    assert not model.next_button.isEnabled()
+    assert "Could not read that model" in model.card.toPlainText()
+    assert "Qwen2.5-VL" not in model.card.toPlainText()
+    _close_errors(window)
+
+
+def test_5_the_convert_page_forgets_the_previous_run_for_a_new_model(window, tmp_path):
+    convert = window.convert_view
+    # What a finished conversion left on the page.
+    convert.stage_bar.setFormat("finished")
+    convert.stage_bar.setValue(1000)
+    convert.overall.setValue(1000)
+    convert.summary.setText("<b>Qwen2.5-VL</b> → package in /old")
+    convert.stage.setText("Done: ONNX Runtime GenAI loads the package and generates.")
+    for button in (convert.next_button, convert.open_button, convert.chat_button):
+        button.setEnabled(True)
+    window.state.set_source(str(tmp_path / "another-model"))
+    assert convert.stage_bar.format() != "finished" and convert.stage_bar.value() == 0
+    assert convert.overall.value() == 0 and not convert.summary.text()
+    assert not convert.stage.text()
+    for button in (convert.next_button, convert.open_button, convert.chat_button):
+        assert not button.isEnabled()
+    assert convert.output.text().endswith("another-model-onnx")
+
+
+def test_5_a_deleted_package_leaves_the_list_and_picking_it_keeps_the_model(
+    qtbot, window, package, tmp_path, monkeypatch
+):
+    from mmforge.gui.library_dialog import LibraryDialog
+
+    chat = window.chat_view
+    root = window.state.packages_folder()
+    working, doomed, other = root / "working", root / "doomed", root / "other"
+    for folder in (working, doomed, other):
+        shutil.copytree(package("qwen2_5_vl"), folder)
+    _load(qtbot, chat, working)
+    chat.refresh_library()
+    listed = [chat.library.itemText(i) for i in range(chat.library.count())]
+    assert str(doomed) in listed
+    # Deleted behind the list's back (another program): picking it says so, the model stays.
+    shutil.rmtree(doomed)
+    with qtbot.assertNotEmitted(chat.bridge.closed, wait=300):
+        chat.library.activated.emit(listed.index(str(doomed)))
+    assert chat._loaded and chat.session_info.package == str(working)
+    assert "no longer there" in chat.info.text()
+    assert str(doomed) not in [chat.library.itemText(i) for i in range(chat.library.count())]
+    # Deleted in File > Library: the drop-down follows at once.
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    dialog = LibraryDialog(window.state, window)
+    row = [e.folder for e in dialog._packages].index(other)
+    dialog.package_table.selectRow(row)
+    dialog.delete_package_button.click()
+    dialog.close()
+    assert str(other) not in [chat.library.itemText(i) for i in range(chat.library.count())]
+    assert chat._loaded
+
+
+def test_5_converting_over_an_existing_package_asks_first_naming_a_loaded_one(
+    qtbot, window, package, tiny, tmp_path, asked
+):
+    chat, convert = window.chat_view, window.convert_view
+    existing = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), existing)
+    _load(qtbot, chat, existing)
+    window.state.set_source(str(tiny("qwen2_5_vl")))
+    convert.output.setText(str(existing))
+    convert.convert_button.click()
+    assert len(asked) == 1 and "already holds a package" in asked[0]
+    assert "loaded in Chat" in asked[0]
+    assert not convert.runner.running  # Cancel: nothing started, nothing replaced
+    # A new folder is not asked about.
+    convert.output.setText(str(tmp_path / "fresh"))
+    assert convert._confirm_replace()
+    assert len(asked) == 1
+
+
+def test_5_chat_with_it_reloads_a_package_converted_again_since_it_was_loaded(
+    qtbot, window, package, tmp_path
+):
+    chat = window.chat_view
+    pkg = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), pkg)
+    _load(qtbot, chat, pkg)
+    with qtbot.assertNotEmitted(chat.bridge.ready, wait=300):
+        chat.chat_with(str(pkg))  # the same package, unchanged: kept
+    config = pkg / "genai_config.json"
+    later = config.stat().st_mtime_ns + 5 * 10**9
+    os.utime(config, ns=(later, later))  # what converting over it does
+    with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
+        chat.chat_with(str(pkg))
+
+
+# -- item 11: will it fit ----------------------------------------------------------------
+
+
+def test_11_recommend_the_best_precision_this_memory_runs(monkeypatch):
+    from mmforge.gui import fit
+
+    laptop = fit.Machine(16 * GB, 10 * GB, 500 * GB, has_gpu=False)
+    assert fit.recommendation(BIG, laptop) == (
+        "int8 fits: 9.0 GB of your 16.0 GB memory (f16 would need 16.0 GB)."
+    )
+    small = dataclasses.replace(laptop, memory_bytes=8 * GB)
+    assert fit.recommendation(BIG, small).startswith("int4 fits: 3.1 GB of your 8.0 GB")
+    tiny_machine = dataclasses.replace(laptop, memory_bytes=2 * GB)
+    assert fit.recommendation(BIG, tiny_machine).startswith("Too big for this computer")
+    full_disk = dataclasses.replace(laptop, disk_free_bytes=5 * GB)
+    assert "more than the free disk" in fit.recommendation(BIG, full_disk)
+    # The machine's own figures, as the card reads them.
+    monkeypatch.setattr(fit, "total_memory_bytes", lambda: 8 * GB)
+    assert fit.this_machine(Path.cwd()).memory_bytes == 8 * GB
+
+
+def test_11_the_card_says_what_fits_and_convert_warns_before_it_would_not(
+    qtbot, window, tiny, monkeypatch, asked
+):
+    from mmforge.gui import fit
+
+    monkeypatch.setattr(fit, "total_memory_bytes", lambda: 8 * GB)
+    monkeypatch.setattr(fit, "disk_free_bytes", lambda folder: 20 * GB)
+    profile = _inspect(qtbot, window, tiny("qwen2_5_vl"))
+    big = dataclasses.replace(profile, sizes=BIG)
+    window.model_view._on_result(big)
+    card = window.model_view.card.toPlainText()
+    assert "int4 fits: 3.1 GB of your 8.0 GB memory" in card
+    # Convert f32: more memory than the machine has and more disk than is free.
+    convert = window.convert_view
+    window.model_view.next_button.click()
+    convert.dtype.setCurrentText("f32")
+    convert.convert_button.click()
+    assert len(asked) == 1 and "Convert anyway?" in asked[0]
+    assert "12.0 GB of memory" in asked[0] and "30.0 GB of disk" in asked[0]
+    assert not convert.runner.running
+
+
+def test_11_a_cuda_target_without_a_gpu_says_the_package_is_for_another_machine(window):
+    convert = window.convert_view
+    convert._has_gpu = False
+    convert.target.setCurrentText("cuda")
+    assert "no GPU: the package is for another machine" in convert.target_words.text()
+    assert "NVIDIA graphics card" in convert.target_words.text()
+    convert.target.setCurrentText("cpu")
+    assert "any computer's processor" in convert.target_words.text()
+    assert "no GPU" not in convert.target_words.text()
+    convert._has_gpu = True
+    convert.target.setCurrentText("cuda")
+    assert "no GPU" not in convert.target_words.text()
+
+
+# -- item 12: plain words first, details one click away -----------------------------------
+
+
+def test_12_each_page_leads_with_a_plain_sentence_and_keeps_details_collapsed(qtbot, window, tiny):
+    model, convert, verify = window.model_view, window.convert_view, window.verify_view
+    _inspect(qtbot, window, tiny("qwen2_5_vl"))
+    card = model.card.toPlainText()
+    assert "A Qwen2.5-VL chat model" in card and "reads text and pictures" in card
+    for word in ("Projector", "Token ids"):
+        assert word not in card and word in model.details_card.toPlainText()
+    assert not model.details.expanded() and not model.details_card.isVisible()
+    model.details.toggle.click()
+    assert model.details_card.isVisible()
+
+    model.next_button.click()
+    assert convert.lead.text().startswith("Converting makes a Qwen2.5-VL package of about")
+    assert not convert.details.expanded() and not convert.weights.isVisible()
+    convert.dtype.setCurrentText("int4")
+    assert "about a third of the size, slightly different answers" in convert.dtype_words.text()
+    convert.dtype.setCurrentText("f32")
+    assert "the original model exactly" in convert.dtype_words.text()
+
+    window.show_page(verify)
+    assert "answers like the original model" in verify.lead.text()
+    assert not verify.details.expanded() and not verify.table.isVisible()
+    assert "max abs diff" in [
+        verify.table.horizontalHeaderItem(i).text() for i in range(verify.table.columnCount())
+    ]
