@@ -46,7 +46,7 @@ def test_every_converted_family_has_a_release_shaped_checkpoint():
     converted = {f.key for f in ALL if f.package is not None and f.remote_release is None}
     covered = {r.tiny.family_key for r in RELEASED.values()}
     assert converted - NO_RELEASED_CONFIG <= covered
-    assert NO_RELEASED_CONFIG <= converted - covered  # (an entry here that gains one goes)
+    assert converted - covered >= NO_RELEASED_CONFIG  # (an entry here that gains one goes)
     assert {"ministral3-3b", "phi4mm-native", "phi4mm-remote"} <= set(RELEASED)
 
 
