@@ -180,6 +180,12 @@ HONOURED = {
         "text_config.sliding_window": 3,
         "text_config.rope_parameters.full_attention.partial_rotary_factor": 0.5,
     },
+    # Gemma 4 unified's text model is Gemma 4's: the same fields, built by the same decoder.
+    "gemma4_unified": {
+        "text_config.hidden_activation": "silu",
+        "text_config.final_logit_softcapping": 3.0,
+        "text_config.sliding_window": 3,
+    },
     "mistral3": {
         "text_config.hidden_act": "gelu_pytorch_tanh",
         "text_config.rms_norm_eps": 0.05,
