@@ -82,6 +82,8 @@ def test_5_a_new_inspection_takes_convert_away_from_the_old_card(qtbot, window, 
     model = window.model_view
     _inspect(qtbot, window, tiny("qwen2_5_vl"))
     assert model.next_button.isEnabled()
+    # (the profile comes before the job's end; Inspect is offered again at the end)
+    qtbot.waitUntil(model.inspect_button.isEnabled, timeout=LONG)
     model.source.setText(str(tmp_path / "no-such-model"))
     with qtbot.waitSignal(model.runner.failed, timeout=LONG):
         model.inspect_button.click()
