@@ -332,24 +332,18 @@ QWEN3_5 = Family(
     notes=_QWEN3_5_NOTES,
 )
 
-QWEN3_5_MOE = Family(
+# The same family with experts: only its names, transformers class, fields and test
+# checkpoints differ (the package tells the graph builder which model to build).
+QWEN3_5_MOE = dataclasses.replace(
+    QWEN3_5,
     key="qwen3_5_moe",
     name="Qwen3.5 / Qwen3.6 MoE",
     model_types=("qwen3_5_moe",),
     pipeline_type="qwen3_5_moe",
     hf_class="Qwen3_5MoeForConditionalGeneration",
-    projector=_merger,
-    token_ids=_qwen_tokens,
-    image_tokens=_qwen_image_tokens,
-    runtime_token_strings=QWEN_STRINGS,
-    text_placeholder=_qwen_placeholder,
-    package=QWEN3_5_PACKAGE,
-    reference=QWEN_REFERENCE,
     fields=fields.QWEN3_5_MOE,
     released=tiny_qwen3_5.RELEASED_QWEN3_5_MOE,
     tiny=tiny_qwen3_5.QWEN3_5_MOE,
-    architecture=_hybrid_architecture,
-    notes=_QWEN3_5_NOTES,
 )
 
 # --- Fara: a Qwen2.5-VL fine-tune the runtime runs as `fara` (see fara.py) -----------
