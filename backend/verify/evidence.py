@@ -237,9 +237,15 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
 
 
 def _step_tokens(checkpoint: Checkpoint, tokens: list[int]) -> list[int]:
-    """HF's first DECODER_STEPS greedy tokens, cut before any image or audio placeholder.
+    """HF's first DECODER_STEPS greedy tokens, cut before any image or audio placeholder."""
+    return until_placeholder(checkpoint, tokens[:DECODER_STEPS])
 
-    A generated placeholder has no features behind it, and HF fed one raises.
+
+def until_placeholder(checkpoint: Checkpoint, tokens: list[int]) -> list[int]:
+    """The tokens before the first image, audio or video placeholder among them.
+
+    A generated placeholder has no features behind it, and HF fed one raises (random
+    weights generate them).
     """
     placeholders = {
         v
@@ -247,7 +253,7 @@ def _step_tokens(checkpoint: Checkpoint, tokens: list[int]) -> list[int]:
         if name in ("image_token_id", "audio_token_id", "video_token_id")
     }
     out: list[int] = []
-    for token in tokens[:DECODER_STEPS]:
+    for token in tokens:
         if token in placeholders:
             break
         out.append(token)

@@ -26,6 +26,7 @@ from mmforge.backend.verify.evidence import (
     RuntimeEvidence,
     first_difference,
     longer,
+    until_placeholder,
 )
 from mmforge.backend.verify.parity import Tolerance, tolerance
 from mmforge.backend.verify.stages import Setup
@@ -116,7 +117,10 @@ def cost(
     model = hf_reference.load_model(checkpoint)
     try:
         inputs = hf_reference.from_runtime(checkpoint, rt.prompt, rt.arrays)
-        answer = hf_reference.greedy_generate(model, inputs, n_tokens)
+        # (cut before a generated placeholder: HF cannot be fed one without features)
+        answer = until_placeholder(
+            checkpoint, hf_reference.greedy_generate(model, inputs, n_tokens)
+        )
         full = longer(checkpoint, rt, answer)
         with torch.no_grad():
             original = model(**full.tensors).logits[0].float()
@@ -126,7 +130,9 @@ def cost(
         del model
         gc.collect()
     prompt_len = len(rt.ids)
-    top1, kl, (a, b) = rounding.teacher_forced(original, changed, prompt_len)
+    # Over the answer; over the prompt itself when the answer is empty (it began with a
+    # placeholder token).
+    top1, kl, (a, b) = rounding.teacher_forced(original, changed, prompt_len if answer else 1)
     ids = [*rt.ids, *answer]
     return rounding.RoundingCost(
         dtype=rounded.dtype,

@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,9 +76,10 @@ class RoundingCost:
     def sentence(self) -> str:
         """The cost in words a user can read."""
         changed = 1.0 - self.top1_agreement
+        over = f"a {self.answer_tokens}-token answer" if self.answer_tokens else "the prompt"
         text = (
-            f"{self.dtype} itself changes {changed:.0%} of next-token choices over a "
-            f"{self.answer_tokens}-token answer (mean KL {self.mean_kl:.3g} nats; prompt "
+            f"{self.dtype} itself changes {changed:.0%} of next-token choices over "
+            f"{over} (mean KL {self.mean_kl:.3g} nats; prompt "
             f"perplexity {self.prompt_perplexity[0]:.3g} → {self.prompt_perplexity[1]:.3g}); "
             f"quality {self.grade}"
         )
@@ -279,7 +281,7 @@ def round_like_package(model: Any, package: Path, checkpoint_folder: Path) -> tu
                 values = torch.from_numpy(np.ascontiguousarray(weight[start : start + count]))
                 start += count
                 target = _place(part, sources, refs, index, output, model)
-                candidates = _row_blocks(target, tuple(values.shape))
+                candidates = _row_blocks(target, tuple(values.shape), part)
                 best = min(candidates, key=lambda c: float((c.float() - values).abs().max()))
                 if float((best.float() - values).abs().max()) > scale * 1.01 + 1e-6:
                     break
@@ -372,9 +374,25 @@ def _place(
     return found[1].data
 
 
-def _row_blocks(target: Any, shape: tuple[int, ...]) -> list[Any]:
-    """Views of `target` shaped like a package weight [N, K]: rows, or expert slices."""
+_EXPERT = re.compile(r"experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
+
+
+def _row_blocks(target: Any, shape: tuple[int, ...], source: str = "") -> list[Any]:
+    """Views of `target` shaped like a package weight [N, K]: rows, or expert slices.
+
+    A package weight named for one expert (`experts.E.gate_proj.weight`) taken from a
+    fused tensor [experts, rows, K] gets that expert's gate, up or down rows only: with
+    hundreds of experts, trying every slice would cost more than the reference itself.
+    """
     n, k = shape
+    named = _EXPERT.search(source)
+    if named is not None and target.ndim == 3 and int(named.group(1)) < target.shape[0]:
+        view = target[int(named.group(1))]
+        kind = named.group(2)
+        if view.shape[-1] == k and view.shape[0] == 2 * n and kind != "down_proj":
+            return [view[:n] if kind == "gate_proj" else view[n:]]
+        if view.shape == (n, k):
+            return [view]
     views = [target] if target.ndim == 2 else [target[e] for e in range(target.shape[0])]
     out = []
     for view in views:
