@@ -11,7 +11,7 @@ from mmforge.backend.tiny.sizes import CLIP_MEAN, CLIP_STD, TEXT
 # Chat templates are our own, written to match each family's conventions: the role
 # markers, the BOS the runtime never adds by itself, and the exact placeholder strings the
 # runtime's processor expands.
-_QWEN_TOKENIZER = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None}
+QWEN_TOKENIZER = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None}
 _QWEN_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
     "{% if message['content'] is string %}{{ message['content'] }}"
@@ -21,7 +21,7 @@ _QWEN_TEMPLATE = (
     "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-_QWEN_SPECIALS = [
+QWEN_SPECIALS = [
     "<|endoftext|>",
     "<|im_start|>",
     "<|im_end|>",
@@ -32,7 +32,8 @@ _QWEN_SPECIALS = [
 ]
 
 
-def _qwen_ids(s: dict[str, int]) -> dict[str, int]:
+def qwen_ids(s: dict[str, int]) -> dict[str, int]:
+    """The vision token ids of a Qwen config, from the special tokens' ids."""
     return {
         "image_token_id": s["<|image_pad|>"],
         "video_token_id": s["<|video_pad|>"],
@@ -71,17 +72,17 @@ def _qwen2_5_vl_config(s: dict[str, int], vocab: int) -> Any:
         "tokens_per_second": 2,
     }
     return Qwen2_5_VLConfig(
-        text_config=text, vision_config=vision, tie_word_embeddings=False, **_qwen_ids(s)
+        text_config=text, vision_config=vision, tie_word_embeddings=False, **qwen_ids(s)
     )
 
 
 QWEN2_5_VL = TinySpec(
     family_key="qwen2_5_vl",
     hf_class="Qwen2_5_VLForConditionalGeneration",
-    specials=_QWEN_SPECIALS,
+    specials=QWEN_SPECIALS,
     make_config=_qwen2_5_vl_config,
     chat_template=_QWEN_TEMPLATE,
-    tokenizer_extra=_QWEN_TOKENIZER,
+    tokenizer_extra=QWEN_TOKENIZER,
     preprocessor={
         "image_processor_type": "Qwen2VLImageProcessor",
         "do_convert_rgb": True,
@@ -132,17 +133,17 @@ def _qwen3_vl_config(s: dict[str, int], vocab: int) -> Any:
         "deepstack_visual_indexes": [0, 1],
     }
     return Qwen3VLConfig(
-        text_config=text, vision_config=vision, tie_word_embeddings=False, **_qwen_ids(s)
+        text_config=text, vision_config=vision, tie_word_embeddings=False, **qwen_ids(s)
     )
 
 
 QWEN3_VL = TinySpec(
     family_key="qwen3_vl",
     hf_class="Qwen3VLForConditionalGeneration",
-    specials=_QWEN_SPECIALS,
+    specials=QWEN_SPECIALS,
     make_config=_qwen3_vl_config,
     chat_template=_QWEN_TEMPLATE,
-    tokenizer_extra=_QWEN_TOKENIZER,
+    tokenizer_extra=QWEN_TOKENIZER,
     preprocessor={
         **QWEN2_5_VL.preprocessor,  # type: ignore[dict-item]
         "image_mean": [0.5, 0.5, 0.5],

@@ -13,21 +13,13 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any
 
+from mmforge.backend.families.qwen.tiny import QWEN_SPECIALS, QWEN_TOKENIZER, qwen_ids
 from mmforge.backend.tiny.build import TinySpec
 from mmforge.backend.tiny.release import ReleaseSpec
 
-_SPECIALS = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-    "<think>",
-    "</think>",
-]
-_TOKENIZER = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None}
+# Qwen's special tokens, then the thinking markers the released template writes.
+_SPECIALS = [*QWEN_SPECIALS, "<think>", "</think>"]
+_TOKENIZER = QWEN_TOKENIZER
 _PREPROCESSOR = {
     "image_processor_type": "Qwen2VLImageProcessorFast",
     "do_convert_rgb": True,
@@ -60,15 +52,6 @@ def released_chat_template() -> str:
         .joinpath("qwen3_6_chat_template.jinja")
         .read_text(encoding="utf-8")
     )
-
-
-def _ids(s: dict[str, int]) -> dict[str, int]:
-    return {
-        "image_token_id": s["<|image_pad|>"],
-        "video_token_id": s["<|video_pad|>"],
-        "vision_start_token_id": s["<|vision_start|>"],
-        "vision_end_token_id": s["<|vision_end|>"],
-    }
 
 
 def _text(s: dict[str, int], vocab: int, layers: list[str]) -> dict[str, Any]:
@@ -127,7 +110,7 @@ def _dense_config(s: dict[str, int], vocab: int) -> Any:
         text_config=_text(s, vocab, TINY_LAYERS),
         vision_config=_VISION,
         tie_word_embeddings=False,
-        **_ids(s),
+        **qwen_ids(s),
     )
 
 
@@ -137,7 +120,7 @@ def _moe_config(s: dict[str, int], vocab: int) -> Any:
     text = {**_text(s, vocab, TINY_LAYERS), **_MOE}
     text.pop("intermediate_size")
     return Qwen3_5MoeConfig(
-        text_config=text, vision_config=_VISION, tie_word_embeddings=False, **_ids(s)
+        text_config=text, vision_config=_VISION, tie_word_embeddings=False, **qwen_ids(s)
     )
 
 
@@ -146,7 +129,7 @@ QWEN3_5 = TinySpec(
     hf_class="Qwen3_5ForConditionalGeneration",
     specials=_SPECIALS,
     make_config=_dense_config,
-    chat_template="",  # filled below: the released template
+    chat_template=released_chat_template(),
     tokenizer_extra=_TOKENIZER,
     preprocessor=_PREPROCESSOR,
     eos_tokens=["<|im_end|>", "<|endoftext|>"],
@@ -156,7 +139,7 @@ QWEN3_5_MOE = TinySpec(
     hf_class="Qwen3_5MoeForConditionalGeneration",
     specials=_SPECIALS,
     make_config=_moe_config,
-    chat_template="",
+    chat_template=released_chat_template(),
     tokenizer_extra=_TOKENIZER,
     preprocessor=_PREPROCESSOR,
     eos_tokens=["<|im_end|>", "<|endoftext|>"],
@@ -325,15 +308,6 @@ def fused_experts(weights: dict[str, Any]) -> dict[str, Any]:
         out[base + "down_proj"] = torch.stack([by_index[e]["down_proj"] for e in order])
     return out
 
-
-def _with_template(spec: TinySpec) -> TinySpec:
-    import dataclasses
-
-    return dataclasses.replace(spec, chat_template=released_chat_template())
-
-
-QWEN3_5 = _with_template(QWEN3_5)
-QWEN3_5_MOE = _with_template(QWEN3_5_MOE)
 
 RELEASED_QWEN3_5 = (
     ReleaseSpec(
