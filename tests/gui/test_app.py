@@ -8,33 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QMessageBox
 
 from mmforge import resources
 from mmforge.backend.attachments import IMAGE
-
-LONG = 180_000  # ms: a conversion or verification of a tiny checkpoint on a slow machine
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, monkeypatch):
-    from mmforge.gui.main_window import MainWindow
-
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings)
-    qtbot.addWidget(win)
-    win.show()
-    yield win
-    win.close()
-
-
-def _idle(busy: bool) -> bool:
-    return not busy
+from tests.gui.chatting import LONG, answered, idle, settled
 
 
 def _pictures(chat):
@@ -116,7 +95,7 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path, m
     with (
         qtbot.waitSignal(chat.bridge.turn, timeout=LONG) as turn,
         qtbot.waitSignal(chat.bridge.token, timeout=LONG),
-        qtbot.waitSignal(chat.bridge.busy, timeout=LONG, check_params_cb=_idle),
+        qtbot.waitSignal(chat.bridge.busy, timeout=LONG, check_params_cb=idle),
     ):
         chat.send_button.click()
     assert turn.args[0].stats.new_tokens == 12
@@ -144,14 +123,11 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path, m
     # answer to this prompt never reaches EOS within 3,000 tokens, so Stop lands first
     # however fast the worker runs; "Tell me everything." ended at 417 and lost the race
     # once.)
-    with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
+    with settled(qtbot, chat):
         chat.bridge.new_conversation()
     chat.max_tokens.setValue(3000)
     chat.input.setPlainText("Describe the world in detail.")
-    with (
-        qtbot.waitSignal(chat.bridge.turn, timeout=LONG) as turn,
-        qtbot.waitSignal(chat.bridge.busy, timeout=LONG, check_params_cb=_idle),
-    ):
+    with answered(qtbot, chat) as turn:
         with qtbot.waitSignal(chat.bridge.token, timeout=LONG):
             chat.send_button.click()
         chat.stop_button.click()
@@ -165,7 +141,7 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path, m
     assert len(listed()) == 2
     # Arrows in the list open the conversation they reach (the worker continues it).
     chat.conversations.setFocus()
-    with qtbot.waitSignal(chat.bridge.conversation, timeout=20_000):
+    with settled(qtbot, chat, timeout=20_000):
         qtbot.keyClick(chat.conversations, Qt.Key.Key_Down)
     gone = chat.conversations.currentItem().data(Qt.ItemDataRole.UserRole)
     assert chat.conversation.id == gone
@@ -183,7 +159,7 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path, m
     chat.conversation_list.delete_button.click()
     assert len(listed()) == 2 and "cannot be undone" in asked[-1]
     monkeypatch.setattr(QMessageBox, "question", answer(QMessageBox.StandardButton.Yes))
-    with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
+    with settled(qtbot, chat):
         chat.conversation_list.delete_button.click()
     # The one shown was deleted: a new, empty one is open in its place.
     assert gone not in listed() and len(chat.store.list()) == 1
@@ -468,14 +444,11 @@ def test_chat_bubbles_copy_links_settings_and_the_conversation_list(
     answers = []
     for _ in range(2):
         chat.input.setPlainText("Hello there.")
-        with (
-            qtbot.waitSignal(chat.bridge.turn, timeout=LONG),
-            qtbot.waitSignal(chat.bridge.busy, timeout=LONG, check_params_cb=_idle),
-        ):
+        with answered(qtbot, chat):
             chat.send_button.click()
             assert chat.conversation_list.current_title() == "Hello there."
         answers.append(chat.conversation.messages[-1].token_ids)
-        with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
+        with settled(qtbot, chat):
             chat.conversation_list.new_button.click()
     assert answers[0] == answers[1]  # the same seed samples the same answer
     [saved] = [chat.store.load(s.id) for s in chat.store.list()][:1]
@@ -483,7 +456,7 @@ def test_chat_bubbles_copy_links_settings_and_the_conversation_list(
     assert window.state.settings.value("chat/seed") in (7, "7")
 
     # Bubbles, and Copy links for a message and for a code block.
-    with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
+    with settled(qtbot, chat):
         chat.bridge.open_conversation(saved.id)
     chat.conversation.messages[-1] = Message("assistant", "Look:\n\n```python\nprint(1)\n```\n")
     chat._render()
@@ -497,7 +470,7 @@ def test_chat_bubbles_copy_links_settings_and_the_conversation_list(
 
     # Rename: the title is the user's, and the worker saves it.
     monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("Pirate talk", True))
-    with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
+    with settled(qtbot, chat):
         chat.conversation_list.rename_button.click()
     assert chat.conversation_list.current_title() == "Pirate talk"
     assert chat.store.load(saved.id).title == "Pirate talk"
@@ -721,10 +694,7 @@ def test_a_fresh_profile_goes_demo_convert_verify_and_chat_with_a_pasted_image(
     [(pasted, kind)] = chat.strip.files
     assert kind == IMAGE and pasted.suffix == ".png"
     qtbot.keyClicks(chat.input, "What is in this picture?")
-    with (
-        qtbot.waitSignal(chat.bridge.turn, timeout=LONG) as turn,
-        qtbot.waitSignal(chat.bridge.busy, timeout=LONG, check_params_cb=_idle),
-    ):
+    with answered(qtbot, chat) as turn:
         qtbot.keyClick(chat.input, Qt.Key.Key_Return)
     assert turn.args[0].stats.new_tokens > 0 and len(_pictures(chat)) == 1
     [saved] = chat.store.list()

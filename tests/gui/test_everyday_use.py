@@ -3,56 +3,19 @@
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
-import pytest
-from PySide6.QtCore import QMimeData, QPointF, QSettings, Qt, QUrl
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QApplication, QInputDialog, QMessageBox, QToolButton
 
 from mmforge import resources
 from mmforge.backend.attachments import IMAGE
 from mmforge.backend.chat.conversations import ConversationStore, Message
-
-LONG = 180_000
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, monkeypatch):
-    from mmforge.gui.main_window import MainWindow
-
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings)
-    qtbot.addWidget(win)
-    win.show()
-    yield win
-    win.close()
-
-
-def _idle(busy: bool) -> bool:
-    return not busy
+from tests.gui.chatting import LONG, load, send, settled
 
 
 def _errors(win):
     return [w for w in win.findChildren(QMessageBox) if w.objectName() == "errorDialog"]
-
-
-def _load(qtbot, chat, package: Path) -> None:
-    chat.package.setText(str(package))
-    with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
-        chat.load_button.click()
-
-
-def _send(qtbot, chat, text: str) -> None:
-    chat.input.setPlainText(text)
-    with (
-        qtbot.waitSignal(chat.bridge.turn, timeout=LONG),
-        qtbot.waitSignal(chat.bridge.busy, timeout=LONG, check_params_cb=_idle),
-    ):
-        chat.send_button.click()
 
 
 def test_1_chat_with_it_loads_the_package_it_names(qtbot, window, package, tmp_path):
@@ -62,7 +25,7 @@ def test_1_chat_with_it_loads_the_package_it_names(qtbot, window, package, tmp_p
     shutil.copytree(package("qwen2_5_vl"), first)
     shutil.copytree(package("qwen2_5_vl"), second)
     chat = window.chat_view
-    _load(qtbot, chat, first)
+    load(qtbot, chat, first)
     window.state.set_package(str(second))  # what a finished conversion does
     assert "press Load" in chat.info.text()  # the field changed; the old model is named
     window.convert_view.chat_button.setEnabled(True)
@@ -71,7 +34,7 @@ def test_1_chat_with_it_loads_the_package_it_names(qtbot, window, package, tmp_p
         assert window.current_page() is chat and "Loading" in chat.info.text()
     assert chat.session_info.package == str(second)
     chat.max_tokens.setValue(4)
-    _send(qtbot, chat, "Hello.")
+    send(qtbot, chat, "Hello.")
     assert chat.conversation.package == str(second)
     # Pressing it again with that package loaded keeps the session (no reload).
     with qtbot.assertNotEmitted(chat.bridge.ready, wait=300):
@@ -111,7 +74,7 @@ def test_2_saved_conversations_need_no_model_and_offer_to_load_theirs(
     assert chat.session_info.package == str(pkg) and chat.conversation.id == saved.id
     assert not chat.continue_bar.isVisible() and chat.send_button.isEnabled()
     chat.max_tokens.setValue(3)
-    _send(qtbot, chat, "And dogs?")
+    send(qtbot, chat, "And dogs?")
     assert len(store.load(saved.id).messages) == 4
     # Delete with no model (closed): asked, then gone.
     chat.bridge.close()
@@ -126,9 +89,9 @@ def test_2_a_failed_load_keeps_the_highlight_and_the_transcript_together(
     qtbot, window, package, tmp_path
 ):
     chat = window.chat_view
-    _load(qtbot, chat, package("qwen2_5_vl"))
+    load(qtbot, chat, package("qwen2_5_vl"))
     chat.max_tokens.setValue(3)
-    _send(qtbot, chat, "Hi.")
+    send(qtbot, chat, "Hi.")
     shown = chat.conversation.id
     chat.package.setText(str(tmp_path / "nothing-here"))
     with qtbot.waitSignal(chat.bridge.failed, timeout=LONG):
@@ -158,7 +121,7 @@ def test_3_a_conversation_past_the_context_shows_where_the_model_stops_seeing(qt
 
 def test_4_clicking_the_new_conversation_in_the_list_says_nothing_wrong(qtbot, window, package):
     chat = window.chat_view
-    _load(qtbot, chat, package("qwen2_5_vl"))
+    load(qtbot, chat, package("qwen2_5_vl"))
     item = chat.conversations.item(0)
     assert chat.conversation_list.current_title() == "New conversation"
     with qtbot.assertNotEmitted(chat.bridge.failed, wait=1500):
@@ -220,7 +183,7 @@ def test_8_a_large_answer_cap_and_wrapped_code(qtbot, window):
 
 def test_9_drops_regenerate_accessible_names_dates_and_search(qtbot, window, package):
     chat = window.chat_view
-    _load(qtbot, chat, package("qwen2_5_vl"))
+    load(qtbot, chat, package("qwen2_5_vl"))
     assert not chat.regen_button.isEnabled()  # nothing to regenerate yet
     data = QMimeData()
     data.setUrls([QUrl.fromLocalFile(str(resources.probe_image()))])
@@ -237,11 +200,11 @@ def test_9_drops_regenerate_accessible_names_dates_and_search(qtbot, window, pac
     assert remove.accessibleName() == "Remove probe.png"
     chat.strip.set_files([])
     chat.max_tokens.setValue(3)
-    _send(qtbot, chat, "Hello there.")
+    send(qtbot, chat, "Hello there.")
     assert chat.regen_button.isEnabled()
-    with qtbot.waitSignal(chat.bridge.conversation, timeout=LONG):
+    with settled(qtbot, chat):
         chat.conversation_list.new_button.click()
-    _send(qtbot, chat, "Something else.")
+    send(qtbot, chat, "Something else.")
     chat.refresh_conversations()
     texts = [chat.conversations.item(i).text() for i in range(chat.conversations.count())]
     assert all("today" in t for t in texts), texts

@@ -8,28 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMessageBox
 
 from mmforge.backend.inspect import Sizes
+from tests.gui.chatting import LONG, load
 
-LONG = 180_000
 GB = 10**9
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, monkeypatch):
-    from mmforge.gui.main_window import MainWindow
-
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings)
-    qtbot.addWidget(win)
-    win.show()
-    yield win
-    win.close()
 
 
 @pytest.fixture
@@ -56,12 +40,6 @@ def _inspect(qtbot, window, folder: Path):
     with qtbot.waitSignal(window.state.profile_changed, timeout=LONG):
         model.inspect_button.click()
     return window.state.profile
-
-
-def _load(qtbot, chat, package: Path) -> None:
-    chat.package.setText(str(package))
-    with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
-        chat.load_button.click()
 
 
 BIG = Sizes(
@@ -127,7 +105,7 @@ def test_5_a_deleted_package_leaves_the_list_and_picking_it_keeps_the_model(
     working, doomed, other = root / "working", root / "doomed", root / "other"
     for folder in (working, doomed, other):
         shutil.copytree(package("qwen2_5_vl"), folder)
-    _load(qtbot, chat, working)
+    load(qtbot, chat, working)
     chat.refresh_library()
     listed = [chat.library.itemText(i) for i in range(chat.library.count())]
     assert str(doomed) in listed
@@ -155,7 +133,7 @@ def test_5_converting_over_an_existing_package_asks_first_naming_a_loaded_one(
     chat, convert = window.chat_view, window.convert_view
     existing = tmp_path / "pkg"
     shutil.copytree(package("qwen2_5_vl"), existing)
-    _load(qtbot, chat, existing)
+    load(qtbot, chat, existing)
     window.state.set_source(str(tiny("qwen2_5_vl")))
     convert.output.setText(str(existing))
     convert.convert_button.click()
@@ -174,7 +152,7 @@ def test_5_chat_with_it_reloads_a_package_converted_again_since_it_was_loaded(
     chat = window.chat_view
     pkg = tmp_path / "pkg"
     shutil.copytree(package("qwen2_5_vl"), pkg)
-    _load(qtbot, chat, pkg)
+    load(qtbot, chat, pkg)
     with qtbot.assertNotEmitted(chat.bridge.ready, wait=300):
         chat.chat_with(str(pkg))  # the same package, unchanged: kept
     config = pkg / "genai_config.json"
