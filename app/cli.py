@@ -327,13 +327,14 @@ def _write_report(path: Path, text: str) -> None:
 def _cmd_chat(args: argparse.Namespace) -> int:
     import signal
 
-    from mmforge.backend.attachments import AUDIO, IMAGE
+    from mmforge.backend.attachments import AUDIO, IMAGE, refuse_video
     from mmforge.backend.chat.client import ChatClient
     from mmforge.backend.errors import MmforgeError
 
     options = _chat_options(args)
     files = [(p, IMAGE) for p in args.image] + [(p, AUDIO) for p in args.audio]
     for path, _ in files:
+        refuse_video(path)  # said before the model loads
         if not path.is_file():
             raise MmforgeError(f"No such file: {path}", "Check the attachment path")
     live = sys.stdout if not args.json else (sys.stderr if sys.stderr.isatty() else None)

@@ -9,6 +9,7 @@ Chat prepares each attachment here, and verify each of its inputs, the same way.
   decoded at reduced scale directly, so a 10000×10000 photo never needs its full bitmap.
 - Audio is read with soundfile, mixed down to mono and resampled to 16 kHz (the rate the
   runtime's audio processors expect), then written as 16-bit PCM WAV.
+- Video files are refused by name (`VIDEO_SUFFIXES`): the runtime takes no video.
 """
 
 from __future__ import annotations
@@ -24,6 +25,19 @@ from mmforge.backend.errors import MmforgeError
 
 IMAGE = "image"
 AUDIO = "audio"
+VIDEO = "video"
+
+VIDEO_SUFFIXES = frozenset({".mp4", ".webm", ".mkv", ".mov", ".avi"})
+# Measured on onnxruntime-genai 0.18.0: its Python API has og.Images and og.Audios and no
+# video type (the library exports OgaLoadImages/OgaLoadAudios only), and
+# MultiModalProcessor.__call__ reads only the `images` and `audios` keywords: a `videos=`
+# keyword is ignored, and a Qwen prompt holding <|vision_start|><|video_pad|> fails with
+# "Prompt contained 1 vision_start tokens but received 0 images". No processor writes the
+# video_grid_thw that the runtime's Qwen positions would need (source: src/models/
+# qwen2_5_vl_image_processor.cpp and src/python/python.cpp, microsoft/onnxruntime-genai
+# a0c04eb1). VideoChat-Flash takes a clip as its frames, each an image (see
+# families/others.py), which mmforge does not convert.
+NO_VIDEO = "ONNX Runtime GenAI 0.18 takes no video: its processor accepts only images and audio"
 
 MAX_IMAGE_SIDE = 4096
 # Beyond this many pixels a file is refused outright: its bitmap alone would take
@@ -76,16 +90,28 @@ class Attachment:
 def kind_of(path: Path) -> str:
     """Guess the attachment kind from the file name (the content is checked later)."""
     suffix = path.suffix.lower()
+    if suffix in VIDEO_SUFFIXES:
+        return VIDEO
     if suffix in {".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif", ".opus"}:
         return AUDIO
     return IMAGE
+
+
+def refuse_video(path: Path) -> None:
+    """Raise `AttachmentError` for a video file (by its name), before anything is loaded."""
+    if path.suffix.lower() in VIDEO_SUFFIXES:
+        raise AttachmentError(
+            f"Cannot attach {path.name}: {NO_VIDEO}", "Attach still frames from it as images"
+        )
 
 
 def prepare(path: Path, kind: str, dest: Path) -> Attachment:
     """Check one attachment and write the runtime-ready copy into the folder `dest`.
 
     The copy is private to the user (0600), as the user's pictures and recordings are.
+    A video file is refused whatever kind it was given as.
     """
+    refuse_video(path)
     if not path.is_file():
         raise AttachmentError(f"Cannot attach {path.name}: no such file", f"Check the path {path}")
     if kind not in (IMAGE, AUDIO):

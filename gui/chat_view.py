@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from mmforge.backend.attachments import AUDIO, IMAGE, kind_of
+from mmforge.backend.attachments import AUDIO, IMAGE, NO_VIDEO, VIDEO, kind_of
 from mmforge.backend.chat.conversations import (
     Conversation,
     ConversationStore,
@@ -605,18 +605,21 @@ class ChatView(QWidget):
             kind = kind_of(Path(f))
             refusal = self._refusal(kind)
             if refusal is not None:  # said now, not at Send; the draft stays as it is
+                hint = (
+                    "Attach still frames from it as images"
+                    if kind == VIDEO
+                    else "Load a package whose model takes it"
+                )
                 show_error(
-                    self,
-                    {
-                        "message": f"{Path(f).name} was not attached: {refusal}",
-                        "hint": "Load a package whose model takes it",
-                    },
+                    self, {"message": f"{Path(f).name} was not attached: {refusal}", "hint": hint}
                 )
                 continue
             self.strip.add(Path(f), kind)
 
     def _refusal(self, kind: str) -> str | None:
         """Why the loaded package cannot take this kind of attachment (None: it can)."""
+        if kind == VIDEO:
+            return NO_VIDEO  # whatever the model: the runtime has no video input
         info = self.session_info
         if info is None:
             return None  # nothing loaded yet: checked when the message is sent

@@ -314,11 +314,17 @@ VIDEOCHAT_FLASH = Family(
     ),
     token_ids=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
     image_tokens=lambda cfg, pre: ImageTokens(rule="video frames compressed to few tokens each"),
+    # The runtime's input, read in VideoChatFlashProcessor (src/models/
+    # videochat_flash_processor.cpp, microsoft/onnxruntime-genai a0c04eb1; the 0.18 wheel
+    # holds the same messages): no video type, a clip is its frames given as og.Images.
     not_converted=(
-        "ONNX Runtime GenAI 0.18 runs it as 'videochat_flash_qwen' (it needs "
-        "vision.num_visual_tokens > 0 and a Qwen2 text decoder), but the model exists only "
-        "as remote code, mmforge reads no video yet, and no released config.json was at hand "
-        "to map its layout as data"
+        "ONNX Runtime GenAI 0.18 runs it as 'videochat_flash_qwen' with a Qwen2 text "
+        "decoder, taking a video as its frames: each frame is an image with its own "
+        "<|vision_start|> in the prompt, which the runtime fills with "
+        "vision.num_visual_tokens (> 0) <|image_pad|> tokens, and the vision model gets the "
+        "frames stacked as [1, frames, 3, H, W]; but the model exists only as remote code "
+        "(no transformers class to check against), mmforge samples no frames from video "
+        "yet, and no released config.json was at hand to map its layout as data"
     ),
 )
 

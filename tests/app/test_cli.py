@@ -191,6 +191,15 @@ def test_chat_refuses_a_bad_attachment_in_one_line(package, capsys, tmp_path):
     assert code == 2 and "no genai_config.json" in _one_clear_line(err)
 
 
+def test_chat_refuses_a_video_before_loading_the_model(capsys, tmp_path):
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(b"\x00\x00\x00\x18ftypmp42")
+    for flag in ("--image", "--audio"):
+        code, _, err = _run(capsys, "chat", str(tmp_path), flag, str(clip), "--prompt", "Hi.")
+        line = _one_clear_line(err)
+        assert code == 2 and "clip.mp4: ONNX Runtime GenAI 0.18 takes no video" in line
+
+
 def test_the_installed_script_runs_demo_offline(tmp_path):
     env = {
         **os.environ,

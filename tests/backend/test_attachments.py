@@ -13,6 +13,8 @@ from mmforge.backend.attachments import (
     AUDIO_SAMPLE_RATE,
     IMAGE,
     MAX_IMAGE_SIDE,
+    NO_VIDEO,
+    VIDEO,
     AttachmentError,
     kind_of,
     prepare,
@@ -147,3 +149,16 @@ def test_kind_follows_the_file_name(tmp_path):
     assert kind_of(tmp_path / "a.WAV") == AUDIO
     assert kind_of(tmp_path / "a.flac") == AUDIO
     assert kind_of(tmp_path / "a.jpg") == IMAGE
+
+
+@pytest.mark.parametrize("suffix", [".mp4", ".webm", ".mkv", ".MOV", ".avi"])
+def test_a_video_is_refused_whatever_kind_it_came_as(tmp_path, suffix):
+    clip = tmp_path / f"clip{suffix}"
+    clip.write_bytes(b"\x00\x00\x00\x18ftypmp42")  # refused by name: never decoded
+    assert kind_of(clip) == VIDEO
+    for kind in (IMAGE, AUDIO, VIDEO):
+        with pytest.raises(AttachmentError) as e:
+            prepare(clip, kind, tmp_path / "out")
+        assert e.value.user_message == f"Cannot attach {clip.name}: {NO_VIDEO}"
+        assert e.value.hint == "Attach still frames from it as images"
+    assert not (tmp_path / "out").exists()  # refused before any copy

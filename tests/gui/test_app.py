@@ -284,6 +284,17 @@ def test_attachments_a_model_cannot_take_are_refused_when_dropped(qtbot, window,
     assert chat.input.toPlainText() == "Listen to this."  # the draft is kept
 
 
+def test_a_dropped_video_is_refused_saying_why(window, tmp_path):
+    chat = window.chat_view  # no package loaded: a video is refused all the same
+    clip = tmp_path / "clip.webm"
+    clip.write_bytes(b"\x1aE\xdf\xa3")
+    chat.input.files_added.emit([str(clip)])
+    assert chat.strip.files == []
+    [dialog] = _dialogs(window)
+    assert "clip.webm was not attached: ONNX Runtime GenAI 0.18 takes no video" in dialog.text()
+    assert dialog.informativeText() == "Attach still frames from it as images"
+
+
 def test_tab_leaves_the_chat_input(qtbot, window):
     from PySide6.QtCore import Qt
 
