@@ -13,13 +13,24 @@ class MmforgeError(Exception):
         user_message: What went wrong, in words a user can act on.
         hint: What to do next.
         details: Technical detail (an upstream message), shown on demand only.
+        kind: What kind of failure it is, for a caller that offers a way out of it (the
+            GUI offers its sign-in for "hub_auth" and near names for "hub_not_found");
+            None for most errors.
     """
 
-    def __init__(self, user_message: str, hint: str | None = None, details: str | None = None):
+    def __init__(
+        self,
+        user_message: str,
+        hint: str | None = None,
+        details: str | None = None,
+        *,
+        kind: str | None = None,
+    ):
         super().__init__(user_message)
         self.user_message = user_message
         self.hint = hint
         self.details = details
+        self.kind = kind
 
     def one_line(self) -> str:
         """The message and hint as a single line."""

@@ -132,6 +132,23 @@ def parse_source(spec: str) -> Source:
     return Source(spec=text, repo_id=repo, revision=revision)
 
 
+def is_hub_id(text: str) -> bool:
+    """Whether `text` is a hub id `org/name[@revision]` that the hub would accept."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    match = _HUB_ID.match(text)
+    if match is None:
+        return False
+    try:
+        validate_repo_id(match.group("repo"))
+        if match.group("rev") is not None:
+            check_revision(match.group("rev"))
+    except (HFValidationError, MmforgeError):
+        return False
+    return True
+
+
 def _check_repo_id(text: str, repo: str) -> None:
     """Refuse what the hub would refuse as an id (huggingface_hub's own rules)."""
     from huggingface_hub.errors import HFValidationError
@@ -488,6 +505,7 @@ def _hub_error(source: Source, e: BaseException) -> MmforgeError:
             "Accept its terms on the model's hub page, then save a token with `hf auth login` "
             "(or the GUI's token button)",
             details=str(e),
+            kind="hub_auth",
         )
     if isinstance(e, hf.RevisionNotFoundError):
         return MmforgeError(
@@ -501,6 +519,7 @@ def _hub_error(source: Source, e: BaseException) -> MmforgeError:
             f"{where} was not found on the hub, or it is private",
             "Check the spelling; for a private repo save a token with `hf auth login`",
             details=str(e),
+            kind="hub_not_found",
         )
     if isinstance(e, hf.EntryNotFoundError):
         return MmforgeError(

@@ -47,8 +47,13 @@ def _drain(events: queue.Queue[tuple[str, Any]]) -> list[tuple[str, Any]]:
             return items
 
 
-def _error(message: str, hint: str | None = None, details: str | None = None) -> dict[str, Any]:
-    return {"message": message, "hint": hint, "details": details}
+def _error(
+    message: str, hint: str | None = None, details: str | None = None, kind: Any = None
+) -> dict[str, Any]:
+    error: dict[str, Any] = {"message": message, "hint": hint, "details": details}
+    if isinstance(kind, str) and kind:
+        error["kind"] = kind  # what the view may offer (sign-in, near names)
+    return error
 
 
 class JobRunner(QObject):
@@ -166,7 +171,12 @@ class JobRunner(QObject):
                 elif kind == "error":
                     outcome = (
                         "failed",
-                        _error(str(event.get("message")), event.get("hint"), event.get("details")),
+                        _error(
+                            str(event.get("message")),
+                            event.get("hint"),
+                            event.get("details"),
+                            event.get("kind"),
+                        ),
                     )
         except MmforgeError as e:  # a result that is not what the job returns
             outcome = ("failed", _error(e.user_message, e.hint, e.details))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import html
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QEvent, QTimer, Signal, Slot
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QMessageBox,
     QProgressBar,
     QPushButton,
     QVBoxLayout,
@@ -28,9 +29,12 @@ from mmforge.gui.bridge import JobRunner
 from mmforge.gui.details import Details
 from mmforge.gui.errors import show_error
 from mmforge.gui.fit import MEANING, Machine, recommendation, this_machine
-from mmforge.gui.safe_text import SafeBrowser, for_display, plain_label
+from mmforge.gui.safe_text import SHORT, SHORT_LINES, SafeBrowser, for_display, plain_label
 from mmforge.gui.state import AppState
 from mmforge.gui.theme import Colours, colours
+
+if TYPE_CHECKING:
+    from mmforge.gui.model_browser import ModelBrowser
 
 
 def parts_of(params: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -148,6 +152,10 @@ class ModelView(QWidget):
         self.source.returnPressed.connect(self.inspect)
         browse = QPushButton("Folder…")
         browse.clicked.connect(self.browse)
+        self.find_button = QPushButton("Find a model…")
+        self.find_button.setObjectName("findModelButton")
+        self.find_button.setToolTip("Search the Hugging Face hub, or pick a known good model")
+        self.find_button.clicked.connect(self.find_model)
         self.inspect_button = QPushButton("Inspect")
         self.inspect_button.setObjectName("inspectButton")
         self.inspect_button.clicked.connect(self.inspect)
@@ -158,7 +166,7 @@ class ModelView(QWidget):
         token.setToolTip("Sign in with a token for gated and private models")
         token.clicked.connect(self.account)
         row = QHBoxLayout()
-        for w in (self.source, browse, self.inspect_button):
+        for w in (self.source, self.find_button, browse, self.inspect_button):
             row.addWidget(w)
         self.known = QListWidget()
         self.known.setAccessibleName("Recent and cached models")
@@ -219,6 +227,7 @@ class ModelView(QWidget):
         self.runner.cancelled.connect(self._on_cancelled)
         self.runner.finished.connect(self._on_finished)
         self._pending = ""
+        self.browser: ModelBrowser | None = None  # the model browser last opened
         # Reading the Hugging Face cache imports huggingface_hub: after the window is up.
         QTimer.singleShot(0, self.refresh_known)
 
@@ -251,6 +260,30 @@ class ModelView(QWidget):
         folder = QFileDialog.getExistingDirectory(self, "Model folder")
         if folder:
             self.source.setText(folder)
+
+    @Slot()
+    def find_model(self, not_found: str | None = None) -> ModelBrowser:
+        """Open the model browser (search the hub, the known good models).
+
+        Args:
+            not_found: A hub id Inspect did not find: the browser offers near names.
+        """
+        from mmforge.gui.model_browser import ModelBrowser
+
+        browser = ModelBrowser(self, not_found=not_found or None)
+        browser.chosen.connect(self._use_found)
+        browser.sign_in_requested.connect(self.account)
+        browser.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.browser = browser
+        browser.open()
+        return browser
+
+    @Slot(str)
+    def _use_found(self, repo_id: str) -> None:
+        """A model picked in the browser: into the source field, ready to inspect."""
+        self.source.setText(repo_id)
+        self.status.setText(f"Press Inspect to read {repo_id}.")
+        self.inspect_button.setFocus()
 
     @Slot()
     def account(self) -> None:
@@ -377,7 +410,31 @@ class ModelView(QWidget):
                 f"{html.escape(for_display(str(error.get('message')), 500))}</p>"
                 "<p>Check the name or folder and press <b>Inspect</b> again.</p>"
             )
-        show_error(self, error)
+        kind = error.get("kind")
+        if kind == "hub_not_found" and self._pending in ("inspect", "inspect-next"):
+            # A typo or a private model: near names from the hub, and the sign-in.
+            self.find_model(not_found=self.source.text().strip())
+        elif kind == "hub_auth":
+            self._offer_sign_in(str(error.get("message") or ""))
+        else:
+            show_error(self, error)
+
+    def _offer_sign_in(self, message: str) -> None:
+        """A gated model: the app's own sign-in, not a terminal command."""
+        box = QMessageBox(self)
+        box.setObjectName("signInNeeded")
+        box.setIcon(QMessageBox.Icon.Information)
+        box.setWindowTitle("Sign in needed")
+        box.setTextFormat(Qt.TextFormat.PlainText)
+        box.setText(for_display(message or "The hub refused access", SHORT, SHORT_LINES))
+        box.setInformativeText(
+            "Accept the model's terms on its page on huggingface.co, then sign in here with "
+            "a token of the same account and press Inspect again."
+        )
+        sign_in = box.addButton("Sign in…", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Close)
+        sign_in.clicked.connect(self.account)
+        box.open()
 
     @Slot()
     def _on_finished(self) -> None:

@@ -15,3 +15,13 @@ def probe_image() -> Path:
 def probe_audio() -> Path:
     """A 1.5 s, 16 kHz mono chirp."""
     return HERE / "probe.wav"
+
+
+def known_models_file() -> Path:
+    """The built-in list of known-good models (`backend/known_models.py` reads it)."""
+    return HERE / "known_models.json"
+
+
+def user_guide_file() -> Path:
+    """The user guide shown by Help > User guide: README.md's user guide, copied."""
+    return HERE / "user_guide.md"

@@ -1,7 +1,10 @@
 """A loopback HTTP server that speaks the parts of the hub protocol huggingface_hub uses.
 
-Endpoints: `GET /api/models/{repo}[/revision/{rev}]` (repo info with file sizes) and
-`HEAD`/`GET /{repo}/resolve/{rev}/{file}` (metadata headers, byte ranges). Errors carry the
+Endpoints: `GET /api/models/{repo}[/revision/{rev}]` (repo info with file sizes),
+`HEAD`/`GET /{repo}/resolve/{rev}/{file}` (metadata headers, byte ranges) and the model
+search `GET /api/models?search=&pipeline_tag=&sort=downloads&limit=&expand=` over
+`HubState.listed` (as `HfApi.list_models` asks: `search` matches part of the id, case
+ignored; most downloads first). Errors carry the
 hub's `X-Error-Code` header so huggingface_hub raises its real exception types. A repo can
 be gated (needs a bearer token), and a file can be cut mid-transfer to test resume.
 
@@ -21,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 
 @dataclass
@@ -45,6 +48,10 @@ class HubState:
     etags: dict[tuple[str, str], str] = field(default_factory=dict)
     sizes: dict[tuple[str, str], str] = field(default_factory=dict)
     users: dict[str, str] = field(default_factory=dict)  # token -> account name (whoami)
+    # The model list the search endpoint serves: entries as the hub sends them ("id",
+    # "downloads", "pipeline_tag", "tags", "config", "gated"), hostile ones included.
+    listed: list[object] = field(default_factory=list)
+    searches: list[dict[str, list[str]]] = field(default_factory=list)  # query parameters
     bytes_per_second: int | None = None  # file bodies are sent this slowly (None: at once)
     released: threading.Event = field(default_factory=threading.Event)  # ends a hang
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -115,6 +122,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self._json({"type": "user", "name": name}, body)
             return
+        if path == "/api/models":
+            self._search(body)
+            return
         if m := _API.match(path):
             if self.state.hang_api:
                 self.state.released.wait(timeout=60)
@@ -167,6 +177,33 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_file(m["repo"], m["file"], data, repo.sha, body)
             return
         self._error(404, "RepoNotFound", "Not found")
+
+    def _search(self, body: bool) -> None:
+        params = parse_qs(urlparse(self.path).query)
+        with self.state.lock:
+            self.state.searches.append(params)
+        if self.state.hang_api:
+            self.state.released.wait(timeout=60)
+            return
+        words = (params.get("search") or [""])[0].lower()
+        tag = (params.get("pipeline_tag") or [None])[0]
+        limit = int((params.get("limit") or ["1000"])[0])
+
+        def keep(entry: object) -> bool:
+            if not isinstance(entry, dict):
+                return True  # hostile entries are sent to every search
+            name = str(entry.get("id", "")).lower()
+            return words in name and (tag is None or entry.get("pipeline_tag") == tag)
+
+        found = [e for e in self.state.listed if keep(e)]
+
+        def downloads(entry: object) -> int:
+            count = entry.get("downloads") if isinstance(entry, dict) else 0
+            return count if isinstance(count, int) else 0
+
+        if (params.get("sort") or [""])[0] == "downloads":
+            found.sort(key=downloads, reverse=True)
+        self._json(found[:limit], body)
 
     def _json(self, value: object, body: bool) -> None:
         data = json.dumps(value).encode()

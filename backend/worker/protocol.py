@@ -12,7 +12,7 @@ A `chat` job stays up for many requests; its commands and events are in `chat.wo
 Events, one JSON object a line:
     {"event": "progress", "stage", "done", "total", "unit", "message"}
     {"event": "result", "job", "value": {...}}
-    {"event": "error", "message", "hint", "details"}
+    {"event": "error", "message", "hint", "details"[, "kind"]}
     {"event": "cancelled"}
 """
 
@@ -35,7 +35,7 @@ _EVENTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "hello": (frozenset({"protocol"}), frozenset()),
     "progress": (frozenset({"stage", "done"}), frozenset({"total", "unit", "message"})),
     "result": (frozenset({"job", "value"}), frozenset()),
-    "error": (frozenset({"message"}), frozenset({"hint", "details", "seq"})),
+    "error": (frozenset({"message"}), frozenset({"hint", "details", "seq", "kind"})),
     "cancelled": (frozenset(), frozenset()),
     # chat (see chat.worker)
     "ready": (frozenset({"value"}), frozenset()),
@@ -121,6 +121,8 @@ def error_event(e: Exception, **extra: Any) -> dict[str, Any]:
     """The protocol's error event: the user's message, or an internal error with its trace."""
     if isinstance(e, MmforgeError):
         body = {"message": e.user_message, "hint": e.hint, "details": e.details}
+        if e.kind:
+            body["kind"] = e.kind
     else:
         body = {
             "message": f"Internal error: {type(e).__name__}: {e}",

@@ -1,0 +1,118 @@
+"""Issue 25 item 10: finding a model (hub search with family marks, known models, typos)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QMessageBox
+
+from mmforge.backend.hubsearch import OFFLINE
+from tests.backend.test_hubsearch import LISTED, listed
+from tests.gui.chatting import LONG
+from tests.hubserver import Repo
+
+
+def _texts(widget) -> list[str]:
+    return [widget.item(i).text() for i in range(widget.count())]
+
+
+def _search(qtbot, browser, words: str) -> None:
+    browser.query.setText(words)
+    with qtbot.waitSignal(browser.call.finished, timeout=LONG):
+        browser.search_button.click()
+        assert browser.cancel_button.isVisibleTo(browser)
+        assert "Searching" in browser.status.text()
+
+
+def test_10_search_lists_models_with_family_marks_and_fills_the_source(qtbot, window, hub):
+    hub.state.listed = list(LISTED)
+    model = window.model_view
+    model.find_button.click()
+    browser = model.browser
+    assert browser is not None and browser.isVisible()
+    _search(qtbot, browser, "qwen")
+    texts = _texts(browser.results)
+    assert texts[0].startswith("Qwen/Qwen2.5-VL-7B-Instruct\n")
+    assert "Qwen2.5-VL: converts" in texts[0]
+    assert "2 models found" in browser.status.text()
+    _search(qtbot, browser, "llava")
+    [llava] = _texts(browser.results)
+    assert "LLaVA: named but not converted (" in llava
+    # The built-in list is there too, with sizes, and picking a model fills the source field.
+    known = _texts(browser.known)
+    assert any(t.startswith("Qwen/Qwen2.5-VL-3B-Instruct\n") and "GB download" in t for t in known)
+    browser.results.setCurrentRow(0)
+    browser.use_button.click()
+    assert model.source.text() == "llava-hf/llava-1.5-7b-hf"
+    assert not browser.isVisible()
+
+
+def test_10_hostile_names_are_refused_and_shown_as_text(qtbot, window, hub):
+    hub.state.listed = [
+        listed("fine/vlm-<b>", "qwen2_5_vl", 9),
+        listed("<img src='/dev/zero'>/x", "qwen2_5_vl", 8),
+        listed("../../etc/x", "qwen2_5_vl", 7),
+        listed("fine/vlm", "qwen2_5_vl", 1),
+    ]
+    browser = window.model_view.find_model()
+    _search(qtbot, browser, "")
+    assert [t.split("\n")[0] for t in _texts(browser.results)] == ["fine/vlm"]
+    assert browser.status.textFormat() == Qt.TextFormat.PlainText
+    assert browser.header.textFormat() == Qt.TextFormat.PlainText
+    browser.close()
+
+
+def test_10_offline_says_so_and_the_known_list_still_works(qtbot, window):
+    # The window fixture is offline (HF_HUB_OFFLINE=1): no hub at all.
+    browser = window.model_view.find_model()
+    _search(qtbot, browser, "qwen")
+    assert browser.status.text() == OFFLINE
+    assert browser.results.count() == 0 and browser.known.count() >= 8
+    browser.known.setCurrentRow(0)
+    browser.use_button.click()
+    assert window.model_view.source.text() == "LiquidAI/LFM2-VL-450M"
+
+
+def test_10_cancel_stops_a_search_that_hangs(qtbot, window, hub):
+    hub.state.hang_api = True
+    browser = window.model_view.find_model()
+    browser.query.setText("qwen")
+    browser.search_button.click()
+    assert browser.call.running
+    browser.cancel_button.click()
+    assert not browser.call.running and browser.search_button.isEnabled()
+    assert browser.status.text() == "Search cancelled."
+    browser.close()
+
+
+def test_10_a_typo_gets_did_you_mean_from_the_search(qtbot, window, hub):
+    hub.state.listed = list(LISTED)
+    model = window.model_view
+    model.source.setText("Qwen/Qwen2.5-VL-3B-Instrcut")
+    with qtbot.waitSignal(model.runner.finished, timeout=LONG):
+        model.inspect_button.click()
+    browser = model.browser
+    assert browser is not None and browser.isVisible()
+    assert "Qwen/Qwen2.5-VL-3B-Instrcut was not found" in browser.header.text()
+    # No terminal command: the app's sign-in is offered instead.
+    assert "hf auth login" not in browser.header.text()
+    assert browser.sign_in_button.isVisibleTo(browser)
+    qtbot.waitUntil(lambda: browser.results.count() > 0, timeout=LONG)
+    assert browser.results.item(0).text().startswith("Qwen/Qwen2.5-VL-3B-Instruct\n")
+    assert browser.status.text() == "Did you mean one of these?"
+    assert not [b for b in window.findChildren(QMessageBox) if b.objectName() == "errorDialog"]
+    browser.close()
+
+
+def test_10_a_gated_model_offers_the_sign_in_dialog(qtbot, window, hub, monkeypatch):
+    hub.state.repos["google/gated-vlm"] = Repo(files={"config.json": b"{}"}, gated_token="t")
+    opened = []
+    monkeypatch.setattr(type(window.model_view), "account", lambda self: opened.append(True))
+    model = window.model_view
+    model.source.setText("google/gated-vlm")
+    with qtbot.waitSignal(model.runner.finished, timeout=LONG):
+        model.inspect_button.click()
+    [box] = [b for b in window.findChildren(QMessageBox) if b.objectName() == "signInNeeded"]
+    assert "hf auth login" not in box.text() + box.informativeText()
+    [sign_in] = [b for b in box.buttons() if b.text() == "Sign in…"]
+    sign_in.click()
+    assert opened
