@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, QSettings, Slot
+from PySide6.QtCore import QByteArray, QSettings, Qt, Slot
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -141,6 +141,7 @@ class MainWindow(QMainWindow):
         self.shortcuts_action = self._action(
             help_menu, "&Keyboard shortcuts", self.show_shortcuts, "F1"
         )
+        self.guide_action = self._action(help_menu, "&User guide", self.show_guide)
         self.about_action = self._action(help_menu, "&About Multimodal Forge", self.show_about)
 
     @Slot(str)
@@ -196,6 +197,15 @@ class MainWindow(QMainWindow):
         box.setWindowTitle("Keyboard shortcuts")
         box.setText(f"<table cellpadding='4'>{rows}</table>")
         box.open()
+
+    @Slot()
+    def show_guide(self) -> None:
+        """Help > User guide: the README's guide, shipped with the app."""
+        from mmforge.gui.user_guide import UserGuideDialog
+
+        dialog = UserGuideDialog(self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
 
     @Slot()
     def show_about(self) -> None:
