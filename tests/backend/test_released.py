@@ -261,11 +261,13 @@ def test_inspect_says_native_phi4_checkpoints_carry_their_loras(released):
 
 
 # Releases whose chat template text was found and is stored in mmforge.resources; the
-# others keep the family's own template (README, "Chat templates that take text only"):
-# mistral3-small-3.1, lfm2_vl-450m and fara-7b, whose text was not found as released.
+# others keep the family's own template (README, "Chat templates that take text only").
 # ministral3-3b carries Ministral-3-14B-Instruct-2512's text (the 3B's own was found only
 # modified), which differs in the model's name; gemma4 the later of two revisions of
-# Google's Gemma 4 template found (which release it came from is not named).
+# Google's Gemma 4 template found (which release it came from is not named);
+# mistral3-small-3.1 the text transformers' processor test uses with that release's
+# processor; lfm2_vl-450m the first revision's; fara-7b Qwen2.5-VL's, which Fara-7B ships
+# unchanged (each family's tiny.py names the source).
 WITH_RELEASED_TEMPLATE = {
     "phi4mm-native",
     "phi4mm-remote",
@@ -277,8 +279,11 @@ WITH_RELEASED_TEMPLATE = {
     "qwen3_5-0.8b",
     "qwen3_6-35b-a3b",
     "qwen3_6-35b-a3b-fused",
+    "mistral3-small-3.1",
+    "lfm2_vl-450m",
+    "fara-7b",
 }
-NOT_FOUND = {"mistral3-small-3.1", "lfm2_vl-450m", "fara-7b"}
+NOT_FOUND: set[str] = set()
 
 
 def test_release_shaped_checkpoints_carry_their_releases_template(released):
@@ -298,3 +303,31 @@ def test_release_shaped_checkpoints_carry_their_releases_template(released):
     # Every release is in one list or the other, so a new one says which it is.
     assert set(RELEASED) == WITH_RELEASED_TEMPLATE | NOT_FOUND
     assert not any((RELEASED[key].chat_template or "") in stored for key in NOT_FOUND)
+
+
+@pytest.mark.parametrize("key", ["mistral3-small-3.1", "lfm2_vl-450m", "fara-7b"])
+def test_chat_renders_the_releases_template_as_transformers_does(released, tmp_path, key):
+    """The three releases whose template text was found last: chat's prompt, system
+    prompt and image included, is transformers' rendering of the same messages."""
+    from transformers import AutoTokenizer
+
+    from mmforge import resources
+    from mmforge.backend.attachments import IMAGE, prepare
+    from mmforge.backend.chat.session import ChatSession
+    from mmforge.backend.chat.values import GenerationOptions
+
+    folder = released(key)
+    convert(str(folder), tmp_path / "pkg")
+    session = ChatSession(tmp_path / "pkg")
+    session.set_system("Be brief.")
+    image = prepare(resources.probe_image(), IMAGE, tmp_path)
+    session.send("What is this?", [image], options=GenerationOptions(max_new_tokens=4))
+    messages = [
+        {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is this?"}]},
+    ]
+    expected = AutoTokenizer.from_pretrained(folder).apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True
+    )
+    assert session.prompt_text(1) == expected
+    assert "Be brief." in expected

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmforge.backend.tiny.build import TinySpec
-from mmforge.backend.tiny.release import ReleaseSpec
+from mmforge.backend.tiny.release import ReleaseSpec, released_template
 from mmforge.backend.tiny.sizes import VISION
 
 
@@ -186,5 +186,11 @@ RELEASED_LFM2_VL = (
         tiny=LFM2_VL,
         config_json=_lfm2_vl_450m_release,
         seed=1,
+        # LiquidAI/LFM2-VL-450M's chat_template.jinja as first released (the remote-code
+        # revision, transformers 4.55), found in a copy of the release's files:
+        # varun00391/local-finetuned-model, LiquidAI:LFM2-VL-450M/lfm2-450m/
+        # chat_template.jinja at a913c33978b466ed686191eda666661a918ee9a3. Whether the
+        # later native revision (whose config.json is above) changed it was not found.
+        chat_template=released_template("lfm2_vl"),
     ),
 )

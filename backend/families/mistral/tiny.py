@@ -205,6 +205,12 @@ RELEASED_MISTRAL3 = (
         tiny=MISTRAL3,
         config_json=_mistral_small_3_1_release,
         own_output_layer=True,
+        # The text transformers' Mistral 3 processor test renders with the release's
+        # processor (hf-internal-testing/Mistral-Small-3.1-24B-Instruct-2503-only-processor):
+        # huggingface/transformers, tests/models/mistral3/test_processing_mistral3.py at
+        # da8eb34b2a6dd74b77d3eea8bd910c1da2bca553, decoded from its string literal. The
+        # release's own chat_template.json was not found to compare it with.
+        chat_template=released_template("mistral3_small_3_1"),
     ),
     ReleaseSpec(
         key="ministral3-3b",

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend.tiny.build import TinySpec
-from mmforge.backend.tiny.release import ReleaseSpec
+from mmforge.backend.tiny.release import ReleaseSpec, released_template
 
 _FARA = re.compile(r"(?:^|[^a-z])fara(?:[^a-z]|$)", re.IGNORECASE)
 
@@ -161,5 +161,10 @@ def fara_released(tiny: TinySpec) -> tuple[ReleaseSpec, ...]:
             release="microsoft/Fara-7B",
             tiny=tiny,
             config_json=fara_7b_release,
+            # Fara-7B's chat_template.jinja is byte for byte Qwen2.5-VL's released text:
+            # microsoft/fara, model_checkpoints/fara-7b/chat_template.jinja at
+            # de45c0296aaaae1fa8aa738fa1aab498f950e906 (the release's files, later removed
+            # from that repository), md5 813a6e754a0b11a830fa2091e6ca34a9.
+            chat_template=released_template("qwen2_5_vl"),
         ),
     )
