@@ -18,7 +18,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from mmforge.backend.chat.values import CONTEXT_DROP, CONTEXT_STOP
+from mmforge.backend.chat.values import (
+    CONTEXT_CARRY,
+    CONTEXT_DROP,
+    CONTEXT_STOP,
+    CONTEXT_SUMMARY,
+)
 from mmforge.gui.state import AppState
 
 # A large answer cap: answers end on their own long before it, and the runtime stops at the
@@ -27,7 +32,40 @@ ANSWER_CAP = 4096
 CONTEXT_CHOICES = (
     (CONTEXT_DROP, "Let the oldest turns go (marked in the conversation)"),
     (CONTEXT_STOP, "Stop, and say so (start a new conversation to go on)"),
+    (CONTEXT_CARRY, "Go on in a new conversation that starts with the latest turns"),
+    (CONTEXT_SUMMARY, "Go on in a new conversation that starts with a summary by the model"),
 )
+
+
+def _sampling_words(box: ChatSettings) -> tuple[tuple[str, QWidget, str], ...]:
+    """Each varied-answer setting: its plain label, its box, and what it does."""
+    return (
+        (
+            "Adventurousness",
+            box.temperature,
+            "How adventurous the word choice is: low keeps to the likeliest words, high "
+            "gives more surprising (and more often wrong) answers. Technical name: "
+            "temperature.",
+        ),
+        (
+            "Likely words kept",
+            box.top_p,
+            "Choose only among the likeliest next words that together make up this share "
+            "of the chances: 1.0 keeps them all, 0.9 leaves out the unlikely tenth. "
+            "Technical name: top-p (nucleus sampling).",
+        ),
+        (
+            "Candidates",
+            box.top_k,
+            "Consider only this many of the most likely next words. Technical name: top-k.",
+        ),
+        (
+            "Repeat number",
+            box.seed,
+            "The same number with the same settings and message gives the same answer "
+            'again; "random" gives a new one each time. Technical name: seed.',
+        ),
+    )
 
 
 class ChatSettings(QGroupBox):
@@ -53,13 +91,20 @@ class ChatSettings(QGroupBox):
         # A new key: profiles that saved the old 256 on every send get the new cap.
         self.max_tokens.setValue(self.state.number("chat/answer_cap", ANSWER_CAP))
         self.max_tokens.setAccessibleName("Longest answer")
-        self.max_tokens.setToolTip("Most words-pieces (tokens) in one answer")
+        self.max_tokens.setToolTip(
+            "The most word pieces (tokens) one answer may have; answers usually end on "
+            "their own well before it"
+        )
         self.max_tokens.setMaximumWidth(120)
         self.context_full = QComboBox()
         self.context_full.setObjectName("contextFull")
         self.context_full.setAccessibleName("When the conversation gets too long")
         for value, text in CONTEXT_CHOICES:
             self.context_full.addItem(text, value)
+        self.context_full.setToolTip(
+            "What happens when the conversation no longer fits in what the model can read "
+            "at once (its context). Nothing is deleted: every turn stays saved."
+        )
         chosen = self.state.text("chat/context_full", CONTEXT_DROP)
         self.context_full.setCurrentIndex(max(0, self.context_full.findData(chosen)))
         self.sample = QCheckBox("Vary the answers (otherwise the most likely words, every time)")
@@ -74,17 +119,16 @@ class ChatSettings(QGroupBox):
         self.seed.setSpecialValueText("random")
         self.seed.setValue(self.state.number("chat/seed", -1))
         sampling = QHBoxLayout()
-        for label, name, widget in (
-            ("variety", "temperature", self.temperature),
-            ("top-p", "top-p", self.top_p),
-            ("top-k", "top-k", self.top_k),
-            ("seed", "seed", self.seed),
-        ):
-            widget.setAccessibleName(name)
-            sampling.addWidget(QLabel(label))
+        for label, widget, tip in _sampling_words(self):
+            # Plain words on the page; the technical name is in the tooltip.
+            widget.setAccessibleName(label)
+            widget.setToolTip(tip)
+            shown = QLabel(label)
+            shown.setBuddy(widget)
+            shown.setToolTip(tip)
+            sampling.addWidget(shown)
             sampling.addWidget(widget)
         sampling.addStretch(1)
-        self.temperature.setToolTip("Temperature: higher gives more varied, less careful answers")
         self.sample.toggled.connect(self._sampling_changed)
         self._sampling_widgets = (self.temperature, self.top_p, self.top_k, self.seed)
         self._sampling_changed(self.sample.isChecked())

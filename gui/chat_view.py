@@ -64,9 +64,11 @@ from mmforge.gui.theme import colours, stylesheet
 from mmforge.gui.transcript import (
     MARK,
     Transcript,
+    continued_html,
     empty_html,
     forgotten_html,
     message_html,
+    summary_html,
 )
 
 __all__ = ["ChatView", "is_demo"]
@@ -820,11 +822,15 @@ class ChatView(QWidget):
         self.transcript.document().setDefaultStyleSheet(stylesheet(c))
         thumb = self.transcript.thumb_url
         parts = []
+        if self.conversation is not None and self.conversation.continues:
+            parts.append(continued_html(c))
+        if self.conversation is not None and self.conversation.summary:
+            parts.append(summary_html(self.conversation.summary, c))
         for i, m in enumerate(messages):
             if i == forgotten and i > 0:
                 parts.append(forgotten_html(c))
             parts.append(message_html(m, i, c, thumb))
-        if not parts and pending is None:
+        if not messages and pending is None:
             parts.append(empty_html(self._loaded, c))
         if pending is not None:
             if streaming:
@@ -859,6 +865,10 @@ class ChatView(QWidget):
             QDesktopServices.openUrl(url)
             return
         parts = url.toString().split(":")
+        if parts[0] == "continues" and self.conversation is not None:
+            if self.conversation.continues:
+                self.open_conversation(self.conversation.continues)
+            return
         try:
             message = self._shown[int(parts[1])]
             text = message.text if parts[0] == "copy" else code_blocks(message.text)[int(parts[2])]

@@ -22,6 +22,8 @@ STOPS = {"eos": "end of answer", "length": "token limit", "stopped": "stopped"}
 THUMB = 200  # the longest side of an image in the transcript, in pixels
 MARK = "\u2063"  # an invisible separator: where streamed tokens go in the open answer
 FORGOTTEN = "Earlier turns are no longer in the model's view (the conversation outgrew its context)"
+CONTINUED = "This conversation goes on from an earlier one that outgrew the model's context."
+SUMMARY = "Summary of the earlier conversation, written by the model (the model reads it first)"
 
 
 class Transcript(SafeBrowser):
@@ -130,6 +132,24 @@ def forgotten_html(c: Colours) -> str:
         f"<p align='center' style='color:{c.muted};font-size:small'>"
         f"— {html.escape(FORGOTTEN)} —</p>"
     )
+
+
+def continued_html(c: Colours) -> str:
+    """The note atop a conversation that goes on from one that outgrew the context.
+
+    Its link (`continues:`) opens the earlier conversation.
+    """
+    return (
+        f"<p align='center' style='color:{c.muted};font-size:small'>"
+        f"— {html.escape(CONTINUED)} <a href='continues:'>Open the earlier one</a> —</p>"
+    )
+
+
+def summary_html(summary: str, c: Colours) -> str:
+    """The model's summary of the earlier conversation, drawn first and marked as one."""
+    muted = f"color:{c.muted};font-size:small"
+    head = f"<p style='{muted}'>{html.escape(SUMMARY)}</p>"
+    return bubble(head + plain(for_display(summary)), c, user=False)
 
 
 def bubble(body: str, c: Colours, *, user: bool) -> str:

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 FILE = "conversation.json"
 FORMAT = 1
+CONTINUED = "Continued: "  # the title of a conversation that goes on from a full one
 
 
 @dataclass
@@ -108,6 +109,10 @@ class Conversation:
         forgotten: How many messages at the start the model no longer sees: they were
             dropped to make room when the conversation outgrew the model's context (they
             stay saved and shown, under a marker).
+        continues: The id of the conversation this one continues, when that one outgrew
+            the model's context ("" for none).
+        summary: What the model wrote of the conversation this one continues; the model
+            reads it after the system prompt ("" for none).
     """
 
     id: str
@@ -118,6 +123,8 @@ class Conversation:
     messages: list[Message] = field(default_factory=list)
     system: str = ""
     forgotten: int = 0
+    continues: str = ""
+    summary: str = ""
 
     def to_dict(self, folder: Path | None = None) -> dict[str, Any]:
         """JSON form; attachment paths are written relative to `folder` when inside it."""
@@ -129,6 +136,8 @@ class Conversation:
             "updated": self.updated,
             "system": self.system,
             "forgotten": self.forgotten,
+            "continues": self.continues,
+            "summary": self.summary,
             "messages": [m.to_dict(folder) for m in self.messages],
         }
 
@@ -144,6 +153,8 @@ class Conversation:
             messages=[Message.from_dict(m, folder) for m in data.get("messages", [])],
             system=str(data.get("system", "")),
             forgotten=max(0, int(data.get("forgotten", 0) or 0)),
+            continues=str(data.get("continues", "")),
+            summary=str(data.get("summary", "")),
         )
 
 
@@ -164,6 +175,9 @@ def to_markdown(conversation: Conversation, links: dict[Path, str] | None = None
     ]
     if conversation.system:
         lines += ["", "**System prompt:**", "", conversation.system]
+    if conversation.summary:
+        lines += ["", "**Summary of the earlier conversation (written by the model):**", ""]
+        lines.append(conversation.summary)
     for m in conversation.messages:
         lines += ["", "**You:**" if m.role == "user" else "**Model:**", ""]
         for a in m.attachments:
@@ -322,6 +336,12 @@ class ConversationStore:
     def delete(self, conversation_id: str) -> None:
         """Remove a conversation and its attachment copies."""
         shutil.rmtree(self.folder(conversation_id), ignore_errors=True)
+
+
+def continued_title(title: str) -> str:
+    """The title of a conversation that continues one titled `title` (never stacked)."""
+    base = title.removeprefix(CONTINUED).strip() or "a conversation"
+    return short_title(CONTINUED + base, limit=120)
 
 
 def clean_title(title: str) -> str:

@@ -28,11 +28,13 @@ A conversation that outgrows the model's context drops its oldest turns from the
 view by default (`GenerationOptions.context_full`): whole exchanges, from the first, never
 the system prompt nor the message being answered, until the prompt and room for an answer
 fit. The dropped messages stay saved and shown; `Conversation.forgotten` counts them, and
-the next turn prefills what is left afresh.
+the next turn prefills what is left afresh. The other choices: refuse the turn ("stop"), or
+answer it in a new conversation that continues the old one (`chat.carry`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 import time
@@ -42,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend.attachments import AUDIO, IMAGE, Attachment, AttachmentError, prepare
+from mmforge.backend.chat import carry
 from mmforge.backend.chat.conversations import (
     Conversation,
     ConversationStore,
@@ -49,7 +52,10 @@ from mmforge.backend.chat.conversations import (
     clean_title,
 )
 from mmforge.backend.chat.values import (
+    CONTEXT_CARRY,
     CONTEXT_DROP,
+    CONTEXT_STOP,
+    CONTEXT_SUMMARY,
     STOP_EOS,
     STOP_LENGTH,
     STOP_STOPPED,
@@ -199,6 +205,9 @@ class ChatSession:
         """Continue a saved conversation; its history is prefilled on the next turn."""
         self.conversation = conversation
         self._reset_state()
+
+    def _switch(self, conversation: Conversation) -> None:
+        self.open_conversation(conversation)
 
     def set_system(self, text: str) -> None:
         """Set the conversation's system prompt; the next turn prefills the history afresh."""
@@ -407,9 +416,9 @@ class ChatSession:
         The system prompt, when there is one, comes first.
         """
         out: list[dict[str, Any]] = []
-        if self.conversation.system:
-            text = {"type": "text", "text": self.conversation.system}
-            out.append({"role": "system", "content": [text]})
+        system = carry.model_system_text(self.conversation)
+        if system:
+            out.append({"role": "system", "content": [{"type": "text", "text": system}]})
         for m in self.messages[self._first() : n]:
             parts: list[dict[str, Any]] = [{"type": a.kind} for a in m.attachments]
             parts.append({"type": "text", "text": m.text})
@@ -422,7 +431,7 @@ class ChatSession:
         self._save()  # the user's message is on disk before any work starts
         start = time.perf_counter()
         try:
-            prefill, prefill_tokens = self._fit(options)
+            prefill, prefill_tokens = self._fit(options, should_stop)
             result = self._generate(options, on_token, should_stop, start, prefill, prefill_tokens)
         except RuntimeError as e:
             self._gen, self._gen_messages = None, -1
@@ -447,15 +456,40 @@ class ChatSession:
         self._save()
         return result
 
-    def _fit(self, options: GenerationOptions) -> tuple[str, int]:
-        """`_feed`, dropping the oldest turns while the prompt does not fit (when asked).
+    def _fit(self, options: GenerationOptions, should_stop: StopCheck) -> tuple[str, int]:
+        """`_feed`, making room as `options.context_full` says when the prompt does not fit.
 
-        Dropping leaves room for an answer (its cap, at most a quarter of the context);
-        when only the message being answered is left, it may take all but the last token.
+        Dropping and going on in a new conversation leave room for an answer (its cap, at
+        most a quarter of the context); when only the message being answered is left, it
+        may take all but the last token.
         """
         context = self.info.context_length
-        drop = options.context_full == CONTEXT_DROP
-        room = min(options.max_new_tokens, context // 4) if drop else 0
+        mode = options.context_full
+        room = 0 if mode == CONTEXT_STOP else min(options.max_new_tokens, context // 4)
+        carrying = mode in (CONTEXT_CARRY, CONTEXT_SUMMARY)
+        try:
+            try:
+                return self._feed_within(
+                    options, room, drop=mode == CONTEXT_DROP, shorten=not carrying
+                )
+            except _ContextFull:
+                if not carrying:
+                    raise
+            if self._first() >= len(self.messages) - 1:  # nothing earlier to carry on from
+                return self._feed_within(options, room, drop=False, shorten=True)
+            return self._carry_on(options, room, should_stop)
+        except _ContextFull as full:
+            raise self._context_error(full.tokens) from None
+
+    def _feed_within(
+        self, options: GenerationOptions, room: int, *, drop: bool, shorten: bool
+    ) -> tuple[str, int]:
+        """`_feed` leaving `room` tokens for the answer.
+
+        While the prompt does not fit: drop the oldest turns (`drop`), then give up the
+        room (`shorten`); then `_ContextFull` goes on to the caller.
+        """
+        context = self.info.context_length
         self._limit = context - room
         try:
             while True:
@@ -464,12 +498,71 @@ class ChatSession:
                 except _ContextFull as full:
                     if drop and self._drop_oldest():
                         continue
-                    if self._limit < context and full.tokens < context:
+                    if shorten and self._limit < context and full.tokens < context:
                         self._limit = context  # nothing left to drop: a shorter answer
                         continue
-                    raise self._context_error(full.tokens) from None
+                    raise
         finally:
             self._limit = context
+
+    def _carry_on(
+        self, options: GenerationOptions, room: int, should_stop: StopCheck
+    ) -> tuple[str, int]:
+        """Answer the last message in a new conversation that continues this one.
+
+        It opens with the last whole exchanges that fit ("carry") or with the model's
+        summary of this one ("summary"). This conversation goes back to what it held before
+        the message; on any failure nothing changes.
+        """
+        old = self.conversation
+        new = carry.begin_continuation(old, self._new_conversation())
+        if options.context_full == CONTEXT_SUMMARY:
+            new.summary = self._summarise(should_stop)
+            new.messages = carry.copies(old.messages[-1:])
+        else:
+            new.messages = carry.copies(old.messages[self._first() :])
+        self._switch(new)
+        try:
+            fed = self._feed_within(options, room, drop=True, shorten=True)
+        except BaseException:
+            self._switch(old)
+            raise
+        # The carried turns the model no longer sees are not carried at all.
+        cut, new.forgotten = new.forgotten, 0
+        del new.messages[:cut], self._segments[:cut], self._end_texts[:cut]
+        if self.store is not None:
+            carry.adopt_attachments(new.messages, self.store.attachments_folder(new.id))
+        old.messages.pop()
+        if self.store is not None and self.store.saved(old.id):
+            self.store.save(old, touch=False)
+        log.info("context full: %s continues in %s", old.id, new.id)
+        return fed
+
+    def _summarise(self, should_stop: StopCheck) -> str:
+        """The model's summary of the conversation before the message being answered.
+
+        One greedy answer of at most `carry.SUMMARY_TOKENS`, to a request put after the
+        turns that fit; the conversation itself is not changed.
+        """
+        old = self.conversation
+        request = Message("user", carry.SUMMARY_REQUEST)
+        earlier = carry.copies(old.messages[self._first() : -1])
+        asking = dataclasses.replace(old, messages=[*earlier, request], forgotten=0)
+        tokens = min(carry.SUMMARY_TOKENS, self.info.context_length // 4)
+        options = GenerationOptions(max_new_tokens=tokens)
+        self._switch(asking)
+        try:
+            mode, fed = self._feed_within(options, tokens, drop=True, shorten=True)
+            start = time.perf_counter()
+            result = self._generate(options, _ignore, should_stop, start, mode, fed)
+        finally:
+            self._switch(old)
+        if result.stop_reason == STOP_STOPPED:
+            raise MmforgeError(
+                "Stopped while the model was summarising the conversation",
+                "Send the message again to start the new conversation",
+            )
+        return result.text.strip() or "(The model wrote nothing.)"
 
     def _feed(self, options: GenerationOptions) -> tuple[str, int]:
         """Bring the generator to the state after the prompt; returns (mode, tokens fed)."""

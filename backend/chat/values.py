@@ -21,7 +21,11 @@ STOP_STOPPED = "stopped"
 # What a turn does when the conversation outgrows the model's context.
 CONTEXT_DROP = "drop"  # the oldest turns leave the model's view (the system prompt stays)
 CONTEXT_STOP = "stop"  # the turn is refused; a new conversation or a shorter message helps
-CONTEXT_FULL = (CONTEXT_DROP, CONTEXT_STOP)
+# A new conversation ("Continued: <title>") takes the message, opening with the last turns
+# that fit, or with a summary the model writes of the old one.
+CONTEXT_CARRY = "carry"
+CONTEXT_SUMMARY = "summary"
+CONTEXT_FULL = (CONTEXT_DROP, CONTEXT_STOP, CONTEXT_CARRY, CONTEXT_SUMMARY)
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,9 @@ class GenerationOptions:
         top_k: Keep the k most likely tokens before sampling.
         seed: Random seed for sampling (None: the runtime picks one).
         context_full: When the conversation outgrows the context: "drop" the oldest
-            turns from the model's view (they stay saved), or "stop" with an error.
+            turns from the model's view (they stay saved), "stop" with an error, or go on
+            in a new conversation that opens with the last turns that fit ("carry") or
+            with a summary the model writes of the old one ("summary").
     """
 
     max_new_tokens: int = 256

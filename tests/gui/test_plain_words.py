@@ -247,3 +247,71 @@ def test_12_each_page_leads_with_a_plain_sentence_and_keeps_details_collapsed(qt
     assert "max abs diff" in [
         verify.table.horizontalHeaderItem(i).text() for i in range(verify.table.columnCount())
     ]
+
+
+# -- item 12 (settings) and item 3 (a full context's other choices) ----------------------
+
+
+def test_12_the_answer_settings_speak_plainly_and_name_the_technical_terms_in_tooltips(window):
+    from PySide6.QtWidgets import QLabel
+
+    box = window.chat_view.settings_box
+    named = {
+        box.temperature: ("Adventurousness", "temperature"),
+        box.top_p: ("Likely words kept", "top-p"),
+        box.top_k: ("Candidates", "top-k"),
+        box.seed: ("Repeat number", "seed"),
+    }
+    shown = {label.buddy(): label.text() for label in box.findChildren(QLabel) if label.buddy()}
+    for widget, (plain, technical) in named.items():
+        assert widget.accessibleName() == shown[widget] == plain
+        assert f"Technical name: {technical}" in widget.toolTip()
+    words = " ".join(shown.values()).lower()
+    assert not any(term in words for term in ("top-p", "top-k", "temperature", "seed"))
+
+
+def test_3_a_full_context_can_go_on_in_a_new_conversation_said_plainly(window):
+    box = window.chat_view.settings_box
+    choices = {box.context_full.itemData(i): box.context_full.itemText(i) for i in range(4)}
+    assert choices["carry"] == "Go on in a new conversation that starts with the latest turns"
+    assert choices["summary"] == (
+        "Go on in a new conversation that starts with a summary by the model"
+    )
+    box.context_full.setCurrentIndex(box.context_full.findData("summary"))
+    assert box.options()["context_full"] == "summary"
+    assert "context" not in box.context_full.accessibleName()
+
+
+def test_3_a_continued_conversation_shows_its_summary_and_opens_the_earlier_one(window):
+    from PySide6.QtCore import QUrl
+
+    from mmforge.backend.chat.conversations import Conversation, Message
+
+    chat = window.chat_view
+    earlier = Conversation(
+        id="20260101-000000-aaaaaaaa",
+        package="p",
+        title="Trip plans",
+        messages=[Message("user", "Where to?"), Message("assistant", "Lisbon.")],
+    )
+    chat.store.save(earlier, touch=False)
+    later = Conversation(
+        id="20260101-000001-bbbbbbbb",
+        package="p",
+        title="Continued: Trip plans",
+        continues=earlier.id,
+        summary="We chose Lisbon.",
+        messages=[Message("user", "And when?"), Message("assistant", "May.")],
+    )
+    chat.store.save(later, touch=False)
+    chat.refresh_conversations()
+    chat.open_conversation(later.id)
+    text = chat.transcript.toPlainText()
+    assert "goes on from an earlier one" in text
+    assert (
+        text.index("Summary of the earlier conversation, written by the model")
+        < text.index("We chose Lisbon.")
+        < text.index("And when?")
+    )
+    chat._on_anchor(QUrl("continues:"))
+    assert chat.conversation.id == earlier.id and "Lisbon." in chat.transcript.toPlainText()

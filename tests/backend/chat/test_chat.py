@@ -13,7 +13,7 @@ import pytest
 from mmforge import resources
 from mmforge.backend.attachments import AUDIO, IMAGE, AttachmentError
 from mmforge.backend.chat import ChatSession, GenerationOptions
-from mmforge.backend.chat.conversations import ConversationStore
+from mmforge.backend.chat.conversations import ConversationStore, to_markdown
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.verify import hf_reference
 from tests.backend.families import AUDIO as AUDIO_FAMILIES
@@ -438,3 +438,86 @@ def test_context_full_stop_refuses_instead_of_dropping(package, tmp_path):
     assert session.conversation.forgotten == 0
     with pytest.raises(MmforgeError, match="context_full"):
         GenerationOptions(context_full="later")
+
+
+def _full_conversation(package, tmp_path, mode: str):
+    """A saved conversation with a 160-token context, sent to until it is carried on."""
+    folder = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), folder)
+    store = ConversationStore(tmp_path / "store")
+    session = ChatSession(folder, store=store)
+    session.info = dataclasses.replace(session.info, context_length=160)
+    session.set_system("Be brief.")
+    session.rename("Trip plans")
+    options = GenerationOptions(max_new_tokens=8, context_full=mode)
+    first = session.conversation.id
+    for turn in range(30):
+        result = session.send(f"Question number {turn}, please.", options=options)
+        assert result.stats.prompt_tokens < 160
+        if session.conversation.id != first:
+            return session, store, first, turn
+    raise AssertionError("the conversation was never carried on")
+
+
+def test_a_full_conversation_goes_on_in_a_new_one_carrying_the_last_turns(package, tmp_path):
+    session, store, first, turn = _full_conversation(package, tmp_path, "carry")
+    new = session.conversation
+    old = store.load(first)
+    # The old one is kept as it was before the message that did not fit.
+    assert old.messages[-1].role == "assistant" and len(old.messages) == 2 * turn
+    assert old.title == "Trip plans" and not old.continues
+    # The new one is listed, linked, and opens with the last exchanges that fit.
+    saved = store.load(new.id)
+    assert saved.title == "Continued: Trip plans" and saved.continues == first
+    assert saved.system == "Be brief." and saved.forgotten == 0 and not saved.summary
+    texts = [m.text for m in saved.messages]
+    assert texts[-2] == f"Question number {turn}, please."
+    assert saved.messages[-1].role == "assistant"
+    carried = texts[:-2]
+    assert carried and carried == [m.text for m in old.messages[-len(carried) :]]
+    assert saved.messages[0].role == "user" and "Question number 0," not in texts
+    assert {s.id for s in store.list()} == {first, new.id}
+    prompt = session.prompt_text()
+    assert "Be brief." in prompt and carried[0] in prompt
+    # It keeps answering, continuing its own generator.
+    after = session.send("One more.", options=GenerationOptions(max_new_tokens=4))
+    assert session.conversation.id == new.id and after.stats.prompt_tokens < 160
+
+
+def test_a_full_conversation_goes_on_in_a_new_one_opening_with_the_models_summary(
+    package, tmp_path
+):
+    session, store, first, turn = _full_conversation(package, tmp_path, "summary")
+    saved = store.load(session.conversation.id)
+    assert saved.title == "Continued: Trip plans" and saved.continues == first
+    # The summary is the model's own answer to a bounded request, not a message.
+    assert saved.summary and len(session.runtime.tokenizer.encode(saved.summary)) <= 40
+    assert [m.role for m in saved.messages] == ["user", "assistant"]
+    assert saved.messages[0].text == f"Question number {turn}, please."
+    prompt = session.prompt_text()
+    assert "Be brief." in prompt and "Summary of the earlier part" in prompt
+    assert saved.summary in prompt and "Question number 0," not in prompt
+    assert len(store.load(first).messages) == 2 * turn
+    assert "Summary of the earlier conversation" in to_markdown(saved)
+
+
+def test_carrying_on_keeps_the_attachments_in_the_new_conversation(package, tmp_path):
+    folder = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), folder)
+    store = ConversationStore(tmp_path / "store")
+    session = ChatSession(folder, store=store)
+    options = GenerationOptions(max_new_tokens=4, context_full="carry")
+    session.send("Look.", session.prepare_attachments(_files("qwen2_5_vl")), options)
+    first = session.conversation.id
+    used = session.prompt_text()
+    limit = len(session.runtime.tokenizer.encode(used)) + 40
+    session.info = dataclasses.replace(session.info, context_length=limit)
+    for turn in range(10):
+        session.send(f"And now {turn}?", options=options)
+        if session.conversation.id != first:
+            break
+    new = session.conversation
+    assert new.id != first
+    held = [a for m in new.messages for a in m.attachments]
+    for a in held:  # a carried picture is the new conversation's own copy
+        assert a.path.is_relative_to(store.folder(new.id)) and a.path.is_file()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 
 import pytest
@@ -138,3 +140,26 @@ def test_the_worker_renames_conversations_and_sets_the_system_prompt(package, tm
             client.rename_conversation(first, " ")
     saved = store.load(first)
     assert saved.title == "Saved one" and saved.system == "Be brief."
+
+
+@pytest.mark.parametrize("mode", ["carry", "summary"])
+def test_the_worker_reports_the_new_conversation_a_full_one_goes_on_in(package, tmp_path, mode):
+    folder = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), folder)
+    config = json.loads((folder / "genai_config.json").read_text())
+    config["model"]["context_length"] = 160  # a context the conversation soon fills
+    (folder / "genai_config.json").write_text(json.dumps(config))
+    store = ConversationStore(tmp_path / "store")
+    options = {"max_new_tokens": 8, "context_full": mode}
+    with ChatClient(folder, store_root=store.root, env=_env(tmp_path)) as client:
+        first = client.info["conversation"]["id"]
+        for turn in range(30):
+            event = list(client.send(f"Question number {turn}, please.", options=options))[-1]
+            assert event["event"] == "turn"
+            held = event["conversation"]
+            if held["id"] != first:
+                break
+        assert held["title"].startswith("Continued: Question number 0")
+        assert held["continues"] == first and bool(held["summary"]) == (mode == "summary")
+        assert held["messages"][-1]["token_ids"] == event["value"]["token_ids"]
+    assert {s.id for s in store.list()} == {first, held["id"]}
