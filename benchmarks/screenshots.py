@@ -22,6 +22,12 @@ Each moment is captured twice, as NAME-light.png and NAME-dark.png, in DIR (defa
     6-chat          an answer streaming, the sent picture in the transcript
     7-error         the dialog for an attachment the model cannot take
     8-library       File > Library: the package and the downloaded model
+
+With --compare it shows the Compare page only (no hub): the demo model converted here to
+f32 and int4, answering one prompt and picture side by side:
+
+    9-compare       both answers, their speeds, and where they part, marked
+    9-compare-refused  the dialog for two packages of different models
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ DEMO_REPO = "mmforge/demo-qwen2.5-vl"
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("/tmp/mmforge-screenshots"))
+    parser.add_argument("--compare", action="store_true", help="the Compare page only")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if not os.environ.get("DISPLAY"):
@@ -56,6 +63,13 @@ def main() -> int:
     from tests.hubserver import HubServer
 
     demo = demo_checkpoint()
+    if args.compare:
+        from mmforge.backend.convert import convert
+
+        pair = (home / "demo-f32", home / "demo-int4")
+        for folder, dtype in zip(pair, ("f32", "int4"), strict=True):
+            convert(str(demo), folder, dtype=dtype)
+        return Flow(args.out, home, demo).compare(*pair)
     with HubServer() as hub:
         os.environ["HF_ENDPOINT"] = hub.url
         hub.state.add_folder(DEMO_REPO, demo)
@@ -251,6 +265,53 @@ class Flow:
         self.settle()
         self.shot("8-library")
         library.close()
+        w.close()
+        return 0
+
+    def compare(self, f32: Path, int4: Path) -> int:
+        """The Compare page: f32 and int4 answering one prompt and picture."""
+        import json
+        import shutil
+
+        from PySide6.QtWidgets import QMessageBox
+
+        from mmforge import resources
+        from mmforge.backend.attachments import IMAGE
+
+        w = self.window
+        view = w.compare_view
+        failed: list[str] = []
+        for bridge in view.bridges:
+            bridge.failed.connect(lambda e: failed.append(str(e.get("message"))))
+        w.compare_action.trigger()
+        view.pair.choose_pair(f32, int4)
+        view.max_tokens.setValue(60)
+        view.strip.add(resources.probe_image(), IMAGE)
+        view.input.setPlainText("What is in this picture? Describe it in detail.")
+        done: list[bool] = []
+        view.finished.connect(lambda: done.append(True))
+        view.compare()
+        self.wait("both answers", lambda: bool(done))
+        if failed:
+            raise SystemExit(f"compare failed: {failed[-1]}")
+        print(f"verdict: {view.verdict.text()}", flush=True)
+        for column in view.columns:
+            print(f"{column.title.text()}: {column.speed.text()}", flush=True)
+        self.settle()
+        self.shot("9-compare")
+
+        # Two packages of different models: refused, in plain words.
+        other = self.home / "other-model-f32"
+        shutil.copytree(f32, other)
+        manifest = json.loads((other / "mmforge_manifest.json").read_text())
+        manifest["source"] = "someone/another-model"
+        (other / "mmforge_manifest.json").write_text(json.dumps(manifest))
+        view.pair.choose_pair(f32, other)
+        view.compare()
+        self.settle()
+        self.shot("9-compare-refused")
+        for box in w.findChildren(QMessageBox):
+            box.close()
         w.close()
         return 0
 

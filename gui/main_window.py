@@ -1,4 +1,4 @@
-"""The main window: Model → Convert → Verify → Chat, one page each."""
+"""The main window: Model → Convert → Verify → Chat, and Compare; one page each."""
 
 from __future__ import annotations
 
@@ -17,16 +17,17 @@ from PySide6.QtWidgets import (
 )
 
 from mmforge.gui.chat_view import ChatView
+from mmforge.gui.compare_view import CompareView
 from mmforge.gui.convert_view import ConvertView
 from mmforge.gui.model_view import ModelView
 from mmforge.gui.state import AppState
 from mmforge.gui.theme import SCHEMES, apply_scheme
 from mmforge.gui.verify_view import VerifyView
 
-PAGES = ("1  Model", "2  Convert", "3  Verify", "4  Chat")
+PAGES = ("1  Model", "2  Convert", "3  Verify", "4  Chat", "5  Compare")
 DEFAULT_SIZE = (1180, 780)
 SHORTCUTS = (
-    ("Ctrl+1 … Ctrl+4", "Model, Convert, Verify, Chat"),
+    ("Ctrl+1 … Ctrl+5", "Model, Convert, Verify, Chat, Compare"),
     ("Ctrl+O", "Open a package to chat with"),
     ("Ctrl+L", "The library of packages and downloads"),
     ("Ctrl+N", "New conversation"),
@@ -50,13 +51,20 @@ class MainWindow(QMainWindow):
         self.convert_view = ConvertView(self.state)
         self.verify_view = VerifyView(self.state)
         self.chat_view = ChatView(self.state)
+        self.compare_view = CompareView(self.state)
         self.nav = QListWidget()
         self.nav.setObjectName("nav")
         self.nav.setAccessibleName("Pages")
         self.nav.addItems(PAGES)
         self.nav.setFixedWidth(150)
         self.pages = QStackedWidget()
-        self._order = (self.model_view, self.convert_view, self.verify_view, self.chat_view)
+        self._order = (
+            self.model_view,
+            self.convert_view,
+            self.verify_view,
+            self.chat_view,
+            self.compare_view,
+        )
         for page in self._order:
             # A small screen scrolls a page rather than cutting its lower rows off.
             scroll = QScrollArea()
@@ -137,6 +145,10 @@ class MainWindow(QMainWindow):
         self._action(chat, "&New conversation", self._new_conversation, "Ctrl+N")
         self._action(chat, "&Copy last answer", self.chat_view.copy_last_answer, "Ctrl+Shift+C")
         self._action(chat, "&Stop the answer", self.chat_view.stop, "Ctrl+.")
+        chat.addSeparator()
+        self.compare_action = self._action(
+            chat, "Co&mpare two packages of a model…", self._to_compare
+        )
         help_menu = bar.addMenu("&Help")
         self.shortcuts_action = self._action(
             help_menu, "&Keyboard shortcuts", self.show_shortcuts, "F1"
@@ -215,7 +227,7 @@ class MainWindow(QMainWindow):
         AboutDialog(self).exec()
 
     def go(self, index: int) -> None:
-        """Show a page (0 Model, 1 Convert, 2 Verify, 3 Chat)."""
+        """Show a page (0 Model, 1 Convert, 2 Verify, 3 Chat, 4 Compare)."""
         self.nav.setCurrentRow(index)
 
     def current_page(self) -> QWidget:
@@ -234,10 +246,15 @@ class MainWindow(QMainWindow):
     def _to_verify(self) -> None:
         self.show_page(self.verify_view)
 
+    @Slot()
+    def _to_compare(self) -> None:
+        self.show_page(self.compare_view)
+
     def closeEvent(self, event: QCloseEvent) -> None:
         """Save the geometry; stop workers (a running conversion is cancelled cleanly)."""
         self.state.settings.setValue("geometry", self.saveGeometry())
         for runner in (self.model_view.runner, self.convert_view.runner, self.verify_view.runner):
             runner.shutdown()
         self.chat_view.shutdown()
+        self.compare_view.shutdown()
         super().closeEvent(event)

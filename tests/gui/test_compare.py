@@ -1,0 +1,152 @@
+"""The Compare page: two packages of one model answer one prompt side by side."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from PySide6.QtWidgets import QMessageBox
+
+from mmforge import resources
+from mmforge.backend.attachments import IMAGE
+from mmforge.backend.chat.compare import divergence, first_difference, summary
+from mmforge.backend.library import MANIFEST
+from tests.gui.chatting import LONG
+from tests.hung_worker import alive
+
+
+def _dialogs(window) -> list[QMessageBox]:
+    return [b for b in window.findChildren(QMessageBox) if b.objectName() == "errorDialog"]
+
+
+def _compare(qtbot, view) -> None:
+    """Click Compare and wait until both workers are idle again (the page's `finished`)."""
+    with qtbot.waitSignal(view.finished, timeout=LONG):
+        view.compare_button.click()
+
+
+def test_two_precisions_answer_side_by_side_and_where_they_part_is_marked(qtbot, window, package):
+    f32, int4 = package("qwen2_5_vl"), package("qwen2_5_vl", "int4")
+    view = window.compare_view
+    window.compare_action.trigger()  # Chat > Compare two packages of a model…
+    assert window.current_page() is view
+    view.pair.choose_pair(f32, int4)
+    assert [view.pair.chosen(0), view.pair.chosen(1)] == [f32, int4]
+    turns: dict[str, object] = {}
+    view.bridges[0].turn.connect(lambda t: turns.setdefault("A", t))
+    view.bridges[1].turn.connect(lambda t: turns.setdefault("B", t))
+    view.max_tokens.setValue(24)
+    view.strip.add(resources.probe_image(), IMAGE)
+    view.input.setPlainText("What is in this picture?")
+    _compare(qtbot, view)
+
+    a, b = view.columns
+    assert not _dialogs(window)
+    assert set(turns) == {"A", "B"}
+    for column, turn in zip(view.columns, (turns["A"], turns["B"]), strict=True):
+        assert column.turn is turn and turn.token_ids  # both answered
+        assert column.text() == "".join(column.pieces)  # all it streamed is shown
+        assert len(column.pieces) == len(turn.token_ids)
+        speed = column.speed.text()
+        assert "tokens/s" in speed and "first token after" in speed
+        assert f"{turn.stats.decode_tokens_per_s:.1f} tokens/s" in speed
+        assert column.loaded.text()  # what loading it took
+    assert "(f32)" in a.title.text() and "(int4)" in b.title.text()
+
+    # The marker is where the two lists of token ids part.
+    ids_a, ids_b = turns["A"].token_ids, turns["B"].token_ids
+    index = first_difference(ids_a, ids_b)
+    d = divergence(ids_a, ids_b, a.pieces, b.pieces)
+    assert view.verdict.text().startswith(summary(d, len(ids_a), len(ids_b), "f32", "int4"))
+    assert "as fast as" in view.verdict.text() or "same speed" in view.verdict.text()
+    if index is None:
+        assert a.marked is None and b.marked is None and a.text() == b.text()
+        return
+    assert d.agreed == index
+    for column, span in ((a, d.a_span), (b, d.b_span)):
+        assert column.marked == span
+        assert span[0] == len("".join(column.pieces[:index]))
+        selections = column.answer.extraSelections()
+        if span[0] < len(column.text()):
+            mark = selections[0]  # the parting token; then the rest, tinted
+            assert mark.cursor.selectionStart() == span[0]
+            assert mark.cursor.selectionEnd() >= span[1]
+            if len(selections) > 1:
+                assert selections[1].cursor.selectionEnd() == len(column.text())
+        else:
+            assert selections == []  # this answer ended where the other goes on
+    # What comes before the mark is the same text in both columns.
+    assert a.text()[: d.a_span[0]] == b.text()[: d.b_span[0]]
+
+
+def test_two_models_are_refused_before_anything_loads(qtbot, window, package, tmp_path):
+    f32 = package("qwen2_5_vl")
+    other = Path(shutil.copytree(f32, tmp_path / "other-model"))
+    manifest = json.loads((other / MANIFEST).read_text())
+    manifest["source"] = "someone/another-model"
+    (other / MANIFEST).write_text(json.dumps(manifest))
+    view = window.compare_view
+    window.go(4)
+    view.pair.choose_pair(f32, other)
+    view.input.setPlainText("Hello")
+    view.compare_button.click()
+    qtbot.waitUntil(lambda: bool(_dialogs(window)))
+    [box] = _dialogs(window)
+    assert "different models" in box.text()
+    assert "someone/another-model" in box.informativeText()
+    assert not view.running and all(s is None for s in view.sessions)
+    assert all(bridge._thread is None for bridge in view.bridges)  # no worker started
+
+
+def test_a_package_that_fails_to_load_is_said_and_close_ends_both_workers(
+    qtbot, window, package, tmp_path
+):
+    f32, int4 = package("qwen2_5_vl"), package("qwen2_5_vl", "int4")
+    broken = Path(shutil.copytree(int4, tmp_path / "broken-int4"))
+    for model in broken.glob("*.onnx"):
+        model.write_bytes(b"not a model")
+    view = window.compare_view
+    window.go(4)
+    view.pair.choose_pair(f32, broken)
+    view.input.setPlainText("Hello")
+    with qtbot.waitSignal(view.finished, timeout=LONG):
+        view.compare_button.click()
+    qtbot.waitUntil(lambda: bool(_dialogs(window)), timeout=LONG)
+    [box] = _dialogs(window)
+    assert box.text().startswith("Package B could not be loaded")
+    assert view.columns[1].speed.text().startswith("Not loaded")
+    assert view.columns[0].turn is None  # A did not answer alone
+    box.close()
+
+    # Both load now; closing the window ends both workers.
+    view.pair.choose_pair(f32, int4)
+    view.max_tokens.setValue(4)
+    _compare(qtbot, view)
+    assert all(c.turn is not None for c in view.columns)
+    pids = [bridge._job.process.pid for bridge in view.bridges]
+    assert all(alive(pid) for pid in pids)
+    window.close()
+    assert not any(alive(pid) for pid in pids)
+    assert all(bridge._thread is None for bridge in view.bridges)
+
+
+def test_the_default_pair_is_the_current_package_and_its_other_precision(
+    qtbot, window, package, tmp_path
+):
+    root = tmp_path / "packages"
+    f32 = Path(shutil.copytree(package("qwen2_5_vl"), root / "model-f32"))
+    int4 = Path(shutil.copytree(package("qwen2_5_vl", "int4"), root / "model-int4"))
+    other = Path(shutil.copytree(package("qwen2_5_vl"), root / "other-f32"))
+    manifest = json.loads((other / MANIFEST).read_text())
+    manifest["source"] = "someone/another-model"
+    (other / MANIFEST).write_text(json.dumps(manifest))
+    window.state.settings.setValue("packages_folder", str(root))
+    window.state.set_package(str(f32))
+    window.go(4)
+    view = window.compare_view
+    assert [view.pair.chosen(0), view.pair.chosen(1)] == [f32, int4]
+    assert view.pair.refusal() is None
+    assert view.pair.pickers[0].count() == 3  # the whole library is offered
+    window.state.set_package(str(int4))  # another package: the pair follows it
+    assert [view.pair.chosen(0), view.pair.chosen(1)] == [int4, f32]
