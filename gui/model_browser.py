@@ -103,17 +103,16 @@ class BackgroundCall(QObject):
             self.finished.emit()
 
 
-def _count(n: int) -> str:
-    from mmforge.backend.units import human_count
-
-    return f"{human_count(n)} downloads" if n else "no downloads counted"
-
-
 def result_text(found: Any) -> str:
     """One result as plain text: the id, then its family mark, downloads and gating."""
-    extra = " · gated: accept its terms on the hub and sign in" if found.gated else ""
-    line = f"{found.mark.words()} · {_count(found.downloads)}{extra}"
-    return f"{found.repo_id}\n    {for_display(line, SHORT)}"
+    from mmforge.backend.units import human_count
+
+    parts = [found.mark.words()]
+    if found.downloads:  # none for a known model offered as a near name
+        parts.append(f"{human_count(found.downloads)} downloads")
+    if found.gated:
+        parts.append("gated: accept its terms on the hub and sign in")
+    return f"{found.repo_id}\n    {for_display(' · '.join(parts), SHORT)}"
 
 
 class ModelBrowser(QDialog):
@@ -132,7 +131,7 @@ class ModelBrowser(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Find a model")
         self.setObjectName("modelBrowser")
-        self.resize(720, 560)
+        self.resize(720, 520)  # fits a 1024×600 screen with its frame
         self._suggesting = False  # the call in hand looks for near names
         self._current: str | None = None  # the id selected in either list
         self.call = BackgroundCall(self)

@@ -176,7 +176,8 @@ class ModelView(QWidget):
         self.card.setAccessibleName("What the model is")
         self.card.setObjectName("profileCard")
         self.card.setHtml(
-            "<p>Pick a model: type a hub id, choose a folder, or start with the demo model. "
+            "<p>Pick a model: type a hub id, search with <b>Find a model…</b>, choose a "
+            "folder, or start with the demo model. "
             "<b>Inspect</b> shows what it is and what conversion will make, before any "
             "download of weights.</p>"
         )
