@@ -150,3 +150,23 @@ def test_the_default_pair_is_the_current_package_and_its_other_precision(
     assert view.pair.pickers[0].count() == 3  # the whole library is offered
     window.state.set_package(str(int4))  # another package: the pair follows it
     assert [view.pair.chosen(0), view.pair.chosen(1)] == [int4, f32]
+
+
+def test_stop_stops_the_answer_under_way_and_the_other_does_not_start(qtbot, window, package):
+    f32, int4 = package("qwen2_5_vl"), package("qwen2_5_vl", "int4")
+    view = window.compare_view
+    window.go(4)
+    view.pair.choose_pair(f32, int4)
+    view.max_tokens.setValue(1024)
+    view.input.setPlainText("Tell me a long story.")
+    # Stop as soon as A's first token is drawn: B, waiting its turn, must never start.
+    view.bridges[0].token.connect(lambda _: view.stop_button.click())
+    asked_b: list[bool] = []
+    view.bridges[1].busy.connect(lambda busy: busy and asked_b.append(True))
+    _compare(qtbot, view)
+    a, b = view.columns
+    assert a.turn is not None and a.turn.token_ids
+    assert not asked_b and b.turn is None
+    assert b.speed.text() == "Not run: stopped."
+    assert view.verdict.text() == "" and not view.running
+    assert view.compare_button.isEnabled() and not view.stop_button.isEnabled()
