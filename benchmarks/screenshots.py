@@ -28,6 +28,12 @@ f32 and int4, answering one prompt and picture side by side:
 
     9-compare       both answers, their speeds, and where they part, marked
     9-compare-refused  the dialog for two packages of different models
+
+With --browser it shows Find a model… against a local hub that lists a few released
+models (the ids are real; the download counts are made up for the picture):
+
+    11-find-model   a search, each result marked with its family, and the known models
+    11-did-you-mean Inspect of a misspelt id: the closest names the hub has
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("/tmp/mmforge-screenshots"))
     parser.add_argument("--compare", action="store_true", help="the Compare page only")
+    parser.add_argument("--browser", action="store_true", help="Find a model… only")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if not os.environ.get("DISPLAY"):
@@ -70,6 +77,11 @@ def main() -> int:
         for folder, dtype in zip(pair, ("f32", "int4"), strict=True):
             convert(str(demo), folder, dtype=dtype)
         return Flow(args.out, home, demo).compare(*pair)
+    if args.browser:
+        with HubServer() as hub:
+            os.environ["HF_ENDPOINT"] = hub.url
+            hub.state.listed = _listed()
+            return Flow(args.out, home, demo).browser()
     with HubServer() as hub:
         os.environ["HF_ENDPOINT"] = hub.url
         hub.state.add_folder(DEMO_REPO, demo)
@@ -78,6 +90,30 @@ def main() -> int:
         # About twenty seconds: long enough to see, as a user on a slow link sees it.
         hub.state.bytes_per_second = max(20_000, weights // 20)
         return Flow(args.out, home, demo).run()
+
+
+def _listed() -> list[object]:
+    """What the local hub lists for --browser: released ids, their types, made-up counts."""
+    models = [
+        ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2_5_vl", 3_100_000),
+        ("Qwen/Qwen2.5-VL-3B-Instruct", "qwen2_5_vl", 2_400_000),
+        ("Qwen/Qwen3-VL-2B-Instruct", "qwen3_vl", 900_000),
+        ("google/gemma-3-4b-it", "gemma3", 800_000),
+        ("llava-hf/llava-1.5-7b-hf", "llava", 600_000),
+        ("LiquidAI/LFM2-VL-450M", "lfm2_vl", 150_000),
+        ("someone/vl-experiment", None, 12),
+    ]
+    return [
+        {
+            "id": repo,
+            "downloads": downloads,
+            "pipeline_tag": "image-text-to-text",
+            "tags": ["transformers", "safetensors"],
+            **({"config": {"model_type": kind}} if kind else {}),
+            **({"gated": "manual"} if repo.startswith("google/") else {}),
+        }
+        for repo, kind, downloads in models
+    ]
 
 
 class Flow:
@@ -312,6 +348,31 @@ class Flow:
         self.shot("9-compare-refused")
         for box in w.findChildren(QMessageBox):
             box.close()
+        w.close()
+        return 0
+
+    def browser(self) -> int:
+        """Find a model…: a search with family marks, then a misspelt id's near names."""
+        w = self.window
+        model = w.model_view
+        browser = model.find_model()
+        browser.query.setText("vl")
+        browser.search()
+        self.wait("the search", lambda: not browser.call.running)
+        print(f"search: {browser.status.text()}", flush=True)
+        self.settle()
+        self.shot("11-find-model")
+        browser.close()
+        model.source.setText("Qwen/Qwen2.5-VL-3B-Instrcut")
+        model.inspect()
+        self.wait("the near names", lambda: model.browser is not browser and bool(model.browser))
+        near = model.browser
+        assert near is not None
+        self.wait("the near names", lambda: not near.call.running)
+        print(f"did you mean: {near.status.text()}", flush=True)
+        self.settle()
+        self.shot("11-did-you-mean")
+        near.close()
         w.close()
         return 0
 

@@ -105,11 +105,9 @@ class BackgroundCall(QObject):
 
 def result_text(found: Any) -> str:
     """One result as plain text: the id, then its family mark, downloads and gating."""
-    from mmforge.backend.units import human_count
-
     parts = [found.mark.words()]
     if found.downloads:  # none for a known model offered as a near name
-        parts.append(f"{human_count(found.downloads)} downloads")
+        parts.append(f"{found.downloads:,} downloads")
     if found.gated:
         parts.append("gated: accept its terms on the hub and sign in")
     return f"{found.repo_id}\n    {for_display(' · '.join(parts), SHORT)}"

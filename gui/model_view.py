@@ -414,6 +414,7 @@ class ModelView(QWidget):
         kind = error.get("kind")
         if kind == "hub_not_found" and self._pending in ("inspect", "inspect-next"):
             # A typo or a private model: near names from the hub, and the sign-in.
+            self.status.setText("Not found on the hub: see the names offered.")
             self.find_model(not_found=self.source.text().strip())
         elif kind == "hub_auth":
             self._offer_sign_in(str(error.get("message") or ""))
