@@ -142,7 +142,8 @@ def mark_for(model_type: str | None, tags: tuple[str, ...] = ()) -> Mark:
 
 
 def _first_sentence(text: str) -> str:
-    text = " ".join(text.split())
+    """The reason's first sentence, without long asides (the runtime's list of types)."""
+    text = re.sub(r"\s\([^()]{40,}\)", "", " ".join(text.split()))
     cut = re.split(r"(?<=[.;:])\s", text, maxsplit=1)[0].rstrip(".;:")
     return cut if len(cut) <= 160 else cut[:157] + "…"
 
