@@ -170,3 +170,17 @@ def test_stop_stops_the_answer_under_way_and_the_other_does_not_start(qtbot, win
     assert b.speed.text() == "Not run: stopped."
     assert view.verdict.text() == "" and not view.running
     assert view.compare_button.isEnabled() and not view.stop_button.isEnabled()
+
+
+def test_both_at_once_answer_both_and_no_speed_ratio_is_claimed(qtbot, window, package):
+    f32, int4 = package("qwen2_5_vl"), package("qwen2_5_vl", "int4")
+    view = window.compare_view
+    window.go(4)
+    view.pair.choose_pair(f32, int4)
+    view.pair.together.setChecked(True)
+    assert "at the same time" in view.note.text()
+    view.max_tokens.setValue(8)
+    view.input.setPlainText("Hello")
+    _compare(qtbot, view)
+    assert all(c.turn is not None and c.turn.token_ids for c in view.columns)
+    assert view.verdict.text() and "as fast as" not in view.verdict.text()
