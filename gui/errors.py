@@ -12,6 +12,14 @@ from mmforge.gui.safe_text import MAX_SHOWN, SHORT, SHORT_LINES, for_display
 
 log = logging.getLogger(__name__)
 
+# What to do next in the app, for the kinds of error whose backend hint is a command.
+APP_HINTS = {
+    "hub_auth": "Accept the model's terms on its hub page, then sign in with File > Hugging "
+    "Face account…",
+    "hub_not_found": "Check the spelling (Find a model… on the Model page searches the hub); "
+    "for a private model, sign in with File > Hugging Face account…",
+}
+
 
 def show_error(parent: QWidget | None, error: dict[str, Any], title: str = "mmforge") -> None:
     """Show `{"message", "hint", "details"}` in a dialog; never a raw traceback up front.
@@ -19,6 +27,9 @@ def show_error(parent: QWidget | None, error: dict[str, Any], title: str = "mmfo
     It goes into the GUI's log file too, details included.
     """
     message, hint, details = (str(error.get(k) or "") for k in ("message", "hint", "details"))
+    # The backend's hint names the command line's sign-in (`hf auth login`); the app has
+    # its own.
+    hint = APP_HINTS.get(str(error.get("kind")), hint)
     log.warning(  # bounded: a hostile message must not fill the disk either
         "%s (%s)%s",
         message[:MAX_SHOWN],

@@ -116,3 +116,20 @@ def test_10_a_gated_model_offers_the_sign_in_dialog(qtbot, window, hub, monkeypa
     [sign_in] = [b for b in box.buttons() if b.text() == "Sign in…"]
     sign_in.click()
     assert opened
+
+
+def test_10_other_pages_name_the_apps_sign_in_not_a_command(qtbot, window):
+    from mmforge.gui.errors import show_error
+
+    show_error(
+        window,
+        {
+            "message": "x is gated: the hub refused access",
+            "hint": "save a token with `hf auth login`",
+            "kind": "hub_auth",
+        },
+    )
+    [box] = [b for b in window.findChildren(QMessageBox) if b.objectName() == "errorDialog"]
+    assert "Hugging Face account" in box.informativeText()
+    assert "hf auth login" not in box.informativeText()
+    box.close()
