@@ -214,13 +214,13 @@ class Flow:
         convert.convert()
         self.wait(
             "the download to be a third done",
-            lambda: convert._stage_name == "download" and convert.stage_bar.value() > 330,
+            lambda: convert.progress.stage_name == "download" and convert.stage_bar.value() > 330,
         )
         ok("download")
         self.shot("2-download")
         self.wait(
             "the conversion past the download",
-            lambda: convert._stage_name not in ("", "download", "resolve") or bool(failed),
+            lambda: convert.progress.stage_name not in ("", "download", "resolve") or bool(failed),
         )
         ok("convert")
         self.shot("3-converting")

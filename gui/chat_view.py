@@ -1,31 +1,25 @@
 """Chat page: conversations with a package, streamed answers, attachments, Stop.
 
-The parts live beside it: `transcript` (the drawn conversation), `conversation_list`,
-`chat_settings`, `chat_input` (the draft) and `chat_turns` (the turn state, no widgets).
-Saved conversations are read from disk here, so reading, renaming, exporting and deleting
-one needs no model; the worker writes the conversation it holds.
+`ChatView` is the page: its layout, the draft, attachments and the turn in flight. Its
+other parts live beside it: `chat_loading` (Load and the worker's life), `chat_conversations`
+(the list, opening, renaming, deleting and exporting saved ones, with no model needed),
+`package_bar` (the Package row), `chat_render` (drawing the transcript, streaming in),
+`chat_attachments`, `chat_export`, and the widgets `transcript`, `conversation_list`,
+`chat_settings` and `chat_input`; `chat_turns` holds the turn state, without widgets.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEvent, QTimer, QUrl, Slot
-from PySide6.QtGui import QDesktopServices, QImage, QKeySequence, QShortcut, QTextCursor
+from PySide6.QtGui import QDesktopServices, QImage, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
-    QComboBox,
-    QFileDialog,
     QHBoxLayout,
-    QInputDialog,
-    QLabel,
-    QLineEdit,
-    QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
@@ -33,48 +27,34 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from mmforge.backend.attachments import AUDIO, IMAGE, NO_VIDEO, VIDEO, kind_of
-from mmforge.backend.chat.conversations import (
-    Conversation,
-    ConversationStore,
-    Message,
-    short_title,
-)
+from mmforge.backend.attachments import kind_of
+from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
 from mmforge.backend.chat.values import SessionInfo, TurnResult
-from mmforge.backend.errors import MmforgeError
-from mmforge.backend.vocabulary import EPS
 from mmforge.gui.bridge import ChatBridge, JobRunner
+from mmforge.gui.chat_attachments import pick_files, refusal, refusal_hint, save_pasted
+from mmforge.gui.chat_conversations import ChatConversations
 from mmforge.gui.chat_input import AttachmentStrip, ChatInput, StatusLine
+from mmforge.gui.chat_loading import ChatLoading
+from mmforge.gui.chat_render import TranscriptWriter
 from mmforge.gui.chat_settings import ChatSettings
 from mmforge.gui.chat_turns import (
     Pending,
     is_demo,
     last_user,
     messages_of,
-    same_package,
-    shown_messages,
     tail_from_last_user,
 )
 from mmforge.gui.conversation_list import ConversationList
 from mmforge.gui.errors import show_error
-from mmforge.gui.markdown import code_blocks
-from mmforge.gui.safe_text import StreamBreaker, as_html, for_display, plain_label
+from mmforge.gui.package_bar import PackageBar
+from mmforge.gui.safe_text import plain_label
 from mmforge.gui.state import AppState
-from mmforge.gui.theme import colours, stylesheet
-from mmforge.gui.transcript import (
-    MARK,
-    Transcript,
-    continued_html,
-    empty_html,
-    forgotten_html,
-    message_html,
-    summary_html,
-)
+from mmforge.gui.transcript import Transcript
 
 __all__ = ["ChatView", "is_demo"]
 
 
-class ChatView(QWidget):
+class ChatView(ChatLoading, ChatConversations, QWidget):
     """Talk to a package; the session runs in a worker process."""
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
@@ -84,6 +64,11 @@ class ChatView(QWidget):
         self.bridge = ChatBridge(self)
         self.eps = JobRunner(self)
         self._scratch = tempfile.TemporaryDirectory(prefix="mmforge-paste-")
+        self.package_bar = bar = PackageBar(state)
+        # The row's parts, by the names the window and the tests use.
+        self.package, self.library, self.ep = bar.package, bar.library, bar.ep
+        self.load_button, self.info = bar.load_button, bar.info
+        self.refresh_library, self.choose_package = bar.refresh_library, bar.choose_package
         self.conversation_list = ConversationList()
         self.conversations = self.conversation_list.items
         self.settings_box = ChatSettings(state)
@@ -92,9 +77,9 @@ class ChatView(QWidget):
         body.addWidget(self.conversation_list)
         body.addLayout(self._chat_column(), 1)
         layout = QVBoxLayout(self)
-        layout.addLayout(self._package_row())
-        layout.addWidget(self.info)
+        layout.addWidget(bar)
         layout.addLayout(body, 1)
+        self.writer = TranscriptWriter(self.transcript)
         # What the worker last reported (or what was read from disk), and the turn in
         # flight: no copy of our own.
         self.conversation: Conversation | None = None
@@ -106,12 +91,9 @@ class ChatView(QWidget):
         self._loaded = False
         self._loaded_written: int | None = None  # when the loaded package was written
         self._busy = False
-        self._stream_cursor: QTextCursor | None = None
-        self._stream_shown = StreamBreaker()
-        self._shown: list[Message] = []
         self._tokens, self._first_token_at = 0, 0.0
         self._render_timer = QTimer(self, singleShot=True, interval=100)
-        self._render_timer.timeout.connect(self._scroll_to_end)
+        self._render_timer.timeout.connect(self.writer.scroll_to_end)
         self._render_timer.timeout.connect(self._show_progress)
         self._connect()
         self.refresh_conversations()
@@ -121,6 +103,8 @@ class ChatView(QWidget):
         self._render()
 
     def _connect(self) -> None:
+        bar = self.package_bar
+        bar.load_requested.connect(self.load)
         self.bridge.ready.connect(self._on_ready)
         self.bridge.token.connect(self._on_token)
         self.bridge.turn.connect(self._on_turn)
@@ -128,7 +112,7 @@ class ChatView(QWidget):
         self.bridge.conversation.connect(self._on_conversation)
         self.bridge.busy.connect(self._on_busy)
         self.bridge.closed.connect(self._on_closed)
-        self.eps.succeeded.connect(self._on_eps)
+        self.eps.succeeded.connect(bar.set_eps)
         self.state.package_changed.connect(self._package_changed)
         self.state.package_changed.connect(self.refresh_library)
         self.state.library_changed.connect(self.refresh_library)
@@ -152,32 +136,6 @@ class ChatView(QWidget):
     def system(self) -> QPlainTextEdit:
         """The open conversation's system prompt (in the settings)."""
         return self.settings_box.system
-
-    def _package_row(self) -> QHBoxLayout:
-        """Package, library, Choose…, provider, Load (and the info line below them)."""
-        self.package = QLineEdit(self.state.package)
-        self.package.setAccessibleName("Package folder")
-        self.package.returnPressed.connect(self.load)
-        self.library = QComboBox()
-        self.library.setObjectName("library")
-        self.library.setToolTip("Converted packages in the package folder")
-        self.library.setMaximumWidth(220)
-        self.library.activated.connect(self._pick_library)
-        choose = QPushButton("Choose…")
-        choose.clicked.connect(self.choose_package)
-        self.ep = QComboBox()
-        self.ep.addItems(list(EPS))
-        self.ep.setAccessibleName("Run on")
-        self.load_button = QPushButton("Load")
-        self.load_button.setObjectName("loadButton")
-        self.load_button.clicked.connect(self.load)
-        self.info = plain_label(wrap=True)
-        top = QHBoxLayout()
-        top.addWidget(QLabel("Package"))
-        top.addWidget(self.package, 1)
-        for widget in (self.library, choose, self.ep, self.load_button):
-            top.addWidget(widget)
-        return top
 
     def _chat_column(self) -> QVBoxLayout:
         """The transcript, the continue bar, the draft and the turn buttons."""
@@ -256,386 +214,27 @@ class ChatView(QWidget):
         buttons.addWidget(self.send_button)
         return buttons
 
-    # -- loading -------------------------------------------------------------------------
-
-    @Slot(object)
-    def _on_eps(self, eps: dict[str, Any]) -> None:
-        model = self.ep.model()
-        for i in range(self.ep.count()):
-            reason = eps.get(self.ep.itemText(i))
-            item = model.item(i)  # type: ignore[attr-defined]
-            item.setEnabled(reason is None)
-            item.setToolTip(reason or "")
-
-    @Slot()
-    def load(self, conversation: str | None = None) -> None:
-        """Load the package in the Package field in a chat worker.
-
-        `conversation`: the saved conversation to continue (default: a new one).
-        """
-        package = self.package.text().strip()
-        if not package:
-            show_error(self, {"message": "Pick a package", "hint": "Convert a model first"})
-            return
-        self._loaded = False
-        self.session_info = None
-        if self.conversation is not None and not self.local:
-            # The worker goes: what it held is the saved copy now (or nothing, if empty).
-            self._show_local(self.conversation if self.conversation.messages else None)
-        self.info.setText(for_display(f"Loading {package}…", 2000))
-        self.status.setText(f"Loading {Path(package).name}…")
-        self.load_button.setEnabled(False)
-        self._update_buttons()
-        self.bridge.load(
-            Path(package), self.ep.currentText(), self.store.root, conversation or None
-        )
-
-    def chat_with(self, package: str) -> None:
-        """Chat with this package: load it unless it is the one loaded (Chat with it →)."""
-        self.package.setText(package)
-        info = self.session_info
-        if (
-            self._loaded
-            and info is not None
-            and same_package(info.package, package)
-            and _written_at(Path(package)) == self._loaded_written
-        ):
-            self.input.setFocus()
-            return
-        self.load()  # another package, or this one converted again since it was loaded
-
-    @Slot(str)
-    def _package_changed(self, package: str) -> None:
-        """Another page picked a package: named here; the loaded one answers until Load."""
-        self.package.setText(package)
-        info = self.session_info
-        if self._loaded and info is not None and not same_package(info.package, package):
-            self.info.setText(
-                for_display(
-                    f"{Path(info.package).name} is loaded; press Load to chat with "
-                    f"{Path(package).name} instead.",
-                    2000,
-                )
-            )
-
-    @Slot(object)
-    def _on_ready(self, info: SessionInfo) -> None:
-        self.session_info = info
-        self._loaded = True
-        self.state.loaded_package = str(info.package)
-        self._loaded_written = _written_at(Path(info.package))
-        self.load_button.setEnabled(True)
-        self.status.setText("")
-        caps = ["images"] if info.vision else []
-        caps += ["audio"] if info.audio else []
-        text = (
-            f"{Path(info.package).name}: {info.pipeline_type} on {info.ep.upper()}, loaded in "
-            f"{info.load_s:.2f} s, {info.load_memory_bytes / 1e6:.0f} MB; "
-            f"takes {' and '.join(caps) or 'text only'}."
-        )
-        if is_demo(Path(info.package)):
-            text += (
-                "\nThis is the random-weight demo model: it talks nonsense by design, "
-                "while its parity with the original is exact."
-            )
-        self.info.setText(text)
-        self._on_conversation(info.conversation)
-        self.input.setFocus()  # typing after Load goes into the message box
-
-    @Slot()
-    def _on_closed(self) -> None:
-        self.session_info = None
-        self._loaded = False
-        self.state.loaded_package = ""
-        self.load_button.setEnabled(True)
-        if self.status.text().startswith("Loading"):
-            self.status.setText("")
-        if self.conversation is not None and not self.local:
-            self._show_local(self.conversation if self.conversation.messages else None)
-        self._update_buttons()
-
-    @Slot()
-    def refresh_library(self) -> None:
-        """List the packages in the package folder (and the current one)."""
-        folders = {Path(self.state.package)} if self.state.package else set()
-        root = self.state.packages_folder()
-        if root.is_dir():
-            folders |= {p.parent for p in root.glob("*/genai_config.json")}
-        packages = sorted(str(p) for p in folders if (p / "genai_config.json").is_file())
-        self.library.clear()
-        self.library.addItem(f"Library ({len(packages)})")
-        self.library.addItems(packages)
-
-    @Slot(int)
-    def _pick_library(self, index: int) -> None:
-        picked = self.library.itemText(index) if index > 0 else ""
-        self.library.setCurrentIndex(0)
-        if not picked:
-            return
-        if not (Path(picked) / "genai_config.json").is_file():
-            # Deleted since the list was read: say so; the loaded model keeps answering.
-            self.refresh_library()
-            self.info.setText(
-                for_display(f"{Path(picked).name} is no longer there (deleted or moved).", 2000)
-            )
-            return
-        self.package.setText(picked)
-
-    @Slot()
-    def choose_package(self) -> None:
-        """Pick a package folder and load it."""
-        folder = QFileDialog.getExistingDirectory(self, "Package folder")
-        if folder:
-            self.package.setText(folder)
-            self.load()
-
-    # -- conversations -------------------------------------------------------------------
-
-    def refresh_conversations(self) -> None:
-        """Fill the conversation list from the store; the open one is selected."""
-        self.conversation_list.fill(self.store.list())
-        self._ensure_listed()
-
-    def _ensure_listed(self) -> None:
-        """List the open conversation even before the worker first saves it."""
-        conversation = self.conversation
-        if conversation is not None:
-            pending = self.pending.user if self.pending is not None else None
-            title = conversation.title or short_title(pending.text if pending else "")
-            listed = self.conversation_list.item_for(conversation.id)
-            if listed is None or conversation.title or pending:
-                self.conversation_list.ensure(
-                    conversation.id, title or "New conversation", conversation.updated
-                )
-        self.conversation_list.select(conversation.id if conversation else None)
-
-    def _worker_holds(self, conversation_id: str | None) -> bool:
-        """Whether the loaded worker holds this conversation (the one it last reported)."""
-        c = self.conversation
-        return self._loaded and not self.local and c is not None and c.id == conversation_id
-
-    @Slot(str)
-    def open_conversation(self, conversation_id: str) -> None:
-        """Show a saved conversation; the worker continues it when its model is loaded."""
-        if self.conversation is not None and conversation_id == self.conversation.id:
-            return  # already shown (a new one is listed before it is saved)
-        if self._busy:
-            self._ensure_listed()  # the turn in flight stays shown
-            return
-        try:
-            saved = self.store.load(conversation_id)
-        except MmforgeError as e:
-            show_error(self, {"message": e.user_message, "hint": e.hint})
-            self.refresh_conversations()
-            return
-        info = self.session_info
-        if self._loaded and info is not None and same_package(info.package, saved.package):
-            self.bridge.open_conversation(conversation_id)
-        self._show_local(saved)
-
-    def _show_local(self, conversation: Conversation | None) -> None:
-        """Show a conversation read from disk (or none)."""
-        self.conversation = conversation
-        self.local = True
-        self.pending = None
-        if conversation is not None:
-            self._show_system(conversation)
-        self._render()
-        self._ensure_listed()
-        self._update_buttons()
-
-    @Slot()
-    def continue_open(self) -> None:
-        """Load the package the shown conversation was made with, continuing it."""
-        conversation = self.conversation
-        if conversation is None or self._busy:
-            return
-        self.package.setText(conversation.package)
-        self.load(conversation.id)
-
-    @Slot()
-    def new_conversation(self) -> None:
-        """Start an empty conversation (listed at once)."""
-        if self._busy:
-            return
-        if self._loaded:
-            self.bridge.new_conversation()
-        else:
-            self._show_local(None)
-            self.package.setFocus()
-
-    @Slot()
-    def rename_open(self) -> None:
-        """Give the shown conversation a title (no model needed)."""
-        conversation = self.conversation
-        if conversation is None or self._busy:
-            return
-        title, ok = QInputDialog.getText(
-            self, "Rename conversation", "Title", text=conversation.title or ""
-        )
-        if not ok or not title.strip():
-            return
-        if self._worker_holds(conversation.id):
-            self.bridge.rename_conversation(conversation.id, title)
-            return
-        try:
-            self._show_local(self.store.rename(conversation.id, title))
-        except MmforgeError as e:
-            show_error(self, {"message": e.user_message, "hint": e.hint})
-        self.refresh_conversations()
-
-    @Slot()
-    def delete_open(self) -> None:
-        """Delete the shown conversation, after asking (no model needed)."""
-        conversation = self.conversation
-        if conversation is None or self._busy:
-            return
-        title = conversation.title or "this conversation"
-        answer = QMessageBox.question(
-            self,
-            "Delete conversation",
-            as_html(f"Delete “{title}” and its attachments? This cannot be undone."),
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
-            QMessageBox.StandardButton.Cancel,
-        )
-        if answer != QMessageBox.StandardButton.Yes:
-            return
-        if self._worker_holds(conversation.id):
-            self.bridge.delete_conversation(conversation.id)
-            return
-        if self.store.saved(conversation.id):
-            self.store.delete(conversation.id)
-        self._show_local(None)
-        self.refresh_conversations()
-        if self._loaded:
-            self.bridge.new_conversation()
-
-    @Slot()
-    def _export(self) -> None:
-        """Save the shown conversation as Markdown (to read) or JSON (everything)."""
-        conversation = self.conversation
-        if conversation is None or not conversation.messages:
-            show_error(self, {"message": "No conversation to export", "hint": "Chat first"})
-            return
-        name = "".join(c if c.isalnum() else "-" for c in conversation.title)[:40] or "chat"
-        path, chosen = QFileDialog.getSaveFileName(
-            self, "Export conversation", name, "Markdown (*.md);;JSON (*.json)"
-        )
-        if path:
-            self.export_to(Path(path), as_json="JSON" in chosen or path.endswith(".json"))
-
-    def export_to(self, path: Path, *, as_json: bool) -> None:
-        """Write the shown conversation to `path`; a failure is one dialog.
-
-        Markdown links its pictures and recordings, copied into `<name>_files` beside it.
-        """
-        from mmforge.backend.chat.conversations import to_markdown
-
-        assert self.conversation is not None
-        try:
-            if as_json:
-                text = json.dumps(self.conversation.to_dict(), indent=2, ensure_ascii=False)
-            else:
-                text = to_markdown(self.conversation, self._export_files(path))
-            path.write_text(text, encoding="utf-8")
-        except OSError as e:
-            show_error(self, {"message": f"Could not write {path}", "hint": str(e)})
-
-    def _export_files(self, path: Path) -> dict[Path, str]:
-        """Copy the attachments beside the Markdown file; their relative links."""
-        from mmforge.gui.safe_text import is_regular_file
-
-        assert self.conversation is not None
-        folder = path.parent / f"{path.stem}_files"
-        links: dict[Path, str] = {}
-        for m in self.conversation.messages:
-            for a in m.attachments:
-                if a.path in links or not is_regular_file(a.path):
-                    continue
-                folder.mkdir(exist_ok=True)
-                target = folder / f"{len(links) + 1}-{a.path.name}"
-                shutil.copyfile(a.path, target)
-                links[a.path] = f"{folder.name}/{target.name}"
-        return links
-
-    def _show_system(self, conversation: Conversation) -> None:
-        # A saved conversation shows its own system prompt; a new, empty one keeps what the
-        # box holds, to be applied with its first message.
-        held = conversation.messages or conversation.system
-        if held and self.system.toPlainText().strip() != conversation.system:
-            self.system.setPlainText(conversation.system)
-
-    @Slot(object)
-    def _on_conversation(self, conversation: Conversation) -> None:
-        after_turn = self.pending is not None
-        self.conversation = conversation
-        self.local = False
-        self.pending = None
-        self.status.setText("")
-        self._show_system(conversation)
-        self._render()
-        # Reading every saved conversation is disk work on the GUI thread: after a turn of
-        # a conversation already listed, update its entry only.
-        listed = self.conversation_list.item_for(conversation.id)
-        if after_turn and listed is not None:
-            self.conversation_list.refresh_entry(
-                conversation.id,
-                conversation.title,
-                conversation.updated,
-                f"{len(conversation.messages)} messages with {conversation.package}",
-            )
-            self.conversation_list.select(conversation.id)
-        else:
-            self.refresh_conversations()
-        self._update_buttons()
-
     # -- attachments ---------------------------------------------------------------------
 
     @Slot()
     def _pick(self) -> None:
-        files, _ = QFileDialog.getOpenFileNames(
-            self,
-            "Attach",
-            "",
-            "Images and audio (*.png *.jpg *.jpeg *.webp *.bmp *.gif *.wav *.flac *.ogg)",
-        )
-        self._add_files(files)
+        self._add_files(pick_files(self))
 
     @Slot(list)
     def _add_files(self, files: list[str]) -> None:
         for f in files:
             kind = kind_of(Path(f))
-            refusal = self._refusal(kind)
-            if refusal is not None:  # said now, not at Send; the draft stays as it is
-                hint = (
-                    "Attach still frames from it as images"
-                    if kind == VIDEO
-                    else "Load a package whose model takes it"
-                )
-                show_error(
-                    self, {"message": f"{Path(f).name} was not attached: {refusal}", "hint": hint}
-                )
+            why = refusal(self.session_info, kind)
+            if why is not None:  # said now, not at Send; the draft stays as it is
+                message = f"{Path(f).name} was not attached: {why}"
+                show_error(self, {"message": message, "hint": refusal_hint(kind)})
                 continue
             self.strip.add(Path(f), kind)
-
-    def _refusal(self, kind: str) -> str | None:
-        """Why the loaded package cannot take this kind of attachment (None: it can)."""
-        if kind == VIDEO:
-            return NO_VIDEO  # whatever the model: the runtime has no video input
-        info = self.session_info
-        if info is None:
-            return None  # nothing loaded yet: checked when the message is sent
-        takes = {IMAGE: info.vision, AUDIO: info.audio}.get(kind, False)
-        if takes:
-            return None
-        what = "images" if kind == IMAGE else "audio" if kind == AUDIO else "this kind of file"
-        return f"this model ({info.pipeline_type}) does not take {what}"
 
     @Slot(QImage)
     def _add_image(self, image: QImage) -> None:
         path = Path(self._scratch.name) / f"pasted-{len(self.strip.files) + 1}.png"
-        # PySide6 6.11 takes the format as a str (bytes raise ValueError; its stubs say bytes).
-        if image.isNull() or not image.save(str(path), "PNG"):  # type: ignore[call-overload]
+        if not save_pasted(image, path):
             show_error(
                 self,
                 {
@@ -719,19 +318,13 @@ class ChatView(QWidget):
 
     @Slot(str)
     def _on_token(self, text: str) -> None:
-        # Streaming costs one text insertion per token, inside the open answer's bubble;
-        # the Markdown render of the whole answer happens once, when it ends (re-rendering
-        # per token stalled the window).
         if self.pending is None:
             return
         if not self._tokens:
             self._first_token_at = time.perf_counter()
         self._tokens += 1
         self.pending.answer += text
-        if self._stream_cursor is not None:
-            shown = self._stream_shown.feed(text)  # long lines broken, a bounded length
-            if shown:
-                self._stream_cursor.insertText(shown)
+        self.writer.stream(text)
         if not self._render_timer.isActive():
             self._render_timer.start()
 
@@ -760,7 +353,7 @@ class ChatView(QWidget):
             self._draft = None
             self._render()
         if not self._loaded:
-            self.info.setText(for_display(f"Not loaded: {error.get('message')}", 2000))
+            self.package_bar.say(f"Not loaded: {error.get('message')}")
             self.load_button.setEnabled(True)
         show_error(self, error)
 
@@ -804,58 +397,22 @@ class ChatView(QWidget):
             self.continue_button.setVisible(True)
         self.continue_bar.setVisible(True)
 
-    @Slot()
-    def _scroll_to_end(self) -> None:
-        bar = self.transcript.verticalScrollBar()
-        bar.setValue(bar.maximum())
+    # -- the transcript ----------------------------------------------------------------
 
     def _render(self, streaming: bool = False) -> None:
-        """Redraw the transcript.
-
-        While `streaming`, the answer in flight is an open bubble whose text grows as
-        tokens arrive (see `_on_token`).
-        """
-        pending = self.pending
-        messages = shown_messages(self.conversation, pending)
-        forgotten = self.conversation.forgotten if self.conversation is not None else 0
-        c = colours(self.palette())
-        self.transcript.document().setDefaultStyleSheet(stylesheet(c))
-        thumb = self.transcript.thumb_url
-        parts = []
-        if self.conversation is not None and self.conversation.continues:
-            parts.append(continued_html(c))
-        if self.conversation is not None and self.conversation.summary:
-            parts.append(summary_html(self.conversation.summary, c))
-        for i, m in enumerate(messages):
-            if i == forgotten and i > 0:
-                parts.append(forgotten_html(c))
-            parts.append(message_html(m, i, c, thumb))
-        if not messages and pending is None:
-            parts.append(empty_html(self._loaded, c))
-        if pending is not None:
-            if streaming:
-                head = f"<p style='color:{c.muted};font-size:small'>Model</p>"
-                from mmforge.gui.transcript import bubble
-
-                parts.append(bubble(f"{head}<p>{MARK}</p>", c, user=False))
-            else:
-                parts.append(message_html(Message("assistant", pending.answer), None, c, thumb))
-        self._shown = messages
-        self.transcript.setHtml("".join(parts))
-        self._stream_cursor = None
-        if pending is not None and streaming:
-            found = self.transcript.document().find(MARK)
-            if not found.isNull():
-                found.removeSelectedText()
-                self._stream_shown = StreamBreaker()
-                found.insertText(self._stream_shown.feed(pending.answer))  # keeps what came
-                self._stream_cursor = found
-        self._scroll_to_end()
+        """Redraw the transcript (while `streaming`, the answer in flight is left open)."""
+        self.writer.draw(
+            self.conversation,
+            self.pending,
+            loaded=self._loaded,
+            palette=self.palette(),
+            streaming=streaming,
+        )
 
     def changeEvent(self, event: QEvent) -> None:
         """Redraw the transcript in the new colours when the palette changes."""
         super().changeEvent(event)
-        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "_shown"):
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "writer"):
             self._render(streaming=self.pending is not None)
 
     @Slot(QUrl)
@@ -864,15 +421,13 @@ class ChatView(QWidget):
         if url.scheme() in ("http", "https"):
             QDesktopServices.openUrl(url)
             return
-        parts = url.toString().split(":")
-        if parts[0] == "continues" and self.conversation is not None:
-            if self.conversation.continues:
-                self.open_conversation(self.conversation.continues)
+        if url.toString().startswith("continues:"):
+            earlier = self.conversation.continues if self.conversation is not None else ""
+            if earlier:
+                self.open_conversation(earlier)
             return
-        try:
-            message = self._shown[int(parts[1])]
-            text = message.text if parts[0] == "copy" else code_blocks(message.text)[int(parts[2])]
-        except (IndexError, ValueError):
+        text = self.writer.copied_text(url.toString())
+        if text is None:
             return
         QApplication.clipboard().setText(text)
         self.status.setText("Copied to the clipboard.")
@@ -891,11 +446,3 @@ class ChatView(QWidget):
         self.eps.shutdown()
         self.bridge.close()
         self._scratch.cleanup()
-
-
-def _written_at(package: Path) -> int | None:
-    """When a package was last written (its genai_config.json), to see it converted again."""
-    try:
-        return (package / "genai_config.json").stat().st_mtime_ns
-    except OSError:
-        return None

@@ -1,10 +1,10 @@
-"""Convert page: dtype and target, per-stage progress, Cancel, the manifest and weights."""
+"""Convert page: the form (precision, target, folder), Convert and Cancel.
+
+Its progress is `convert_progress`, and what a finished conversion made `convert_result`.
+"""
 
 from __future__ import annotations
 
-import html
-import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +14,10 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QMessageBox,
-    QPlainTextEdit,
-    QProgressBar,
     QPushButton,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -30,11 +25,12 @@ from PySide6.QtWidgets import (
 from mmforge.backend import precisions
 from mmforge.backend.convert import Manifest
 from mmforge.backend.inspect import Profile
-from mmforge.backend.units import human_bytes, human_rate
+from mmforge.backend.units import human_bytes
 from mmforge.backend.vocabulary import EPS
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.chat_turns import same_package
-from mmforge.gui.details import Details
+from mmforge.gui.convert_progress import ConvertProgress
+from mmforge.gui.convert_result import ConvertResult
 from mmforge.gui.errors import show_error
 from mmforge.gui.fit import (
     CPU_CUDA,
@@ -43,12 +39,10 @@ from mmforge.gui.fit import (
     precision_words,
     this_machine,
 )
-from mmforge.gui.safe_text import as_html, for_display, plain_label
+from mmforge.gui.safe_text import as_html, plain_label
 from mmforge.gui.state import AppState
 
 DTYPES = precisions.DTYPES
-STAGES = ("download", "inspect", "build", "weights", "write", "quantize", "package", "validate")
-FILTERS = ("all", "mapped", "unused", "missing", "shape mismatch")
 TARGETS = {
     "cpu": "CPU: runs on any computer's processor.",
     "cuda": "CUDA: runs on an NVIDIA graphics card (GPU), much faster; it needs one.",
@@ -113,78 +107,24 @@ class ConvertView(QWidget):
         buttons.addWidget(self.convert_button)
         buttons.addWidget(self.cancel_button)
         buttons.addStretch(1)
-        self.overall = QProgressBar()
-        self.overall.setRange(0, 1000)
-        self.overall.setFormat("all stages: %p%")
-        self.overall.setAccessibleName("Conversion progress, all stages")
-        # The stage in hand on its own bar: a download is one of eight stages, and its
-        # share of the overall bar says little about how far the download is.
-        self.stage_bar = QProgressBar()
-        self.stage_bar.setRange(0, 1000)
-        self.stage_bar.setAccessibleName("Progress of the current stage")
-        self.stage = plain_label()
-        self.log_toggle = QPushButton("Show log")
-        self.log_toggle.setCheckable(True)
-        self.log = QPlainTextEdit(readOnly=True)
-        self.log.setAccessibleName("Conversion log")
-        self.log.setVisible(False)
-        self.log_toggle.toggled.connect(self._toggle_log)
-        self.summary = QLabel("")
-        self.summary.setWordWrap(True)
-        self.filter = QComboBox()
-        self.filter.addItems(FILTERS)
-        self.filter.currentTextChanged.connect(self._fill_weights)
-        self.weights = QTableWidget(0, 4)
-        self.weights.setAccessibleName("Weights in the package")
-        self.weights.setHorizontalHeaderLabels(
-            ["checkpoint tensor", "status", "initializer", "shape"]
-        )
-        header = self.weights.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
-        self.weights.setWordWrap(False)
-        self.weights.verticalHeader().setVisible(False)
-        self.next_button = QPushButton("Verify →")
-        self.next_button.setEnabled(False)
-        self.next_button.clicked.connect(self.verify_requested)
-        # When a conversion ends: where it is, and straight to talking with it.
-        self.open_button = QPushButton("Open folder")
-        self.open_button.setEnabled(False)
-        self.open_button.clicked.connect(self._open_folder)
-        self.chat_button = QPushButton("Chat with it →")
-        self.chat_button.setEnabled(False)
-        self.chat_button.clicked.connect(self.chat_requested)
+        self.progress = ConvertProgress()
+        self.result = ConvertResult()
+        self.result.verify_requested.connect(self.verify_requested)
+        self.result.chat_requested.connect(self.chat_requested)
+        self.result.open_requested.connect(self._open_folder)
+        # The parts tests and the window reach by name.
+        self.overall, self.stage_bar = self.progress.overall, self.progress.stage_bar
+        self.stage, self.log = self.progress.stage, self.progress.log
+        self.summary, self.weights = self.result.summary, self.result.weights
+        self.filter, self.details = self.result.filter, self.result.details
+        self.next_button, self.open_button = self.result.next_button, self.result.open_button
+        self.chat_button = self.result.chat_button
         layout = QVBoxLayout(self)
         layout.addWidget(self.lead)
         layout.addLayout(form)
         layout.addLayout(buttons)
-        layout.addWidget(self.overall)
-        layout.addWidget(self.stage_bar)
-        layout.addWidget(self.stage)
-        layout.addWidget(self.log_toggle)
-        layout.addWidget(self.log)
-        layout.addWidget(self.summary)
-        row = QHBoxLayout()
-        row.addStretch(1)
-        row.addWidget(self.open_button)
-        row.addWidget(self.chat_button)
-        row.addWidget(self.next_button)
-        layout.addLayout(row)
-        # Which checkpoint tensor went where: for whoever checks the conversion.
-        mapping = QWidget()
-        mapping_layout = QVBoxLayout(mapping)
-        mapping_layout.setContentsMargins(0, 0, 0, 0)
-        show = QHBoxLayout()
-        show.addWidget(QLabel("Show"))
-        show.addWidget(self.filter)
-        show.addStretch(1)
-        mapping_layout.addLayout(show)
-        mapping_layout.addWidget(self.weights, 1)
-        self.weights.setMinimumHeight(200)
-        self.details = Details(mapping, "Details: the weight mapping")
-        layout.addWidget(self.details)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.result)
         layout.addStretch(1)
         self.runner.progress.connect(self._on_progress)
         self.runner.succeeded.connect(self._on_result)
@@ -195,12 +135,6 @@ class ConvertView(QWidget):
         state.profile_changed.connect(self._on_profile)
         self.dtype.currentTextChanged.connect(self._explain)
         self.target.currentTextChanged.connect(self._explain)
-        self._report: list[tuple[str, str, str, str]] = []
-        self._started = 0.0
-        # The current stage, and when and where its rate was last measured from.
-        self._stage_name = ""
-        self._stage_since = (0.0, 0.0)
-        self._downloaded = False
         self._out = ""  # the folder the running (or last) conversion writes
         self._explain()
 
@@ -215,17 +149,8 @@ class ConvertView(QWidget):
 
     def _clear_result(self) -> None:
         """Forget the previous run: its progress, "finished", summary and buttons."""
-        self.overall.setValue(0)
-        self.stage_bar.setRange(0, 1000)
-        self.stage_bar.setValue(0)
-        self.stage_bar.setFormat("%p%")
-        self.stage.setText("")
-        self.summary.setText("")
-        self.log.clear()
-        self._report = []
-        self.weights.setRowCount(0)
-        for button in (self.next_button, self.open_button, self.chat_button):
-            button.setEnabled(False)
+        self.progress.clear()
+        self.result.clear()
 
     @Slot()
     def _explain(self) -> None:
@@ -267,11 +192,6 @@ class ConvertView(QWidget):
         self._profile = profile
         self._explain()
 
-    @Slot(bool)
-    def _toggle_log(self, shown: bool) -> None:
-        self.log.setVisible(shown)
-        self.log_toggle.setText("Hide log" if shown else "Show log")
-
     @Slot()
     def browse(self) -> None:
         """Choose where the package goes."""
@@ -292,14 +212,8 @@ class ConvertView(QWidget):
             return
         self.state.settings.setValue("dtype", self.dtype.currentText())
         self.state.settings.setValue("target", self.target.currentText())
-        self.log.clear()
-        self.overall.setValue(0)
-        self.summary.setText("")
-        self.weights.setRowCount(0)
-        for button in (self.next_button, self.open_button, self.chat_button):
-            button.setEnabled(False)
-        self._started = time.monotonic()
-        self._stage_name, self._downloaded = "", False
+        self.progress.start()
+        self.result.clear()
         self._out = self.output.text().strip()
         self._set_running(True)
         self.runner.start(
@@ -353,88 +267,24 @@ class ConvertView(QWidget):
 
     @Slot(object)
     def _on_progress(self, p: Any) -> None:
-        now = time.monotonic()
-        index = STAGES.index(p.stage) if p.stage in STAGES else len(STAGES) - 1
-        fraction = min(1.0, p.done / p.total) if p.total else 0.0
-        self.overall.setValue(int((index + fraction) / len(STAGES) * 1000))
-        if p.stage != self._stage_name:
-            self._stage_name, self._stage_since = p.stage, (now, float(p.done))
-        if p.total:
-            self.stage_bar.setRange(0, 1000)
-            self.stage_bar.setValue(int(fraction * 1000))
-        else:
-            self.stage_bar.setRange(0, 0)  # busy: the stage has no count
-        self.stage_bar.setFormat(f"{p.stage}: %p%")
-        self.stage.setText(self._stage_text(p, now))
-        elapsed = now - self._started
-        self.log.appendPlainText(f"[{elapsed:6.1f}s] {p.stage}: {p.message}")
-
-    def _stage_text(self, p: Any, now: float) -> str:
-        """What the stage is doing, with its rate and time left where it counts bytes."""
-        if p.unit != "bytes" or not p.total:
-            count = f" ({p.done:g} of {p.total:g} {p.unit})" if p.total else ""
-            return f"{p.stage}: {p.message}{count}"
-        if p.stage == "download" and p.done:
-            self._downloaded = True
-        since, done_then = self._stage_since
-        seconds = now - since
-        text = f"{p.stage}: {_amount(p.done, p.total)}"
-        if seconds >= 0.5 and p.done > done_then:
-            rate = (p.done - done_then) / seconds
-            left = (p.total - p.done) / rate
-            text += f" at {human_rate(rate)}, about {_duration(left)} left"
-        return f"{text} — {p.message}" if p.message else text
+        self.progress.show_progress(p)
 
     @Slot(object)
     def _on_result(self, manifest: Manifest) -> None:
-        self.overall.setValue(1000)
-        self.stage_bar.setRange(0, 1000)
-        self.stage_bar.setValue(1000)
-        self.stage_bar.setFormat("finished")
         out = self._out or self.output.text().strip()
-        files = manifest.files
-        w = manifest.weights
-        esc = html.escape
-        self.summary.setText(
-            f"<b>{esc(manifest.family)}</b> → '{esc(manifest.pipeline_type)}' package "
-            f"({esc(manifest.dtype)}, {esc(manifest.ep)}) in {esc(out)}<br>"
-            f"{esc(' + '.join(manifest.components))}; {len(files)} files, "
-            f"{sum(files.values()) / 1e6:.1f} MB; weights {esc(str(w.get('mapped')))} mapped, "
-            f"{esc(str(w.get('unused')))} unused, 0 missing"
-        )
-        self.stage.setText("Done: ONNX Runtime GenAI loads the package and generates.")
-        self._report = _weight_rows(Path(out) / "weights_report.json")
-        self._fill_weights(self.filter.currentText())
+        self.progress.finished()
+        self.result.show_manifest(manifest, out)
         self.state.set_package(out)
-        for button in (self.next_button, self.open_button, self.chat_button):
-            button.setEnabled(True)
-
-    @Slot(str)
-    def _fill_weights(self, which: str) -> None:
-        rows = [r for r in self._report if which == "all" or r[1] == which]
-        self.weights.setRowCount(len(rows))
-        for i, cells in enumerate(rows):
-            for j, text in enumerate(cells):
-                self.weights.setItem(i, j, QTableWidgetItem(text))
+        self.result.set_enabled(True)
 
     @Slot(dict)
     def _on_failed(self, error: dict[str, Any]) -> None:
-        self.stage.setText(for_display(f"Failed: {error.get('message')}", 500))
-        self.log.appendPlainText(f"error: {error.get('message')}")
+        self.progress.failed(error.get("message"))
         show_error(self, error)
 
     @Slot()
     def _on_cancelled(self) -> None:
-        text = "Cancelled: nothing was written, an earlier package is untouched."
-        if self._downloaded:
-            text += (
-                " What was downloaded stays in the Hugging Face cache: converting again "
-                "resumes the download where it stopped."
-            )
-        self.stage.setText(text)
-        self.overall.setValue(0)
-        self.stage_bar.setRange(0, 1000)
-        self.stage_bar.setValue(0)
+        self.progress.cancelled()
 
     @Slot()
     def _on_finished(self) -> None:
@@ -467,41 +317,3 @@ def _ask(parent: QWidget, title: str, text: str) -> bool:
         QMessageBox.StandardButton.Cancel,
     )
     return answer == QMessageBox.StandardButton.Yes
-
-
-def _amount(done: float, total: float) -> str:
-    """'4.0 of 12.8 MB', or in GB once the total reaches one."""
-    if total >= 1e9:
-        return f"{done / 1e9:.2f} of {total / 1e9:.2f} GB"
-    return f"{done / 1e6:.1f} of {total / 1e6:.1f} MB"
-
-
-def _duration(seconds: float) -> str:
-    """A time left in words a person reads at a glance."""
-    if seconds < 90:
-        return f"{max(1, round(seconds))} s"
-    if seconds < 90 * 60:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def _weight_rows(path: Path) -> list[tuple[str, str, str, str]]:
-    """(tensor, status, initializers, shape) rows of a package's weights_report.json."""
-    try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    rows = []
-    for key, status in (
-        ("mapped", "mapped"),
-        ("unused", "unused"),
-        ("missing", "missing"),
-        ("mismatched", "shape mismatch"),
-    ):
-        for entry in report.get(key, []):
-            name = str(entry.get("checkpoint") or entry.get("initializer") or entry.get("name", ""))
-            targets = ", ".join(
-                str(t) for t in entry.get("targets", []) or [entry.get("initializer", "")]
-            )
-            rows.append((name, status, targets, str(entry.get("shape", ""))))
-    return rows

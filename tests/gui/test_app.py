@@ -337,12 +337,12 @@ def test_convert_page_shows_the_stage_with_its_rate_and_keeps_its_settings(windo
     """A download of 4.0 of 12.8 MB reads 31 % on the stage's own bar, with its MB/s and
     time left; the settings stay locked while it runs; Cancel says the download resumes."""
     from mmforge.backend.jobs import Progress
-    from mmforge.gui import convert_view
+    from mmforge.gui import convert_progress
 
     view = window.convert_view
     now = [0.0]
-    monkeypatch.setattr(convert_view.time, "monotonic", lambda: now[0])
-    view._started, view._stage_name = 0.0, ""
+    monkeypatch.setattr(convert_progress.time, "monotonic", lambda: now[0])
+    view.progress.started, view.progress.stage_name = 0.0, ""
     view._set_running(True)
     assert not view.dtype.isEnabled() and not view.output.isEnabled()
     assert not view.browse_button.isEnabled() and view.cancel_button.isEnabled()
@@ -785,12 +785,12 @@ def test_account_dialog_says_when_the_hub_cannot_be_reached(qtbot, window, tmp_p
 
 def test_a_slow_download_shows_its_rate_in_kb_per_s(window, monkeypatch):
     from mmforge.backend.jobs import Progress
-    from mmforge.gui import convert_view
+    from mmforge.gui import convert_progress
 
     view = window.convert_view
     now = [1.0]
-    monkeypatch.setattr(convert_view.time, "monotonic", lambda: now[0])
-    view._started, view._stage_name = 0.0, ""
+    monkeypatch.setattr(convert_progress.time, "monotonic", lambda: now[0])
+    view.progress.started, view.progress.stage_name = 0.0, ""
     view._on_progress(Progress("download", 0, 837_480, "bytes", "model.safetensors"))
     now[0] = 3.0
     view._on_progress(Progress("download", 110_000, 837_480, "bytes", "model.safetensors"))

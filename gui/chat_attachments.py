@@ -1,0 +1,45 @@
+"""What the chat page checks when a file is attached: the kind, the model, a pasted image."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QFileDialog, QWidget
+
+from mmforge.backend.attachments import AUDIO, IMAGE, NO_VIDEO, VIDEO
+from mmforge.backend.chat.values import SessionInfo
+
+FILE_TYPES = "Images and audio (*.png *.jpg *.jpeg *.webp *.bmp *.gif *.wav *.flac *.ogg)"
+
+
+def pick_files(parent: QWidget) -> list[str]:
+    """The files the user picks in Attach…'s dialog (none when cancelled)."""
+    files, _ = QFileDialog.getOpenFileNames(parent, "Attach", "", FILE_TYPES)
+    return list(files)
+
+
+def refusal(info: SessionInfo | None, kind: str) -> str | None:
+    """Why the loaded package cannot take this kind of attachment (None: it can)."""
+    if kind == VIDEO:
+        return NO_VIDEO  # whatever the model: the runtime has no video input
+    if info is None:
+        return None  # nothing loaded yet: checked when the message is sent
+    takes = {IMAGE: info.vision, AUDIO: info.audio}.get(kind, False)
+    if takes:
+        return None
+    what = "images" if kind == IMAGE else "audio" if kind == AUDIO else "this kind of file"
+    return f"this model ({info.pipeline_type}) does not take {what}"
+
+
+def refusal_hint(kind: str) -> str:
+    """What to do instead of attaching a refused file."""
+    if kind == VIDEO:
+        return "Attach still frames from it as images"
+    return "Load a package whose model takes it"
+
+
+def save_pasted(image: QImage, path: Path) -> bool:
+    """Write a pasted image to `path` as PNG; False when it cannot be."""
+    # PySide6 6.11 takes the format as a str (bytes raise ValueError; its stubs say bytes).
+    return not image.isNull() and bool(image.save(str(path), "PNG"))  # type: ignore[call-overload]

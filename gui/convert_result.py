@@ -1,0 +1,148 @@
+"""The Convert page's result: what the package holds, where to go next, the weight mapping."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from PySide6.QtCore import Signal, Slot
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from mmforge.backend.convert import Manifest
+from mmforge.gui.details import Details
+
+FILTERS = ("all", "mapped", "unused", "missing", "shape mismatch")
+
+
+class ConvertResult(QWidget):
+    """A finished conversion: its summary, where to go next, and its weight mapping.
+
+    The buttons are Open folder, Chat with it and Verify; the mapping (which checkpoint
+    tensor went where) is under Details.
+
+    Signals:
+        verify_requested(), chat_requested(), open_requested(): the buttons.
+    """
+
+    verify_requested = Signal()
+    chat_requested = Signal()
+    open_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.summary = QLabel("")
+        self.summary.setWordWrap(True)
+        self.filter = QComboBox()
+        self.filter.addItems(FILTERS)
+        self.filter.currentTextChanged.connect(self._fill_weights)
+        self.weights = QTableWidget(0, 4)
+        self.weights.setAccessibleName("Weights in the package")
+        self.weights.setHorizontalHeaderLabels(
+            ["checkpoint tensor", "status", "initializer", "shape"]
+        )
+        header = self.weights.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
+        self.weights.setWordWrap(False)
+        self.weights.verticalHeader().setVisible(False)
+        self.next_button = QPushButton("Verify →")
+        self.next_button.clicked.connect(self.verify_requested)
+        # When a conversion ends: where it is, and straight to talking with it.
+        self.open_button = QPushButton("Open folder")
+        self.open_button.clicked.connect(self.open_requested)
+        self.chat_button = QPushButton("Chat with it →")
+        self.chat_button.clicked.connect(self.chat_requested)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.summary)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        row.addWidget(self.open_button)
+        row.addWidget(self.chat_button)
+        row.addWidget(self.next_button)
+        layout.addLayout(row)
+        # Which checkpoint tensor went where: for whoever checks the conversion.
+        mapping = QWidget()
+        mapping_layout = QVBoxLayout(mapping)
+        mapping_layout.setContentsMargins(0, 0, 0, 0)
+        show = QHBoxLayout()
+        show.addWidget(QLabel("Show"))
+        show.addWidget(self.filter)
+        show.addStretch(1)
+        mapping_layout.addLayout(show)
+        mapping_layout.addWidget(self.weights, 1)
+        self.weights.setMinimumHeight(200)
+        self.details = Details(mapping, "Details: the weight mapping")
+        layout.addWidget(self.details)
+        self._report: list[tuple[str, str, str, str]] = []
+        self.clear()
+
+    def clear(self) -> None:
+        """No result: no summary, no mapping, the buttons off."""
+        self.summary.setText("")
+        self._report = []
+        self.weights.setRowCount(0)
+        self.set_enabled(False)
+
+    def set_enabled(self, enabled: bool) -> None:
+        """Verify, Open folder and Chat with it: on once there is a package."""
+        for button in (self.next_button, self.open_button, self.chat_button):
+            button.setEnabled(enabled)
+
+    def show_manifest(self, manifest: Manifest, out: str) -> None:
+        """What the conversion made in `out`, and its weight mapping."""
+        files = manifest.files
+        w = manifest.weights
+        esc = html.escape
+        self.summary.setText(
+            f"<b>{esc(manifest.family)}</b> → '{esc(manifest.pipeline_type)}' package "
+            f"({esc(manifest.dtype)}, {esc(manifest.ep)}) in {esc(out)}<br>"
+            f"{esc(' + '.join(manifest.components))}; {len(files)} files, "
+            f"{sum(files.values()) / 1e6:.1f} MB; weights {esc(str(w.get('mapped')))} mapped, "
+            f"{esc(str(w.get('unused')))} unused, 0 missing"
+        )
+        self._report = _weight_rows(Path(out) / "weights_report.json")
+        self._fill_weights(self.filter.currentText())
+
+    @Slot(str)
+    def _fill_weights(self, which: str) -> None:
+        rows = [r for r in self._report if which == "all" or r[1] == which]
+        self.weights.setRowCount(len(rows))
+        for i, cells in enumerate(rows):
+            for j, text in enumerate(cells):
+                self.weights.setItem(i, j, QTableWidgetItem(text))
+
+
+def _weight_rows(path: Path) -> list[tuple[str, str, str, str]]:
+    """(tensor, status, initializers, shape) rows of a package's weights_report.json."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    rows = []
+    for key, status in (
+        ("mapped", "mapped"),
+        ("unused", "unused"),
+        ("missing", "missing"),
+        ("mismatched", "shape mismatch"),
+    ):
+        for entry in report.get(key, []):
+            name = str(entry.get("checkpoint") or entry.get("initializer") or entry.get("name", ""))
+            targets = ", ".join(
+                str(t) for t in entry.get("targets", []) or [entry.get("initializer", "")]
+            )
+            rows.append((name, status, targets, str(entry.get("shape", ""))))
+    return rows
