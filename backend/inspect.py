@@ -198,6 +198,21 @@ def _stored_bytes(dtype: str, component: str, t: TensorInfo, f16_encoders: bool)
     return 4.0
 
 
+def _stored_once(dtype: str, t: TensorInfo) -> bool:
+    """Whether a tensor is the tied output layer that int4/int8 packages do not store again.
+
+    Its blocks and scales are the quantized token table's bytes, which the embedding reads
+    from the decoder's data file (convert/tied.py). Each session still loads them: memory
+    counts them twice.
+    """
+    return (
+        precisions.is_quantized(dtype)
+        and "tied copy" in t.name
+        and len(t.shape) == 2
+        and t.shape[-1] % precisions.BLOCK_SIZE == 0
+    )
+
+
 def _quantized(t: TensorInfo) -> bool:
     """Whether int4 quantizes a decoder tensor: matrices, and fused experts [E, out, in]."""
     return len(t.shape) == 2 or (len(t.shape) == 3 and "conv" not in t.name)
@@ -274,6 +289,7 @@ def estimate_sizes(
             int(t.numel * _stored_bytes(dtype, comp, t, f16_encoders and not loaded))
             for comp, ts in by_comp.items()
             for t in ts
+            if loaded or not _stored_once(dtype, t)
         )
 
     kv_elems = _state_elements(cfg.text)

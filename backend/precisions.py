@@ -4,8 +4,8 @@
 - f16: every graph's weights in float16 (encoder inputs stay float32).
 - int4 / int8: the decoder's MatMul weights as MatMulNBits (4 or 8 bits, blocks of 32,
   symmetric, one float32 scale per block) and the token table likewise, as
-  GatherBlockQuantized; encoders in float16 where a probe run shows it safe, else float32
-  (convert/policy.py).
+  GatherBlockQuantized (a tied table's bytes stored once, convert/tied.py); encoders in
+  float16 where a probe run shows it safe, else float32 (convert/policy.py).
 """
 
 from __future__ import annotations

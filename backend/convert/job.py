@@ -234,6 +234,7 @@ def _build_into(
     encoders: str = "auto",
 ) -> Manifest:
     from mmforge.backend.convert import policy as precision_policy
+    from mmforge.backend.convert.tied import share_tied_bytes
     from mmforge.backend.convert.validate import validate_package
     from mmforge.backend.convert.weights import plan_weights
     from mmforge.backend.tensors import checkpoint_refs
@@ -258,6 +259,9 @@ def _build_into(
         plan = plan_weights(graphs, refs, spec.rename_checkpoint, spec.unused_ok(checkpoint.cfg))
     io_names = {name: package.GraphIO.of(model) for name, model in graphs.models.items()}
     files = _write_components(graphs, plan, dtype, staging, ctx, timings)
+    with _timed(timings, "write/shared"):
+        for removed in share_tied_bytes(staging).removed:
+            files.pop(removed, None)
     with _timed(timings, "package"):
         ctx.report("package", 0, 1, message="genai_config, processor and tokenizer", force=True)
         config = package.write_package(staging, checkpoint, io_names, plan.report, ep)
