@@ -17,7 +17,7 @@ from typing import Any
 from mmforge.backend.verify import hf_reference
 from mmforge.backend.verify.evidence import ReferenceEvidence, RuntimeEvidence
 from mmforge.backend.verify.parity import AMBIGUOUS, FAIL, PASS, Comparison, cosine
-from mmforge.backend.verify.stages import Setup
+from mmforge.backend.verify.stages import Setup, positions
 
 # Documented bounds of the runtime's preprocessing against HF's (see the conversion tests).
 PIXEL_MEAN = 3e-3
@@ -72,11 +72,12 @@ def _ids(
     for name, token in (("image", setup.image_token), ("audio", setup.audio_token)):
         if token is None:
             continue
-        if rt.count(token) != hf.count(token):
+        made, wanted = int(positions(rt, token).sum()), int(positions(hf, token).sum())
+        if made != wanted:
             return (
                 FAIL,
-                f"image token count mismatch: the runtime makes {rt.count(token)} {name} "
-                f"tokens where HF makes {hf.count(token)}",
+                f"image token count mismatch: the runtime makes {made} {name} "
+                f"tokens where HF makes {wanted}",
             )
     specials = _special_ids(tokenizer)
     rt_special = [t for t in rt if t in specials]

@@ -126,11 +126,26 @@ def _guarded(names: list[str], stage: Callable[[], StageResult]) -> StageResult:
     return result
 
 
+def positions(ids: Any, token: int | None) -> Any:
+    """Where `token` sits in `ids` (a boolean mask).
+
+    A negative token id is Phi-3-Vision's: ONNX Runtime GenAI 0.18 writes image N's
+    placeholders as -N, so every negative id is an image position (no vocabulary id is
+    negative), and a prompt with two images holds -1s and -2s.
+    """
+    import numpy as np
+
+    ids = np.asarray(ids)
+    if token is not None and token < 0:
+        return ids < 0
+    return ids == token
+
+
 def _hf_rows(setup: Setup, rt: RuntimeEvidence, main: Forward, token: int | None) -> Any:
     """HF's decoder inputs at the positions of `token` (with DeepStack columns for images)."""
     import numpy as np
 
-    rows = main.hidden[0][np.asarray(rt.ids) == token]
+    rows = main.hidden[0][positions(rt.ids, token)]
     if token == setup.image_token and main.deepstack:
         rows = np.concatenate([rows, *main.deepstack], axis=-1)
     return rows
@@ -185,7 +200,9 @@ def merged(setup: Setup, forward: Forward, ids: Any) -> Any:
             return np.concatenate([hidden, pad], axis=-1)
         return hidden
     extra = np.zeros((hidden.shape[0], sum(d.shape[-1] for d in forward.deepstack)), hidden.dtype)
-    extra[ids[: hidden.shape[0]] == setup.image_token] = np.concatenate(forward.deepstack, axis=-1)
+    extra[positions(ids[: hidden.shape[0]], setup.image_token)] = np.concatenate(
+        forward.deepstack, axis=-1
+    )
     return np.concatenate([hidden, extra], axis=-1)
 
 

@@ -94,6 +94,19 @@ def image(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def square(tmp_path_factory) -> Path:
+    """A second image of another size and crop count: 4×4 crops where `image` has 3×5."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    pixels = rng.integers(0, 255, (256, 256, 3), dtype=np.uint8)
+    path = tmp_path_factory.mktemp("phi3v_img") / "square.png"
+    Image.fromarray(pixels).save(path)
+    return path
+
+
 def test_the_package_is_what_the_runtime_calls(package):
     """genai_config names phi3v and the runtime's vision inputs; the vision graph takes
     [images, crops, 3, 336, 336] with image_sizes and returns rows as wide as the decoder."""
@@ -126,10 +139,10 @@ def test_the_package_is_what_the_runtime_calls(package):
     } <= mapped
 
 
-def _verify(package: Path, phi3v: Path, image: Path) -> dict:
+def _verify(package: Path, phi3v: Path, *images: Path) -> dict:
     from mmforge.backend.verify import verify
 
-    return verify(package, str(phi3v), images=[image], tokens=32).to_dict()
+    return verify(package, str(phi3v), images=list(images), tokens=32).to_dict()
 
 
 def test_verify_passes_stage_by_stage_with_one_image(package, phi3v, image):
@@ -139,6 +152,24 @@ def test_verify_passes_stage_by_stage_with_one_image(package, phi3v, image):
     for stage in ("preprocessing", "vision_encoder", "embedding", "embedding_text_only",
                   "decoder_prefill", "decoder_step", "end_to_end"):  # fmt: skip
         assert verdicts[stage] == "PASS"
+    assert report["tokens"]["matched"] == report["tokens"]["total"] == 32
+
+
+def test_verify_passes_stage_by_stage_with_two_images_of_different_sizes(
+    package, phi3v, image, square
+):
+    """Image 2's placeholders are -2s: verify counted only the -1s (the genai_config's
+    image id), so the vision stage saw 4,862 features for 2,353 tokens and the embedding
+    indexed past them. The runtime pads the stack to 17 crops for the 16-crop image."""
+    report = _verify(package, phi3v, image, square)
+    verdicts = {c["name"]: c["verdict"] for c in report["components"]}
+    assert report["verdict"] == "PASS", verdicts
+    for stage in ("preprocessing", "vision_encoder", "embedding", "decoder_prefill",
+                  "decoder_step", "end_to_end"):  # fmt: skip
+        assert verdicts[stage] == "PASS"
+    reasons = {c["name"]: c["reason"] for c in report["components"]}
+    assert "image tokens [2353, 2509]" in reasons["preprocessing"]
+    assert "[(1008, 1680), (1344, 1344)]" in reasons["preprocessing"]
     assert report["tokens"]["matched"] == report["tokens"]["total"] == 32
 
 
@@ -161,17 +192,18 @@ def _chat(package: Path, prompt: str, images: list[Path]) -> list[int]:
     return list(json.loads(out.stdout)["token_ids"])
 
 
-@pytest.mark.parametrize("with_image", [True, False])
-def test_chat_answers_token_for_token_like_the_reference(package, phi3v, image, with_image):
+@pytest.mark.parametrize("n_images", [1, 0, 2])
+def test_chat_answers_token_for_token_like_the_reference(package, phi3v, image, square, n_images):
     """The runtime's answer equals the reference's greedy answer on the same prompt: image
-    N's placeholders as -N ids, the HD crops, the global view made as HF makes it."""
+    N's placeholders as -N ids, the HD crops, the global view made as HF makes it; with
+    two images of different crop counts too."""
     import torch
 
     from mmforge.backend.runtime import Runtime
     from mmforge.backend.verify import hf_reference
 
-    images = [image] if with_image else []
-    prompt = "Describe this." if with_image else "Hello there, how are you?"
+    images = [image, square][:n_images]
+    prompt = ["Hello there, how are you?", "Describe this.", "Compare these."][n_images]
     answer = _chat(package, prompt, images)
     rt = Runtime(package)
     checkpoint = Checkpoint.read(phi3v, trust_remote_code=True)
