@@ -188,6 +188,7 @@ def _add_verify(sub: Any) -> None:
         help="the checkpoint it came from: hub id org/name[@revision] or a local folder",
     )
     _add_attachments(p, "default: probe", "default: probe")
+    p.add_argument("--text-only", action="store_true", help="a prompt without images or audio")
     p.add_argument("--tokens", type=int, default=32, metavar="N", help="greedy tokens (32)")
     p.add_argument(
         "--json", type=Path, metavar="FILE", help="write the report as JSON ('-': stdout)"
@@ -302,6 +303,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         images=args.image,
         audios=args.audio,
         tokens=args.tokens,
+        text_only=args.text_only,
     )
     data = json.dumps(report.to_dict(), indent=2)
     if args.json is not None and str(args.json) == "-":

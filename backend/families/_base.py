@@ -230,7 +230,8 @@ class Reference:
         known_limit: A difference the package has from the released model by design, for
             a prompt of this many images and audio clips (checkpoint, images, clips) ->
             the sentence that names it, or None; verify puts it first in the cause of a
-            verdict other than PASS (Phi-4's speech LoRA for audio-only prompts).
+            verdict other than PASS (Phi-4's speech LoRA for audio-only prompts, no
+            LoRA for text-only ones).
         load: Builds the reference model itself (checkpoint -> model in eval mode), for a
             family transformers has no class for (Phi-3.5-Vision, assembled from its
             native parts); None: `Family.hf_class` loaded with the checkpoint's weights.

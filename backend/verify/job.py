@@ -83,6 +83,7 @@ def verify(
     images: Sequence[Path] = (),
     audios: Sequence[Path] = (),
     tokens: int = 32,
+    text_only: bool = False,
 ) -> VerifyReport:
     """Compare a package with its HF reference, stage by stage.
 
@@ -93,6 +94,7 @@ def verify(
         images: Images for the prompt (default: the probe image, unless audio is given).
         audios: Audio clips (default: the probe clip, for packages with audio).
         tokens: Greedy tokens for the end-to-end check.
+        text_only: A prompt without attachments (no images or audio may be given).
 
     Raises:
         MmforgeError: A bad package, a reference of another family, unreadable inputs.
@@ -102,6 +104,10 @@ def verify(
     ctx = ctx or JobContext()
     if tokens < 1:
         raise MmforgeError("--tokens must be at least 1", "Pass a positive number")
+    if text_only and (images or audios):
+        raise MmforgeError(
+            "--text-only takes no --image or --audio", "Drop the attachments or --text-only"
+        )
     genai = read_genai_config(package)
     resolved = resolve(reference, ctx, purpose="convert")
     # A reference assembled from native parts (Family.reference.load) reads a remote-code
@@ -126,7 +132,7 @@ def verify(
             "Verify a package against the checkpoint it was converted from",
         )
     with tempfile.TemporaryDirectory(prefix="mmforge-verify-") as scratch:
-        files = _inputs(model, images, audios, Path(scratch))
+        files = ([], []) if text_only else _inputs(model, images, audios, Path(scratch))
         return _verify(package, reference, model, checkpoint, files, tokens, ctx, Path(scratch))
 
 

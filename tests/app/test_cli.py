@@ -200,6 +200,15 @@ def test_chat_refuses_a_video_before_loading_the_model(capsys, tmp_path):
         assert code == 2 and "clip.mp4: ONNX Runtime GenAI 0.18 takes no video" in line
 
 
+def test_verify_text_only_takes_no_attachments(capsys, tmp_path):
+    image = tmp_path / "a.png"
+    code, _, err = _run(
+        capsys, "verify", str(tmp_path), "--reference", str(tmp_path), "--text-only",
+        "--image", str(image),
+    )  # fmt: skip
+    assert code == 2 and "--text-only takes no --image or --audio" in _one_clear_line(err)
+
+
 def test_the_installed_script_runs_demo_offline(tmp_path):
     env = {
         **os.environ,

@@ -249,6 +249,28 @@ def test_phi4_audio_only_is_compared_with_the_speech_lora_and_named(released, tm
     assert both.verdict == "PASS", [(c.name, c.verdict, c.reason) for c in both.components]
 
 
+@pytest.mark.parametrize("key", ["phi4mm-native", "phi4mm-remote"])
+def test_phi4_text_only_is_compared_with_no_lora_and_named(released, tmp_path, key):
+    """For a prompt without image or audio the released model runs no LoRA (its remote
+    code unsets the adapter for InputMode.LANGUAGE); the package runs the vision one
+    merged in. verify used to compare with the vision adapter and PASS; it now compares
+    with the base model and names the difference. Measured on the release-shaped tiny
+    checkpoint (random weights, r=4, alpha=8): prefill logits cosine about 0.36, no
+    greedy token equal; on a real checkpoint the size is the adapter's own."""
+    folder = released(key)
+    convert(str(folder), tmp_path / "pkg")
+    report = verify(tmp_path / "pkg", str(folder), text_only=True, tokens=8)
+    stages = {c.name: c for c in report.components}
+    assert "vision_encoder" not in stages and "audio_encoder" not in stages
+    assert stages["embedding"].verdict == stages["embedding_text_only"].verdict == "PASS"
+    assert report.verdict == "FAIL", [(c.name, c.verdict, c.reason) for c in report.components]
+    assert report.first_divergent_stage == "decoder_prefill"
+    assert report.cause is not None and report.cause.startswith(
+        "Known limit: for a prompt without image or audio the released model runs no LoRA"
+    )
+    assert stages["decoder_prefill"].cosine < 0.9
+
+
 def test_inspect_says_native_phi4_checkpoints_carry_their_loras(released):
     """inspect said native transformers checkpoints have no LoRA; the release ships both."""
     from mmforge.backend.inspect import inspect_source

@@ -20,8 +20,8 @@ from mmforge.backend.families._embedding import text_embedding_without_features
 from mmforge.backend.families.phi import fields, layout, reference, tiny
 from mmforge.backend.families.phi.adapters import (
     activate_adapters,
+    adapter_limit,
     merge_vision_lora,
-    speech_limit,
 )
 from mmforge.backend.families.phi.build import remote_style_audio_config
 from mmforge.backend.families.phi.graph_fixes import (
@@ -231,7 +231,7 @@ PHI4MM = Family(
     tiny=tiny.PHI4MM,
     reference=Reference(
         adapt=activate_adapters,
-        known_limit=speech_limit,
+        known_limit=adapter_limit,
         prepare=reference.prepare,
         from_runtime=reference.from_runtime,
         pixel_key="image_pixel_values",
@@ -249,8 +249,10 @@ PHI4MM = Family(
         "image in a Loop, so a prompt can hold several.",
         "The released model is a mixture of LoRAs (vision-lora/ and speech-lora/ beside "
         "native weights, inline in the remote-code layout): the vision adapter is merged "
-        "into the decoder; ONNX Runtime GenAI 0.18 cannot switch to the speech adapter, so "
-        "audio-only turns run with the vision one (verify names the difference).",
+        "into the decoder; ONNX Runtime GenAI 0.18 cannot switch adapters, so audio-only "
+        "turns run with the vision one where the release runs the speech adapter, and "
+        "text-only turns with it where the release runs none (verify names each "
+        "difference; verify --text-only checks a text-only prompt).",
     ),
 )
 

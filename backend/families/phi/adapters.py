@@ -259,11 +259,12 @@ def activate_adapters(model: Any, checkpoint: Checkpoint) -> None:
     """Load the checkpoint's LoRAs into the HF model with PEFT, each active as released.
 
     The released model (its remote code, and transformers' `set_adapter`) runs the
-    **speech** adapter for a prompt with audio and no image, and the **vision** adapter
-    for one with an image (or both). A hook on the model picks the adapter per call from
-    its inputs; a call without either (a decode step) keeps the adapter of the prompt it
-    continues, and a text-only prompt gets the vision one, as the package runs it. An
-    inline adapter is first written out as a PEFT folder.
+    **speech** adapter for a prompt with audio and no image, the **vision** adapter for
+    one with an image (or both), and **none** for a prompt without either (the remote
+    code's `Phi4MMForCausalLM.forward` calls `unset_lora_adapter()` for
+    `InputMode.LANGUAGE`). A hook on the model picks the adapter per call from its
+    inputs; a decode step keeps the adapter of the prompt it continues. An inline adapter
+    is first written out as a PEFT folder.
     Verify then compares the package with the model as released, not with its base.
     """
     import tempfile
@@ -300,22 +301,21 @@ def activate_adapters(model: Any, checkpoint: Checkpoint) -> None:
             if "speech" in folders:
                 peft.load_adapter(str(folders["speech"]), adapter_name="speech")
     peft.set_adapter("vision")
-    if "speech" in folders:
-        model.register_forward_pre_hook(_adapter_for_call(peft), with_kwargs=True)
+    model.register_forward_pre_hook(_adapter_for_call(peft, "speech" in folders), with_kwargs=True)
 
 
-def _adapter_for_call(peft: Any) -> Any:
+def _adapter_for_call(peft: Any, has_speech: bool) -> Any:
     """A forward pre-hook that makes the adapter the call's inputs select active."""
+    lora = peft.base_model  # PEFT's LoraModel: adapter layers on or off
 
     def hook(module: Any, args: Any, kwargs: dict[str, Any]) -> None:
         image = kwargs.get("image_pixel_values")
         audio = kwargs.get("audio_input_features")
-        if image is not None:
-            peft.set_adapter("vision")
-        elif audio is not None:
-            peft.set_adapter("speech")
+        if image is not None or audio is not None:
+            lora.enable_adapter_layers()
+            peft.set_adapter("speech" if image is None and has_speech else "vision")
         elif not _continues(kwargs.get("past_key_values")):
-            peft.set_adapter("vision")
+            lora.disable_adapter_layers()  # a text-only prompt: the base model
 
     return hook
 
@@ -330,19 +330,26 @@ def _continues(cache: Any) -> bool:
         return True
 
 
-def speech_limit(checkpoint: Checkpoint, n_images: int, n_audios: int) -> str | None:
-    """Verify's named limit for an audio-only prompt to a checkpoint with a speech LoRA."""
-    if n_images or not n_audios:
+def adapter_limit(checkpoint: Checkpoint, n_images: int, n_audios: int) -> str | None:
+    """Verify's named limit for a prompt the released model runs without the vision LoRA.
+
+    An audio-only prompt runs the speech LoRA, a text-only one no LoRA at all; the
+    package's decoder always has the vision LoRA merged in.
+    """
+    if n_images:
         return None
     names = [t.name for t in checkpoint.tensors or ()]
     adapters = find_adapters(
         checkpoint.folder, checkpoint.written, names, inline_first=checkpoint.remote_layout
     )
-    if "speech" not in adapters:
+    if n_audios and "speech" in adapters:
+        runs = "for a prompt with audio and no image the released model runs its speech LoRA"
+    elif not n_audios and "vision" in adapters:
+        runs = "for a prompt without image or audio the released model runs no LoRA"
+    else:
         return None
     return (
-        "Known limit: for a prompt with audio and no image the released model runs its "
-        "speech LoRA, while the package's decoder has the vision LoRA merged in, and ONNX "
-        "Runtime GenAI 0.18 cannot switch adapters in its multimodal pipeline "
+        f"Known limit: {runs}, while the package's decoder has the vision LoRA merged in, "
+        "and ONNX Runtime GenAI 0.18 cannot switch adapters in its multimodal pipeline "
         "(benchmarks/phi4_speech_adapter.py); the difference below is that of the adapters"
     )
