@@ -148,30 +148,73 @@ def read_genai_config(folder: Path) -> dict[str, Any]:
     return dict(data)
 
 
-def cpu_threads_overlay(folder: Path) -> str | None:
-    """A genai_config overlay that gives every CPU session one thread per usable core.
+# What `Runtime` sets on CPU: spinning off, the thread count left to ONNX Runtime GenAI.
+CPU_SESSION_OPTIONS: dict[str, Any] = {"session.intra_op.allow_spinning": "0"}
+_THREAD_KEYS = ("intra_op_num_threads", "session.intra_op.allow_spinning")
 
-    Left to its defaults, ONNX Runtime GenAI 0.18 ran the decoder at the speed of one
-    thread here (36 tokens/s for a 121M model on 2 cores; 74 with 2 threads). The count
-    depends on the machine, so it is set at load time rather than written in the package.
-    Sections that already set `intra_op_num_threads` keep their value.
+
+def cpu_session_options(folder: Path) -> dict[str, Any]:
+    """The thread settings a package's decoder runs with on CPU under `Runtime`.
+
+    `CPU_SESSION_OPTIONS`, with the values the package's own decoder `session_options`
+    set winning. A waiting intra-op thread then sleeps instead of spinning, and the
+    thread count stays ONNX Runtime GenAI 0.18's own (half the logical CPUs, 1 to 16).
+
+    Chosen with `benchmarks/chat.py --load`: 2 cores, a synthetic 121M Qwen2.5-VL, decode
+    tokens/s as a ratio to a stock `og.Model` (one thread there) in the same round, on a
+    machine that other users' test suites kept at a load of about 8 ("idle") and with two
+    spinning processes added ("busy"):
+
+        setting                    f32 idle  f32 busy  int4 idle  int4 busy
+        2 threads, spinning (old)    0.50      0.79      0.52       0.82
+        2 threads, no spinning       0.77      1.44      0.93       1.98
+
+    The old overlay (one spinning thread per core) was slower than stock everywhere, its
+    spinning worker taking the CPU time other processes needed. Without spinning, two
+    threads were faster with the spinners but 23 % slower (f32) under the other users'
+    bursty load, beyond the noise (an A/A control: ±3 % f32, ±7 % int4): no count above
+    the stock one passed "never slower than stock". On an idle machine two spinning threads
+    doubled f32 decode (71 against 35 tokens/s), a gain given up here.
     """
-    import os
+    own = _session_options(folder, "decoder") or {}
+    return {**CPU_SESSION_OPTIONS, **{k: own[k] for k in _THREAD_KEYS if k in own}}
 
+
+def cpu_threads_overlay(folder: Path) -> str | None:
+    """A genai_config overlay applying `CPU_SESSION_OPTIONS` to every CPU session.
+
+    The embedding, vision and speech sessions inherit the decoder's options when they set
+    none of their own, so the decoder's entry covers them. ONNX Runtime GenAI 0.18
+    replaces a sub-model's `session_options` wholesale when an overlay names them (the
+    decoder's are merged), so a sub-model that sets its own gets them written back along
+    with the defaults it lacks. Keys a section already sets keep their value.
+    """
     try:
         model = read_genai_config(folder)["model"]
     except MmforgeError:
         return None  # the runtime reports the broken config itself
-    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     sections: dict[str, Any] = {}
     for name in ("decoder", "embedding", "vision", "speech"):
         section = model.get(name)
         if not isinstance(section, dict):
             continue
-        if "intra_op_num_threads" in section.get("session_options", {}):
-            continue
-        sections[name] = {"session_options": {"intra_op_num_threads": threads or 1}}
+        own = section.get("session_options")
+        if name != "decoder" and not isinstance(own, dict):
+            continue  # inherits the decoder's
+        own = own if isinstance(own, dict) else {}
+        added = {k: v for k, v in CPU_SESSION_OPTIONS.items() if k not in own}
+        if added:
+            options = added if name == "decoder" else {**own, **added}
+            sections[name] = {"session_options": options}
     return json.dumps({"model": sections}) if sections else None
+
+
+def _session_options(folder: Path, name: str) -> dict[str, Any] | None:
+    try:
+        options = read_genai_config(folder)["model"].get(name, {}).get("session_options")
+    except (MmforgeError, AttributeError):
+        return None
+    return options if isinstance(options, dict) else None
 
 
 def _as_array(ids: Any) -> Any:

@@ -4,7 +4,7 @@ Builds a synthetic ~100M-parameter Qwen2.5-VL checkpoint (random weights, offlin
 converts it (f32 by default, CPU), and answers the same prompt with the probe image on each
 side:
   - raw:        processor → Generator → generate_next_token / TokenizerStream loop, on the
-                model as `Runtime` loads it (one intra-op thread per core);
+                model as `Runtime` loads it (spinning off);
   - raw, stock: the same loop on `og.Model(folder)` with the runtime's default threads;
   - session:    `ChatSession.send` (template, attachments, streaming callback, stats);
   - worker:     `ChatClient` (the session in a worker process, tokens over JSON lines);
@@ -13,7 +13,11 @@ Every side is greedy and, for f32, produces the same tokens (checked). Runs are 
 median of `--rounds` is printed, with time to first token (TTFT) and decode tokens/s.
 
     python benchmarks/chat.py [--dtype f32|f16|int4] [--tokens 128] [--rounds 5]
-                              [--work /tmp/mmforge-chat-bench]
+                              [--work /tmp/mmforge-chat-bench] [--load]
+
+`--load` measures CPU thread settings instead (see `_load.py`): the stock og.Model, the
+options `Runtime` applies and other candidates, each on an idle machine and with one
+spinning process per core, as ratios against stock in the same round.
 
 Targets (issue #5): session overhead at most 5% against the raw loop; at least 2x
 transformers.
@@ -30,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _load
 from _synthetic import build_checkpoint
 
 PROMPT = "Describe this image in detail."
@@ -118,6 +123,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--work", type=Path, default=Path("/tmp/mmforge-chat-bench"))
+    parser.add_argument(
+        "--load", action="store_true", help="thread settings, idle and busy, against stock"
+    )
     args = parser.parse_args()
 
     from mmforge import resources
@@ -135,6 +143,10 @@ def main() -> None:
     if not (pkg / "genai_config.json").is_file():
         convert(str(ck), pkg, dtype=args.dtype)
     image = resources.probe_image()
+    if args.load:
+        _load.run(pkg, image, PROMPT, args.tokens, args.rounds)
+        print(f"\npackage: {args.dtype}; {args.tokens} tokens, {args.rounds} rounds")
+        return
 
     import onnxruntime_genai as og
 
