@@ -31,6 +31,7 @@ MAX_RESULTS = 50
 MAX_QUERY = 96  # the hub's longest repository name
 MAX_TAGS = 64  # tags read per result
 MAX_TEXT = 96  # characters kept of a tag, a pipeline tag or a model_type
+MAX_ANSWER = 8_000_000  # bytes read of one search answer
 OFFLINE = (
     "The Hugging Face hub cannot be reached from this computer, so searching is not "
     "possible now; the known models below still work."
@@ -188,7 +189,7 @@ def _query_page(query: str, tag: str, limit: int, token: str | None) -> list[Any
     link, which a search neither needs nor should trust.
     """
     from huggingface_hub import HfApi
-    from huggingface_hub.utils import get_session, hf_raise_for_status
+    from huggingface_hub.utils import get_session
 
     from mmforge.backend.source import hub_endpoint
 
@@ -201,17 +202,29 @@ def _query_page(query: str, tag: str, limit: int, token: str | None) -> list[Any
     }
     if query:
         params["search"] = query
-    response = get_session().get(
+    # Streamed and counted: a hostile or broken endpoint cannot make the app hold more
+    # than MAX_ANSWER bytes. (A redirect elsewhere loses the token: httpx drops the
+    # Authorization header when the host changes; tests/backend/test_hubsearch.py checks.)
+    with get_session().stream(
+        "GET",
         f"{api.endpoint}/api/models",
         params=params,
         headers=api._build_hf_headers(token=token),  # the token and user agent, as list_models
         timeout=hub_timeout_s() + 5,  # our deadline comes first
-    )
-    hf_raise_for_status(response)
-    if len(response.content) > 8_000_000:
-        raise MmforgeError("The hub's answer to a search is too large", "Try again later")
+    ) as response:
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > MAX_ANSWER:
+                raise MmforgeError("The hub's answer to a search is too large", "Try again later")
+    if response.status_code >= 400:
+        raise MmforgeError(
+            "The hub answered the search with an error",
+            "Try again later",
+            details=f"HTTP {response.status_code}: {bytes(body[:2000]).decode(errors='replace')}",
+        )
     try:
-        data = json.loads(response.content)
+        data = json.loads(bytes(body))
     except ValueError:
         data = None
     return data[:limit] if isinstance(data, list) else []
@@ -265,18 +278,10 @@ def search_models(
 
 
 def _search_error(e: BaseException) -> MmforgeError:
-    from huggingface_hub.errors import HfHubHTTPError
-
     from mmforge.backend.source import _is_connection_error
 
     if _is_connection_error(e):
         return MmforgeError(OFFLINE, details=f"{type(e).__name__}: {e}", kind="hub_offline")
-    if isinstance(e, HfHubHTTPError):
-        return MmforgeError(
-            "The hub answered the search with an error",
-            "Try again later",
-            details=str(e)[:2000],
-        )
     raise e
 
 

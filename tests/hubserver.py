@@ -52,6 +52,7 @@ class HubState:
     # "downloads", "pipeline_tag", "tags", "config", "gated"), hostile ones included.
     listed: list[object] = field(default_factory=list)
     searches: list[dict[str, list[str]]] = field(default_factory=list)  # query parameters
+    redirect_search_to: str | None = None  # base URL that searches are redirected to
     bytes_per_second: int | None = None  # file bodies are sent this slowly (None: at once)
     released: threading.Event = field(default_factory=threading.Event)  # ends a hang
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -182,6 +183,12 @@ class _Handler(BaseHTTPRequestHandler):
         params = parse_qs(urlparse(self.path).query)
         with self.state.lock:
             self.state.searches.append(params)
+        if self.state.redirect_search_to:
+            self.send_response(302)
+            self.send_header("Location", self.state.redirect_search_to + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.state.hang_api:
             self.state.released.wait(timeout=60)
             return

@@ -96,6 +96,34 @@ def test_results_are_bounded(hub):
     assert {s["limit"][0] for s in hub.state.searches} == {"30"}
 
 
+def test_the_token_never_goes_where_a_search_redirects(hub):
+    from tests.hubserver import HubServer
+
+    with HubServer(host="127.0.0.2") as elsewhere:  # another host
+        elsewhere.state.listed = list(LISTED)
+        hub.state.redirect_search_to = elsewhere.url
+        result = search_models("qwen", token="hf_test_secret")
+    assert [f.repo_id for f in result.found][:1] == ["Qwen/Qwen2.5-VL-7B-Instruct"]
+    to_hub = {auth for path, auth in hub.state.authorization if path == "/api/models"}
+    to_elsewhere = {auth for path, auth in elsewhere.state.authorization}
+    assert to_hub == {"Bearer hf_test_secret"} and to_elsewhere == {None}
+
+
+def test_an_answer_too_large_is_refused_unread(hub):
+    hub.state.listed = [listed("org/model", "qwen2_5_vl", 1) | {"tags": ["x" * 9_000_000]}]
+    with pytest.raises(MmforgeError, match="too large"):
+        search_models("model")
+
+
+def test_an_error_answer_is_one_sentence(hub):
+    hub.state.listed = ["not", "used"]
+    hub.state.redirect_search_to = hub.url + "/missing"  # the hub answers 404 there
+    with pytest.raises(MmforgeError) as e:
+        search_models("model")
+    assert e.value.user_message == "The hub answered the search with an error"
+    assert "HTTP 404" in (e.value.details or "")
+
+
 def test_offline_says_one_plain_sentence(monkeypatch, hub):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(MmforgeError) as e:
