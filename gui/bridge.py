@@ -205,11 +205,13 @@ class ChatBridge(QObject):
 
     Signals:
         ready(SessionInfo), token(str text), attachments(list), turn(TurnResult),
-        failed(dict), conversation(Conversation), busy(bool), closed().
+        failed(dict), conversation(Conversation), busy(bool), closed(), and note(str
+        text): what the session does before an answer (summarising a full conversation).
     """
 
     ready = Signal(object)
     token = Signal(str)
+    note = Signal(str)
     attachments = Signal(list)
     turn = Signal(object)
     failed = Signal(dict)
@@ -398,6 +400,8 @@ class ChatBridge(QObject):
                 self._running = 0  # ended: a Stop that timed out must not end the worker now
             if kind == "token":
                 self._put("token", str(event.get("text", "")))
+            elif kind == "note":
+                self._put("note", str(event.get("text", "")))
             elif kind == "attachments":
                 self._put("attachments", list(event.get("value") or []))
             elif kind == "turn":

@@ -1,11 +1,12 @@
 """Chat page: conversations with a package, streamed answers, attachments, Stop.
 
-`ChatView` is the page: its layout, the draft, attachments and the turn in flight. Its
-other parts live beside it: `chat_loading` (Load and the worker's life), `chat_conversations`
-(the list, opening, renaming, deleting and exporting saved ones, with no model needed),
-`package_bar` (the Package row), `chat_render` (drawing the transcript, streaming in),
-`chat_attachments`, `chat_export`, and the widgets `transcript`, `conversation_list`,
-`chat_settings` and `chat_input`; `chat_turns` holds the turn state, without widgets.
+`ChatView` is the page: the draft, attachments and the turn in flight. Its other parts
+live beside it: `chat_loading` (Load and the worker's life), `chat_conversations` (the
+list, opening, renaming, deleting and exporting saved ones, with no model needed),
+`package_bar` (the Package row), `chat_column` (the centre column's widgets),
+`chat_render` (drawing the transcript, streaming in), `chat_attachments`, `chat_export`,
+and the widgets `transcript`, `conversation_list`, `chat_settings` and `chat_input`;
+`chat_turns` holds the turn state, without widgets.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from PySide6.QtWidgets import (
     QApplication,
     QHBoxLayout,
     QPlainTextEdit,
-    QPushButton,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -32,8 +32,8 @@ from mmforge.backend.chat.conversations import Conversation, ConversationStore, 
 from mmforge.backend.chat.values import SessionInfo, TurnResult
 from mmforge.gui.bridge import ChatBridge, JobRunner
 from mmforge.gui.chat_attachments import pick_files, refusal, refusal_hint, save_pasted
+from mmforge.gui.chat_column import ChatColumn
 from mmforge.gui.chat_conversations import ChatConversations
-from mmforge.gui.chat_input import AttachmentStrip, ChatInput, StatusLine
 from mmforge.gui.chat_loading import ChatLoading
 from mmforge.gui.chat_render import TranscriptWriter
 from mmforge.gui.chat_settings import ChatSettings
@@ -47,9 +47,7 @@ from mmforge.gui.chat_turns import (
 from mmforge.gui.conversation_list import ConversationList
 from mmforge.gui.errors import show_error
 from mmforge.gui.package_bar import PackageBar
-from mmforge.gui.safe_text import plain_label
 from mmforge.gui.state import AppState
-from mmforge.gui.transcript import Transcript
 
 __all__ = ["ChatView", "is_demo"]
 
@@ -75,7 +73,7 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
         self.settings_box.setVisible(False)
         body = QHBoxLayout()
         body.addWidget(self.conversation_list)
-        body.addLayout(self._chat_column(), 1)
+        body.addWidget(self._chat_column(), 1)
         layout = QVBoxLayout(self)
         layout.addWidget(bar)
         layout.addLayout(body, 1)
@@ -107,6 +105,7 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
         bar.load_requested.connect(self.load)
         self.bridge.ready.connect(self._on_ready)
         self.bridge.token.connect(self._on_token)
+        self.bridge.note.connect(self.status.setText)
         self.bridge.turn.connect(self._on_turn)
         self.bridge.failed.connect(self._on_failed)
         self.bridge.conversation.connect(self._on_conversation)
@@ -137,82 +136,29 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
         """The open conversation's system prompt (in the settings)."""
         return self.settings_box.system
 
-    def _chat_column(self) -> QVBoxLayout:
-        """The transcript, the continue bar, the draft and the turn buttons."""
-        self.transcript = Transcript()
-        self.transcript.setObjectName("transcript")
-        self.transcript.setAccessibleName("Conversation")
+    def _chat_column(self) -> ChatColumn:
+        """The transcript, the continue bar, the draft and the turn buttons, connected."""
+        column = ChatColumn(self.settings_box)
+        # Its parts, by the names the window and the tests use.
+        self.transcript, self.status, self.strip = column.transcript, column.status, column.strip
+        self.input, self.continue_bar = column.input, column.continue_bar
+        self.continue_note, self.continue_button = column.continue_note, column.continue_button
+        self.send_button, self.stop_button = column.send_button, column.stop_button
+        self.regen_button, self.edit_button = column.regen_button, column.edit_button
+        self.settings_button = column.settings_button
         self.transcript.anchorClicked.connect(self._on_anchor)
         self.transcript.files_dropped.connect(self._add_files)
-        self.status = StatusLine()
-        self.status.setObjectName("chatStatus")
-        self.continue_note = plain_label(wrap=True)
-        self.continue_button = QPushButton("Load its model to continue")
-        self.continue_button.setObjectName("continueButton")
         self.continue_button.clicked.connect(self.continue_open)
-        continue_row = QHBoxLayout()
-        continue_row.addWidget(self.continue_note, 1)
-        continue_row.addWidget(self.continue_button)
-        self.continue_bar = QWidget()
-        self.continue_bar.setObjectName("continueBar")
-        self.continue_bar.setLayout(continue_row)
-        self.continue_bar.setVisible(False)
-        self.strip = AttachmentStrip()
-        self.strip.setVisible(False)
-        self.input = ChatInput()
-        self.input.setObjectName("chatInput")
-        self.input.setAccessibleName("Message")
-        self.input.setMaximumHeight(80)
-        self.input.setPlaceholderText(
-            "Type a message. Enter sends, Shift+Enter starts a new line; paste or drop "
-            "an image to attach it."
-        )
         self.input.send_requested.connect(self.send)
         self.input.stop_requested.connect(self.stop)
         self.input.files_added.connect(self._add_files)
         self.input.image_pasted.connect(self._add_image)
-        centre = QVBoxLayout()
-        centre.addWidget(self.transcript, 1)
-        centre.addWidget(self.status)
-        centre.addWidget(self.continue_bar)
-        centre.addWidget(self.settings_box)
-        centre.addWidget(self.strip)
-        centre.addWidget(self.input)
-        centre.addLayout(self._turn_buttons())
-        return centre
-
-    def _turn_buttons(self) -> QHBoxLayout:
-        attach = QPushButton("Attach…")
-        attach.setToolTip("Attach an image or audio clip (or paste or drop one)")
-        attach.clicked.connect(self._pick)
-        self.send_button = QPushButton("Send")
-        self.send_button.setObjectName("sendButton")
-        self.send_button.setDefault(True)
+        column.attach_button.clicked.connect(self._pick)
         self.send_button.clicked.connect(self.send)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setObjectName("stopButton")
-        self.stop_button.setToolTip("Stop the answer (Esc)")
         self.stop_button.clicked.connect(self.stop)
-        self.regen_button = QPushButton("Regenerate")
-        self.regen_button.setToolTip("Answer the last message again")
         self.regen_button.clicked.connect(self.regenerate)
-        self.edit_button = QPushButton("Edit last")
-        self.edit_button.setToolTip("Put your last message back in the box to change it")
         self.edit_button.clicked.connect(self.edit_last)
-        self.settings_button = QPushButton("Settings")
-        self.settings_button.setCheckable(True)
-        self.settings_button.setToolTip(
-            "System prompt, answer length, variety, and what happens when the conversation "
-            "gets too long"
-        )
-        self.settings_button.toggled.connect(self.settings_box.setVisible)
-        buttons = QHBoxLayout()
-        for w in (attach, self.regen_button, self.edit_button, self.settings_button):
-            buttons.addWidget(w)
-        buttons.addStretch(1)
-        buttons.addWidget(self.stop_button)
-        buttons.addWidget(self.send_button)
-        return buttons
+        return column
 
     # -- attachments ---------------------------------------------------------------------
 

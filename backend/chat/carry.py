@@ -25,6 +25,10 @@ SUMMARY_REQUEST = (
     "what we talked about, what was decided or found, and anything still open, so that "
     "we can go on from the summary alone."
 )
+# What the user is told while the model summarises (it takes as long as an answer).
+SUMMARISING = (
+    "The conversation is full: the model is summarising it, to go on in a new conversation…"
+)
 # How the model is shown the summary, after the system prompt (if any).
 SUMMARY_HEADING = "Summary of the earlier part of this conversation:"
 

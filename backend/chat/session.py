@@ -134,6 +134,7 @@ class _ContextFull(Exception):
 
 
 TokenCallback = Callable[[str, int], None]
+NoteCallback = Callable[[str], None]
 StopCheck = Callable[[], bool]
 
 
@@ -142,6 +143,10 @@ def _never() -> bool:
 
 
 def _ignore(text: str, token: int) -> None:
+    return None
+
+
+def _quiet(text: str) -> None:
     return None
 
 
@@ -265,8 +270,14 @@ class ChatSession:
         options: GenerationOptions | None = None,
         on_token: TokenCallback = _ignore,
         should_stop: StopCheck = _never,
+        *,
+        on_note: NoteCallback = _quiet,
     ) -> TurnResult:
-        """Add a user message and stream the answer."""
+        """Add a user message and stream the answer.
+
+        `on_note` hears what the session does on its own before answering (summarising a
+        full conversation, which takes a while).
+        """
         if not text.strip() and not attachments:
             raise MmforgeError("The message is empty", "Type something or attach a file")
         if self.messages and self.messages[-1].role == "user":
@@ -277,7 +288,7 @@ class ChatSession:
         self._segments.append(None)
         self._end_texts.append(None)
         try:
-            return self._answer(options or GenerationOptions(), on_token, should_stop)
+            return self._answer(options or GenerationOptions(), on_token, should_stop, on_note)
         except MmforgeError:
             # The message goes back to the caller's draft; the saved copy goes too.
             self._pop()
@@ -289,13 +300,15 @@ class ChatSession:
         options: GenerationOptions | None = None,
         on_token: TokenCallback = _ignore,
         should_stop: StopCheck = _never,
+        *,
+        on_note: NoteCallback = _quiet,
     ) -> TurnResult:
         """Answer the last user message again (replacing the last answer)."""
         if not self.messages:
             raise MmforgeError("There is nothing to regenerate", "Send a message first")
         if self.messages[-1].role == "assistant":
             self._pop()
-        return self._answer(options or GenerationOptions(), on_token, should_stop)
+        return self._answer(options or GenerationOptions(), on_token, should_stop, on_note)
 
     def edit_last(
         self,
@@ -304,6 +317,8 @@ class ChatSession:
         options: GenerationOptions | None = None,
         on_token: TokenCallback = _ignore,
         should_stop: StopCheck = _never,
+        *,
+        on_note: NoteCallback = _quiet,
     ) -> TurnResult:
         """Replace the last user message (and its answer) and answer the new one.
 
@@ -316,7 +331,7 @@ class ChatSession:
             popped.insert(0, self._pop())
         keep = popped[0].attachments if attachments is None else list(attachments)
         try:
-            return self.send(text, keep, options, on_token, should_stop)
+            return self.send(text, keep, options, on_token, should_stop, on_note=on_note)
         except MmforgeError:
             # Nothing is lost: the old exchange comes back (prefilled afresh next time).
             self._restore(popped)
@@ -426,12 +441,16 @@ class ChatSession:
         return out
 
     def _answer(
-        self, options: GenerationOptions, on_token: TokenCallback, should_stop: StopCheck
+        self,
+        options: GenerationOptions,
+        on_token: TokenCallback,
+        should_stop: StopCheck,
+        on_note: NoteCallback,
     ) -> TurnResult:
         self._save()  # the user's message is on disk before any work starts
         start = time.perf_counter()
         try:
-            prefill, prefill_tokens = self._fit(options, should_stop)
+            prefill, prefill_tokens = self._fit(options, should_stop, on_note)
             result = self._generate(options, on_token, should_stop, start, prefill, prefill_tokens)
         except RuntimeError as e:
             self._gen, self._gen_messages = None, -1
@@ -456,7 +475,9 @@ class ChatSession:
         self._save()
         return result
 
-    def _fit(self, options: GenerationOptions, should_stop: StopCheck) -> tuple[str, int]:
+    def _fit(
+        self, options: GenerationOptions, should_stop: StopCheck, on_note: NoteCallback
+    ) -> tuple[str, int]:
         """`_feed`, making room as `options.context_full` says when the prompt does not fit.
 
         Dropping and going on in a new conversation leave room for an answer (its cap, at
@@ -477,7 +498,7 @@ class ChatSession:
                     raise
             if self._first() >= len(self.messages) - 1:  # nothing earlier to carry on from
                 return self._feed_within(options, room, drop=False, shorten=True)
-            return self._carry_on(options, room, should_stop)
+            return self._carry_on(options, room, should_stop, on_note)
         except _ContextFull as full:
             raise self._context_error(full.tokens) from None
 
@@ -506,7 +527,11 @@ class ChatSession:
             self._limit = context
 
     def _carry_on(
-        self, options: GenerationOptions, room: int, should_stop: StopCheck
+        self,
+        options: GenerationOptions,
+        room: int,
+        should_stop: StopCheck,
+        on_note: NoteCallback,
     ) -> tuple[str, int]:
         """Answer the last message in a new conversation that continues this one.
 
@@ -517,6 +542,7 @@ class ChatSession:
         old = self.conversation
         new = carry.begin_continuation(old, self._new_conversation())
         if options.context_full == CONTEXT_SUMMARY:
+            on_note(carry.SUMMARISING)
             new.summary = self._summarise(should_stop)
             new.messages = carry.copies(old.messages[-1:])
         else:

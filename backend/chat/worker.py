@@ -17,6 +17,8 @@ next one):
 Events:
     {"event": "ready", "value": SessionInfo}                 once, after the model loaded
     {"event": "attachments", "seq", "value": [...]}          what was prepared (and notes)
+    {"event": "note", "seq", "text"}                         what the session does first
+                                                             (summarising a full one)
     {"event": "token", "seq", "text", "id"}                  one per answer token
     {"event": "turn", "seq", "value": TurnResult, "conversation": Conversation}
     {"event": "conversation", "value": Conversation}         after new, open or delete
@@ -199,8 +201,11 @@ class _ChatLoop:
         def on_token(text: str, token: int) -> None:
             self.send({"event": "token", "seq": seq, "text": text, "id": token})
 
+        def on_note(text: str) -> None:
+            self.send({"event": "note", "seq": seq, "text": text})
+
         if name == "regenerate":
-            return self.session.regenerate(options, on_token, should_stop)
+            return self.session.regenerate(options, on_token, should_stop, on_note=on_note)
         files = command.get("attachments")
         attachments = None
         if files is not None:
@@ -210,5 +215,9 @@ class _ChatLoop:
             self.send({"event": "attachments", "seq": seq, "value": value})
         text = str(command.get("text", ""))
         if name == "send":
-            return self.session.send(text, attachments or [], options, on_token, should_stop)
-        return self.session.edit_last(text, attachments, options, on_token, should_stop)
+            return self.session.send(
+                text, attachments or [], options, on_token, should_stop, on_note=on_note
+            )
+        return self.session.edit_last(
+            text, attachments, options, on_token, should_stop, on_note=on_note
+        )

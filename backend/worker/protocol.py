@@ -41,6 +41,7 @@ _EVENTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "ready": (frozenset({"value"}), frozenset()),
     "attachments": (frozenset({"seq", "value"}), frozenset()),
     "token": (frozenset({"seq", "text", "id"}), frozenset()),
+    "note": (frozenset({"seq", "text"}), frozenset()),
     "turn": (frozenset({"seq", "value"}), frozenset({"conversation"})),
     "conversation": (frozenset({"value"}), frozenset()),
     "closed": (frozenset(), frozenset()),

@@ -315,3 +315,11 @@ def test_3_a_continued_conversation_shows_its_summary_and_opens_the_earlier_one(
     )
     chat._on_anchor(QUrl("continues:"))
     assert chat.conversation.id == earlier.id and "Lisbon." in chat.transcript.toPlainText()
+
+
+def test_3_the_status_line_says_why_an_answer_waits_for_a_summary(window):
+    from mmforge.backend.chat.carry import SUMMARISING
+
+    chat = window.chat_view
+    chat.bridge.note.emit(SUMMARISING)
+    assert chat.status.text() == SUMMARISING and "summarising" in SUMMARISING

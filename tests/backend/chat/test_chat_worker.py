@@ -41,8 +41,24 @@ def test_streamed_tokens_make_the_answer_and_match_the_in_process_session(packag
     assert turn["token_ids"] == local.token_ids
 
 
+def _never_ending(folder, tmp_path):
+    """A copy of the package whose answers never end on their own.
+
+    A random model may emit its end token a few tokens in (on CI's CPU it did, greedy),
+    before a Stop sent after the first token arrives: the runtime's `min_length` keeps
+    it from ending before the context is full.
+    """
+    copy = tmp_path / "never-ending"
+    shutil.copytree(folder, copy)
+    config = json.loads((copy / "genai_config.json").read_text())
+    config["search"]["min_length"] = config["model"]["context_length"]
+    (copy / "genai_config.json").write_text(json.dumps(config))
+    return copy
+
+
 def test_stop_ends_the_answer_between_tokens_and_the_session_goes_on(package, tmp_path):
-    with ChatClient(package("qwen2_5_vl"), save=False, env=_env(tmp_path)) as client:
+    folder = _never_ending(package("qwen2_5_vl"), tmp_path)
+    with ChatClient(folder, save=False, env=_env(tmp_path)) as client:
         stream = client.send("Tell me everything.", options={"max_new_tokens": 3000})
         for event in stream:
             if event["event"] == "token":
@@ -69,7 +85,8 @@ def test_a_bad_attachment_is_an_error_event_and_the_next_message_works(package, 
 
 def test_a_worker_killed_mid_answer_keeps_the_saved_conversation(package, tmp_path):
     store = ConversationStore(tmp_path / "store")
-    client = ChatClient(package("qwen2_5_vl"), store_root=store.root, env=_env(tmp_path))
+    folder = _never_ending(package("qwen2_5_vl"), tmp_path)
+    client = ChatClient(folder, store_root=store.root, env=_env(tmp_path))
     try:
         list(client.send("First question.", options={"max_new_tokens": 4}))
         stream = client.send("Second question.", options={"max_new_tokens": 3000})
@@ -154,11 +171,18 @@ def test_the_worker_reports_the_new_conversation_a_full_one_goes_on_in(package, 
     with ChatClient(folder, store_root=store.root, env=_env(tmp_path)) as client:
         first = client.info["conversation"]["id"]
         for turn in range(30):
-            event = list(client.send(f"Question number {turn}, please.", options=options))[-1]
+            events = list(client.send(f"Question number {turn}, please.", options=options))
+            event = events[-1]
             assert event["event"] == "turn"
             held = event["conversation"]
             if held["id"] != first:
                 break
+        # While the model summarises, the user is told why the answer is slow to come.
+        kinds = [e["event"] for e in events]
+        assert ("note" in kinds) == (mode == "summary")
+        if mode == "summary":
+            assert kinds.index("note") < kinds.index("token")
+            assert "summarising" in events[kinds.index("note")]["text"]
         assert held["title"].startswith("Continued: Question number 0")
         assert held["continues"] == first and bool(held["summary"]) == (mode == "summary")
         assert held["messages"][-1]["token_ids"] == event["value"]["token_ids"]
