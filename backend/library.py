@@ -38,6 +38,9 @@ class PackageEntry:
         source: The model it was converted from.
         family: The family's name.
         dtype: Its precision.
+        config_digest: Which configuration it was converted from
+            (`checkpoint_digest`); "" in a package written before mmforge recorded it.
+        weights_digest: Which weights it was converted from; "" where unknown.
     """
 
     folder: Path
@@ -46,6 +49,8 @@ class PackageEntry:
     source: str
     family: str
     dtype: str
+    config_digest: str = ""
+    weights_digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,16 @@ def read_package(folder: Path) -> PackageEntry | None:
         source=str(manifest.get("source", "")),
         family=str(manifest.get("family", "")),
         dtype=str(manifest.get("dtype", "")),
+        **_digests(manifest.get("checkpoint_digest")),
     )
+
+
+def _digests(recorded: object) -> dict[str, str]:
+    """The manifest's `checkpoint_digest` as PackageEntry fields (none in older packages)."""
+    if not isinstance(recorded, dict):
+        return {}
+    found = {f"{k}_digest": recorded.get(k) for k in ("config", "weights")}
+    return {k: v for k, v in found.items() if isinstance(v, str)}
 
 
 def process_alive(pid: int) -> bool:

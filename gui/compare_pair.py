@@ -20,14 +20,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from mmforge.backend.chat.compare import different_models, sibling
+from mmforge.backend.chat.compare import ASK, DIFFERENT, kinship, sibling
 from mmforge.backend.library import PackageEntry, packages, read_package
 from mmforge.backend.vocabulary import EPS
 from mmforge.gui.errors import show_error
-from mmforge.gui.safe_text import as_html
+from mmforge.gui.safe_text import as_html, plain_label
 from mmforge.gui.state import AppState
 
 LETTERS = ("A", "B")
+NO_PACKAGES = (
+    "No packages yet: convert a model at two precisions (for example f32 and int4) on the "
+    "Convert page, then compare their answers here."
+)
 
 
 class PackagePair(QWidget):
@@ -62,6 +66,7 @@ class PackagePair(QWidget):
                 QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
             )
             picker.setMinimumContentsLength(16)
+            picker.currentIndexChanged.connect(self._advise)
             picker.currentIndexChanged.connect(self.changed)
             picker.activated.connect(self._user_picked)
             choose = QPushButton("Choose…")
@@ -82,8 +87,28 @@ class PackagePair(QWidget):
             "about half its speed, so the speeds no longer compare the packages"
         )
         grid.addWidget(self.together, 1, 3, 1, 2)
+        # What to do first, when the library holds no pair to compare.
+        self.advice = plain_label(wrap=True)
+        self.advice.setObjectName("compareAdvice")
+        grid.addWidget(self.advice, 2, 0, 1, 5)
         grid.setColumnStretch(1, 1)
         return grid
+
+    @Slot()
+    def _advise(self) -> None:
+        """Say what to convert first when there is no package, or no second one to pick."""
+        a = self.entry(0)
+        if not self.entries:
+            text = NO_PACKAGES
+        elif a is not None and self.chosen(1) is None and sibling(a, self.entries) is None:
+            text = (
+                f"No other package of {a.folder.name}'s model: convert its model at another "
+                "precision (for example int4) on the Convert page to compare the two."
+            )
+        else:
+            text = ""
+        self.advice.setText(text)
+        self.advice.setVisible(bool(text))
 
     @Slot()
     def refresh(self) -> None:
@@ -112,6 +137,7 @@ class PackagePair(QWidget):
                 picker.setItemData(picker.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
             picker.setCurrentIndex(picker.findData(str(folder)) if folder is not None else -1)
             picker.blockSignals(False)
+        self._advise()
         self.changed.emit()
 
     @Slot()
@@ -173,12 +199,20 @@ class PackagePair(QWidget):
                 "message": "Packages A and B are the same package",
                 "hint": "Pick another package of the same model for B (for example its int4 one)",
             }
-        reason = different_models(a, b)
-        if reason is not None:
+        kin = kinship(a, b)
+        if kin.kind == DIFFERENT:
             return {
                 "message": "These two packages are of different models, so their answers "
                 "cannot be compared token by token",
-                "hint": f"{reason}. Pick two packages converted from the same model "
+                "hint": f"{kin.reason}. Pick two packages converted from the same model "
                 "(for example its f32 and its int4 package).",
             }
         return None
+
+    def doubt(self) -> str | None:
+        """Why the two packages picked may not be of one model (None: they are, or refused)."""
+        a, b = self.entry(0), self.entry(1)
+        if a is None or b is None:
+            return None
+        kin = kinship(a, b)
+        return kin.reason if kin.kind == ASK else None

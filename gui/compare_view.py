@@ -19,6 +19,7 @@ from PySide6.QtGui import QImage, QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
+    QMessageBox,
     QPushButton,
     QSpinBox,
     QVBoxLayout,
@@ -40,7 +41,7 @@ from mmforge.gui.chat_turns import same_package
 from mmforge.gui.compare_column import AnswerColumn, heading
 from mmforge.gui.compare_pair import LETTERS, PackagePair
 from mmforge.gui.errors import show_error
-from mmforge.gui.safe_text import for_display, plain_label
+from mmforge.gui.safe_text import as_html, for_display, plain_label
 from mmforge.gui.state import AppState
 
 GREEDY_NOTE = (
@@ -80,6 +81,8 @@ class CompareView(QWidget):
         self.running = False
         self._at_once = False  # how the running comparison runs
         self._names = LETTERS  # what the sentences call A and B
+        # Pairs the user said to compare though they may not be of one model.
+        self._vouched: set[tuple[Path | None, Path | None]] = set()
         self.pair = PackagePair(state)
         self.pair.changed.connect(self._picked)
         self.pair.together.toggled.connect(self._order_note)
@@ -242,6 +245,8 @@ class CompareView(QWidget):
         if refusal is not None:
             show_error(self, refusal)
             return
+        if not self._sure_of_the_pair():
+            return
         self.state.settings.setValue("compare/max_tokens", self.max_tokens.value())
         options = {"max_new_tokens": self.max_tokens.value(), "do_sample": False}
         self._request = (text, files, options)
@@ -265,6 +270,27 @@ class CompareView(QWidget):
                 self._load(i, folder)
         self._update_buttons()
         self._start_if_loaded()
+
+    def _sure_of_the_pair(self) -> bool:
+        """Whether to go on with a pair that may not be of one model (asked once per pair)."""
+        doubt = self.pair.doubt()
+        pair = (self.pair.chosen(0), self.pair.chosen(1))
+        if doubt is None or pair in self._vouched:
+            return True
+        answer = QMessageBox.question(
+            self,
+            "Compare these two packages?",
+            as_html(
+                f"These two packages may not be of one model: {doubt}. Their answers can be "
+                "compared token by token only if they are. Compare them anyway?"
+            ),
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel,
+        )
+        if answer != QMessageBox.StandardButton.Yes:
+            return False
+        self._vouched.add(pair)
+        return True
 
     def _load(self, i: int, folder: Path) -> None:
         self.sessions[i] = None

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mmforge.backend.library import PackageEntry
+from mmforge.backend.source import is_hub_id
 
 
 def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
@@ -133,16 +134,80 @@ def model_of(source: str) -> str:
     return text.split("@", 1)[0]
 
 
-def different_models(a: PackageEntry, b: PackageEntry) -> str | None:
-    """Why packages `a` and `b` are not two packages of one model (None: they are)."""
-    if model_of(a.source) == model_of(b.source) and a.family == b.family:
-        return None
-    names = [p.source or "an unknown model" for p in (a, b)]
+SAME, ASK, DIFFERENT = "same", "ask", "different"
+
+
+@dataclass(frozen=True)
+class Kinship:
+    """Whether two packages are of one model, by what their manifests record.
+
+    Attributes:
+        kind: SAME (compare them), ASK (they may not be: ask the user first) or
+            DIFFERENT (refuse: their answers cannot be compared token by token).
+        reason: Why, in a sentence's words ("" for SAME).
+    """
+
+    kind: str
+    reason: str = ""
+
+
+def kinship(a: PackageEntry, b: PackageEntry) -> Kinship:
+    """Whether packages `a` and `b` are two packages of one model.
+
+    The digests of the checkpoint each was converted from decide (`checkpoint_digest`),
+    whatever the sources are called (a hub id and a local copy of it are one model):
+    the same weights and settings are one model; another family or other settings
+    (another size) are another; the same settings with other or unknown weights (a
+    fine-tune? a copy in another dtype?) may be either. A package written before the
+    digests were recorded is taken for its source's model: the same name is one model,
+    two hub names are two, and a local folder beside anything else may be either.
+    """
+    names = [p.folder.name for p in (a, b)]
+    sources = [p.source or "an unknown model" for p in (a, b)]
     if a.family != b.family:
-        names = [
-            f"{n} ({p.family or 'unknown family'})" for n, p in zip(names, (a, b), strict=True)
-        ]
-    return f"{a.folder.name} was converted from {names[0]}, {b.folder.name} from {names[1]}"
+        families = [p.family or "unknown family" for p in (a, b)]
+        return Kinship(
+            DIFFERENT,
+            f"{names[0]} was converted from {sources[0]} ({families[0]}), "
+            f"{names[1]} from {sources[1]} ({families[1]})",
+        )
+    same_weights = bool(a.weights_digest) and a.weights_digest == b.weights_digest
+    configs = a.config_digest and b.config_digest
+    if configs and a.config_digest != b.config_digest:
+        if same_weights:
+            return Kinship(
+                ASK,
+                f"{names[0]} and {names[1]} hold the same weights, but their models' "
+                "settings (config.json) differ",
+            )
+        return Kinship(
+            DIFFERENT,
+            f"{names[0]} was converted from {sources[0]}, {names[1]} from {sources[1]}, "
+            "and their models' settings (config.json) differ",
+        )
+    if same_weights and configs:
+        return Kinship(SAME)
+    if configs:
+        if a.weights_digest and b.weights_digest:
+            why = "the same settings but different weights (a fine-tune, or another dtype)"
+        else:
+            unknown = names[0] if not a.weights_digest else names[1]
+            why = f"the same settings, but {unknown} does not record which weights it holds"
+        return Kinship(ASK, f"{names[0]} and {names[1]} were converted from models with {why}")
+    if model_of(a.source) == model_of(b.source):
+        return Kinship(SAME)
+    if all(is_hub_id(model_of(p.source)) for p in (a, b)):
+        # Two hub names: two models (a renamed repository is the rare exception).
+        return Kinship(
+            DIFFERENT, f"{names[0]} was converted from {sources[0]}, {names[1]} from {sources[1]}"
+        )
+    older = [n for n, p in zip(names, (a, b), strict=True) if not p.config_digest]
+    return Kinship(
+        ASK,
+        f"{' and '.join(older)} {'were' if len(older) > 1 else 'was'} converted before "
+        f"Multimodal Forge recorded which model a package holds; {names[0]} was converted "
+        f"from {sources[0]}, {names[1]} from {sources[1]}",
+    )
 
 
 # Which sibling to compare a package with first: the smallest against the largest.
@@ -153,15 +218,19 @@ _FALLBACK = ("f32", "f16", "int8", "int4")
 def sibling(package: PackageEntry, entries: Sequence[PackageEntry]) -> PackageEntry | None:
     """Another package of `package`'s model to compare it with (None: there is none).
 
-    Another precision first (f32 against int4, int4 against f32); then another package
-    of the same precision.
+    Surely the same model first, then maybe the same (`kinship`); among those another
+    precision first (f32 against int4, int4 against f32), then another package of the
+    same precision.
     """
-    others = [
-        e for e in entries if e.folder != package.folder and different_models(package, e) is None
-    ]
     order = _PREFERRED.get(package.dtype, _FALLBACK)
-    for dtype in order:
-        for e in others:
-            if e.dtype == dtype:
-                return e
-    return others[0] if others else None
+    for kind in (SAME, ASK):
+        others = [
+            e for e in entries if e.folder != package.folder and kinship(package, e).kind == kind
+        ]
+        for dtype in order:
+            for e in others:
+                if e.dtype == dtype:
+                    return e
+        if others:
+            return others[0]
+    return None

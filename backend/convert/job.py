@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from mmforge.backend import __version__, families, precisions, typed
 from mmforge.backend.checkpoint import Checkpoint
+from mmforge.backend.checkpoint_digest import checkpoint_digest
 from mmforge.backend.convert import package
 from mmforge.backend.convert.policy import refuse_unknown
 from mmforge.backend.diskspace import no_space, out_of_space
@@ -68,6 +69,9 @@ class Manifest:
     # before this field have no key: chat asks the family (Family.old_package_max_images).
     max_images: int | None = None
     commit: str | None = None
+    # Which model the checkpoint held (checkpoint_digest.py): {"config": …, "weights": …}.
+    # Packages written before this field have none: Compare asks before comparing them.
+    checkpoint_digest: dict[str, str] = field(default_factory=dict)
     mmforge_version: str = __version__
 
     def to_dict(self) -> dict[str, Any]:
@@ -168,6 +172,8 @@ def convert(
         manifest = _build_into(staging, checkpoint, dtype, ep, ctx, timings, allow_pickle, encoders)
         manifest.source = spec
         manifest.commit = resolved.commit
+        with _timed(manifest.timings_s, "digest"):
+            manifest.checkpoint_digest = checkpoint_digest(checkpoint.folder)
         package.write_json(staging / MANIFEST, manifest.to_dict())
         ctx.check_cancel()
         _publish(staging, out, before)

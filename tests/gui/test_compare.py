@@ -20,6 +20,21 @@ def _dialogs(window) -> list[QMessageBox]:
     return [b for b in window.findChildren(QMessageBox) if b.objectName() == "errorDialog"]
 
 
+def _relabelled(folder: Path, copy: Path, **fields) -> Path:
+    """A copy of the package `folder` whose manifest says `fields` instead."""
+    shutil.copytree(folder, copy)
+    manifest = json.loads((copy / MANIFEST).read_text())
+    manifest.update(fields)
+    (copy / MANIFEST).write_text(json.dumps(manifest))
+    return copy
+
+
+def _another_model(folder: Path, copy: Path) -> Path:
+    """A copy of the package that says it was converted from another model."""
+    digest = {"config": "config-sha256-v1:other", "weights": "tensors-sampled-sha256-v1:other"}
+    return _relabelled(folder, copy, source="someone/another-model", checkpoint_digest=digest)
+
+
 def _compare(qtbot, view) -> None:
     """Click Compare and wait until both workers are idle again (the page's `finished`)."""
     with qtbot.waitSignal(view.finished, timeout=LONG):
@@ -82,10 +97,7 @@ def test_two_precisions_answer_side_by_side_and_where_they_part_is_marked(qtbot,
 
 def test_two_models_are_refused_before_anything_loads(qtbot, window, package, tmp_path):
     f32 = package("qwen2_5_vl")
-    other = Path(shutil.copytree(f32, tmp_path / "other-model"))
-    manifest = json.loads((other / MANIFEST).read_text())
-    manifest["source"] = "someone/another-model"
-    (other / MANIFEST).write_text(json.dumps(manifest))
+    other = _another_model(f32, tmp_path / "other-model")
     view = window.compare_view
     window.go(4)
     view.pair.choose_pair(f32, other)
@@ -137,10 +149,7 @@ def test_the_default_pair_is_the_current_package_and_its_other_precision(
     root = tmp_path / "packages"
     f32 = Path(shutil.copytree(package("qwen2_5_vl"), root / "model-f32"))
     int4 = Path(shutil.copytree(package("qwen2_5_vl", "int4"), root / "model-int4"))
-    other = Path(shutil.copytree(package("qwen2_5_vl"), root / "other-f32"))
-    manifest = json.loads((other / MANIFEST).read_text())
-    manifest["source"] = "someone/another-model"
-    (other / MANIFEST).write_text(json.dumps(manifest))
+    _another_model(package("qwen2_5_vl"), root / "other-f32")
     window.state.settings.setValue("packages_folder", str(root))
     window.state.set_package(str(f32))
     window.go(4)
@@ -184,3 +193,57 @@ def test_both_at_once_answer_both_and_no_speed_ratio_is_claimed(qtbot, window, p
     _compare(qtbot, view)
     assert all(c.turn is not None and c.turn.token_ids for c in view.columns)
     assert view.verdict.text() and "as fast as" not in view.verdict.text()
+
+
+def test_a_local_copy_of_the_model_is_one_model_and_a_doubtful_pair_is_asked_once(
+    qtbot, window, package, tmp_path, monkeypatch
+):
+    f32, int4 = package("qwen2_5_vl"), package("qwen2_5_vl", "int4")
+    # Converted from a local copy of the same checkpoint: the digests say it is one model.
+    local = _relabelled(int4, tmp_path / "from-a-copy", source=str(tmp_path / "copy-of-it"))
+    view = window.compare_view
+    window.go(4)
+    view.pair.choose_pair(f32, local)
+    assert view.pair.refusal() is None and view.pair.doubt() is None
+    # A fine-tune (the same settings, other weights): asked before anything loads.
+    weights = {"weights": "tensors-sampled-sha256-v1:tuned"}
+    digest = {**json.loads((f32 / MANIFEST).read_text())["checkpoint_digest"], **weights}
+    tuned = _relabelled(int4, tmp_path / "tuned", source="me/tuned", checkpoint_digest=digest)
+    view.pair.choose_pair(f32, tuned)
+    assert view.pair.refusal() is None and "different weights" in view.pair.doubt()
+    asked: list[str] = []
+
+    def answer(reply):
+        def question(parent, title, text, *args):
+            asked.append(text)
+            return reply
+
+        return question
+
+    monkeypatch.setattr(QMessageBox, "question", answer(QMessageBox.StandardButton.Cancel))
+    view.max_tokens.setValue(4)
+    view.input.setPlainText("Hello")
+    view.compare_button.click()
+    assert len(asked) == 1 and "may not be of one model" in asked[0]
+    assert not view.running and all(bridge._thread is None for bridge in view.bridges)
+    monkeypatch.setattr(QMessageBox, "question", answer(QMessageBox.StandardButton.Yes))
+    _compare(qtbot, view)
+    assert len(asked) == 2 and all(c.turn is not None for c in view.columns)
+    _compare(qtbot, view)  # the same pair again: not asked again
+    assert len(asked) == 2
+
+
+def test_the_page_says_what_to_convert_when_there_is_nothing_to_compare(window, package, tmp_path):
+    root = tmp_path / "packages"
+    root.mkdir()
+    window.state.settings.setValue("packages_folder", str(root))
+    view = window.compare_view
+    window.go(4)
+    view.pair.refresh()
+    assert view.pair.advice.isVisibleTo(view) and "No packages yet" in view.pair.advice.text()
+    only = Path(shutil.copytree(package("qwen2_5_vl"), root / "only-f32"))
+    view.pair.refresh()
+    assert f"No other package of {only.name}'s model" in view.pair.advice.text()
+    shutil.copytree(package("qwen2_5_vl", "int4"), root / "only-int4")
+    view.pair.refresh()
+    assert view.pair.advice.text() == "" and not view.pair.advice.isVisibleTo(view)

@@ -7,10 +7,13 @@ from pathlib import Path
 import pytest
 
 from mmforge.backend.chat.compare import (
+    ASK,
+    DIFFERENT,
+    SAME,
     Divergence,
-    different_models,
     divergence,
     first_difference,
+    kinship,
     model_of,
     parting_words,
     quoted,
@@ -73,19 +76,59 @@ def test_summaries():
     assert "first 1 token," in summary(divergence([1, 2], [1, 3]), 2, 2)
 
 
-def _entry(folder: str, source: str, dtype: str = "f32", family: str = "Qwen2.5-VL"):
-    return PackageEntry(Path(folder), 1, 0.0, source, family, dtype)
+def _entry(
+    folder: str,
+    source: str,
+    dtype: str = "f32",
+    family: str = "Qwen2.5-VL",
+    config: str = "",
+    weights: str = "",
+):
+    return PackageEntry(Path(folder), 1, 0.0, source, family, dtype, config, weights)
 
 
-def test_packages_of_one_model(tmp_path):
+def test_packages_of_one_model_by_their_names_when_no_digest_was_recorded(tmp_path):
     model = tmp_path / "model"
     model.mkdir()
     a = _entry("/p/a", str(model), "f32")
-    assert different_models(a, _entry("/p/b", f"{model}/", "int4")) is None
+    assert kinship(a, _entry("/p/b", f"{model}/", "int4")).kind == SAME
     assert model_of("org/name@abc123") == model_of("org/name") == "org/name"
-    reason = different_models(a, _entry("/p/c", "org/other", "int4"))
-    assert reason is not None and "org/other" in reason and "a was converted from" in reason
-    assert different_models(a, _entry("/p/d", str(model), family="Gemma 3")) is not None
+    hub = _entry("/p/h", "org/name", "f32")
+    assert kinship(hub, _entry("/p/h2", "org/name@abc123", "int4")).kind == SAME
+    other = kinship(hub, _entry("/p/c", "org/other", "int4"))
+    assert (
+        other.kind == DIFFERENT
+        and "org/other" in other.reason
+        and "h was converted" in other.reason
+    )
+    # A local folder beside a hub name may be a copy of it: ask.
+    local = kinship(a, _entry("/p/c", "org/other", "int4"))
+    assert local.kind == ASK and "before Multimodal Forge recorded" in local.reason
+    gemma = kinship(a, _entry("/p/d", str(model), family="Gemma 3"))
+    assert gemma.kind == DIFFERENT and "(Gemma 3)" in gemma.reason
+
+
+def test_the_recorded_digests_decide_whatever_the_sources_are_called():
+    hub = _entry("/p/hub-f32", "org/m", "f32", config="c1", weights="w1")
+    local = _entry("/p/local-int4", "/home/u/models/m", "int4", config="c1", weights="w1")
+    assert kinship(hub, local) == kinship(local, hub) == kinship(hub, hub)
+    assert kinship(hub, local).kind == SAME
+    # Another size of the family: other settings and other weights.
+    bigger = _entry("/p/big", "org/m", "int4", config="c2", weights="w2")
+    assert kinship(hub, bigger).kind == DIFFERENT and "settings" in kinship(hub, bigger).reason
+    # A fine-tune, or the same settings re-saved in another dtype: ask.
+    tuned = _entry("/p/tuned", "org/m-tuned", "int4", config="c1", weights="w9")
+    assert kinship(hub, tuned).kind == ASK and "different weights" in kinship(hub, tuned).reason
+    # The same weights under other settings (an edited config): ask.
+    edited = _entry("/p/edited", "org/m", "int4", config="c3", weights="w1")
+    assert kinship(hub, edited).kind == ASK and "settings" in kinship(hub, edited).reason
+    # Weights that could not be digested (pickled): the settings alone cannot tell.
+    pickled = _entry("/p/from-bin", "org/m", "int4", config="c1")
+    said = kinship(hub, pickled)
+    assert said.kind == ASK and "from-bin does not record which weights" in said.reason
+    # One package from before the digests: its source decides, as before.
+    old = _entry("/p/old", "org/m", "int4")
+    assert kinship(hub, old).kind == SAME
 
 
 def test_the_sibling_is_another_precision_of_the_same_model():
@@ -99,6 +142,10 @@ def test_the_sibling_is_another_precision_of_the_same_model():
     assert sibling(f16, [f16, stranger]) is None
     copy = _entry("/p/f32-copy", "org/m", "f32")
     assert sibling(f32, [f32, copy]) == copy
+    # Surely the same model before maybe the same, whatever the precision.
+    maybe = _entry("/p/maybe", "/home/u/m", "int4")
+    assert sibling(f32, [f32, maybe, copy]) == copy
+    assert sibling(f32, [f32, maybe]) == maybe
 
 
 def test_what_each_says_where_they_part():
