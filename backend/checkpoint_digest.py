@@ -44,12 +44,16 @@ SAMPLES = 8
 WINDOW = 4096
 
 
-def config_digest(folder: Path) -> str | None:
-    """The digest of `folder`'s config.json settings (None: none, or not JSON)."""
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+def config_digest(folder: Path, config: dict[str, Any] | None = None) -> str | None:
+    """The digest of `folder`'s config.json settings (None: none, or not JSON).
+
+    `config` is config.json as already parsed and as written, so that it is not read again.
+    """
+    if config is None:
+        try:
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return None
     text = json.dumps(_settled(config), sort_keys=True, separators=(",", ":"))
     return f"{CONFIG_SCHEME}:{hashlib.sha256(text.encode()).hexdigest()}"
 
@@ -114,7 +118,10 @@ def _tensor_digest(f: Any, base: int, meta: dict[str, Any]) -> str:
     return h.hexdigest()
 
 
-def checkpoint_digest(folder: Path) -> dict[str, str]:
-    """The manifest's `checkpoint_digest`: {"config": …, "weights": …}, each where known."""
-    found = {"config": config_digest(folder), "weights": weights_digest(folder)}
+def checkpoint_digest(folder: Path, config: dict[str, Any] | None = None) -> dict[str, str]:
+    """The manifest's `checkpoint_digest`: {"config": …, "weights": …}, each where known.
+
+    `config`: config.json as written, already parsed (else it is read).
+    """
+    found = {"config": config_digest(folder, config), "weights": weights_digest(folder)}
     return {k: v for k, v in found.items() if v is not None}

@@ -173,7 +173,7 @@ def convert(
         manifest.source = spec
         manifest.commit = resolved.commit
         with _timed(manifest.timings_s, "digest"):
-            manifest.checkpoint_digest = checkpoint_digest(checkpoint.folder)
+            manifest.checkpoint_digest = checkpoint_digest(checkpoint.folder, checkpoint.written)
         package.write_json(staging / MANIFEST, manifest.to_dict())
         ctx.check_cancel()
         _publish(staging, out, before)
