@@ -62,7 +62,15 @@ def summary_html(report: VerifyReport, c: Colours) -> str:
     colour = verdict_colour(report.verdict, c)
     first = report.first_divergent_stage
     cost = report.rounding
-    if report.verdict == "PASS" and cost is not None:
+    if report.verdict == "PASS" and cost is not None and report.dtype == "f16":
+        meaning = (
+            "The converted model computes what the original computes: every stage is "
+            f"within float16's tolerance, and {matched} of {total} answer tokens are "
+            f"identical. Rounding the weights to f16 itself changes "
+            f"{1 - cost.top1_agreement:.0%} of the model's next-token choices on this "
+            f"prompt (quality: {cost.grade})."
+        )
+    elif report.verdict == "PASS" and cost is not None:
         meaning = (
             f"The converted model computes exactly what the original computes with "
             f"{report.dtype} weights: every stage is within the float32 tolerance, and "

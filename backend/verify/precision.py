@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +57,26 @@ class Rounded:
     def adjust(self, model: Any) -> None:
         """Write the package's rounded weights into the reference model (or note why not)."""
         try:
+            checkpoint = self.exact.checkpoint
             self.weights, self.wrong = rounding.round_like_package(
-                model, self.package, self.exact.checkpoint.folder
+                model, self.package, checkpoint.folder, as_converted(checkpoint)
             )
         except LayoutError as e:
             self.error = e.user_message
             log.warning("no rounded reference: %s", e.user_message)
+
+
+def as_converted(checkpoint: Checkpoint) -> dict[str, Any] | None:
+    """The checkpoint's tensors as conversion read them, where the family changes them first.
+
+    None where it does not (`prepare_weights`: Phi-4's vision LoRA merged into its base).
+    """
+    from mmforge.backend.tensors import checkpoint_refs
+
+    spec = checkpoint.family.package
+    if spec is None or spec.prepare_weights is None:
+        return None
+    return spec.prepare_weights(checkpoint, checkpoint_refs(checkpoint.folder))[0]
 
 
 def prepare(setup: Setup, scratch: Path, dtype: str) -> Rounded:
@@ -97,6 +112,22 @@ def encoder_tolerance(package: Path, otherwise: Tolerance) -> Tolerance:
     return tolerance("f16") if "f16" in encoders else otherwise
 
 
+def round_to_f16(model: Any) -> int:
+    """Round the model's float32 weights to float16 and back, in place; how many tensors.
+
+    What an f16 package's weights are (its arithmetic, float16 too, is not held here).
+    """
+    import torch
+
+    count = 0
+    with torch.no_grad():
+        for tensor in model.parameters():  # not buffers: RoPE tables are computed
+            if tensor.dtype == torch.float32:
+                tensor.copy_(tensor.half().float())
+                count += 1
+    return count
+
+
 def cost(
     rounded: Rounded,
     checkpoint: Checkpoint,
@@ -109,6 +140,28 @@ def cost(
 
     Loads the original model once more: its greedy answer, then the original and the
     rounded model's logits over prompt + that answer (teacher-forced).
+    """
+
+    def adjust(model: Any) -> int:
+        merged = as_converted(checkpoint)
+        return rounding.round_like_package(model, rounded.package, checkpoint.folder, merged)[0]
+
+    return weights_cost(rounded.dtype, adjust, checkpoint, rt, ref, real_tokens, n_tokens)
+
+
+def weights_cost(
+    dtype: str,
+    adjust: Callable[[Any], int],
+    checkpoint: Checkpoint,
+    rt: RuntimeEvidence,
+    ref: ReferenceEvidence,
+    real_tokens: list[int],
+    n_tokens: int,
+) -> rounding.RoundingCost:
+    """What rounding the weights as `adjust` does changes on this prompt (`cost`).
+
+    `adjust` rounds the reference model's weights in place and says how many it rounded;
+    `real_tokens` are the package's tokens as the user runs it, against `rt.tokens`.
     """
     import gc
 
@@ -124,7 +177,7 @@ def cost(
         full = longer(checkpoint, rt, answer)
         with torch.no_grad():
             original = model(**full.tensors).logits[0].float()
-            weights, _ = rounding.round_like_package(model, rounded.package, checkpoint.folder)
+            weights = adjust(model)
             changed = model(**full.tensors).logits[0].float()
     finally:
         del model
@@ -135,7 +188,7 @@ def cost(
     top1, kl, (a, b) = rounding.teacher_forced(original, changed, prompt_len if answer else 1)
     ids = [*rt.ids, *answer]
     return rounding.RoundingCost(
-        dtype=rounded.dtype,
+        dtype=dtype,
         weights=weights,
         answer_tokens=len(answer),
         top1_agreement=top1,

@@ -55,6 +55,11 @@ class VerifyReport:
         """The verdict in one sentence."""
         if self.rounding is None or self.verdict != "PASS":
             return self.verdict
+        if self.dtype == "f16":
+            return (
+                "PASS: the f16 package matches the original within float16 arithmetic's "
+                f"bounds; {self.rounding.sentence()}"
+            )
         return (
             f"PASS: the {self.dtype} package computes exactly what the original computes "
             f"with {self.dtype} weights; {self.rounding.sentence()}"

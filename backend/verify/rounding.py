@@ -226,23 +226,39 @@ def _digest(array: Any) -> str:
 
 
 def _sources(package: Path, of: str = "decoder") -> dict[str, str]:
-    """A component's initializer name -> the checkpoint tensor it was made from."""
+    """A component's initializer name -> the checkpoint tensor it was made from.
+
+    An initializer made from several tensors (a builder's fused q/k/v, which the report
+    lists under each of them) is also named, once per tensor, as `_FUSED` keys
+    "initializer#tensor" (see `_parts`).
+    """
     report = json.loads((package / "weights_report.json").read_text(encoding="utf-8"))
-    out = {}
+    out: dict[str, str] = {}
     for entry in report.get("mapped", []):
         for target in entry.get("targets", []):
             component, _, name = str(target).partition("/")
             if component == of:
                 out[name] = str(entry["checkpoint"])
+                out[f"{name}{_FUSED}{entry['checkpoint']}"] = str(entry["checkpoint"])
     return out
 
 
-def round_like_package(model: Any, package: Path, checkpoint_folder: Path) -> tuple[int, list[str]]:
+_FUSED = "#"
+
+
+def round_like_package(
+    model: Any, package: Path, checkpoint_folder: Path, merged: dict[str, Any] | None = None
+) -> tuple[int, list[str]]:
     """Write the package's dequantized int4/int8 decoder weights into the transformers model.
 
     A package weight that is not within rounding of the rows it came from is not written
     (the reference keeps the checkpoint's values there, so the stages show the
     difference) and is returned by name: its blocks are wrong, a conversion fault.
+
+    `merged` is the checkpoint's tensors as the conversion read them, where the family
+    changes some before mapping (`prepare_weights`: Phi-4's vision LoRA merged into its
+    base weights). The package rounds W + ΔW there while the reference keeps W and adds
+    ΔW through its adapter, so the reference's W becomes the rounded value less ΔW.
 
     Returns:
         How many matrices were written, and the package weights that were not.
@@ -276,16 +292,24 @@ def round_like_package(model: Any, package: Path, checkpoint_folder: Path) -> tu
         written, wrong = 0, []
         for source, weight, scale in _package_weights(package):
             start, placed = 0, []
-            for part, rows in _parts(source, sources, refs):
+            for part, rows in _parts(source, sources, refs, weight):
                 count = weight.shape[0] if rows < 0 else rows
                 values = torch.from_numpy(np.ascontiguousarray(weight[start : start + count]))
                 start += count
                 target = _place(part, sources, refs, index, output, model)
-                candidates = _row_blocks(target, tuple(values.shape), part)
-                best = min(candidates, key=lambda c: float((c.float() - values).abs().max()))
-                if float((best.float() - values).abs().max()) > scale * 1.01 + 1e-6:
+                shape = tuple(values.shape)
+                candidates = _row_blocks(target, shape, part)
+                delta = _delta(part, sources, refs, merged)
+                shifts = (
+                    [None] * len(candidates) if delta is None else _row_blocks(delta, shape, part)
+                )
+                best, shift = min(
+                    zip(candidates, shifts, strict=True),
+                    key=lambda c: _distance(c[0], c[1], values),
+                )
+                if _distance(best, shift, values) > scale * 1.01 + 1e-6:
                     break
-                placed.append((best, values))
+                placed.append((best, values if shift is None else values - shift))
             else:
                 for best, values in placed:
                     best.copy_(values.to(best.dtype))
@@ -325,14 +349,40 @@ def _round_tables(
     return written, wrong
 
 
-def _parts(source: str, sources: dict[str, str], refs: dict[str, Any]) -> list[tuple[str, int]]:
+def _distance(block: Any, shift: Any, values: Any) -> float:
+    """The largest difference between a package weight and the rows it was made from."""
+    rows = block.float() if shift is None else block.float() + shift
+    return float((rows - values).abs().max())
+
+
+def _delta(
+    part: str, sources: dict[str, str], refs: dict[str, Any], merged: dict[str, Any] | None
+) -> Any:
+    """What the conversion added to a checkpoint tensor before rounding it (None: nothing)."""
+    import torch
+
+    name = sources.get(part)
+    if merged is None or name is None or merged.get(name) is refs.get(name) or name not in refs:
+        return None
+    return torch.from_numpy(merged[name].read().float().numpy() - refs[name].read().float().numpy())
+
+
+def _parts(
+    source: str, sources: dict[str, str], refs: dict[str, Any], weight: Any = None
+) -> list[tuple[str, int]]:
     """The initializers a package weight stacks, with their rows (-1: all of one).
 
     The graph builder fuses q/k/v (and gate/up) weights as one initializer named
-    "a__b__c__axis_0__concat": the parts' rows, in order.
+    "a__b__c__axis_0__concat": the parts' rows, in order. ONNX Runtime GenAI's builder
+    (LFM2's decoder) names its fused q/k/v plainly, and the weight report lists it under
+    each tensor: their order is the one whose stacked values are nearest the package's
+    dequantized `weight`.
     """
     if "__axis_0__concat" not in source:
-        return [(source, -1)]
+        fused = [k for k in sources if k.startswith(f"{source}{_FUSED}")]
+        if len(fused) < 2 or weight is None:
+            return [(source, -1)]
+        return _stacking_order(fused, sources, refs, weight)
     names = source.split("__axis_0__concat")[0].split("__")
     out = []
     for name in names:
@@ -341,6 +391,25 @@ def _parts(source: str, sources: dict[str, str], refs: dict[str, Any]) -> list[t
             raise LayoutError(f"The weight report names no checkpoint tensor for {name}")
         out.append((name, int(refs[checkpoint].shape[0])))
     return out
+
+
+def _stacking_order(
+    keys: list[str], sources: dict[str, str], refs: dict[str, Any], weight: Any
+) -> list[tuple[str, int]]:
+    """The order in which the tensors behind `keys` are stacked in `weight` (rows first)."""
+    import itertools
+
+    tensors = {k: refs[sources[k]].read().float().numpy() for k in keys if sources[k] in refs}
+    if len(tensors) != len(keys) or len(keys) > 4:
+        raise LayoutError(f"Cannot tell how {len(keys)} checkpoint tensors are stacked")
+    rows = sum(t.shape[0] for t in tensors.values())
+    if rows != weight.shape[0]:
+        raise LayoutError(f"{len(keys)} tensors of {rows} rows make no weight of {weight.shape[0]}")
+    best = min(
+        itertools.permutations(keys),
+        key=lambda order: float(np.abs(np.concatenate([tensors[k] for k in order]) - weight).max()),
+    )
+    return [(k, int(tensors[k].shape[0])) for k in best]
 
 
 def _place(

@@ -86,6 +86,31 @@ def test_a_release_shaped_checkpoint_matches_transformers_over_32_tokens(release
     assert report.tokens["matched"] == report.tokens["total"] == 32
 
 
+# One release per way the package's weights are made: the graph builder's (Qwen), ONNX
+# Runtime GenAI's builder with q/k/v fused under one name (LFM2-VL), and base weights with
+# a LoRA merged in (Phi-4, native and remote layout).
+ROUNDED = [("lfm2_vl-450m", "int4"), ("phi4mm-native", "int4"), ("phi4mm-remote", "int8")]
+
+
+@pytest.mark.parametrize(("key", "dtype"), ROUNDED)
+def test_a_quantized_release_is_exact_against_its_own_rounded_weights(
+    released, tmp_path, key, dtype
+):
+    """The rounded reference holds every package weight (none left to the quantized
+    bounds, none called a conversion fault), so the package PASSes with the f32 bounds."""
+    folder = released(key)
+    convert(str(folder), tmp_path / "pkg", dtype=dtype)
+    report = verify(tmp_path / "pkg", str(folder), tokens=32)
+    assert report.verdict == VERDICT.get(key, "PASS"), [
+        (c.name, c.verdict, c.reason) for c in report.components
+    ]
+    assert not any("no rounded reference" in n or "not the rounding" in n for n in report.notes)
+    stages = {c.name: c for c in report.components}
+    assert "rtol 0.02" in stages["decoder_prefill"].reason  # the f32 bound
+    assert report.rounding is not None and report.rounding.weights > 0
+    assert report.tokens["matched"] == report.tokens["total"]
+
+
 def test_ministral_3_matches_on_both_sides_of_its_original_context(tiny_root, tmp_path):
     """Ministral 3 scales queries past `original_max_position_embeddings` (Llama 4 scaling)
     and its YaRN is built for that length: with it shrunk to 16 positions, the prompt

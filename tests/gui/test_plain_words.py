@@ -323,3 +323,25 @@ def test_3_the_status_line_says_why_an_answer_waits_for_a_summary(window):
     chat = window.chat_view
     chat.bridge.note.emit(SUMMARISING)
     assert chat.status.text() == SUMMARISING and "summarising" in SUMMARISING
+
+
+def test_verify_card_says_what_f16_and_int4_each_prove(qapp):
+    """An f16 PASS is within float16's bounds, not exact: the card must not say exact."""
+    from mmforge.backend.verify import VerifyReport
+    from mmforge.backend.verify.rounding import RoundingCost
+    from mmforge.gui.theme import colours
+    from mmforge.gui.verify_view import summary_html
+
+    def report(dtype: str) -> VerifyReport:
+        cost = RoundingCost(dtype, 12, 32, 0.97, 0.001, (10.0, 10.1), None, None, "fair")
+        tokens = {"matched": 32, "total": 32}
+        return VerifyReport(
+            "PASS", None, None, [], tokens, "Qwen2.5-VL", dtype, "p", "r", rounding=cost
+        )
+
+    f16 = summary_html(report("f16"), colours())
+    assert "within float16" in f16 and "exactly" not in f16
+    assert "Rounding the weights to f16 itself changes 3%" in f16
+    assert report("f16").summary().startswith("PASS: the f16 package matches the original within")
+    int4 = summary_html(report("int4"), colours())
+    assert "computes exactly what the original computes with int4 weights" in int4

@@ -123,3 +123,21 @@ def test_the_prefill_plot_shows_each_position_against_the_tolerance():
     assert "position in the prompt" in svg and "difference ÷ allowed" in svg
     assert svg.count('text-anchor="middle" fill="currentColor">') >= 5  # x ticks, titles
     assert ">1×<" in svg and ">10×<" in svg
+
+
+def test_end_to_end_calls_a_flip_a_near_tie_by_the_decoder_stages_own_bound():
+    """An f16 Gemma 4 package flipped its second token at a near-tie: decoder_step called
+    it one by the f16 bound, end_to_end (by twice the measured error alone) a FAIL. Both
+    now use the same bound."""
+    from mmforge.backend.verify.evidence import ReferenceEvidence, RuntimeEvidence
+    from mmforge.backend.verify.stages import end_to_end
+
+    rt = RuntimeEvidence(prompt="", tokens=[5, 6, 7])
+    ref = ReferenceEvidence(inputs=None, images=[], tokens=[5, 9, 9], near_tie=(1, 2.0, 1.9))
+    assert end_to_end(rt, ref, 0.01).verdict == FAIL  # 0.1 apart, measured error 0.01
+    tie = end_to_end(rt, ref, 0.01, tolerance("f16"))  # 2·(0.01 + 0.05·2) = 0.22
+    assert tie.verdict == AMBIGUOUS and "near-tie" in tie.reason
+    assert end_to_end(rt, ref, 0.01, F32).verdict == FAIL  # 2·(1e-4 + 0.02·2) ≈ 0.08
+    assert end_to_end(rt, ref, 0.06, F32).verdict == AMBIGUOUS  # the measured error decides
+    wide = ReferenceEvidence(inputs=None, images=[], tokens=[5, 9, 9], near_tie=(1, 2.0, 1.0))
+    assert end_to_end(rt, wide, 0.01, tolerance("f16")).verdict == FAIL

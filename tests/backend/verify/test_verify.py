@@ -224,6 +224,14 @@ def test_f16_packages_are_judged_with_their_own_bounds(tiny, package):
     f16 = verify(package("qwen2_5_vl", "f16"), str(tiny("qwen2_5_vl")), tokens=8)
     assert f16.verdict == "PASS" and f16.dtype == "f16"
     assert "rtol 0.05" in next(c for c in f16.components if c.name == "decoder_prefill").reason
+    # What rounding the weights to f16 changes, measured apart from f16 arithmetic.
+    cost = f16.rounding
+    assert cost is not None and cost.dtype == "f16" and cost.weights > 0
+    assert (
+        0 <= cost.mean_kl < 0.01 and cost.top1_agreement > 0.9 and cost.arithmetic_changed is None
+    )
+    assert f16.summary().startswith("PASS: the f16 package matches the original within")
+    assert "f16 itself changes" in f16.summary()
 
 
 QUANTIZED = [
