@@ -297,8 +297,10 @@ LFM2_AUDIO = Family(
     not_converted=(
         "ONNX Runtime GenAI 0.18 runs it as 'lfm2_audio' (audio in, text and speech out, "
         "with its own audio state and processor), but transformers has no LFM2-Audio "
-        "class to build or check it against and its released config.json was not at hand "
-        "to map; use the model's own package (liquid-audio) until mmforge converts it"
+        "class to build or check it against, its own package (liquid-audio, the only "
+        "reference) needs Python 3.12 or newer where mmforge runs on 3.11 (every "
+        "release on PyPI, measured), and its released config.json was not at hand to "
+        "map; use liquid-audio itself until mmforge converts it"
     ),
 )
 
