@@ -1,7 +1,8 @@
 """What each precision's rounding costs, apart from whether the conversion is exact.
 
 For each family's release-shaped test checkpoint (the release's config.json text, bf16
-shards under the release's names, shrunk; random weights), converts it to f16, int8 and
+shards under the release's names, shrunk; random weights; the tiny checkpoint where no
+released config.json was at hand), converts it to f16, int8 and
 int4 (those the family converts to) and runs `verify` on each package, which prints:
   - conversion: the verdict against the reference that holds the package's own rounded
     weights (int8 / int4: the f32 tolerances, exact float32 arithmetic; f16: float16's
@@ -77,6 +78,7 @@ def main() -> None:
     args = parser.parse_args()
     from mmforge.backend.families import ALL, lookup
     from mmforge.backend.source import read_json
+    from mmforge.backend.tiny import FAMILIES, build_tiny
     from mmforge.backend.tiny.release import write_release
 
     args.work.mkdir(parents=True, exist_ok=True)
@@ -91,16 +93,21 @@ def main() -> None:
         return
     keys = set(args.families.split(",")) if args.families else None
     for family in ALL:
-        if not family.released or family.package is None:
+        if family.package is None or (keys is not None and family.key not in keys):
             continue
-        spec = family.released[0]  # one release per family
-        if keys is not None and spec.tiny.family_key not in keys:
+        if family.released:
+            spec = family.released[0]  # one release per family
+            name, folder = spec.key, args.work / f"released-{spec.key}"
+            if not (folder / "config.json").is_file():
+                write_release(spec, folder)
+        elif family.key in FAMILIES:  # no released config.json at hand: the tiny one
+            name, folder = f"{family.key} (tiny)", args.work / f"tiny-{family.key}"
+            if not (folder / "config.json").is_file():
+                build_tiny(family.key, folder)
+        else:
             continue
-        folder = args.work / f"released-{spec.key}"
-        if not (folder / "config.json").is_file():
-            write_release(spec, folder)
         for dtype in (d for d in wanted if d in family.package.dtypes):
-            print(_row(spec.key, dtype, folder, args.work, args.tokens), flush=True)
+            print(_row(name, dtype, folder, args.work, args.tokens), flush=True)
 
 
 if __name__ == "__main__":

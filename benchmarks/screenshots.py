@@ -18,7 +18,8 @@ Each moment is captured twice, as NAME-light.png and NAME-dark.png, in DIR (defa
     2-download      the conversion downloading the weights, with rate and time left
     3-converting    the conversion past the download
     4-verify-pass   the f32 package verified: PASS
-    5-verify-fail   an int4 package of the random demo model verified: FAIL, Details open
+    5-verify-fail   an int4 package of the random demo model verified (named for when it
+                    failed: it PASSes against its own rounded weights now), Details open
     6-chat          an answer streaming, the sent picture in the transcript
     7-error         the dialog for an attachment the model cannot take
     8-library       File > Library: the package and the downloaded model
