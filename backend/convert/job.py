@@ -346,6 +346,10 @@ def _write_components(
                 check_baked(graphs, component, plan, ctx)
             else:
                 apply_component(graphs, component, plan, ctx)
+        if dtype == "f16" and component == "decoder" and component not in graphs.baked:
+            from mmforge.backend.convert.graphs import float32_islands
+
+            float32_islands(graphs.models[component])
         if precisions.is_quantized(dtype) and component in ("decoder", "embedding"):
             with _timed(timings, f"quantize/{component}"):
                 from mmforge.backend.convert.policy import compact_embedding

@@ -111,6 +111,27 @@ def test_a_quantized_release_is_exact_against_its_own_rounded_weights(
     assert report.tokens["matched"] == report.tokens["total"]
 
 
+def test_an_f16_decoder_normalises_and_runs_its_deltanet_in_float32(released, tmp_path):
+    """With its norms in float16 the release-shaped Qwen3.6 MoE f16 package FAILed at
+    decoder_prefill (cosine 0.965, 15 of 32 tokens); torch normalises, and runs the
+    DeltaNet recurrence, in float32."""
+    import onnx
+
+    folder = released("qwen3_6-35b-a3b")
+    convert(str(folder), tmp_path / "pkg", dtype="f16")
+    decoder = onnx.load(str(tmp_path / "pkg" / "decoder.onnx"), load_external_data=False)
+    norms = [
+        n
+        for n in decoder.graph.node
+        if "Normalization" in n.op_type or n.op_type == "LinearAttention"
+    ]
+    casts = {o for n in decoder.graph.node if n.op_type == "Cast" for o in n.output}
+    assert norms and all(i in casts for n in norms for i in n.input if i)
+    report = verify(tmp_path / "pkg", str(folder), tokens=32)
+    prefill = next(c for c in report.components if c.name == "decoder_prefill")
+    assert report.verdict != "FAIL" and prefill.cosine > 0.999, prefill.reason
+
+
 def test_ministral_3_matches_on_both_sides_of_its_original_context(tiny_root, tmp_path):
     """Ministral 3 scales queries past `original_max_position_embeddings` (Llama 4 scaling)
     and its YaRN is built for that length: with it shrunk to 16 positions, the prompt
