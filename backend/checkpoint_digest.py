@@ -13,8 +13,9 @@ model (the Compare page), whatever their source strings say.
   saved under newer transformers names, or in other shards, still matches. Training
   changes nearly every value of a tensor it touches, so a fine-tune differs in the
   windows; an edit of a few values outside them would not (such a package then counts
-  as the same model). Reading the samples costs milliseconds, where hashing every byte
-  would add seconds to a conversion (benchmarks/digest.py measures both).
+  as the same model). Measured by benchmarks/digest.py on the 7.5 GB, 824-tensor
+  Qwen2.5-VL-3B-shaped checkpoint: 0.13 s (0.03 s with the files cached), where sha256
+  of every byte took 9.5 s.
 
 The digests name their scheme: digests made another way never compare equal.
 """
