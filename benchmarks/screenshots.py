@@ -342,6 +342,11 @@ class Flow:
         shutil.copytree(f32, other)
         manifest = json.loads((other / "mmforge_manifest.json").read_text())
         manifest["source"] = "someone/another-model"
+        # Another model's settings and weights (a copy of the same files is one model).
+        manifest["checkpoint_digest"] = {
+            "config": "config-sha256-v1:another",
+            "weights": "tensors-sampled-sha256-v1:another",
+        }
         (other / "mmforge_manifest.json").write_text(json.dumps(manifest))
         view.pair.choose_pair(f32, other)
         view.compare()
