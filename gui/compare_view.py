@@ -280,9 +280,12 @@ class CompareView(QWidget):
         answer = QMessageBox.question(
             self,
             "Compare these two packages?",
-            as_html(
-                f"These two packages may not be of one model: {doubt}. Their answers can be "
-                "compared token by token only if they are. Compare them anyway?"
+            as_html(  # names from the manifests: escaped, and bounded
+                for_display(
+                    f"These two packages may not be of one model: {doubt}. Their answers can "
+                    "be compared token by token only if they are. Compare them anyway?",
+                    800,
+                )
             ),
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
             QMessageBox.StandardButton.Cancel,
