@@ -83,6 +83,14 @@ class CompareView(QWidget):
         self._names = LETTERS  # what the sentences call A and B
         # Pairs the user said to compare though they may not be of one model.
         self._vouched: set[tuple[Path | None, Path | None]] = set()
+        # Two packages that do not fit in memory together answer one by one, each worker
+        # closed before the other loads: its memory estimate while loaded, the closes
+        # this page asked for (their `closed` ends nothing), and the column to ask once
+        # its worker is ready.
+        self._one_by_one = False
+        self._held = [0, 0]
+        self._retired = [0, 0]
+        self._ask_when_ready: int | None = None
         self.pair = PackagePair(state)
         self.pair.changed.connect(self._picked)
         self.pair.together.toggled.connect(self._order_note)
@@ -245,7 +253,7 @@ class CompareView(QWidget):
         if refusal is not None:
             show_error(self, refusal)
             return
-        if not self._sure_of_the_pair():
+        if not self._sure_of_the_pair() or not self._plan_memory():
             return
         self.state.settings.setValue("compare/max_tokens", self.max_tokens.value())
         options = {"max_new_tokens": self.max_tokens.value(), "do_sample": False}
@@ -256,20 +264,62 @@ class CompareView(QWidget):
         self._names = (dtypes[0], dtypes[1]) if distinct else LETTERS
         self.running = True
         self.verdict.setText("")
-        for i, column in enumerate(self.columns):
+        ep = self.pair.ep.currentText()
+        stale = [
+            (session := self.sessions[i]) is None
+            or not same_package(session.package, str(self.pair.chosen(i)))
+            or session.ep != ep
+            for i in range(2)
+        ]
+        for column in self.columns:
             column.clear("Waiting for its turn…")
-            folder = self.pair.chosen(i)
-            assert folder is not None
-            session = self.sessions[i]
-            ep = self.pair.ep.currentText()
-            if (
-                session is None
-                or not same_package(session.package, str(folder))
-                or session.ep != ep
-            ):
+        if self._one_by_one:
+            # Only A loads to start; B loads when A is done and closed. B's worker from an
+            # earlier comparison goes first when anything is to load.
+            if self.sessions[1] is not None and (stale[0] or stale[1]):
+                self._retire(1)
+            stale[1] = False
+        for i in range(2):
+            if stale[i]:
+                folder = self.pair.chosen(i)
+                assert folder is not None
                 self._load(i, folder)
         self._update_buttons()
         self._start_if_loaded()
+
+    def _plan_memory(self) -> bool:
+        """Whether A and B stay loaded together, or answer one by one (False: refused).
+
+        Both at once with two packages that do not fit together is refused in a dialog.
+        """
+        from mmforge.backend.chat.compare import fit_together
+        from mmforge.backend.chat.footprint import package_memory_bytes
+        from mmforge.backend.memory import available_bytes
+
+        ep = self.pair.ep.currentText()
+        folders = [self.pair.chosen(i) for i in range(2)]
+        needs = tuple(package_memory_bytes(f, ep) if f is not None else None for f in folders)
+        together = fit_together((needs[0], needs[1]), sum(self._held), available_bytes())
+        if not together and self.pair.together.isChecked():
+            show_error(
+                self,
+                {
+                    "message": "Packages A and B do not fit in this computer's memory together",
+                    "hint": "Untick Both at once: they then answer one after the other, "
+                    "each loaded only while it answers.",
+                },
+            )
+            return False
+        self._one_by_one = not together
+        return True
+
+    def _retire(self, i: int) -> None:
+        """Close column i's worker to free its memory (its `closed` ends nothing)."""
+        self._retired[i] += 1
+        self.sessions[i] = None
+        self._held[i] = 0
+        self.bridges[i].close()
+        self.columns[i].loaded.setText("")
 
     def _sure_of_the_pair(self) -> bool:
         """Whether to go on with a pair that may not be of one model (asked once per pair)."""
@@ -303,11 +353,12 @@ class CompareView(QWidget):
         self.bridges[i].load(folder, self.pair.ep.currentText(), Path(self._scratch.name))
 
     def _start_if_loaded(self) -> None:
-        if not self.running or self._queue or any(s is None for s in self.sessions):
+        first = self.sessions[:1] if self._one_by_one else self.sessions
+        if not self.running or self._queue or any(s is None for s in first):
             return
-        if any(self._outstanding):
+        if any(self._outstanding) or self._ask_when_ready is not None:
             return
-        self._at_once = self.pair.together.isChecked()
+        self._at_once = self.pair.together.isChecked() and not self._one_by_one
         if self._at_once:
             for i in range(2):
                 self._ask(i)
@@ -343,8 +394,16 @@ class CompareView(QWidget):
             return  # a worker replaced while it loaded
         self.sessions[i] = info
         self._loading[i] = None
+        from mmforge.backend.chat.footprint import package_memory_bytes
+
+        self._held[i] = package_memory_bytes(loading, info.ep) or 0
         self.columns[i].set_loaded(info)
         self.columns[i].say("Waiting for its turn…" if self.running else "")
+        if self._ask_when_ready == i:
+            self._ask_when_ready = None
+            if self.running:
+                self._ask(i)
+            return
         self._start_if_loaded()
 
     def _on_turn(self, i: int, turn: TurnResult) -> None:
@@ -379,17 +438,32 @@ class CompareView(QWidget):
         if self._outstanding[i]:
             return
         if self._queue and self.running:
-            self._ask(self._queue.pop(0))
+            j = self._queue.pop(0)
+            if self.sessions[j] is None and self._one_by_one:
+                # One by one: this worker's memory goes back before the next one loads.
+                self._retire(i)
+                folder = self.pair.chosen(j)
+                assert folder is not None
+                self._ask_when_ready = j
+                self._load(j, folder)
+            else:
+                self._ask(j)
         elif not any(self._outstanding) and self.running:
             self._end()
 
     def _on_closed(self, i: int) -> None:
         self._closes[i] += 1
+        if self._retired[i]:
+            self._retired[i] -= 1  # closed by this page to free its memory
+            return
         if self._closes[i] < self._runs[i]:
             return  # an earlier worker's
         self.sessions[i] = None
         self._loading[i] = None
         self._outstanding[i] = 0
+        self._held[i] = 0
+        if self._ask_when_ready == i:
+            self._ask_when_ready = None
         self.columns[i].loaded.setText("")
         if self.running and not any(self._outstanding):
             self._queue = []
@@ -401,6 +475,7 @@ class CompareView(QWidget):
             return
         self.running = False
         self._queue = []
+        self._ask_when_ready = None
         self._update_buttons()
         a, b = self.columns
         if a.turn is None or b.turn is None:

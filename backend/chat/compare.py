@@ -234,3 +234,23 @@ def sibling(package: PackageEntry, entries: Sequence[PackageEntry]) -> PackageEn
         if others:
             return others[0]
     return None
+
+
+# Memory kept free beyond the two estimates (their error, an image's activations).
+MEMORY_MARGIN = 1.15
+
+
+def fit_together(needs: tuple[int | None, int | None], held: int, available: int | None) -> bool:
+    """Whether packages A and B fit in memory loaded at once.
+
+    Args:
+        needs: What each takes loaded (`footprint.package_memory_bytes`); None: unknown.
+        held: What the Compare page's workers hold now, freed before they load again.
+        available: What this machine has available now (`memory.available_bytes`).
+
+    Unknown figures say yes: both stay loaded, as they did before this check.
+    """
+    a, b = needs
+    if available is None or a is None or b is None:
+        return True
+    return (a + b) * MEMORY_MARGIN <= available + held

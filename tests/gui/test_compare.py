@@ -247,3 +247,42 @@ def test_the_page_says_what_to_convert_when_there_is_nothing_to_compare(window, 
     shutil.copytree(package("qwen2_5_vl", "int4"), root / "only-int4")
     view.pair.refresh()
     assert view.pair.advice.text() == "" and not view.pair.advice.isVisibleTo(view)
+
+
+def test_two_packages_that_do_not_fit_together_answer_one_by_one(
+    qtbot, window, package, monkeypatch
+):
+    import mmforge.backend.memory as memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 10**6)  # neither pair fits
+    f32, int4 = package("qwen2_5_vl"), package("qwen2_5_vl", "int4")
+    view = window.compare_view
+    window.go(4)
+    view.pair.choose_pair(f32, int4)
+    view.max_tokens.setValue(6)
+    view.input.setPlainText("Hello")
+    # Both at once cannot run: refused in a dialog, nothing loads.
+    view.pair.together.setChecked(True)
+    view.compare_button.click()
+    qtbot.waitUntil(lambda: bool(_dialogs(window)))
+    [box] = _dialogs(window)
+    assert "do not fit" in box.text() and "Untick Both at once" in box.informativeText()
+    assert all(bridge._thread is None for bridge in view.bridges)
+    box.close()
+    view.pair.together.setChecked(False)
+
+    # One by one: A's worker is gone before B's loads; both answer, compared as usual.
+    a_alive_when_b_ready: list[bool] = []
+
+    def b_ready(info):
+        job = view.bridges[0]._job
+        a_alive_when_b_ready.append(job is not None and alive(job.process.pid))
+
+    view.bridges[1].ready.connect(b_ready)
+    for _ in range(2):  # again: B's worker from the first run is closed before A loads
+        _compare(qtbot, view)
+        assert all(c.turn is not None for c in view.columns)
+        assert view.verdict.text()
+    assert a_alive_when_b_ready == [False, False]
+    assert view.sessions[0] is None and view.sessions[1] is not None
+    assert not [b for b in _dialogs(window) if b.isVisible()]  # no error on the way

@@ -163,3 +163,39 @@ def test_speed_words():
     assert speed_words(300.0, 100.0, "f32", "int4") == "f32 decodes 3.0× as fast as int4."
     assert speed_words(100.0, 103.0) == "A and B decode at about the same speed."
     assert speed_words(0.0, 10.0) == ""
+
+
+def test_memory_decides_whether_two_packages_stay_loaded_together():
+    from mmforge.backend.chat.compare import MEMORY_MARGIN, fit_together
+
+    gb = 10**9
+    assert fit_together((4 * gb, 2 * gb), 0, 16 * gb)
+    assert not fit_together((12 * gb, 6 * gb), 0, 16 * gb)
+    # What the page's own workers hold is freed before they load again.
+    assert fit_together((12 * gb, 6 * gb), 6 * gb, 16 * gb)
+    assert not fit_together((8 * gb, 8 * gb), 0, int(16 * gb * MEMORY_MARGIN) - 1)
+    # Unknown figures change nothing: both stay loaded.
+    assert fit_together((None, 6 * gb), 0, 1) and fit_together((gb, gb), 0, None)
+
+
+def test_a_packages_memory_is_estimated_from_its_files(package, tmp_path):
+    import json
+    import shutil
+
+    from mmforge.backend.chat.footprint import WORKER_BYTES, package_memory_bytes
+
+    f32 = package("qwen2_5_vl")
+    files = sum(p.stat().st_size for p in f32.glob("*.onnx*"))
+    estimate = package_memory_bytes(f32)
+    assert estimate is not None and files + WORKER_BYTES < estimate < files * 2 + WORKER_BYTES * 2
+    assert package_memory_bytes(f32, "cuda") is None  # a GPU holds the weights
+    # An f16 component counts twice: the CPU kernels hold it as float32.
+    f16 = package("qwen2_5_vl", "f16")
+    f16_files = sum(p.stat().st_size for p in f16.glob("*.onnx*"))
+    assert package_memory_bytes(f16) > f16_files * 1.5
+    broken = tmp_path / "broken"
+    shutil.copytree(f32, broken)
+    (broken / "genai_config.json").write_text(json.dumps([1, 2]))
+    assert package_memory_bytes(broken) is None
+    (broken / "genai_config.json").unlink()
+    assert package_memory_bytes(broken) is None
