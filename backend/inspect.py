@@ -39,7 +39,7 @@ _CAST_BYTES = {"f32": 6, "f16": 2, "int4": 4, "int8": 4}
 _SAFETENSORS_DTYPE = {"f32": "F32", "f16": "F16"}
 # ONNX Runtime's CPU kernels run f16 weights as float32: loading an f16 package holds
 # both (measured: 16.7 GB for an 8.17 GB package).
-_CPU_LOAD_FACTOR = {"f16": 2.0}
+CPU_LOAD_FACTOR = {"f16": 2.0}
 
 _AUDIO_MARKS = ("audio", "speech")
 _VISION_MARKS = (
@@ -304,7 +304,7 @@ def estimate_sizes(
         for d in dtypes
     }
     mem = {
-        d: int(loaded[d] * _CPU_LOAD_FACTOR.get(d, 1.0)) + kv_elems * (2 if d == "f16" else 4)
+        d: int(loaded[d] * CPU_LOAD_FACTOR.get(d, 1.0)) + kv_elems * (2 if d == "f16" else 4)
         for d in dtypes
     }
     largest = max(tensors, key=lambda t: t.numel)

@@ -26,13 +26,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from mmforge.backend import memory
 from mmforge.backend.attachments import AUDIO, IMAGE, kind_of
 from mmforge.backend.chat.compare import (
     divergence,
+    fit_together,
     parting_words,
     speed_words,
     summary,
 )
+from mmforge.backend.chat.footprint import package_memory_bytes
 from mmforge.backend.chat.values import PackageInfo, SessionInfo, TurnResult
 from mmforge.backend.errors import MmforgeError
 from mmforge.gui.bridge import ChatBridge
@@ -292,14 +295,10 @@ class CompareView(QWidget):
 
         Both at once with two packages that do not fit together is refused in a dialog.
         """
-        from mmforge.backend.chat.compare import fit_together
-        from mmforge.backend.chat.footprint import package_memory_bytes
-        from mmforge.backend.memory import available_bytes
-
         ep = self.pair.ep.currentText()
         folders = [self.pair.chosen(i) for i in range(2)]
         needs = tuple(package_memory_bytes(f, ep) if f is not None else None for f in folders)
-        together = fit_together((needs[0], needs[1]), sum(self._held), available_bytes())
+        together = fit_together((needs[0], needs[1]), sum(self._held), memory.available_bytes())
         if not together and self.pair.together.isChecked():
             show_error(
                 self,
@@ -394,8 +393,6 @@ class CompareView(QWidget):
             return  # a worker replaced while it loaded
         self.sessions[i] = info
         self._loading[i] = None
-        from mmforge.backend.chat.footprint import package_memory_bytes
-
         self._held[i] = package_memory_bytes(loading, info.ep) or 0
         self.columns[i].set_loaded(info)
         self.columns[i].say("Waiting for its turn…" if self.running else "")

@@ -16,11 +16,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend.inspect import KV_CONTEXT
+from mmforge.backend.inspect import CPU_LOAD_FACTOR, KV_CONTEXT
+from mmforge.backend.library import MANIFEST
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "mmforge_manifest.json"
 # genai_config.json's section -> the manifest's component (its `precisions` keys).
 _COMPONENTS = {
     "decoder": "decoder",
@@ -28,7 +28,6 @@ _COMPONENTS = {
     "vision": "vision_encoder",
     "speech": "audio_encoder",
 }
-_F16_ON_CPU = 2.0
 # The worker process beside the weights: Python, ONNX Runtime, the tokenizer.
 WORKER_BYTES = 300_000_000
 
@@ -73,8 +72,7 @@ def package_memory_bytes(folder: Path, ep: str = "cpu") -> int | None:
         if name not in files:
             continue
         weights = _size(folder / name) + _size(folder / f"{name}.data")
-        factor = _F16_ON_CPU if stored.get(component, dtype) == "f16" else 1.0
-        total += int(weights * factor)
+        total += int(weights * CPU_LOAD_FACTOR.get(str(stored.get(component, dtype)), 1.0))
     return total
 
 

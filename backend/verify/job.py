@@ -270,14 +270,21 @@ class _Verification:
         if self.rounded is not None and real is not None:
             message = f"measuring what {self.dtype} rounding itself changes"
             with self._phase("rounding", 3, message):
+                rounded = self.rounded
                 self.cost = precision.cost(
-                    self.rounded, setup.checkpoint, rt, ref, real.tokens, n_tokens
+                    rounded.dtype,
+                    lambda model: rounded.round_into(model)[0],
+                    setup.checkpoint,
+                    rt,
+                    ref,
+                    real.tokens,
+                    n_tokens,
                 )
         elif self.dtype == "f16":
             # f16 arithmetic cannot be held by the reference (the stages use f16's bounds),
             # but what rounding the weights to f16 changes can be measured.
             with self._phase("rounding", 3, "measuring what f16 weights themselves change"):
-                self.cost = precision.weights_cost(
+                self.cost = precision.cost(
                     "f16", precision.round_to_f16, setup.checkpoint, rt, ref, rt.tokens, n_tokens
                 )
         self.ctx.report("verify", 4, 4, message="done", force=True)

@@ -50,17 +50,20 @@ class Rounded:
     package: Path
     exact: Setup
     dtype: str = "int4"
+    merged: dict[str, Any] | None = None
     weights: int = 0
     wrong: list[str] = dataclasses.field(default_factory=list)
     error: str | None = None
 
+    def round_into(self, model: Any) -> tuple[int, list[str]]:
+        """Write the package's rounded weights into `model` (`round_like_package`)."""
+        folder = self.exact.checkpoint.folder
+        return rounding.round_like_package(model, self.package, folder, self.merged)
+
     def adjust(self, model: Any) -> None:
         """Write the package's rounded weights into the reference model (or note why not)."""
         try:
-            checkpoint = self.exact.checkpoint
-            self.weights, self.wrong = rounding.round_like_package(
-                model, self.package, checkpoint.folder, as_converted(checkpoint)
-            )
+            self.weights, self.wrong = self.round_into(model)
         except LayoutError as e:
             self.error = e.user_message
             log.warning("no rounded reference: %s", e.user_message)
@@ -93,6 +96,7 @@ def prepare(setup: Setup, scratch: Path, dtype: str) -> Rounded:
     return Rounded(
         package=setup.package,
         dtype=dtype,
+        merged=as_converted(setup.checkpoint),
         exact=dataclasses.replace(
             setup, package=exact, tol=f32, tol_encoders=encoders, tol_embedding=f32
         ),
@@ -129,7 +133,8 @@ def round_to_f16(model: Any) -> int:
 
 
 def cost(
-    rounded: Rounded,
+    dtype: str,
+    adjust: Callable[[Any], int],
     checkpoint: Checkpoint,
     rt: RuntimeEvidence,
     ref: ReferenceEvidence,
@@ -139,29 +144,9 @@ def cost(
     """What the rounding itself changes on this prompt, and what the runtime's arithmetic does.
 
     Loads the original model once more: its greedy answer, then the original and the
-    rounded model's logits over prompt + that answer (teacher-forced).
-    """
-
-    def adjust(model: Any) -> int:
-        merged = as_converted(checkpoint)
-        return rounding.round_like_package(model, rounded.package, checkpoint.folder, merged)[0]
-
-    return weights_cost(rounded.dtype, adjust, checkpoint, rt, ref, real_tokens, n_tokens)
-
-
-def weights_cost(
-    dtype: str,
-    adjust: Callable[[Any], int],
-    checkpoint: Checkpoint,
-    rt: RuntimeEvidence,
-    ref: ReferenceEvidence,
-    real_tokens: list[int],
-    n_tokens: int,
-) -> rounding.RoundingCost:
-    """What rounding the weights as `adjust` does changes on this prompt (`cost`).
-
-    `adjust` rounds the reference model's weights in place and says how many it rounded;
-    `real_tokens` are the package's tokens as the user runs it, against `rt.tokens`.
+    rounded model's logits over prompt + that answer (teacher-forced). `adjust` rounds
+    the reference model's weights in place and says how many it rounded; `real_tokens`
+    are the package's tokens as the user runs it, against `rt.tokens`.
     """
     import gc
 
