@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from mmforge.backend.attachments import AUDIO, IMAGE, NO_VIDEO, VIDEO
-from mmforge.backend.chat.values import SessionInfo
+from mmforge.backend.families import by_pipeline
 
 FILE_TYPES = "Images and audio (*.png *.jpg *.jpeg *.webp *.bmp *.gif *.wav *.flac *.ogg)"
 
@@ -19,7 +20,26 @@ def pick_files(parent: QWidget) -> list[str]:
     return list(files)
 
 
-def refusal(info: SessionInfo | None, kind: str) -> str | None:
+class TakesAttachments(Protocol):
+    """What a loaded session or a package says it takes (SessionInfo, PackageInfo)."""
+
+    @property
+    def pipeline_type(self) -> str:
+        """The ONNX Runtime GenAI model type."""
+        ...
+
+    @property
+    def vision(self) -> bool:
+        """Whether it takes images."""
+        ...
+
+    @property
+    def audio(self) -> bool:
+        """Whether it takes audio."""
+        ...
+
+
+def refusal(info: TakesAttachments | None, kind: str) -> str | None:
     """Why the loaded package cannot take this kind of attachment (None: it can)."""
     if kind == VIDEO:
         return NO_VIDEO  # whatever the model: the runtime has no video input
@@ -29,7 +49,9 @@ def refusal(info: SessionInfo | None, kind: str) -> str | None:
     if takes:
         return None
     what = "images" if kind == IMAGE else "audio" if kind == AUDIO else "this kind of file"
-    return f"this model ({info.pipeline_type}) does not take {what}"
+    family = by_pipeline(info.pipeline_type)
+    name = family.name if family is not None else info.pipeline_type
+    return f"this model ({name}) does not take {what}"
 
 
 def refusal_hint(kind: str) -> str:

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from mmforge.backend import memory
-from mmforge.backend.attachments import AUDIO, IMAGE, kind_of
+from mmforge.backend.attachments import VIDEO, kind_of
 from mmforge.backend.chat.compare import (
     divergence,
     fit_together,
@@ -39,6 +39,7 @@ from mmforge.backend.chat.footprint import package_memory_bytes
 from mmforge.backend.chat.values import PackageInfo, SessionInfo, TurnResult
 from mmforge.backend.errors import MmforgeError
 from mmforge.gui.bridge import ChatBridge
+from mmforge.gui.chat_attachments import refusal, refusal_hint
 from mmforge.gui.chat_input import AttachmentStrip, ChatInput
 from mmforge.gui.chat_turns import same_package
 from mmforge.gui.compare_column import AnswerColumn, heading
@@ -209,13 +210,14 @@ class CompareView(QWidget):
         """Attach files to the prompt (refused at once when package A cannot take them)."""
         for f in files:
             kind = kind_of(Path(f))
-            refusal = self._attachment_refusal(kind)
-            if refusal is not None:
+            why = self._attachment_refusal(kind)
+            if why is not None:
+                hint = refusal_hint(kind) if kind == VIDEO else None
                 show_error(
                     self,
                     {
-                        "message": f"{Path(f).name} was not attached: {refusal}",
-                        "hint": "Compare packages of a model that takes it",
+                        "message": f"{Path(f).name} was not attached: {why}",
+                        "hint": hint or "Compare packages of a model that takes it",
                     },
                 )
                 continue
@@ -229,10 +231,7 @@ class CompareView(QWidget):
             info = PackageInfo.read(folder)
         except MmforgeError:
             return None  # said when the package loads
-        if {IMAGE: info.vision, AUDIO: info.audio}.get(kind, False):
-            return None
-        what = "images" if kind == IMAGE else "audio" if kind == AUDIO else "this kind of file"
-        return f"this model ({info.pipeline_type}) does not take {what}"
+        return refusal(info, kind)
 
     @Slot(QImage)
     def _add_image(self, image: QImage) -> None:
