@@ -9,7 +9,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from mmforge.backend.attachments import AUDIO, IMAGE, NO_VIDEO, VIDEO
-from mmforge.backend.families import by_pipeline
+from mmforge.backend.families import pipeline_name
 
 FILE_TYPES = "Images and audio (*.png *.jpg *.jpeg *.webp *.bmp *.gif *.wav *.flac *.ogg)"
 
@@ -49,9 +49,7 @@ def refusal(info: TakesAttachments | None, kind: str) -> str | None:
     if takes:
         return None
     what = "images" if kind == IMAGE else "audio" if kind == AUDIO else "this kind of file"
-    family = by_pipeline(info.pipeline_type)
-    name = family.name if family is not None else info.pipeline_type
-    return f"this model ({name}) does not take {what}"
+    return f"this model ({pipeline_name(info.pipeline_type)}) does not take {what}"
 
 
 def refusal_hint(kind: str) -> str:

@@ -13,6 +13,7 @@ from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QWidget
 
 from mmforge.backend.chat.values import SessionInfo
+from mmforge.backend.families import pipeline_name
 from mmforge.gui.chat_turns import is_demo, same_package
 from mmforge.gui.errors import show_error
 
@@ -116,9 +117,9 @@ class ChatLoading(_Page):
         caps = ["images"] if info.vision else []
         caps += ["audio"] if info.audio else []
         text = (
-            f"{Path(info.package).name}: {info.pipeline_type} on {info.ep.upper()}, loaded in "
-            f"{info.load_s:.2f} s, {info.load_memory_bytes / 1e6:.0f} MB; "
-            f"takes {' and '.join(caps) or 'text only'}."
+            f"{Path(info.package).name}: {pipeline_name(info.pipeline_type)} on "
+            f"{info.ep.upper()}, loaded in {info.load_s:.2f} s, "
+            f"{info.load_memory_bytes / 1e6:.0f} MB; takes {' and '.join(caps) or 'text only'}."
         )
         if is_demo(Path(info.package)):
             text += (

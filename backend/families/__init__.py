@@ -26,6 +26,7 @@ __all__ = [
     "Reference",
     "by_pipeline",
     "lookup",
+    "pipeline_name",
 ]
 
 # One line per family folder; each folder's __init__.py exports FAMILIES. The order
@@ -72,6 +73,12 @@ _TEXT_ONLY = {
 def by_pipeline(pipeline_type: str) -> Family | None:
     """The family whose packages have this ONNX Runtime GenAI `model.type`, if any."""
     return _BY_PIPELINE.get(pipeline_type)
+
+
+def pipeline_name(pipeline_type: str) -> str:
+    """A package's model type as a user knows it: its family's name ("Qwen2.5-VL")."""
+    family = by_pipeline(pipeline_type)
+    return family.name if family is not None else pipeline_type
 
 
 def lookup(model_type: str | None) -> Family:

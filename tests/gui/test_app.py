@@ -282,6 +282,7 @@ def test_attachments_a_model_cannot_take_are_refused_when_dropped(qtbot, window,
     [dialog] = _dialogs(window)
     assert "probe.wav was not attached" in dialog.text() and "does not take audio" in dialog.text()
     assert "(Qwen2.5-VL)" in dialog.text()  # the family's name, not the runtime's type
+    assert ": Qwen2.5-VL on CPU, loaded in" in chat.info.text()
     assert chat.input.toPlainText() == "Listen to this."  # the draft is kept
 
 
