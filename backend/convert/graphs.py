@@ -168,8 +168,9 @@ def float32_islands(model: Any) -> int:
     Measured on the release-shaped checkpoints against transformers: the Qwen3.6 MoE f16
     decoder's logits went from cosine 0.965 (FAIL) to 0.99994 with float32 norms; the
     Qwen3.5-0.8B one's largest logit difference from 0.162 to 0.079 with the DeltaNet
-    recurrence in float32 too. The matmuls, and the state carried between steps, stay
-    float16.
+    recurrence in float32 too. The matmuls stay float16; of the state carried between
+    steps, the DeltaNet recurrent state is float32 (`float32_recurrent_state`), as in
+    transformers' cache, and the KV cache and convolution state stay float16.
 
     Returns:
         How many nodes now compute in float32 (0 for a graph without float16 ones).
@@ -222,6 +223,57 @@ def float32_islands(model: Any) -> int:
             down.outputs[0].name = name
             down.outputs[0].dtype, down.outputs[0].shape = ir.DataType.FLOAT16, value.shape
     return changed
+
+
+def float32_recurrent_state(model: Any) -> int:
+    """Carry the Gated DeltaNet recurrent state between steps in float32.
+
+    transformers keeps it in float32 inside a float16 model (the recurrence returns a
+    float32 state and the cache stores it as is; the releases say `mamba_ssm_dtype:
+    float32`). After `float32_islands` the state is rounded to float16 on the way out and
+    widened on the way in; this drops both Casts and makes the graph's past and present
+    state float32. ONNX Runtime GenAI allocates each state by its graph input's own type
+    (src/models/recurrent_state.cpp, microsoft/onnxruntime-genai a0c04eb1), so a float16
+    decoder may carry a float32 state.
+
+    Returns:
+        How many layers' states became float32.
+    """
+    import onnx_ir as ir
+
+    graph = model.graph
+    changed = 0
+    for value in list(graph.inputs):
+        if not value.name.endswith(".recurrent_state") or value.dtype != ir.DataType.FLOAT16:
+            continue
+        uses = [use.node for use in value.uses()]
+        if not uses or not all(_casts_to(node, ir.DataType.FLOAT) for node in uses):
+            continue
+        present = _graph_output(graph, "present." + value.name[len("past_key_values.") :])
+        down = present.producer() if present is not None else None
+        if down is None or not _casts_to(down, ir.DataType.FLOAT16):
+            continue
+        wide = down.inputs[0]
+        if wide is None or wide.dtype != ir.DataType.FLOAT:
+            continue
+        value.dtype = ir.DataType.FLOAT
+        for node in uses:
+            node.outputs[0].replace_all_uses_with(value)
+            graph.remove(node, safe=True)
+        name = present.name
+        graph.outputs[graph.outputs.index(present)] = wide
+        graph.remove(down, safe=True)
+        wide.name = name
+        changed += 1
+    return changed
+
+
+def _casts_to(node: Any, dtype: Any) -> bool:
+    return bool(node.op_type == "Cast" and node.attributes.get_int("to") == dtype)
+
+
+def _graph_output(graph: Any, name: str) -> Any:
+    return next((v for v in graph.outputs if v.name == name), None)
 
 
 def fold_after_weights(model: Any) -> None:

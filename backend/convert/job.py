@@ -347,9 +347,10 @@ def _write_components(
             else:
                 apply_component(graphs, component, plan, ctx)
         if dtype == "f16" and component == "decoder" and component not in graphs.baked:
-            from mmforge.backend.convert.graphs import float32_islands
+            from mmforge.backend.convert.graphs import float32_islands, float32_recurrent_state
 
             float32_islands(graphs.models[component])
+            float32_recurrent_state(graphs.models[component])
         if precisions.is_quantized(dtype) and component in ("decoder", "embedding"):
             with _timed(timings, f"quantize/{component}"):
                 from mmforge.backend.convert.policy import compact_embedding
