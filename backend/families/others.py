@@ -294,13 +294,19 @@ LFM2_AUDIO = Family(
     image_tokens=lambda cfg, pre: ImageTokens(rule="audio only: no images"),
     has_vision=lambda cfg: False,
     has_audio=lambda cfg: True,
+    # The pipeline is in the 0.18 wheel's compiled code (its messages name an
+    # Lfm2AudioProcessor, a speech state, a depthformer and an audio-output model) but not
+    # in the runtime's public source (microsoft/onnxruntime-genai a0c04eb1, 2026-08-22,
+    # has no lfm2_audio): what it expects of each graph is known only from its messages.
     not_converted=(
         "ONNX Runtime GenAI 0.18 runs it as 'lfm2_audio' (audio in, text and speech out, "
-        "with its own audio state and processor), but transformers has no LFM2-Audio "
-        "class to build or check it against, its own package (liquid-audio, the only "
-        "reference) needs Python 3.12 or newer where mmforge runs on 3.11 (every "
-        "release on PyPI, measured), and its released config.json was not at hand to "
-        "map; use liquid-audio itself until mmforge converts it"
+        "with its own audio state, depthformer and processor), but that pipeline is only "
+        "in the wheel's compiled code, not in the runtime's public source, so what it "
+        "expects of each graph is known only from its error messages; transformers has "
+        "no LFM2-Audio class to build or check it against, and its own package "
+        "(liquid-audio, the only reference) needs Python 3.12 or newer where mmforge "
+        "runs on 3.11 (every release on PyPI, measured); use liquid-audio itself until "
+        "mmforge converts it"
     ),
 )
 
@@ -317,16 +323,25 @@ VIDEOCHAT_FLASH = Family(
     token_ids=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
     image_tokens=lambda cfg, pre: ImageTokens(rule="video frames compressed to few tokens each"),
     # The runtime's input, read in VideoChatFlashProcessor (src/models/
-    # videochat_flash_processor.cpp, microsoft/onnxruntime-genai a0c04eb1; the 0.18 wheel
-    # holds the same messages): no video type, a clip is its frames given as og.Images.
+    # videochat_flash_processor.cpp, microsoft/onnxruntime-genai a0c04eb1) and measured on
+    # the 0.18 wheel (tests/backend/test_runtime_types.py): no video type, a clip is its
+    # frames given as og.Images, each wrapped in <|vision_start|> … <|vision_end|>. The
+    # model's own code (OpenGVLab/VideoChat-Flash 2f8e2f57, llava/mm_utils.py
+    # tokenizer_image_token and llava/model/llava_arch.py with mm_newline_position
+    # "nothing"; OpenVINO GenAI does the same) puts a video's frame features, with nothing
+    # between them, where one <image> placeholder stood.
     not_converted=(
-        "ONNX Runtime GenAI 0.18 runs it as 'videochat_flash_qwen' with a Qwen2 text "
-        "decoder, taking a video as its frames: each frame is an image with its own "
-        "<|vision_start|> in the prompt, which the runtime fills with "
-        "vision.num_visual_tokens (> 0) <|image_pad|> tokens, and the vision model gets the "
-        "frames stacked as [1, frames, 3, H, W]; but the model exists only as remote code "
-        "(no transformers class to check against), mmforge samples no frames from video "
-        "yet, and no released config.json was at hand to map its layout as data"
+        "ONNX Runtime GenAI 0.18 runs it as 'videochat_flash_qwen', but not as the model "
+        "was trained: the runtime wraps every video frame in <|vision_start|> … "
+        "<|vision_end|> (measured on the 0.18 wheel: a frame becomes <|vision_start|>, "
+        "vision.num_visual_tokens <|image_pad|> tokens, <|vision_end|>), while "
+        "VideoChat-Flash's own code puts a video's frame features, with nothing between "
+        "them, where one <image> placeholder stood. A package would feed the model two "
+        "tokens per frame it never saw, so no conversion could match the original token "
+        "for token, and mmforge does not make packages it cannot verify. The model is "
+        "also remote code only (a UMT or InternVideo2 video tower and a token-merging "
+        "projector, no transformers class); run it with its own code until the runtime "
+        "feeds it as trained"
     ),
 )
 

@@ -103,3 +103,60 @@ def test_runtime_pipelines_not_converted_yet_are_named_with_the_reason(tmp_path,
         convert(str(folder), tmp_path / "out", trust_remote_code=True)
     assert "no native version" in e.value.one_line()
     assert not (tmp_path / "out").exists()
+
+
+def test_the_runtime_wraps_each_videochat_flash_frame_in_markers_the_model_never_saw(
+    package, tmp_path
+):
+    """VideoChat-Flash's refusal rests on this: ONNX Runtime GenAI's `videochat_flash_qwen`
+    processor turns every frame into <|vision_start|>, vision.num_visual_tokens
+    <|image_pad|> tokens and <|vision_end|>, where the model's own code puts a video's frame
+    features, with nothing between them, in place of one <image> placeholder. A runtime
+    that stops adding the markers fails here, and the refusal is to be revisited."""
+    import onnxruntime_genai as og
+    from PIL import Image
+
+    from mmforge.backend.families import lookup
+
+    source = package("qwen2_5_vl")
+    folder = tmp_path / "videochat"
+    folder.mkdir()
+    for path in source.iterdir():  # the Qwen2 tokenizer and graphs, for the sessions to load
+        (folder / path.name).symlink_to(path)
+    (folder / "genai_config.json").unlink()
+    config = json.loads((source / "genai_config.json").read_text())
+    config["model"]["type"] = "videochat_flash_qwen"
+    config["model"]["vision"] = {
+        "filename": "vision.onnx",
+        "config_filename": "frames.json",
+        "num_visual_tokens": 3,
+        "inputs": {"pixel_values": "pixel_values"},
+        "outputs": {"image_features": "image_features"},
+    }
+    (folder / "genai_config.json").write_text(json.dumps(config))
+    ops = [
+        ("decode_image", "DecodeImage", {"color_space": "RGB"}),
+        ("resize", "Resize", {"width": 28, "height": 28, "keep_aspect_ratio": 0}),
+        ("rescale", "Rescale", {}),
+        ("normalize", "Normalize", {"mean": [0.5] * 3, "std": [0.5] * 3}),
+    ]
+    transforms = [{"operation": {"name": n, "type": t, "attrs": a}} for n, t, a in ops]
+    (folder / "frames.json").write_text(json.dumps({"processor": {"transforms": transforms}}))
+    frame = tmp_path / "frame.png"
+    Image.new("RGB", (40, 30), (200, 10, 10)).save(frame)
+
+    model = og.Model(og.Config(str(folder)))
+    tokenizer = og.Tokenizer(model)
+    start, pad, end = (
+        int(tokenizer.encode(t)[0]) for t in ("<|vision_start|>", "<|image_pad|>", "<|vision_end|>")
+    )
+    prompt = "<|im_start|>user\n<|vision_start|><|vision_start|>What happens?<|im_end|>\n"
+    named = model.create_multimodal_processor()(
+        prompt, images=og.Images.open(str(frame), str(frame))
+    )
+    ids = [int(t) for t in named["input_ids"].as_numpy().reshape(-1)]
+    assert ids.count(start) == ids.count(end) == 2 and ids.count(pad) == 6
+    first = ids.index(start)
+    assert ids[first : first + 10] == [start, pad, pad, pad, end] * 2
+    assert named["pixel_values"].as_numpy().shape == (1, 2, 3, 28, 28)  # the frames, stacked
+    assert "<|vision_start|>" in (lookup("videochat_flash_qwen").not_converted or "")
