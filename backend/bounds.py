@@ -84,6 +84,50 @@ def check_config_sizes(config: dict[str, Any], path: Path) -> None:
             )
 
 
+def check_head_counts(config: dict[str, Any], path: Path) -> None:
+    """Refuse attention sizes that contradict each other.
+
+    Where a config (or a part of it: text, vision, audio) gives no head_dim, its width is
+    split evenly across its heads, and the query heads across the key/value heads. A
+    32-wide vision tower with 3 heads builds in transformers (head_dim 10) and converts,
+    and then the runtime cannot load the graph: found as a "conversion bug" that was the
+    config's.
+
+    Raises:
+        MmforgeError: Naming the fields, their values and the file.
+    """
+    for key, value, _ in _walk(config, path):
+        if not isinstance(value, dict):
+            continue
+        where = f"{key}." if key else ""
+        width = _count(value.get("hidden_size"))
+        heads_key = next((k for k in ("num_attention_heads", "num_heads") if k in value), None)
+        heads = _count(value.get(heads_key)) if heads_key else None
+        if width and heads and value.get("head_dim") is None and width % heads:
+            raise _contradiction(
+                path,
+                f"{where}hidden_size {width} is not a multiple of {where}{heads_key} "
+                f"{heads}, so the attention heads cannot split it",
+            )
+        groups = _count(value.get("num_key_value_heads"))
+        if heads and groups and heads % groups:
+            raise _contradiction(
+                path,
+                f"{where}{heads_key} {heads} is not a multiple of "
+                f"{where}num_key_value_heads {groups}, so the query heads cannot share them",
+            )
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _contradiction(path: Path, what: str) -> MmforgeError:
+    return MmforgeError(
+        f"{path.name}: {what}", f"The config is malformed: fix or re-download {path}"
+    )
+
+
 def _walk(data: Any, path: Path) -> Iterator[tuple[str, Any, int]]:
     """(dotted key, value, depth) for everything in a parsed JSON value, without recursion."""
     stack: list[tuple[str, Any, int]] = [("", data, 0)]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend import families
-from mmforge.backend.bounds import check_config_sizes
+from mmforge.backend.bounds import check_config_sizes, check_head_counts
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families import Cfg, Family
 from mmforge.backend.families._fields import FieldReview, review
@@ -183,6 +183,7 @@ class Checkpoint:
                 shapes = {}
             raw = layout.config(written, shapes or None)
         hf_config = _transformers_config(folder, raw, family, trust_remote_code)
+        check_head_counts(raw if hf_config is None else hf_config.to_dict(), folder / "config.json")
         classes = layout.processor_classes if mapped and layout is not None else {}
         return cls(
             folder=folder,

@@ -34,10 +34,16 @@ class MmforgeError(Exception):
 
     def one_line(self) -> str:
         """The message and hint as a single line."""
-        text = self.user_message.rstrip(".") + "."
+        text = _sentence(self.user_message)
         if self.hint:
-            text += " " + self.hint.rstrip(".") + "."
+            text += " " + _sentence(self.hint)
         return " ".join(text.split())
+
+
+def _sentence(text: str) -> str:
+    """The text ending in one stop: its own question or exclamation mark, else a period."""
+    text = text.rstrip().rstrip(".")
+    return text if text.endswith(("?", "!")) else text + "."
 
 
 class LayoutError(MmforgeError):

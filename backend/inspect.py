@@ -151,9 +151,18 @@ def _tensors(
             return found, "hub safetensors headers"
     family = checkpoint.family
     if not checkpoint.remote_code and family.hf_class:
-        meta = tensors.meta_tensors(checkpoint.transformers_config(), family.hf_class)
+        try:
+            meta = tensors.meta_tensors(checkpoint.transformers_config(), family.hf_class)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError) as e:
+            # transformers refuses configs whose values contradict each other (a hidden
+            # size no head count divides); its words, bounded, say which.
+            said = " ".join(str(e).split())[:300] or type(e).__name__
+            return None, f"{_UNBUILDABLE}: {said}"
         return meta, "config (meta device)"
     return None, "unknown"
+
+
+_UNBUILDABLE = "unknown: transformers cannot build a model from this config.json"
 
 
 def _active_parameters(by_comp: dict[str, list[TensorInfo]], text: Cfg) -> int | None:
@@ -415,7 +424,13 @@ def profile_checkpoint(
     components = family.components(cfg)
     if not {"vision_encoder", "audio_encoder"} & set(components):
         warnings.append("This config has no vision or audio encoder: it is a text-only model.")
-    if tensors_found is None:
+    if tensor_source.startswith(_UNBUILDABLE):
+        warnings.append(
+            "Parameter count unknown: transformers cannot build a model from this "
+            f"config.json ({tensor_source[len(_UNBUILDABLE) + 2 :]}); its values "
+            "contradict each other, so it cannot be converted or verified as it is."
+        )
+    elif tensors_found is None:
         warnings.append("Parameter count unknown: no safetensors weights and no config class.")
     if resolved.offline:
         warnings.append("The hub was unreachable; the cached copy was used.")

@@ -46,6 +46,8 @@ def _folder(tmp_path: Path, config: str | None) -> Path:
         ("text_only", "text-only model"),
         ("remote_code", "--trust-remote-code"),
         ("not_a_dict", "does not hold a JSON object"),
+        ("heads_split", "vision_config.hidden_size 64 is not a multiple of"),
+        ("kv_heads", "num_attention_heads 8 is not a multiple of text_config.num_key_value"),
     ],
 )
 def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, case, expect):
@@ -56,6 +58,10 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, case, expect):
         "text_only": '{"model_type": "qwen2"}',
         "remote_code": '{"model_type": "phi3_v", "auto_map": {"AutoConfig": "x.Y"}}',
         "not_a_dict": "[1, 2]",
+        "heads_split": '{"model_type": "qwen2_5_vl", "vision_config": {"hidden_size": 64, '
+        '"num_heads": 3}}',
+        "kv_heads": '{"model_type": "qwen2_5_vl", "text_config": {"hidden_size": 64, '
+        '"num_attention_heads": 8, "num_key_value_heads": 3}}',
     }
     target = str(tmp_path / "nope") if case == "missing" else str(_folder(tmp_path, configs[case]))
     code, out, err = _run(capsys, "inspect", target)

@@ -328,6 +328,7 @@ def test_unknown_model_type_suggests_close_matches(tmp_path):
     with pytest.raises(MmforgeError) as e:
         inspect_source(str(folder))
     assert "Did you mean qwen2_5_vl" in e.value.one_line()
+    assert e.value.one_line().endswith("?")  # the question ends the line, no "?." after it
 
 
 def test_a_shard_index_cannot_name_a_file_outside_the_model_folder(tiny, tmp_path):
@@ -350,3 +351,42 @@ def test_a_shard_index_cannot_name_a_file_outside_the_model_folder(tiny, tmp_pat
         with pytest.raises(MmforgeError, match="names a shard outside the model folder"):
             job()
     assert not (tmp_path / "pkg").exists()
+
+
+def test_contradicting_attention_sizes_are_the_configs_fault_not_a_conversion_bug(tiny, tmp_path):
+    """A 32-wide vision tower with 3 heads built in transformers and converted, then the
+    runtime could not load the graph and convert called it a conversion bug."""
+    import shutil
+
+    from mmforge.backend.convert import convert
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny("qwen2_5_vl"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    assert config["vision_config"]["hidden_size"] % 3  # (not vacuous)
+    config["vision_config"]["num_heads"] = 3
+    (folder / "config.json").write_text(json.dumps(config))
+    for run in (lambda: inspect_source(str(folder)), lambda: convert(str(folder), tmp_path / "o")):
+        with pytest.raises(MmforgeError) as e:
+            run()
+        said = e.value.one_line()
+        assert "vision_config.hidden_size" in said and "conversion bug" not in said
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_config_transformers_cannot_build_is_named_not_a_crash(tmp_path, monkeypatch):
+    """With no weights, inspect counts parameters by building the model on the meta device;
+    a config transformers refused there was an internal error (exit 70)."""
+    from mmforge.backend import tensors
+
+    def refuse(config: object, hf_class: str) -> None:
+        raise ValueError("embed_dim must be divisible by num_heads (got `embed_dim`: 1152)")
+
+    monkeypatch.setattr(tensors, "meta_tensors", refuse)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "gemma3"}))
+    profile = inspect_source(str(folder))
+    assert not profile.sizes.parameters
+    said = [w for w in profile.warnings if "transformers cannot build a model" in w]
+    assert said and "embed_dim must be divisible" in said[0]
