@@ -118,6 +118,32 @@ def check_head_counts(config: dict[str, Any], path: Path) -> None:
             )
 
 
+def check_token_ids(config: dict[str, Any], path: Path) -> None:
+    """Refuse a token id the config's own vocabulary cannot hold.
+
+    An image token id past vocab_size converted, and then the runtime's processor put no
+    image tokens in the prompt, which read as a template fault. Negative ids (Phi-3-Vision
+    marks images with them) and configs that give no vocabulary are left alone; with a
+    vocabulary per part, the largest bounds every id.
+
+    Raises:
+        MmforgeError: Naming the field, its value and the vocabulary size.
+    """
+    sizes = [v for k, v, _ in _walk(config, path) if k.rsplit(".", 1)[-1] == "vocab_size"]
+    vocab = max((n for v in sizes if (n := _count(v))), default=None)
+    if vocab is None:
+        return
+    for key, value, _ in _walk(config, path):
+        name = key.rsplit(".", 1)[-1]
+        if not name.endswith(("_token_id", "_token_index")):
+            continue
+        for one in value if isinstance(value, list) else [value]:
+            if isinstance(one, int) and not isinstance(one, bool) and one >= vocab:
+                raise _contradiction(
+                    path, f"{key} is {one}, outside its vocabulary of {vocab:,} tokens"
+                )
+
+
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 

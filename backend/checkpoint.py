@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend import families
-from mmforge.backend.bounds import check_config_sizes, check_head_counts
+from mmforge.backend.bounds import check_config_sizes, check_head_counts, check_token_ids
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families import Cfg, Family
 from mmforge.backend.families._fields import FieldReview, review
@@ -171,6 +171,7 @@ class Checkpoint:
         """
         written = config if config is not None else read_json(folder / "config.json", "model")
         check_config_sizes(written, folder / "config.json")
+        check_token_ids(written, folder / "config.json")
         family = families.lookup(written.get("model_type"))
         family = family.variant(written, folder) or family
         raw, layout = written, family.remote_layout

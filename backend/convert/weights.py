@@ -77,19 +77,47 @@ class WeightPlan:
 class WeightMappingError(MmforgeError):
     """A conversion stopped by missing weights or shape mismatches; carries the report."""
 
-    def __init__(self, report: WeightReport, first: dict[str, Any]):
+    def __init__(self, report: WeightReport):
         counts = report.summary()
-        what = (
-            f"{counts['missing']} graph weights have no checkpoint tensor"
-            if report.missing
-            else f"{counts['shape_mismatch']} weights have the wrong shape"
-        )
-        super().__init__(
-            f"The checkpoint does not fit the graphs: {what} (first: {first})",
-            "This checkpoint's layout is not supported yet",
-            details=json.dumps(report.summary()),
-        )
+        if report.mismatched:
+            # The graphs are built from config.json, so a shape that differs is a config
+            # and weights that disagree, unless mmforge sizes this layout wrongly.
+            first = report.mismatched[0]
+            message = (
+                f"The checkpoint's weights do not have the shapes its config.json gives: "
+                f"{first['checkpoint']} is {_dims(first['actual'])} in the checkpoint, the "
+                f"config makes it {_dims(first['expected'])}"
+                + _more(counts["shape_mismatch"], "weights differ")
+            )
+            hint = (
+                "config.json and the weights come from different models or versions: "
+                "download the model again. If they came together, mmforge sizes this "
+                "layout wrongly: report it with the details"
+            )
+        else:
+            first = report.missing[0]
+            unplaced = first["component"] == _NO_PLACE
+            message = (
+                f"The checkpoint does not fit the graphs: its tensor {first['initializer']} "
+                f"{_dims(first['shape'])} has no place in them"
+                if unplaced
+                else f"The checkpoint does not fit the graphs: they need "
+                f"{first['initializer']} {_dims(first['shape'])}, which it does not have"
+            ) + _more(counts["missing"], "tensors do not fit")
+            hint = "This checkpoint's layout is not supported yet"
+        super().__init__(message, hint, details=json.dumps(report.summary()))
         self.report = report
+
+
+_NO_PLACE = "(no place in the built graphs)"
+
+
+def _dims(shape: Any) -> str:
+    return "[" + ", ".join(str(d) for d in shape or ()) + "]"
+
+
+def _more(count: int, what: str) -> str:
+    return f" ({count} {what} in all)" if count > 1 else ""
 
 
 def plan_weights(
@@ -156,7 +184,10 @@ def plan_weights(
                 continue
             assignments.setdefault(component, []).append((init_name, ref))
             targets.setdefault(ref.name, []).append(f"{component}/{init_name}")
+    misshapen = {m["checkpoint"] for m in report.mismatched}
     for name, ref in refs.items():
+        if name in misshapen:
+            continue  # it has a place, with another shape: reported as mismatched
         if name in targets:
             report.mapped.append(
                 {"checkpoint": name, "shape": list(ref.shape), "targets": targets[name]}
@@ -165,11 +196,10 @@ def plan_weights(
             report.unused.append({"checkpoint": name, "shape": list(ref.shape)})
         else:
             report.missing.append(
-                {"component": "(no place in the built graphs)", "initializer": name,
-                 "shape": list(ref.shape)}
-            )  # fmt: skip
+                {"component": _NO_PLACE, "initializer": name, "shape": list(ref.shape)}
+            )
     if not report.ok:
-        raise WeightMappingError(report, (report.missing or report.mismatched)[0])
+        raise WeightMappingError(report)
     return WeightPlan(report=report, assignments=assignments, baked_refs=named)
 
 

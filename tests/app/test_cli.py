@@ -47,6 +47,7 @@ def _folder(tmp_path: Path, config: str | None) -> Path:
         ("remote_code", "--trust-remote-code"),
         ("not_a_dict", "does not hold a JSON object"),
         ("heads_split", "vision_config.hidden_size 64 is not a multiple of"),
+        ("token_id", "image_token_id is 900000, outside its vocabulary of 1,000 tokens"),
         ("kv_heads", "num_attention_heads 8 is not a multiple of text_config.num_key_value"),
     ],
 )
@@ -60,6 +61,8 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, case, expect):
         "not_a_dict": "[1, 2]",
         "heads_split": '{"model_type": "qwen2_5_vl", "vision_config": {"hidden_size": 64, '
         '"num_heads": 3}}',
+        "token_id": '{"model_type": "qwen2_5_vl", "image_token_id": 900000, '
+        '"text_config": {"vocab_size": 1000}}',
         "kv_heads": '{"model_type": "qwen2_5_vl", "text_config": {"hidden_size": 64, '
         '"num_attention_heads": 8, "num_key_value_heads": 3}}',
     }

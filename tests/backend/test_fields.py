@@ -241,7 +241,28 @@ def test_a_checkpoint_tensor_no_graph_uses_stops_the_conversion(tiny, tmp_path):
     save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(MmforgeError) as e:
         convert(str(folder), tmp_path / "out")
-    assert bias in e.value.user_message and "no place in the built graphs" in e.value.user_message
+    said = e.value.user_message
+    assert f"its tensor {bias} [" in said and "has no place in them" in said and "{" not in said
+
+
+def test_a_config_that_disagrees_with_its_weights_names_both_shapes(tiny, tmp_path):
+    """config.json sized the graphs one way and the weights were another: the error named
+    the graph's side only, counted each weight twice and blamed an unsupported layout."""
+    folder = tmp_path / "qwen"
+    shutil.copytree(tiny("qwen2_5_vl"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    text = config["text_config"]
+    width = text["intermediate_size"]
+    text["intermediate_size"] = width + 8
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(MmforgeError) as e:
+        convert(str(folder), tmp_path / "out")
+    said = e.value.one_line()
+    layers = text["num_hidden_layers"]
+    assert "do not have the shapes its config.json gives" in said
+    assert f"is [{width}, {text['hidden_size']}] in the checkpoint, the config makes it " in said
+    assert f"({3 * layers} weights differ in all)" in said and "download the model again" in said
+    assert not (tmp_path / "out").exists()
 
 
 def test_tied_or_not_is_what_the_checkpoint_holds(tiny, tmp_path):
