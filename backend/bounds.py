@@ -129,19 +129,92 @@ def check_token_ids(config: dict[str, Any], path: Path) -> None:
     Raises:
         MmforgeError: Naming the field, its value and the vocabulary size.
     """
+    check_token_ids_within(config, path, vocab_size(config, path))
+
+
+def vocab_size(config: dict[str, Any], path: Path) -> int | None:
+    """The largest vocab_size a config gives anywhere (None: it gives none)."""
     sizes = [v for k, v, _ in _walk(config, path) if k.rsplit(".", 1)[-1] == "vocab_size"]
-    vocab = max((n for v in sizes if (n := _count(v))), default=None)
-    if vocab is None:
-        return
-    for key, value, _ in _walk(config, path):
+    return max((n for v in sizes if (n := _count(v))), default=None)
+
+
+def check_token_ids_within(data: dict[str, Any], path: Path, vocab: int | None) -> None:
+    """Refuse a token id that is not an integer, or, with a vocabulary known, outside it.
+
+    Every *_token_id / *_token_index in `data` may be an integer, a list of them or null.
+
+    Raises:
+        MmforgeError: Naming the field and its value.
+    """
+    for key, value, _ in _walk(data, path):
         name = key.rsplit(".", 1)[-1]
-        if not name.endswith(("_token_id", "_token_index")):
+        if not name.endswith(("_token_id", "_token_index")) or value is None:
             continue
         for one in value if isinstance(value, list) else [value]:
-            if isinstance(one, int) and not isinstance(one, bool) and one >= vocab:
+            if not isinstance(one, int) or isinstance(one, bool):
+                raise _contradiction(path, f"{key} is {_shown(one)}, which is not a token id")
+            if vocab is not None and one >= vocab:
                 raise _contradiction(
                     path, f"{key} is {one}, outside its vocabulary of {vocab:,} tokens"
                 )
+
+
+# Settings of an image processor that count something (pixels, patches, tiles, tokens).
+_IMAGE_COUNTS = frozenset(
+    {
+        "patch_size", "merge_size", "temporal_patch_size", "min_pixels", "max_pixels",
+        "shortest_edge", "longest_edge", "height", "width", "num_crops", "max_image_tiles",
+        "tile_size", "encoder_patch_size", "downsample_factor", "min_image_tokens",
+        "max_image_tokens", "max_num_tiles", "min_num_tiles", "crop_size", "image_size",
+        "pooling_kernel_size", "max_soft_tokens", "num_img_tokens",
+    }
+)  # fmt: skip
+
+
+def check_image_settings(settings: dict[str, Any], path: Path) -> None:
+    """Refuse image-processor settings no image can be prepared with.
+
+    They become the runtime's processor JSON: a two-value mean, a zero std or a minimum
+    above the maximum were written, and then the runtime could not load the package
+    ("mean must have at least 3 values", a failed resample), called a conversion bug; a
+    zero patch size divided by zero.
+
+    Raises:
+        MmforgeError: Naming the setting, its value and the file.
+    """
+    for key, value, _ in _walk(settings, path):
+        name = key.rsplit(".", 1)[-1]
+        if name in _IMAGE_COUNTS and value is not None and not isinstance(value, dict):
+            counts = value if isinstance(value, list) else [value]  # [height, width] too
+            if not counts or any(_count(c) is None for c in counts):
+                raise _contradiction(path, f"{key} is {_shown(value)}, not a positive count")
+        elif name in ("image_mean", "image_std"):
+            values = value if isinstance(value, list) else [value]
+            numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+            if len(numbers) != len(values) or len(values) not in (1, 3):
+                raise _contradiction(
+                    path, f"{key} is {_shown(value)}, not one number or three (R, G, B)"
+                )
+            if name == "image_std" and not all(v > 0 for v in numbers):
+                raise _contradiction(
+                    path, f"{key} is {_shown(value)}; pixels are divided by it, so above 0"
+                )
+        elif name == "rescale_factor" and value is not None and not _positive(value):
+            raise _contradiction(path, f"{key} is {_shown(value)}, not a positive number")
+    for low, high in (("min_pixels", "max_pixels"), ("min_image_tokens", "max_image_tokens")):
+        a, b = _count(settings.get(low)), _count(settings.get(high))
+        if a and b and a > b:
+            raise _contradiction(path, f"{low} {a:,} is above {high} {b:,}")
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def _shown(value: Any) -> str:
+    """A value from a stranger's file, as a short quoted text."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _count(value: Any) -> int | None:

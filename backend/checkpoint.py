@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend import families
-from mmforge.backend.bounds import check_config_sizes, check_head_counts, check_token_ids
+from mmforge.backend.bounds import (
+    check_config_sizes,
+    check_head_counts,
+    check_image_settings,
+    check_token_ids,
+    check_token_ids_within,
+    vocab_size,
+)
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families import Cfg, Family
 from mmforge.backend.families._fields import FieldReview, review
@@ -183,6 +190,12 @@ class Checkpoint:
             except MmforgeError:  # some shards not in yet (a download resumed from the cache)
                 shapes = {}
             raw = layout.config(written, shapes or None)
+        generation = _optional_json(folder / "generation_config.json")
+        check_token_ids_within(
+            generation, folder / "generation_config.json", vocab_size(written, folder)
+        )
+        preprocessor = _image_settings(folder)
+        check_image_settings(dict(preprocessor.data), _image_settings_path(folder))
         hf_config = _transformers_config(folder, raw, family, trust_remote_code)
         check_head_counts(raw if hf_config is None else hf_config.to_dict(), folder / "config.json")
         classes = layout.processor_classes if mapped and layout is not None else {}
@@ -191,9 +204,9 @@ class Checkpoint:
             family=family,
             config=raw if hf_config is None else hf_config.to_dict(),
             remote_code=hf_config is None,
-            preprocessor=_native_classes(_image_settings(folder), classes),
+            preprocessor=_native_classes(preprocessor, classes),
             audio_preprocessor=_native_classes(_audio_settings(folder), classes),
-            generation=_optional_json(folder / "generation_config.json"),
+            generation=generation,
             hf_config=hf_config,
             written=written,
             remote_layout=mapped,
@@ -252,6 +265,11 @@ def _image_settings(folder: Path) -> Cfg:
     if pre.is_file():
         return Cfg(read_json(pre, "model"))
     return Cfg(_optional_json(folder / "processor_config.json")).sub("image_processor")
+
+
+def _image_settings_path(folder: Path) -> Path:
+    pre = folder / "preprocessor_config.json"
+    return pre if pre.is_file() else folder / "processor_config.json"
 
 
 def _audio_settings(folder: Path) -> Cfg:

@@ -21,6 +21,7 @@ from mmforge.backend.families import Cfg, Family
 from mmforge.backend.families._base import PackageSpec
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.source import read_json
+from mmforge.backend.templates import template_of
 
 if TYPE_CHECKING:
     from mmforge.backend.checkpoint import Checkpoint
@@ -314,15 +315,29 @@ def write_tokenizer(src: Path, out: Path) -> list[str]:
             copied.append(name)
     config_path = out / "tokenizer_config.json"
     config = read_json(config_path, "tokenizer") if config_path.is_file() else {}
-    if not config.get("chat_template"):
-        template = _separate_template(src)
-        if template is None:
-            raise MmforgeError(
-                "The model has no chat template",
-                "Chat needs one: add chat_template to tokenizer_config.json",
-            )
-        config["chat_template"] = template
+    written = config.get("chat_template")
+    if written is not None and not isinstance(written, str | list):
+        raise MmforgeError(
+            f"{src / 'tokenizer_config.json'} gives a chat_template that is "
+            f"{type(written).__name__}, not template text",
+            "Download the model again, or fix the file",
+        )
+    found = template_of(src)
+    if found is None:
+        raise MmforgeError(
+            "The model has no chat template",
+            "Chat needs one: add chat_template to tokenizer_config.json",
+        )
+    # The runtime reads one template as text: a list of named ones becomes its default,
+    # and one from chat_template.jinja/.json moves in (the same pick verify checks).
+    config["chat_template"] = found[0]
     tokenizer = read_json(out / "tokenizer.json", "tokenizer")
+    if not isinstance(tokenizer.get("model"), dict):
+        raise MmforgeError(
+            f"{src / 'tokenizer.json'} holds no tokenizer model: it is not a Hugging Face "
+            "fast tokenizer file",
+            "Download the model again; ONNX Runtime GenAI needs the fast tokenizer file",
+        )
     byte_level = "ByteLevel" in json.dumps(tokenizer.get("pre_tokenizer"))
     if byte_level and config.get("tokenizer_class") in _BAD_BPE_CLASSES:
         log.info("relabelling %s as PreTrainedTokenizerFast", config["tokenizer_class"])
@@ -331,17 +346,6 @@ def write_tokenizer(src: Path, out: Path) -> list[str]:
     if "tokenizer_config.json" not in copied:
         copied.append("tokenizer_config.json")
     return copied
-
-
-def _separate_template(src: Path) -> str | None:
-    jinja = src / "chat_template.jinja"
-    if jinja.is_file():
-        return jinja.read_text(encoding="utf-8")
-    as_json = src / "chat_template.json"
-    if as_json.is_file():
-        value = read_json(as_json, "model").get("chat_template")
-        return str(value) if value else None
-    return None
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
