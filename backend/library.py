@@ -15,6 +15,7 @@ import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.source import hub_cache_dir
@@ -87,14 +88,29 @@ def is_package(folder: Path) -> bool:
     return (folder / MANIFEST).is_file() and (folder / "genai_config.json").is_file()
 
 
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """A package's manifest; empty when it has none or it is damaged.
+
+    A package folder may come from anyone (copied into the library, named on the command
+    line): a manifest that is not a JSON object, or nests without end, reads as none.
+    """
+    try:
+        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def read_package(folder: Path) -> PackageEntry | None:
     """The entry for one package folder (None when it is not one)."""
     if not is_package(folder):
         return None
+    manifest = read_manifest(folder)
     try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
         converted = (folder / MANIFEST).stat().st_mtime
-    except (OSError, ValueError):
+    except OSError:
+        return None
+    if not manifest:
         return None
     return PackageEntry(
         folder=folder,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend.inspect import CPU_LOAD_FACTOR, KV_CONTEXT
-from mmforge.backend.library import MANIFEST
+from mmforge.backend.library import read_manifest
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def package_memory_bytes(folder: Path, ep: str = "cpu") -> int | None:
         return None
     try:
         config = _json(folder / "genai_config.json")
-        manifest = _json(folder / MANIFEST)
+        manifest = read_manifest(folder)
     except (OSError, ValueError, RecursionError):
         return None
     model = config.get("model")

@@ -6,7 +6,6 @@ Nothing heavy is imported here: the GUI and the CLI build these from the worker'
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from mmforge.backend import typed
 from mmforge.backend.chat.conversations import Conversation
 from mmforge.backend.errors import MmforgeError
+from mmforge.backend.library import read_manifest
 
 STOP_EOS = "eos"
 STOP_LENGTH = "length"
@@ -223,13 +223,7 @@ def _max_images(folder: Path, pipeline: str) -> int | None:
     """
     from mmforge.backend.families import by_pipeline
 
-    manifest = folder / "mmforge_manifest.json"
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
+    data = read_manifest(folder)
     if "max_images" in data:
         value = data["max_images"]
         return value if isinstance(value, int) and not isinstance(value, bool) else None

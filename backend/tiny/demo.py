@@ -35,11 +35,9 @@ def is_demo_source(source: str | Path) -> bool:
 
 def is_demo_package(package: Path) -> bool:
     """Whether a package was converted from the built-in demo checkpoint."""
-    try:
-        manifest = json.loads((package / "mmforge_manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(manifest, dict) and is_demo_source(str(manifest.get("source", "")))
+    from mmforge.backend.library import read_manifest
+
+    return is_demo_source(str(read_manifest(package).get("source", "")))
 
 
 def demo_checkpoint() -> Path:

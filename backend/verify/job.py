@@ -12,7 +12,6 @@ the captured activations.
 
 from __future__ import annotations
 
-import json
 import logging
 import tempfile
 import time
@@ -24,6 +23,7 @@ from mmforge.backend import families, precisions
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.jobs import JobContext
+from mmforge.backend.library import read_manifest
 from mmforge.backend.memory import peak_rss_bytes
 from mmforge.backend.runtime import read_genai_config
 from mmforge.backend.verify import hf_reference, precision
@@ -434,8 +434,4 @@ def diagnose(stage: Comparison, dtype: str = "f32") -> str:
 
 
 def _package_dtype(package: Path) -> str:
-    try:
-        manifest = json.loads((package / "mmforge_manifest.json").read_text(encoding="utf-8"))
-        return str(manifest.get("dtype", "f32"))
-    except (OSError, ValueError):
-        return "f32"
+    return str(read_manifest(package).get("dtype", "f32"))

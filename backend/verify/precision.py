@@ -105,13 +105,10 @@ def prepare(setup: Setup, scratch: Path, dtype: str) -> Rounded:
 
 def encoder_tolerance(package: Path, otherwise: Tolerance) -> Tolerance:
     """The f16 bounds where the package stores an encoder in f16 (its manifest says so)."""
-    import json
+    from mmforge.backend.library import read_manifest
 
-    try:
-        manifest = json.loads((package / "mmforge_manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return otherwise
-    stored = manifest.get("precisions") or {}
+    stored = read_manifest(package).get("precisions")
+    stored = stored if isinstance(stored, dict) else {}
     encoders = [stored.get(c) for c in ("vision_encoder", "audio_encoder")]
     return tolerance("f16") if "f16" in encoders else otherwise
 

@@ -109,3 +109,20 @@ def test_a_conversion_removes_staging_folders_of_dead_processes_beside_its_out(t
     convert(str(tiny("qwen2_5_vl")), tmp_path / "new", dtype="f32")
     assert not made["dead"].exists() and not made["dead_other_out"].exists()
     assert made["live"].is_dir() and made["backup"].is_dir() and made["user"].is_dir()
+
+
+@pytest.mark.parametrize("manifest", ["[]", "{broken", "[" * 100_000, '"text"'])
+def test_a_damaged_manifest_reads_as_none_everywhere(package, tmp_path, manifest):
+    """A package folder may come from anyone: a manifest that is a list crashed verify
+    (exit 70) and would have crashed the library listing."""
+    from mmforge.backend.chat.footprint import package_memory_bytes
+    from mmforge.backend.tiny.demo import is_demo_package
+    from mmforge.backend.verify.job import _package_dtype
+
+    folder = tmp_path / "library" / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), folder)
+    (folder / library.MANIFEST).write_text(manifest)
+    assert library.read_manifest(folder) == {}
+    assert library.packages(tmp_path / "library") == []
+    assert _package_dtype(folder) == "f32" and not is_demo_package(folder)
+    assert package_memory_bytes(folder) is not None  # from the graphs' own files
