@@ -71,6 +71,20 @@ from mmforge.backend.memory import current_rss_bytes
 log = logging.getLogger(__name__)
 
 
+def _attachment_failure(message: str) -> MmforgeError:
+    """The error for attachments the runtime's processor refused, naming whose fault."""
+    if "processor json" in message or "processor configuration" in message:
+        # The package's own processor settings, not the attachment (a damaged or
+        # hand-edited processor_config.json).
+        return MmforgeError(
+            f"The package's processor settings cannot be read ({message})",
+            "Convert the model again; the attachment is not at fault",
+        )
+    return MmforgeError(
+        f"The runtime could not prepare the attachments ({message})", _refusal_hint(message)
+    )
+
+
 def _refusal_hint(message: str) -> str:
     """What to do when the runtime's processor refuses a conversation's attachments."""
     if "padded into" in message or "out of valid range" in message:
@@ -657,9 +671,7 @@ class ChatSession:
             try:
                 inputs = self.runtime.process(prompt, images, audios)
             except RuntimeError as e:
-                raise MmforgeError(
-                    f"The runtime could not prepare the attachments ({e})", _refusal_hint(str(e))
-                ) from None
+                raise _attachment_failure(str(e)) from None
             ids = inputs.input_ids
             if exact is not None and self._same_specials(exact, ids):
                 dtype = inputs.arrays["input_ids"].dtype

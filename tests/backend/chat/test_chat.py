@@ -521,3 +521,18 @@ def test_carrying_on_keeps_the_attachments_in_the_new_conversation(package, tmp_
     held = [a for m in new.messages for a in m.attachments]
     for a in held:  # a carried picture is the new conversation's own copy
         assert a.path.is_relative_to(store.folder(new.id)) and a.path.is_file()
+
+
+def test_a_damaged_processor_file_is_named_not_the_attachment(package, tmp_path):
+    """The runtime's "failed to parse processor json" read as a bad attachment, with advice
+    to crop the image."""
+    folder = tmp_path / "pkg"
+    shutil.copytree(package("qwen2_5_vl"), folder)
+    (folder / "processor_config.json").write_text("{damaged")
+    session = ChatSession(folder)
+    with pytest.raises(MmforgeError) as e:
+        session.send(
+            "Describe this.", session.prepare_attachments(_files("qwen2_5_vl")), _greedy(4)
+        )
+    said = e.value.one_line()
+    assert "processor settings cannot be read" in said and "crop" not in said
