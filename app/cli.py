@@ -507,6 +507,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signum, handler)
 
 
+def _did_you_mean(args: argparse.Namespace, e: Exception) -> str | None:
+    """For a hub id the hub does not have, the nearest names, as the GUI's browser gives.
+
+    The hub is searched for the name (the known-good list counts too); when it cannot
+    be reached, only the known-good list.
+    """
+    from mmforge.backend.errors import MmforgeError
+
+    spec = getattr(args, "source", None) or getattr(args, "reference", None)
+    if not isinstance(e, MmforgeError) or e.kind != "hub_not_found" or not spec:
+        return None
+    from mmforge.backend.hubsearch import close_matches, suggestions
+    from mmforge.backend.jobs import JobContext
+    from mmforge.backend.known_models import known_models
+
+    try:
+        near = [f.repo_id for f in suggestions(spec, JobContext(cancel=args.cancel))]
+    except MmforgeError:
+        try:
+            near = close_matches(spec, {m.repo_id for m in known_models()})
+        except MmforgeError:
+            near = []
+    return f"Did you mean {', '.join(near)}?" if near else None
+
+
 def _run(args: argparse.Namespace) -> int:
     """Run the parsed command; exit codes and error reporting as the module says."""
     from mmforge.backend.errors import Cancelled, MmforgeError
@@ -516,6 +541,10 @@ def _run(args: argparse.Namespace) -> int:
         return int(args.func(args))
     except MmforgeError as e:
         line = e.one_line()
+        near = _did_you_mean(args, e)
+        if near:
+            line += " " + near
+            e.hint = f"{e.hint or ''} {near}".strip()
         if e.details and not args.verbose:
             line += " (run with -v for the details)"
         print(f"mmforge: error: {line}", file=sys.stderr)

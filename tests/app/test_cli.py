@@ -390,3 +390,19 @@ def test_chat_system_prompt_is_the_sessions(package, capsys):
     assert json.loads(out)["token_ids"] == expected.token_ids
     _, without, _ = _run(capsys, *args)
     assert json.loads(without)["token_ids"] != expected.token_ids, "the prompt changed nothing"
+
+
+def test_a_hub_id_with_a_typo_gets_the_nearest_names(hub, capsys, tmp_path, monkeypatch):
+    """The GUI offered near names for a typo; the command line only said "not found"."""
+    from tests.backend.test_hubsearch import LISTED
+
+    monkeypatch.chdir(tmp_path)
+    hub.state.listed = list(LISTED)
+    code, out, err = _run(capsys, "inspect", "Qwen/Qwen2.5-VL-3B-Instrcut")
+    line = _one_clear_line(err)
+    assert code == 2 and out == ""
+    assert "was not found on the hub" in line
+    assert "Did you mean Qwen/Qwen2.5-VL-3B-Instruct, " in line  # the closest first
+    # With --json the suggestion is in the hint too.
+    code, out, _ = _run(capsys, "inspect", "--json", "Qwen/Qwen2.5-VL-3B-Instrcut")
+    assert "Did you mean Qwen/Qwen2.5-VL-3B-Instruct" in json.loads(out)["error"]["hint"]
