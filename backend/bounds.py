@@ -223,7 +223,8 @@ def _count(value: Any) -> int | None:
 
 def _contradiction(path: Path, what: str) -> MmforgeError:
     return MmforgeError(
-        f"{path.name}: {what}", f"The config is malformed: fix or re-download {path}"
+        f"{path.name}: {what}",
+        f"The file is malformed: fix it or download the model again ({path})",
     )
 
 
