@@ -70,7 +70,7 @@ class Runtime:
 
     def prompt(self, messages: list[dict[str, Any]]) -> str:
         """Apply the package's chat template, the messages in the content form it takes."""
-        messages = package_messages(self.folder, messages, self.content_form)
+        messages = package_messages(self.folder, _without_nul(messages), self.content_form)
         return str(
             self.tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True)
         )
@@ -128,6 +128,23 @@ def package_messages(
     if family is None:
         return conform(messages, form, None)
     return conform(messages, form, family.text_placeholder, family.name)
+
+
+def _without_nul(value: Any) -> Any:
+    """`value` with every NUL character in its strings made U+FFFD.
+
+    The runtime renders templates and tokenizes in native code that takes text up to its
+    first NUL: an answer holding one (a byte-level model can write byte 0) cut the next
+    prompt there, the new message and its image placeholder with it ("Prompt contained 0
+    vision_start tokens but received 1 images").
+    """
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _without_nul(v) for k, v in value.items()}
+    return value
 
 
 def read_genai_config(folder: Path) -> dict[str, Any]:

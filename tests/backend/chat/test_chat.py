@@ -536,3 +536,17 @@ def test_a_damaged_processor_file_is_named_not_the_attachment(package, tmp_path)
         )
     said = e.value.one_line()
     assert "processor settings cannot be read" in said and "crop" not in said
+
+
+def test_a_nul_in_the_history_does_not_cut_the_next_prompt(package):
+    """The runtime renders and tokenizes text only up to a NUL: an answer holding one (the
+    demo's random model wrote byte 0 after 1,680 tokens) cut every later prompt there,
+    and a picture sent next failed with "Prompt contained 0 vision_start tokens"."""
+    session = ChatSession(package("qwen2_5_vl"))
+    session.send("Hello\x00 there, what can you do?", options=_greedy(4))
+    prompt = session.runtime.prompt(session._template_messages())
+    assert "there, what can you do?" in prompt
+    answer = session.send(
+        "Describe this.", session.prepare_attachments(_files("qwen2_5_vl")), _greedy(4)
+    )
+    assert answer.token_ids
