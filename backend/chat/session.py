@@ -80,6 +80,14 @@ def _attachment_failure(message: str) -> MmforgeError:
             f"The package's processor settings cannot be read ({message})",
             "Convert the model again; the attachment is not at fault",
         )
+    if "tokens but received" in message:
+        # The prompt and the attachments disagree on how many there are: the prompt, not
+        # the attachment, went wrong.
+        return MmforgeError(
+            f"The prompt lost the places of its attachments ({message})",
+            "Start a new conversation to send this attachment; the attachment is not at "
+            "fault. Please report it with the log",
+        )
     return MmforgeError(
         f"The runtime could not prepare the attachments ({message})", _refusal_hint(message)
     )
