@@ -550,3 +550,12 @@ def test_a_nul_in_the_history_does_not_cut_the_next_prompt(package):
         "Describe this.", session.prepare_attachments(_files("qwen2_5_vl")), _greedy(4)
     )
     assert answer.token_ids
+
+
+def test_runtime_refusals_name_whose_fault_they_are():
+    from mmforge.backend.chat.session import _attachment_failure
+
+    lost = _attachment_failure("Prompt contained 0 vision_start tokens but received 1 images.")
+    assert "new conversation" in lost.one_line() and "crop" not in lost.one_line()
+    wide = _attachment_failure("[Resize]: ImagingResample failed")
+    assert "crop such an image closer to square" in wide.one_line()
