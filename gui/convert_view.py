@@ -135,6 +135,11 @@ class ConvertView(QWidget):
         state.profile_changed.connect(self._on_profile)
         self.dtype.currentTextChanged.connect(self._explain)
         self.target.currentTextChanged.connect(self._explain)
+        self._name = ""  # the picked model's name, for the default package folder
+        self._defaults_seen: set[str] = set()  # default folders this page has offered
+        self.output.textChanged.connect(self._note_default)
+        self.dtype.currentTextChanged.connect(self._follow_choice)
+        self.target.currentTextChanged.connect(self._follow_choice)
         self._out = ""  # the folder the running (or last) conversion writes
         self._explain()
 
@@ -143,9 +148,31 @@ class ConvertView(QWidget):
         if self.runner.running:
             return  # the running conversion keeps its page; the new model waits for it
         self.source.setText(source)
-        name = Path(source.rstrip("/")).name.split("@")[0] or "model"
-        self.output.setText(str(self.state.packages_folder() / f"{name}-onnx"))
+        self._name = Path(source.rstrip("/")).name.split("@")[0] or "model"
+        self.output.setText(self._default_output())
         self._clear_result()
+
+    def _default_output(self) -> str:
+        """The packages folder's entry for this model at the chosen precision and target.
+
+        One folder per precision (and per target), so that converting at a second
+        precision adds a package beside the first, as Compare needs, instead of replacing
+        it.
+        """
+        target = self.target.currentText()
+        suffix = self.dtype.currentText() + ("-cuda" if target == "cuda" else "")
+        return str(self.state.packages_folder() / f"{self._name}-{suffix}")
+
+    @Slot()
+    def _follow_choice(self) -> None:
+        """A default folder follows the precision and target; one the user typed stays."""
+        if self._name and self.output.text() in self._defaults_seen:
+            self.output.setText(self._default_output())
+
+    @Slot(str)
+    def _note_default(self, text: str) -> None:
+        if self._name and text == self._default_output():
+            self._defaults_seen.add(text)
 
     def _clear_result(self) -> None:
         """Forget the previous run: its progress, "finished", summary and buttons."""

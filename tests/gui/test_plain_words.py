@@ -92,7 +92,7 @@ def test_5_the_convert_page_forgets_the_previous_run_for_a_new_model(window, tmp
     assert not convert.stage.text()
     for button in (convert.next_button, convert.open_button, convert.chat_button):
         assert not button.isEnabled()
-    assert convert.output.text().endswith("another-model-onnx")
+    assert convert.output.text().endswith(f"another-model-{convert.dtype.currentText()}")
 
 
 def test_5_a_deleted_package_leaves_the_list_and_picking_it_keeps_the_model(
@@ -345,3 +345,22 @@ def test_verify_card_says_what_f16_and_int4_each_prove(qapp):
     assert report("f16").summary().startswith("PASS: the f16 package matches the original within")
     int4 = summary_html(report("int4"), colours())
     assert "computes exactly what the original computes with int4 weights" in int4
+
+
+def test_a_second_precision_gets_its_own_folder_by_default(window, tmp_path):
+    """The default folder was one per model: converting at int4 after f16 asked to replace
+    the f16 package, and Compare then had only one package of the model."""
+    convert = window.convert_view
+    window.state.set_source(str(tmp_path / "my-model"))
+    convert.dtype.setCurrentText("f16")
+    f16 = convert.output.text()
+    assert f16.endswith("my-model-f16")
+    convert.dtype.setCurrentText("int4")
+    assert convert.output.text().endswith("my-model-int4") and convert.output.text() != f16
+    convert.target.setCurrentText("cuda")
+    assert convert.output.text().endswith("my-model-int4-cuda")
+    convert.target.setCurrentText("cpu")
+    # A folder the user chose stays when the precision changes.
+    convert.output.setText(str(tmp_path / "mine"))
+    convert.dtype.setCurrentText("f16")
+    assert convert.output.text() == str(tmp_path / "mine")
