@@ -63,6 +63,11 @@ class ConvertProgress(QWidget):
         """A conversion starts: an empty log, the clock from now."""
         self.log.clear()
         self.overall.setValue(0)
+        # Busy until the first event (the worker starts and reads the model for a second
+        # or two): the previous run's "finished" must not show meanwhile.
+        self.stage_bar.setRange(0, 0)
+        self.stage_bar.setFormat("starting")
+        self.stage.setText("Starting: reading the model…")
         self.started = time.monotonic()
         self.stage_name, self.downloaded = "", False
 
@@ -106,11 +111,13 @@ class ConvertProgress(QWidget):
         self.stage_bar.setRange(0, 1000)
         self.stage_bar.setValue(1000)
         self.stage_bar.setFormat("finished")
-        self.stage.setText("Done: ONNX Runtime GenAI loads the package and generates.")
+        self.stage.setText("Done: the package was loaded and answered once, as a check.")
 
     def failed(self, message: object) -> None:
         """The conversion failed with `message`."""
         self.stage.setText(for_display(f"Failed: {message}", 500))
+        self.stage_bar.setRange(0, 1000)
+        self.stage_bar.setFormat("failed at %p%" if self.stage_bar.value() > 0 else "failed")
         self.log.appendPlainText(f"error: {message}")
 
     def cancelled(self) -> None:
@@ -125,6 +132,7 @@ class ConvertProgress(QWidget):
         self.overall.setValue(0)
         self.stage_bar.setRange(0, 1000)
         self.stage_bar.setValue(0)
+        self.stage_bar.setFormat("cancelled")
 
 
 def _amount(done: float, total: float) -> str:

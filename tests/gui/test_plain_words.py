@@ -364,3 +364,18 @@ def test_a_second_precision_gets_its_own_folder_by_default(window, tmp_path):
     convert.output.setText(str(tmp_path / "mine"))
     convert.dtype.setCurrentText("f16")
     assert convert.output.text() == str(tmp_path / "mine")
+
+
+def test_5_a_new_run_does_not_show_the_last_ones_finished(window):
+    """For the first seconds of a second conversion the bar still read "finished" and the
+    line "Done: …"; after Cancel the bar still read "finished"."""
+    progress = window.convert_view.progress
+    progress.finished()
+    progress.start()
+    assert progress.stage_bar.format() == "starting" and progress.stage_bar.maximum() == 0
+    assert progress.stage.text().startswith("Starting")
+    progress.cancelled()
+    assert progress.stage_bar.format() == "cancelled"
+    progress.start()
+    progress.failed("no room")
+    assert progress.stage_bar.format().startswith("failed") and progress.stage_bar.maximum()
