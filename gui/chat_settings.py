@@ -10,8 +10,8 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
+    QGridLayout,
     QGroupBox,
-    QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QSpinBox,
@@ -105,6 +105,11 @@ class ChatSettings(QGroupBox):
             "What happens when the conversation no longer fits in what the model can read "
             "at once (its context). Nothing is deleted: every turn stays saved."
         )
+        # As wide as the page allows, not as its longest choice (the list shows it whole).
+        self.context_full.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.context_full.setMinimumContentsLength(20)
         chosen = self.state.text("chat/context_full", CONTEXT_DROP)
         self.context_full.setCurrentIndex(max(0, self.context_full.findData(chosen)))
         self.sample = QCheckBox("Vary the answers (otherwise the most likely words, every time)")
@@ -118,21 +123,23 @@ class ChatSettings(QGroupBox):
         self.seed = QSpinBox(minimum=-1, maximum=2**31 - 1)
         self.seed.setSpecialValueText("random")
         self.seed.setValue(self.state.number("chat/seed", -1))
-        sampling = QHBoxLayout()
-        for label, widget, tip in _sampling_words(self):
+        # Two pairs a row: four in one row made the page wider than a 1024 px screen.
+        sampling = QGridLayout()
+        for i, (label, widget, tip) in enumerate(_sampling_words(self)):
             # Plain words on the page; the technical name is in the tooltip.
             widget.setAccessibleName(label)
             widget.setToolTip(tip)
             shown = QLabel(label)
             shown.setBuddy(widget)
             shown.setToolTip(tip)
-            sampling.addWidget(shown)
-            sampling.addWidget(widget)
-        sampling.addStretch(1)
+            sampling.addWidget(shown, i // 2, (i % 2) * 2)
+            sampling.addWidget(widget, i // 2, (i % 2) * 2 + 1)
+        sampling.setColumnStretch(4, 1)
         self.sample.toggled.connect(self._sampling_changed)
         self._sampling_widgets = (self.temperature, self.top_p, self.top_k, self.seed)
         self._sampling_changed(self.sample.isChecked())
         form = QFormLayout(self)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         form.addRow("System prompt", self.system)
         form.addRow("Longest answer (tokens)", self.max_tokens)
         form.addRow("When the conversation is too long", self.context_full)

@@ -249,11 +249,21 @@ class CompareView(QWidget):
         """Both packages answer the prompt (loading them first where needed)."""
         text = self.input.toPlainText().strip()
         files = list(self.strip.files)
-        if self.running or (not text and not files):
+        if self.running:
             return
         refusal = self.pair.refusal()
         if refusal is not None:
             show_error(self, refusal)
+            return
+        if not text and not files:  # (the button did nothing, with no word why)
+            show_error(
+                self,
+                {
+                    "message": "Nothing to compare yet",
+                    "hint": "Type a prompt, or attach a picture, for both packages to answer",
+                },
+            )
+            self.input.setFocus()
             return
         if not self._sure_of_the_pair() or not self._plan_memory():
             return

@@ -44,6 +44,10 @@ class PackageBar(QWidget):
         self.library.setObjectName("library")
         self.library.setToolTip("Converted packages in the package folder")
         self.library.setMaximumWidth(220)
+        self.library.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.library.setMinimumContentsLength(10)
         self.library.activated.connect(self._pick_library)
         choose = QPushButton("Choose…")
         choose.clicked.connect(self.choose_package)

@@ -25,3 +25,8 @@ def known_models_file() -> Path:
 def user_guide_file() -> Path:
     """The user guide shown by Help > User guide: README.md's user guide, copied."""
     return HERE / "user_guide.md"
+
+
+def check_mark() -> Path:
+    """A 13 px dark check mark, for ticked boxes on the dark palette's light fill."""
+    return HERE / "check-dark.png"

@@ -286,3 +286,22 @@ def test_two_packages_that_do_not_fit_together_answer_one_by_one(
     assert a_alive_when_b_ready == [False, False]
     assert view.sessions[0] is None and view.sessions[1] is not None
     assert not [b for b in _dialogs(window) if b.isVisible()]  # no error on the way
+
+
+def test_compare_with_nothing_to_compare_says_so(window, package, tmp_path):
+    """Compare with no packages, or with no prompt, did nothing and said nothing."""
+    root = tmp_path / "packages"
+    root.mkdir()
+    window.state.settings.setValue("packages_folder", str(root))
+    view = window.compare_view
+    window.go(4)
+    view.pair.refresh()
+    view.compare_button.click()
+    before = _dialogs(window)
+    assert [d.text() for d in before] == ["Pick two packages to compare"]
+    shutil.copytree(package("qwen2_5_vl"), root / "m-f32")
+    shutil.copytree(package("qwen2_5_vl", "int4"), root / "m-int4")
+    view.pair.refresh()
+    view.input.clear()
+    view.compare_button.click()
+    assert [d.text() for d in _dialogs(window) if d not in before] == ["Nothing to compare yet"]

@@ -147,6 +147,14 @@ def test_6_the_window_fits_small_screens(qtbot, window):
         QApplication.processEvents()
         corner = widget.mapTo(window, widget.rect().bottomRight())
         assert window.rect().contains(corner), (page, corner)
+    # With its settings open the chat page grew wider than the screen: Load, Stop and Send
+    # went off to the right behind a sideways scroll bar.
+    window.show_page(window.chat_view)
+    window.chat_view.settings_button.setChecked(True)
+    QApplication.processEvents()
+    scroll = window.pages.currentWidget()
+    assert scroll.horizontalScrollBar().maximum() == 0
+    window.chat_view.settings_button.setChecked(False)
 
 
 def test_7_keyboard_load_focus_and_esc_anywhere(qtbot, window, package, monkeypatch):
