@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
@@ -230,3 +231,24 @@ def test_13_help_lists_the_keyboard_shortcuts(qtbot, window):
     [box] = [w for w in window.findChildren(QMessageBox) if w.objectName() == "shortcuts"]
     assert "Ctrl+N" in box.text() and "Esc" in box.text()
     box.close()
+
+
+def test_dark_fields_and_check_boxes_can_be_seen(window):
+    """Fusion outlined fields and check boxes a shade darker than a dark page (1.1:1): an
+    empty check box and a text field could not be told from the page."""
+    import re
+
+    from PySide6.QtGui import QColor, QPalette
+
+    app = QApplication.instance()
+    window.set_appearance("dark")
+    sheet = app.styleSheet()
+    page = app.palette().color(QPalette.ColorRole.Window)
+    outline = QColor(
+        re.search(r"QCheckBox::indicator, [^{]*\{[^}]*border: 1px solid (#\w+)", sheet)[1]
+    )
+    assert outline.lightness() - page.lightness() > 100
+    check = re.search(r"image: url\(([^)]+)\)", sheet)[1]
+    assert Path(check).is_file()
+    window.set_appearance("system")
+    assert app.styleSheet() == ""
