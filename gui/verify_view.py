@@ -62,37 +62,35 @@ def summary_html(report: VerifyReport, c: Colours) -> str:
     colour = verdict_colour(report.verdict, c)
     first = report.first_divergent_stage
     cost = report.rounding
-    if report.verdict == "PASS" and cost is not None and report.dtype == "f16":
+    answer = _answer_words(matched, total)
+    if report.verdict == "PASS" and cost is not None:
+        # Two separate facts: the conversion is right, and the precision has its own cost.
+        if report.dtype == "f16":
+            right = (
+                "The conversion is right: this f16 package computes what the original "
+                "model computes, within float16 arithmetic's bounds"
+            )
+        else:
+            right = (
+                f"The conversion is exact: this {report.dtype} package computes exactly what "
+                f"the original computes with {report.dtype} weights"
+            )
         meaning = (
-            "The converted model computes what the original computes: every stage is "
-            f"within float16's tolerance, and {matched} of {total} answer tokens are "
-            f"identical. Rounding the weights to f16 itself changes "
-            f"{1 - cost.top1_agreement:.0%} of the model's next-token choices on this "
-            f"prompt (quality: {cost.grade})."
-        )
-    elif report.verdict == "PASS" and cost is not None:
-        meaning = (
-            f"The converted model computes exactly what the original computes with "
-            f"{report.dtype} weights: every stage is within the float32 tolerance, and "
-            f"{matched} of {total} answer tokens are identical. {report.dtype} itself "
-            f"changes {1 - cost.top1_agreement:.0%} of the model's next-token choices on "
-            f"this prompt (quality: {cost.grade})."
+            f"{right} ({answer}). Making the weights smaller has its own cost, which no "
+            f"conversion avoids: on this prompt {report.dtype} changes "
+            f"{1 - cost.top1_agreement:.0%} of the next words the model picks "
+            f"(quality: {cost.grade})."
         )
     elif report.verdict == "PASS":
         meaning = (
-            "The converted model computes what the original computes: every stage is "
-            f"within tolerance, and {matched} of {total} answer tokens are identical."
+            f"The converted model computes what the original computes at every step ({answer})."
         )
     elif report.verdict == "AMBIGUOUS":
         meaning = (
-            "The check could not decide. Every stage it could compare is shown below; "
-            f"{matched} of {total} answer tokens are identical."
+            f"The check could not decide. Every step it could compare is shown below ({answer})."
         )
     else:
-        meaning = (
-            f"The converted model differs from the original. {matched} of {total} answer "
-            "tokens are identical."
-        )
+        meaning = f"The converted model differs from the original ({answer})."
     where = ""
     if first:
         what = STAGES.get(first, first)
@@ -106,6 +104,15 @@ def summary_html(report: VerifyReport, c: Colours) -> str:
         f"{html.escape(report.verdict)}</span>&nbsp;&nbsp;{html.escape(meaning)}</p>"
         f"{where}</td></tr></table>"
     )
+
+
+def _answer_words(matched: object, total: object) -> str:
+    """How much of the answer is the same, in words (a token is a word or part of one)."""
+    if not isinstance(matched, int) or not isinstance(total, int) or total <= 0:
+        return "no answer was compared"
+    if matched == total:
+        return f"all {total} word pieces of the answer are the same"
+    return f"{matched} of the {total} word pieces of the answer are the same"
 
 
 class VerifyView(QWidget):
@@ -133,6 +140,13 @@ class VerifyView(QWidget):
         pick = QPushButton("Choose…")
         pick.clicked.connect(self.pick_files)
         self.tokens = QSpinBox(minimum=1, maximum=512, value=32)
+        self.tokens.setSuffix(" word pieces at most")
+        self.tokens.setAccessibleName("Answer length")
+        self.tokens.setToolTip(
+            "How much of the answer both models write and compare, in word pieces (tokens); "
+            "an answer that ends sooner is compared whole"
+        )
+        self.tokens.setMaximumWidth(220)
         form = QFormLayout()
         form.addRow("Package", self.package)
         form.addRow("Reference", self.reference)
@@ -142,7 +156,7 @@ class VerifyView(QWidget):
         files.addWidget(self.audio, 1)
         files.addWidget(pick)
         form.addRow("Inputs", files)
-        form.addRow("Greedy tokens", self.tokens)
+        form.addRow("Answer length", self.tokens)
         self.run_button = QPushButton("Verify")
         self.run_button.setObjectName("verifyButton")
         self.run_button.clicked.connect(self.run)

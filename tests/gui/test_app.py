@@ -766,7 +766,7 @@ def test_a_failing_report_fits_the_verify_page_at_the_default_size(qtbot, window
     assert table.horizontalScrollBar().maximum() == 0
     card = verify.verdict.text()
     assert "FAIL" in card and "the language model reading the prompt" in card
-    assert "0 of 32" in card
+    assert "0 of the 32 word pieces" in card
 
 
 def test_account_dialog_says_when_the_hub_cannot_be_reached(qtbot, window, tmp_path, monkeypatch):

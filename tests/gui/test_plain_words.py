@@ -341,7 +341,8 @@ def test_verify_card_says_what_f16_and_int4_each_prove(qapp):
 
     f16 = summary_html(report("f16"), colours())
     assert "within float16" in f16 and "exactly" not in f16
-    assert "Rounding the weights to f16 itself changes 3%" in f16
+    assert "on this prompt f16 changes 3% of the next words the model picks" in f16
+    assert "all 32 word pieces of the answer are the same" in f16
     assert report("f16").summary().startswith("PASS: the f16 package matches the original within")
     int4 = summary_html(report("int4"), colours())
     assert "computes exactly what the original computes with int4 weights" in int4
