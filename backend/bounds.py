@@ -118,18 +118,22 @@ def check_head_counts(config: dict[str, Any], path: Path) -> None:
             )
 
 
-def check_token_ids(config: dict[str, Any], path: Path) -> None:
-    """Refuse a token id the config's own vocabulary cannot hold.
+def check_token_ids(config: dict[str, Any], path: Path, converted: bool) -> None:
+    """Refuse a token id that is not an integer, or one past the vocabulary.
 
-    An image token id past vocab_size converted, and then the runtime's processor put no
-    image tokens in the prompt, which read as a template fault. Negative ids (Phi-3-Vision
-    marks images with them) and configs that give no vocabulary are left alone; with a
-    vocabulary per part, the largest bounds every id.
+    The vocabulary bounds ids only for a family mmforge converts. An image token id past
+    vocab_size converted, and then the runtime's processor put no image tokens in the
+    prompt, which read as a template fault. Families that are only inspected are not
+    held to it: transformers' own LLaVA defaults put the image token just past the text
+    vocabulary (the embedding grows when the tokens are added), and Molmo keeps extra
+    embeddings beyond it. Negative ids (Phi-3-Vision marks images with them) and configs
+    that give no vocabulary are left alone; with a vocabulary per part, the largest
+    bounds every id.
 
     Raises:
         MmforgeError: Naming the field, its value and the vocabulary size.
     """
-    check_token_ids_within(config, path, vocab_size(config, path))
+    check_token_ids_within(config, path, vocab_size(config, path) if converted else None)
 
 
 def vocab_size(config: dict[str, Any], path: Path) -> int | None:

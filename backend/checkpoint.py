@@ -178,9 +178,10 @@ class Checkpoint:
         """
         written = config if config is not None else read_json(folder / "config.json", "model")
         check_config_sizes(written, folder / "config.json")
-        check_token_ids(written, folder / "config.json")
         family = families.lookup(written.get("model_type"))
         family = family.variant(written, folder) or family
+        converted = family.package is not None and not family.not_converted
+        check_token_ids(written, folder / "config.json", converted)
         raw, layout = written, family.remote_layout
         mapped = layout is not None and written.get("model_type") in family.remote_code_types
         if mapped:
@@ -192,7 +193,9 @@ class Checkpoint:
             raw = layout.config(written, shapes or None)
         generation = _optional_json(folder / "generation_config.json")
         check_token_ids_within(
-            generation, folder / "generation_config.json", vocab_size(written, folder)
+            generation,
+            folder / "generation_config.json",
+            vocab_size(written, folder) if converted else None,
         )
         preprocessor = _image_settings(folder)
         check_image_settings(dict(preprocessor.data), _image_settings_path(folder))

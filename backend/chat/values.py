@@ -224,6 +224,8 @@ def _max_images(folder: Path, pipeline: str) -> int | None:
     from mmforge.backend.families import by_pipeline
 
     data = read_manifest(folder)
+    if not data:  # none, or unreadable: no limit known
+        return None
     if "max_images" in data:
         value = data["max_images"]
         return value if isinstance(value, int) and not isinstance(value, bool) else None
