@@ -23,7 +23,7 @@ from mmforge.backend.bounds import (
     check_token_ids_within,
     vocab_size,
 )
-from mmforge.backend.errors import MmforgeError
+from mmforge.backend.errors import REMOTE_CODE, MmforgeError
 from mmforge.backend.families import Cfg, Family
 from mmforge.backend.families._fields import FieldReview, review
 from mmforge.backend.source import read_json
@@ -233,6 +233,7 @@ def _transformers_config(
                 f"{family.name} (model_type '{model_type}') is defined only by code in its "
                 "repository, which mmforge does not run without your consent",
                 "If you trust the repository, rerun with --trust-remote-code",
+                kind=REMOTE_CODE,
             )
         return None
     try:

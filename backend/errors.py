@@ -40,6 +40,11 @@ class MmforgeError(Exception):
         return " ".join(text.split())
 
 
+# Error kinds that a consent answers: the command line's flag, or the app's question.
+REMOTE_CODE = "remote_code"  # --trust-remote-code
+PICKLE = "pickle"  # --allow-pickle
+
+
 def _sentence(text: str) -> str:
     """The text ending in one stop: its own question or exclamation mark, else a period."""
     text = text.rstrip().rstrip(".")

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from mmforge.backend.bounds import check_depth, nested_error
 from mmforge.backend.download import COMMIT, check_revision
-from mmforge.backend.errors import Cancelled, MmforgeError
+from mmforge.backend.errors import PICKLE, Cancelled, MmforgeError
 from mmforge.backend.hubcall import HubTimeout, hub_call, hub_timeout_s
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.localfiles import check_local_files
@@ -242,6 +242,7 @@ def wanted_files(names: list[str], purpose: Purpose, allow_pickle: bool) -> list
                 raise MmforgeError(
                     "This model has only pickled .bin weights, which can run code when loaded",
                     "If you trust it, pass --allow-pickle (loaded with weights_only=True)",
+                    kind=PICKLE,
                 )
             if not pickled:
                 raise MmforgeError(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend.errors import Cancelled, MmforgeError
+from mmforge.backend.errors import PICKLE, Cancelled, MmforgeError
 from mmforge.backend.jobs import JobContext
 
 DTYPE_BYTES = {
@@ -452,6 +452,7 @@ def checkpoint_refs(folder: Path, *, allow_pickle: bool = False) -> dict[str, Te
             "Pickled .bin weights are read only with --allow-pickle"
             if pickled
             else "Download the model's *.safetensors files",
+            kind=PICKLE if pickled else None,
         )
     refs: dict[str, TensorRef] = {}
     for path, header in headers.items():

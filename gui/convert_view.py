@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -27,6 +27,7 @@ from mmforge.backend.convert import Manifest
 from mmforge.backend.inspect import Profile
 from mmforge.backend.units import human_bytes
 from mmforge.backend.vocabulary import EPS
+from mmforge.gui import consent
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.chat_turns import same_package
 from mmforge.gui.convert_progress import ConvertProgress
@@ -250,6 +251,7 @@ class ConvertView(QWidget):
                 "output": self._out,
                 "dtype": self.dtype.currentText(),
                 "ep": self.target.currentText(),
+                **self.state.consents(self.state.source),
             },
         )
 
@@ -307,6 +309,12 @@ class ConvertView(QWidget):
     @Slot(dict)
     def _on_failed(self, error: dict[str, Any]) -> None:
         self.progress.failed(error.get("message"))
+        kind = str(error.get("kind"))
+        if kind in consent.QUESTIONS:
+            if consent.ask(self, kind, str(error.get("message") or "")):
+                self.state.consent(kind, self.state.source)
+                QTimer.singleShot(0, self.convert)  # once this job's runner is free
+            return
         show_error(self, error)
 
     @Slot()

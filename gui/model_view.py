@@ -22,9 +22,11 @@ from PySide6.QtWidgets import (
 )
 
 from mmforge.backend import precisions
+from mmforge.backend.errors import REMOTE_CODE
 from mmforge.backend.inspect import Profile
 from mmforge.backend.tiny.demo import is_demo_source
 from mmforge.backend.units import human_bytes, human_count
+from mmforge.gui import consent
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.details import Details
 from mmforge.gui.errors import show_error
@@ -316,7 +318,10 @@ class ModelView(QWidget):
         self.next_button.setEnabled(False)
         self._draw_card()
         self._busy(True)
-        self.runner.start("inspect", {"source": source})
+        consents = self.state.consents(source)
+        self.runner.start(
+            "inspect", {"source": source, "trust_remote_code": consents["trust_remote_code"]}
+        )
 
     def _busy(self, busy: bool) -> None:
         self.inspect_button.setEnabled(not busy)
@@ -418,6 +423,11 @@ class ModelView(QWidget):
             self.find_model(not_found=self.source.text().strip())
         elif kind == "hub_auth":
             self._offer_sign_in(str(error.get("message") or ""))
+        elif kind == REMOTE_CODE and self._pending in ("inspect", "inspect-next"):
+            source = self.source.text().strip()
+            if consent.ask(self, REMOTE_CODE, str(error.get("message") or "")):
+                self.state.consent(REMOTE_CODE, source)
+                QTimer.singleShot(0, self.inspect)  # once this job's runner is free
         else:
             show_error(self, error)
 

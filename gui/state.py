@@ -37,6 +37,18 @@ class AppState(QObject):
         self.package = self.text("package", "")
         # The package Chat has loaded ("" when none): Convert warns before replacing it.
         self.loaded_package = ""
+        # Consents given this session, per model (gui/consent.py): kind -> sources.
+        self._consents: dict[str, set[str]] = {}
+
+    def consent(self, kind: str, source: str) -> None:
+        """The user agreed to `kind` (remote code, pickled weights) for `source`."""
+        self._consents.setdefault(kind, set()).add(source)
+
+    def consents(self, source: str) -> dict[str, bool]:
+        """The worker arguments the consents given for `source` set."""
+        from mmforge.gui.consent import ARGUMENTS
+
+        return {arg: source in self._consents.get(kind, ()) for kind, arg in ARGUMENTS.items()}
 
     def number(self, key: str, default: Number) -> Number:
         """A numeric setting; a value of another type gives `default`.

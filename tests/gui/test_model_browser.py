@@ -133,3 +133,64 @@ def test_10_other_pages_name_the_apps_sign_in_not_a_command(qtbot, window):
     assert "Hugging Face account" in box.informativeText()
     assert "hf auth login" not in box.informativeText()
     box.close()
+
+
+def test_a_remote_code_model_is_asked_about_once_and_converts(
+    qtbot, window, tmp_path, monkeypatch
+):
+    """The app had no way to give the consent the command line gives with
+    --trust-remote-code: Phi-3.5-Vision, a family mmforge converts, was a dead end with a
+    hint to rerun a command."""
+    from mmforge.backend.families.phi3v.tiny import write_phi3v
+
+    folder = write_phi3v(tmp_path / "Phi-3.5-vision-instruct").folder
+    asked: list[str] = []
+
+    def answer(parent, title, text, *args):
+        asked.append(title)
+        return QMessageBox.StandardButton.Yes
+
+    monkeypatch.setattr(QMessageBox, "question", answer)
+    model = window.model_view
+    model.source.setText(str(folder))
+    with qtbot.waitSignal(window.state.profile_changed, timeout=LONG):
+        model.inspect_button.click()
+    assert asked == ["Read a model defined by its repository's code?"]
+    assert window.state.profile.family_key == "phi3v"
+    started: list[dict] = []
+    convert = window.convert_view
+    monkeypatch.setattr(convert.runner, "start", lambda job, args: started.append(args))
+    convert.output.setText(str(tmp_path / "out"))
+    convert.convert()
+    assert started[0]["trust_remote_code"] is True and started[0]["allow_pickle"] is False
+    assert asked == ["Read a model defined by its repository's code?"]  # asked once
+
+
+def test_pickled_weights_are_asked_about_and_the_conversion_goes_on(
+    qtbot, window, tiny, tmp_path, monkeypatch
+):
+    """--allow-pickle had no counterpart in the app: a model with only .bin weights could
+    not be converted there."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    folder = tmp_path / "pickled"
+    shutil.copytree(tiny("qwen2_5_vl"), folder)
+    torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    asked: list[str] = []
+
+    def answer(parent, title, text, *args):
+        asked.append(title)
+        return QMessageBox.StandardButton.Yes
+
+    monkeypatch.setattr(QMessageBox, "question", answer)
+    window.state.set_source(str(folder))
+    convert = window.convert_view
+    convert.output.setText(str(tmp_path / "out"))
+    with qtbot.waitSignal(convert.runner.succeeded, timeout=LONG):
+        convert.convert()
+    assert asked == ["Read pickled weights?"]
+    assert (tmp_path / "out" / "genai_config.json").is_file()
