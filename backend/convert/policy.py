@@ -419,7 +419,7 @@ def _check_logits(staging: Path) -> None:
         raise MmforgeError(
             "The f16 package's decoder overflows float16 on the probe prompt: its logits are "
             "inf or NaN, so it would print nothing useful",
-            "Convert with --dtype int4, int8 or f32 (they compute the decoder in float32)",
+            "Convert at int4, int8 or f32 instead: they compute the decoder in float32",
         )
 
 

@@ -186,7 +186,8 @@ def _inputs(
     clips = list(audios) if audios else ([resources.probe_audio()] if has_audio else [])
     if clips and not has_audio:
         raise MmforgeError(
-            "This package has no audio encoder", "Verify it with images only (drop --audio)"
+            "This package's model takes no audio",
+            "Verify it without the audio file (on the command line, without --audio)",
         )
     prepared = [prepare(Path(p), IMAGE, scratch / "images").path for p in chosen]
     return prepared, [prepare(Path(p), AUDIO, scratch / "audio").path for p in clips]
