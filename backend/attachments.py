@@ -105,6 +105,92 @@ def refuse_video(path: Path) -> None:
         )
 
 
+def first_look(path: Path, kind: str) -> None:
+    """The checks that need no decoding, for the moment a file is attached.
+
+    A text file named .png, an empty or overlong clip, a picture too large to open are
+    refused when they are added to a draft, not only at Send; `prepare` still checks
+    everything. Reads only the file's header (a FIFO or a device is not opened).
+
+    Raises:
+        AttachmentError: The file cannot be this kind of attachment; the message says why.
+    """
+    import stat
+
+    refuse_video(path)
+    try:
+        regular = stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        raise AttachmentError(
+            f"Cannot attach {path.name}: it is not a regular file", f"Check the path {path}"
+        )
+    if kind == IMAGE:
+        from PIL import Image, UnidentifiedImageError
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                with Image.open(path) as image:
+                    width, height = image.size
+        except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
+            raise _not_an_image(path) from None
+        except Image.DecompressionBombError:
+            width, height = MAX_IMAGE_PIXELS, 2  # PIL's own bound is far below ours
+        if width * height > MAX_IMAGE_PIXELS:
+            raise _too_many_pixels(path, width, height)
+    elif kind == AUDIO:
+        import soundfile as sf
+
+        try:
+            info = sf.info(str(path))
+        except (RuntimeError, sf.LibsndfileError):
+            raise _not_audio(path) from None
+        if info.duration > MAX_AUDIO_SECONDS:
+            raise _too_long(path, info.duration)
+        if info.duration < MIN_AUDIO_SECONDS:
+            raise _too_short(path, info.duration)
+
+
+def _not_an_image(path: Path) -> AttachmentError:
+    return AttachmentError(
+        f"Cannot attach {path.name}: it is not an image file",
+        "Attach a PNG, JPEG, WebP, BMP or GIF image",
+    )
+
+
+def _too_many_pixels(path: Path, width: int, height: int) -> AttachmentError:
+    return AttachmentError(
+        f"Cannot attach {path.name}: {width}×{height} pixels is too large to open",
+        f"Use an image under {MAX_IMAGE_PIXELS // 1_000_000} megapixels",
+    )
+
+
+def _not_audio(path: Path) -> AttachmentError:
+    return AttachmentError(
+        f"Cannot attach {path.name}: it is not an audio file this app can read",
+        "Attach a WAV, FLAC or OGG file",
+    )
+
+
+def _too_long(path: Path, seconds: float) -> AttachmentError:
+    return AttachmentError(
+        f"Cannot attach {path.name}: {seconds:.0f} s of audio is too long",
+        f"Cut it to under {MAX_AUDIO_SECONDS / 60:.0f} minutes",
+    )
+
+
+def _too_short(path: Path, seconds: float) -> AttachmentError:
+    if seconds <= 0:
+        return AttachmentError(f"Cannot attach {path.name}: it holds no sound", "Pick another file")
+    return AttachmentError(
+        f"Cannot attach {path.name}: {seconds:.3f} s of audio is too short (the minimum is "
+        f"{MIN_AUDIO_SECONDS} s)",
+        "Attach a longer recording",
+    )
+
+
 def prepare(path: Path, kind: str, dest: Path) -> Attachment:
     """Check one attachment and write the runtime-ready copy into the folder `dest`.
 
@@ -154,10 +240,7 @@ def _prepare_image(path: Path, dest: Path) -> Attachment:
             try:
                 image = Image.open(path)
             except UnidentifiedImageError:
-                raise AttachmentError(
-                    f"Cannot attach {path.name}: it is not an image file",
-                    "Attach a PNG, JPEG, WebP, BMP or GIF image",
-                ) from None
+                raise _not_an_image(path) from None
             with image:
                 return _reduce_and_save(image, path, dest)
         finally:
@@ -169,10 +252,7 @@ def _reduce_and_save(image: Any, path: Path, dest: Path) -> Attachment:
 
     width, height = image.size
     if width * height > MAX_IMAGE_PIXELS:
-        raise AttachmentError(
-            f"Cannot attach {path.name}: {width}×{height} pixels is too large to open",
-            f"Use an image under {MAX_IMAGE_PIXELS // 1_000_000} megapixels",
-        )
+        raise _too_many_pixels(path, width, height)
     source_format = image.format
     scale = min(1.0, MAX_IMAGE_SIDE / max(width, height))
     if scale < 1.0 and source_format == "JPEG":
@@ -215,15 +295,9 @@ def _prepare_audio(path: Path, dest: Path) -> Attachment:
     try:
         info = sf.info(str(path))
     except (RuntimeError, sf.LibsndfileError):
-        raise AttachmentError(
-            f"Cannot attach {path.name}: it is not an audio file this app can read",
-            "Attach a WAV, FLAC or OGG file",
-        ) from None
+        raise _not_audio(path) from None
     if info.duration > MAX_AUDIO_SECONDS:
-        raise AttachmentError(
-            f"Cannot attach {path.name}: {info.duration:.0f} s of audio is too long",
-            f"Cut it to under {MAX_AUDIO_SECONDS / 60:.0f} minutes",
-        )
+        raise _too_long(path, info.duration)
     try:
         samples, rate = sf.read(str(path), dtype="float32", always_2d=True)
     except (RuntimeError, sf.LibsndfileError) as e:
@@ -232,7 +306,7 @@ def _prepare_audio(path: Path, dest: Path) -> Attachment:
             "Export the audio again or pick another file",
         ) from None
     if samples.shape[0] == 0:
-        raise AttachmentError(f"Cannot attach {path.name}: it holds no sound", "Pick another file")
+        raise _too_short(path, 0.0)
     changes = []
     if samples.shape[1] > 1:
         changes.append(f"mixed {samples.shape[1]} channels to mono")
@@ -241,11 +315,7 @@ def _prepare_audio(path: Path, dest: Path) -> Attachment:
         changes.append(f"resampled {rate} Hz to {AUDIO_SAMPLE_RATE} Hz")
         mono = resample(mono, rate, AUDIO_SAMPLE_RATE)
     if len(mono) < MIN_AUDIO_SECONDS * AUDIO_SAMPLE_RATE:
-        raise AttachmentError(
-            f"Cannot attach {path.name}: {len(mono) / AUDIO_SAMPLE_RATE:.3f} s of audio is too "
-            f"short (the minimum is {MIN_AUDIO_SECONDS} s)",
-            "Attach a longer recording",
-        )
+        raise _too_short(path, len(mono) / AUDIO_SAMPLE_RATE)
     target = _free_name(dest, path.stem, ".wav")
     if not changes and info.format == "WAV" and info.subtype == "PCM_16":
         shutil.copyfile(path, target)

@@ -8,8 +8,9 @@ from typing import Protocol
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QFileDialog, QWidget
 
-from mmforge.backend.attachments import AUDIO, IMAGE, NO_VIDEO, VIDEO
+from mmforge.backend.attachments import AUDIO, IMAGE, NO_VIDEO, VIDEO, AttachmentError, first_look
 from mmforge.backend.families import pipeline_name
+from mmforge.gui.errors import show_error
 
 FILE_TYPES = "Images and audio (*.png *.jpg *.jpeg *.webp *.bmp *.gif *.wav *.flac *.ogg)"
 
@@ -50,6 +51,20 @@ def refusal(info: TakesAttachments | None, kind: str) -> str | None:
         return None
     what = "images" if kind == IMAGE else "audio" if kind == AUDIO else "this kind of file"
     return f"this model ({pipeline_name(info.pipeline_type)}) does not take {what}"
+
+
+def attachment_problem(parent: QWidget, path: Path, kind: str) -> bool:
+    """Whether the file cannot be attached; if so the user is told why, at once.
+
+    Only what needs no decoding (`attachments.first_look`): a text file named .png, an
+    empty clip. Send checks the rest.
+    """
+    try:
+        first_look(path, kind)
+    except AttachmentError as e:
+        show_error(parent, {"message": e.user_message, "hint": e.hint})
+        return True
+    return False
 
 
 def refusal_hint(kind: str) -> str:

@@ -31,7 +31,13 @@ from mmforge.backend.attachments import kind_of
 from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
 from mmforge.backend.chat.values import SessionInfo, TurnResult
 from mmforge.gui.bridge import ChatBridge, JobRunner
-from mmforge.gui.chat_attachments import pick_files, refusal, refusal_hint, save_pasted
+from mmforge.gui.chat_attachments import (
+    attachment_problem,
+    pick_files,
+    refusal,
+    refusal_hint,
+    save_pasted,
+)
 from mmforge.gui.chat_column import ChatColumn
 from mmforge.gui.chat_conversations import ChatConversations
 from mmforge.gui.chat_loading import ChatLoading
@@ -174,6 +180,8 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
             if why is not None:  # said now, not at Send; the draft stays as it is
                 message = f"{Path(f).name} was not attached: {why}"
                 show_error(self, {"message": message, "hint": refusal_hint(kind)})
+                continue
+            if attachment_problem(self, Path(f), kind):
                 continue
             self.strip.add(Path(f), kind)
 

@@ -39,7 +39,7 @@ from mmforge.backend.chat.footprint import package_memory_bytes
 from mmforge.backend.chat.values import PackageInfo, SessionInfo, TurnResult
 from mmforge.backend.errors import MmforgeError
 from mmforge.gui.bridge import ChatBridge
-from mmforge.gui.chat_attachments import refusal, refusal_hint
+from mmforge.gui.chat_attachments import attachment_problem, refusal, refusal_hint
 from mmforge.gui.chat_input import AttachmentStrip, ChatInput
 from mmforge.gui.chat_turns import same_package
 from mmforge.gui.compare_column import AnswerColumn, heading
@@ -220,6 +220,8 @@ class CompareView(QWidget):
                         "hint": hint or "Compare packages of a model that takes it",
                     },
                 )
+                continue
+            if attachment_problem(self, Path(f), kind):
                 continue
             self.strip.add(Path(f), kind)
 

@@ -16,6 +16,7 @@ from mmforge.backend.attachments import (
     NO_VIDEO,
     VIDEO,
     AttachmentError,
+    first_look,
     kind_of,
     prepare,
     resample,
@@ -162,3 +163,35 @@ def test_a_video_is_refused_whatever_kind_it_came_as(tmp_path, suffix):
         assert e.value.user_message == f"Cannot attach {clip.name}: {NO_VIDEO}"
         assert e.value.hint == "Attach still frames from it as images"
     assert not (tmp_path / "out").exists()  # refused before any copy
+
+
+def test_the_first_look_refuses_at_once_what_send_would(tmp_path):
+    """A text file named .png and an empty clip sat in the draft until Send refused them."""
+    import os
+
+    fake = tmp_path / "notes.png"
+    fake.write_text("hello, I am text")
+    empty = tmp_path / "empty.wav"
+    empty.write_bytes(b"")
+    silent = tmp_path / "silent.wav"
+    sf.write(silent, np.zeros((0,), dtype=np.float32), 16000)
+    click = tmp_path / "click.wav"
+    sf.write(str(click), np.zeros(160, dtype=np.float32), 16_000, subtype="PCM_16")
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)  # opened, it would block: it is not opened
+    for path, kind, said in (
+        (fake, IMAGE, "it is not an image file"),
+        (empty, AUDIO, "not an audio file"),
+        (silent, AUDIO, "holds no sound"),
+        (click, AUDIO, "too short"),
+        (fifo, IMAGE, "not a regular file"),
+        (tmp_path / "clip.mp4", IMAGE, NO_VIDEO),
+    ):
+        with pytest.raises(AttachmentError) as e:
+            first_look(path, kind)
+        assert said in e.value.user_message, path
+        if path != fifo:  # Send refuses it too (a FIFO is not opened by either)
+            with pytest.raises(AttachmentError):
+                prepare(path, kind, tmp_path / "out")
+    first_look(resources.probe_image(), IMAGE)
+    first_look(resources.probe_audio(), AUDIO)

@@ -797,3 +797,21 @@ def test_a_slow_download_shows_its_rate_in_kb_per_s(window, monkeypatch):
     now[0] = 3.0
     view._on_progress(Progress("download", 110_000, 837_480, "bytes", "model.safetensors"))
     assert "at 55.0 KB/s, about 13 s left" in view.stage.text()  # not "0.1 MB/s"
+
+
+def test_a_file_that_cannot_be_attached_is_refused_when_added(window, tmp_path):
+    """A text file named .png, or an empty .wav, sat in the draft as a chip until Send."""
+    fake = tmp_path / "notes.png"
+    fake.write_text("this is not an image")
+    empty = tmp_path / "empty.wav"
+    empty.write_bytes(b"")
+    for add, strip in (
+        (window.chat_view._add_files, window.chat_view.strip),
+        (window.compare_view.add_files, window.compare_view.strip),
+    ):
+        before = _dialogs(window)
+        add([str(fake), str(empty)])
+        said = [d.text() for d in _dialogs(window) if d not in before]
+        assert any("notes.png: it is not an image file" in t for t in said), said
+        assert any("empty.wav: it is not an audio file" in t for t in said), said
+        assert strip.files == []
