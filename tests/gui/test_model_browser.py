@@ -135,9 +135,7 @@ def test_10_other_pages_name_the_apps_sign_in_not_a_command(qtbot, window):
     box.close()
 
 
-def test_a_remote_code_model_is_asked_about_once_and_converts(
-    qtbot, window, tmp_path, monkeypatch
-):
+def test_a_remote_code_model_is_asked_about_once_and_converts(qtbot, window, tmp_path, monkeypatch):
     """The app had no way to give the consent the command line gives with
     --trust-remote-code: Phi-3.5-Vision, a family mmforge converts, was a dead end with a
     hint to rerun a command."""
