@@ -458,6 +458,14 @@ def _from_cache(
             )
         )
     except Exception as e:
+        if _offline_requested():  # the user's own setting, not the network
+            raise MmforgeError(
+                f"Offline mode is on (HF_HUB_OFFLINE is set) and {source.repo_id} is not in "
+                "the local cache",
+                "Check the name's spelling, unset HF_HUB_OFFLINE to download it, or use a "
+                "local folder",
+                details=reason,
+            ) from e
         raise MmforgeError(
             f"Cannot reach the Hugging Face hub and {source.repo_id} is not in the local cache",
             "Check the network connection (or HF_ENDPOINT / a proxy), or use a local folder",

@@ -273,6 +273,12 @@ def test_no_network_and_not_cached(hub, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     with pytest.raises(MmforgeError, match="Cannot reach the Hugging Face hub"):
         resolve("tiny-org/never-downloaded")
+    # Offline by the user's own setting: that is said, not the network blamed.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(MmforgeError) as e:
+        resolve("tiny-org/never-downloaded")
+    assert e.value.user_message.startswith("Offline mode is on (HF_HUB_OFFLINE is set)")
+    assert "spelling" in (e.value.hint or "")
 
 
 def test_pickled_weights_need_consent(hub, tiny):
