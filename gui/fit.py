@@ -22,10 +22,12 @@ USABLE_SHARE = 0.8
 
 # What each precision means, in words (item 12).
 MEANING = {
+    # Sizes against f32's, the same yardstick for each (the table gives the real sizes).
     "f32": "full precision: the original model exactly, the largest",
-    "f16": "half precision: about half the size, nearly always the same answers",
-    "int8": "8-bit: the language part about a quarter of its size, answers very close",
-    "int4": "4-bit: about a third of the size, slightly different answers",
+    "f16": "half precision: about half of f32's size, nearly always the same answers",
+    "int8": "8-bit: the language part at a quarter of its f32 size, answers very close",
+    "int4": "4-bit: the language part at about an eighth of its f32 size, slightly "
+    "different answers",
 }
 
 CPU_CUDA = (

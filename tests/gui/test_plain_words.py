@@ -237,7 +237,9 @@ def test_12_each_page_leads_with_a_plain_sentence_and_keeps_details_collapsed(qt
     assert convert.lead.text().startswith("Converting makes a Qwen2.5-VL package of about")
     assert not convert.details.expanded() and not convert.weights.isVisible()
     convert.dtype.setCurrentText("int4")
-    assert "about a third of the size, slightly different answers" in convert.dtype_words.text()
+    assert "about an eighth of its f32 size, slightly different answers" in (
+        convert.dtype_words.text()
+    )
     convert.dtype.setCurrentText("f32")
     assert "the original model exactly" in convert.dtype_words.text()
 
