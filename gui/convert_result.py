@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from mmforge.backend.convert import Manifest
+from mmforge.backend.units import human_bytes
 from mmforge.gui.details import Details
 
 FILTERS = ("all", "mapped", "unused", "missing", "shape mismatch")
@@ -107,12 +108,14 @@ class ConvertResult(QWidget):
         files = manifest.files
         w = manifest.weights
         esc = html.escape
+        where = "an NVIDIA GPU" if manifest.ep == "cuda" else "this computer's processor"
+        # One plain line first; the parts and the weight counts, for those who look, after.
         self.summary.setText(
-            f"<b>{esc(manifest.family)}</b> → '{esc(manifest.pipeline_type)}' package "
-            f"({esc(manifest.dtype)}, {esc(manifest.ep)}) in {esc(out)}<br>"
-            f"{esc(' + '.join(manifest.components))}; {len(files)} files, "
-            f"{sum(files.values()) / 1e6:.1f} MB; weights {esc(str(w.get('mapped')))} mapped, "
-            f"{esc(str(w.get('unused')))} unused, 0 missing"
+            f"<b>A {esc(manifest.family)} package at {esc(manifest.dtype)}</b> for "
+            f"{where}: {human_bytes(sum(files.values()))} in {esc(out)}<br>"
+            f"<small>Parts: {esc(' + '.join(manifest.components))}; every checkpoint "
+            f"weight accounted for ({esc(str(w.get('mapped')))} used, "
+            f"{esc(str(w.get('unused')))} not needed); {len(files)} files.</small>"
         )
         self._report = _weight_rows(Path(out) / "weights_report.json")
         self._fill_weights(self.filter.currentText())
