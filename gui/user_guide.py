@@ -26,7 +26,19 @@ def guide_text() -> str:
         text = user_guide_file().read_text(encoding="utf-8")
     except OSError:
         return "The user guide is missing from this installation: reinstall the app."
-    return re.sub(r"\n{3,}", "\n\n", _IMAGE_LINE.sub("", text))
+    return re.sub(r"\n{3,}", "\n\n", _install_last(_IMAGE_LINE.sub("", text)))
+
+
+def _install_last(text: str) -> str:
+    """The guide with its Install section moved to the end.
+
+    Whoever opens it from the app has installed it: the guide opened on build scripts and
+    library versions, with "A first model to try" pages below.
+    """
+    parts = re.split(r"(?m)^(?=### )", text)
+    install = [p for p in parts if p.startswith("### Install")]
+    rest = [p for p in parts if not p.startswith("### Install")]
+    return "".join(rest).rstrip("\n") + "\n\n" + "".join(install) if install else text
 
 
 class UserGuideDialog(QDialog):

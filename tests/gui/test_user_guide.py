@@ -15,3 +15,12 @@ def test_13_help_user_guide_opens_and_shows_the_guide(qtbot, window):
     # The README's screenshots are left out (the browser loads no file a document names).
     assert "docs/screenshots" not in dialog.text.toMarkdown()
     dialog.close()
+
+
+def test_the_guide_in_the_app_starts_with_using_it_not_installing_it():
+    from mmforge.gui.user_guide import guide_text
+
+    text = guide_text()
+    headings = [line for line in text.splitlines() if line.startswith("### ")]
+    assert headings[0] != "### Install" and headings[-1] == "### Install"
+    assert text.index("### A first model to try") < text.index("### Install")
