@@ -14,8 +14,10 @@ Chat prepares each attachment here, and verify each of its inputs, the same way.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import warnings
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -130,27 +132,44 @@ def first_look(path: Path, kind: str) -> None:
         from PIL import Image, UnidentifiedImageError
 
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-                with Image.open(path) as image:
-                    width, height = image.size
+            with _pixels_unbounded(), Image.open(path) as image:
+                width, height = image.size
         except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
             raise _not_an_image(path) from None
-        except Image.DecompressionBombError:
-            width, height = MAX_IMAGE_PIXELS, 2  # PIL's own bound is far below ours
         if width * height > MAX_IMAGE_PIXELS:
             raise _too_many_pixels(path, width, height)
     elif kind == AUDIO:
-        import soundfile as sf
-
-        try:
-            info = sf.info(str(path))
-        except (RuntimeError, sf.LibsndfileError):
-            raise _not_audio(path) from None
-        if info.duration > MAX_AUDIO_SECONDS:
-            raise _too_long(path, info.duration)
+        info = _audio_info(path)
         if info.duration < MIN_AUDIO_SECONDS:
             raise _too_short(path, info.duration)
+
+
+@contextlib.contextmanager
+def _pixels_unbounded() -> Iterator[None]:
+    """PIL without its own pixel limit (and its warning): ours, MAX_IMAGE_PIXELS, holds."""
+    from PIL import Image
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        limit = Image.MAX_IMAGE_PIXELS
+        Image.MAX_IMAGE_PIXELS = None
+        try:
+            yield
+        finally:
+            Image.MAX_IMAGE_PIXELS = limit
+
+
+def _audio_info(path: Path) -> Any:
+    """The clip's header (soundfile's info), refused when it is no audio or too long."""
+    import soundfile as sf
+
+    try:
+        info = sf.info(str(path))
+    except (RuntimeError, sf.LibsndfileError):
+        raise _not_audio(path) from None
+    if info.duration > MAX_AUDIO_SECONDS:
+        raise _too_long(path, info.duration)
+    return info
 
 
 def _not_an_image(path: Path) -> AttachmentError:
@@ -231,20 +250,13 @@ def _free_name(dest: Path, stem: str, suffix: str) -> Path:
 def _prepare_image(path: Path, dest: Path) -> Attachment:
     from PIL import Image, UnidentifiedImageError
 
-    with warnings.catch_warnings():
-        # Our own pixel limit below replaces PIL's decompression-bomb warning.
-        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-        limit = Image.MAX_IMAGE_PIXELS
-        Image.MAX_IMAGE_PIXELS = None
+    with _pixels_unbounded():
         try:
-            try:
-                image = Image.open(path)
-            except UnidentifiedImageError:
-                raise _not_an_image(path) from None
-            with image:
-                return _reduce_and_save(image, path, dest)
-        finally:
-            Image.MAX_IMAGE_PIXELS = limit
+            image = Image.open(path)
+        except UnidentifiedImageError:
+            raise _not_an_image(path) from None
+        with image:
+            return _reduce_and_save(image, path, dest)
 
 
 def _reduce_and_save(image: Any, path: Path, dest: Path) -> Attachment:
@@ -292,12 +304,7 @@ def _prepare_audio(path: Path, dest: Path) -> Attachment:
     import numpy as np
     import soundfile as sf
 
-    try:
-        info = sf.info(str(path))
-    except (RuntimeError, sf.LibsndfileError):
-        raise _not_audio(path) from None
-    if info.duration > MAX_AUDIO_SECONDS:
-        raise _too_long(path, info.duration)
+    info = _audio_info(path)
     try:
         samples, rate = sf.read(str(path), dtype="float32", always_2d=True)
     except (RuntimeError, sf.LibsndfileError) as e:

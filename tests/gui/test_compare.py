@@ -35,6 +35,17 @@ def _another_model(folder: Path, copy: Path) -> Path:
     return _relabelled(folder, copy, source="someone/another-model", checkpoint_digest=digest)
 
 
+def _empty_library(window, tmp_path: Path):
+    """The Compare page over a packages folder that holds nothing yet; (page, folder)."""
+    root = tmp_path / "packages"
+    root.mkdir()
+    window.state.settings.setValue("packages_folder", str(root))
+    view = window.compare_view
+    window.go(4)
+    view.pair.refresh()
+    return view, root
+
+
 def _compare(qtbot, view) -> None:
     """Click Compare and wait until both workers are idle again (the page's `finished`)."""
     with qtbot.waitSignal(view.finished, timeout=LONG):
@@ -234,12 +245,7 @@ def test_a_local_copy_of_the_model_is_one_model_and_a_doubtful_pair_is_asked_onc
 
 
 def test_the_page_says_what_to_convert_when_there_is_nothing_to_compare(window, package, tmp_path):
-    root = tmp_path / "packages"
-    root.mkdir()
-    window.state.settings.setValue("packages_folder", str(root))
-    view = window.compare_view
-    window.go(4)
-    view.pair.refresh()
+    view, root = _empty_library(window, tmp_path)
     assert view.pair.advice.isVisibleTo(view) and "No packages yet" in view.pair.advice.text()
     only = Path(shutil.copytree(package("qwen2_5_vl"), root / "only-f32"))
     view.pair.refresh()
@@ -290,12 +296,7 @@ def test_two_packages_that_do_not_fit_together_answer_one_by_one(
 
 def test_compare_with_nothing_to_compare_says_so(window, package, tmp_path):
     """Compare with no packages, or with no prompt, did nothing and said nothing."""
-    root = tmp_path / "packages"
-    root.mkdir()
-    window.state.settings.setValue("packages_folder", str(root))
-    view = window.compare_view
-    window.go(4)
-    view.pair.refresh()
+    view, root = _empty_library(window, tmp_path)
     view.compare_button.click()
     before = _dialogs(window)
     assert [d.text() for d in before] == ["Pick two packages to compare"]
