@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend.errors import MmforgeError
+from mmforge.backend.vocabulary import GENAI_SECTIONS
 
 
 @dataclass
@@ -211,7 +212,7 @@ def cpu_threads_overlay(folder: Path) -> str | None:
     except MmforgeError:
         return None  # the runtime reports the broken config itself
     sections: dict[str, Any] = {}
-    for name in ("decoder", "embedding", "vision", "speech"):
+    for name in GENAI_SECTIONS.values():
         section = model.get(name)
         if not isinstance(section, dict):
             continue

@@ -15,6 +15,14 @@ APP_NAME = "mmforge"
 EPS = ("cpu", "cuda")
 DEFAULT_EP = "cpu"
 
+# A package's component (the manifest's name) -> its section of genai_config.json.
+GENAI_SECTIONS = {
+    "decoder": "decoder",
+    "embedding": "embedding",
+    "vision_encoder": "vision",
+    "audio_encoder": "speech",
+}
+
 
 def data_folder() -> Path:
     """The user's data folder for the app (packages, conversations)."""

@@ -18,16 +18,12 @@ from typing import Any
 
 from mmforge.backend.inspect import CPU_LOAD_FACTOR, KV_CONTEXT
 from mmforge.backend.library import read_manifest
+from mmforge.backend.vocabulary import GENAI_SECTIONS
 
 log = logging.getLogger(__name__)
 
 # genai_config.json's section -> the manifest's component (its `precisions` keys).
-_COMPONENTS = {
-    "decoder": "decoder",
-    "embedding": "embedding",
-    "vision": "vision_encoder",
-    "speech": "audio_encoder",
-}
+_COMPONENTS = {section: component for component, section in GENAI_SECTIONS.items()}
 # The worker process beside the weights: Python, ONNX Runtime, the tokenizer.
 WORKER_BYTES = 300_000_000
 

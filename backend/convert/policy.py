@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from mmforge.backend import precisions
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.jobs import JobContext
+from mmforge.backend.vocabulary import GENAI_SECTIONS
 
 if TYPE_CHECKING:
     from mmforge.backend.checkpoint import Checkpoint
@@ -37,7 +38,10 @@ F16_MAX = 65504.0
 # or sounds can go further.
 F16_HEADROOM = 0.25
 ENCODERS = ("vision_encoder", "audio_encoder")
-ENCODER_SECTIONS = {"vision_encoder": ("vision", "image"), "audio_encoder": ("speech", "audio")}
+ENCODER_SECTIONS = {
+    "vision_encoder": (GENAI_SECTIONS["vision_encoder"], "image"),
+    "audio_encoder": (GENAI_SECTIONS["audio_encoder"], "audio"),
+}
 ENCODER_CHOICES = ("auto", "f32")
 
 
