@@ -15,6 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
+from _ablation import converted
 from _synthetic import SIZES, build_checkpoint
 
 
@@ -36,21 +37,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--work", type=Path, default=Path("/tmp/mmforge-f16-islands"))
     args = parser.parse_args()
-    import mmforge.backend.convert.graphs as graphs
-    from mmforge.backend.convert import convert
-
     checkpoint = args.work / f"qwen2_5_vl-{args.size}"
     if not (checkpoint / "config.json").is_file():
         build_checkpoint(args.size, checkpoint)
-    real = graphs.float32_islands
-    try:
-        for label, islands in (("islands", real), ("plain", lambda model: 0)):
-            out = args.work / f"{args.size}-f16-{label}"
-            if not (out / "genai_config.json").is_file():
-                graphs.float32_islands = islands
-                convert(str(checkpoint), out, dtype="f16")
-    finally:
-        graphs.float32_islands = real
+    converted(checkpoint, args.work / f"{args.size}-f16-islands", "f16")
+    converted(checkpoint, args.work / f"{args.size}-f16-plain", "f16", "float32_islands")
     rates: dict[str, list[float]] = {"islands": [], "plain": []}
     for r in range(args.rounds):
         for label in ("islands", "plain") if r % 2 == 0 else ("plain", "islands"):

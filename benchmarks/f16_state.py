@@ -18,6 +18,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from _ablation import converted
+
 STRETCHES = (1, 16, 64, 128, 256, 512, 1024)
 
 
@@ -60,33 +62,23 @@ def main() -> None:
     args = parser.parse_args()
     import numpy as np
 
-    import mmforge.backend.convert.graphs as graphs
-    from mmforge.backend.convert import convert
     from mmforge.backend.families import ALL
     from mmforge.backend.runtime import Runtime
     from mmforge.backend.tiny.release import write_release
     from mmforge.backend.verify import hf_reference
 
     released = {r.key: r for f in ALL for r in f.released}
-    real = graphs.float32_recurrent_state
     for key in args.release:
         checkpoint = args.work / key
         if not (checkpoint / "config.json").is_file():
             write_release(released[key], checkpoint)
-        packages = {}
-        try:
-            for label, step in (("float32 state", real), ("float16 state", lambda m: 0)):
-                out = args.work / f"{key}-f16-{label.split()[0]}"
-                if not (out / "genai_config.json").is_file():
-                    graphs.float32_recurrent_state = step
-                    convert(str(checkpoint), out, dtype="f16")
-                packages[label] = out
-        finally:
-            graphs.float32_recurrent_state = real
-        baseline = args.work / f"{key}-f32"
-        if not (baseline / "genai_config.json").is_file():
-            convert(str(checkpoint), baseline, dtype="f32")
-        packages["f32 package (baseline)"] = baseline
+        packages = {
+            "float32 state": converted(checkpoint, args.work / f"{key}-f16-float32", "f16"),
+            "float16 state": converted(
+                checkpoint, args.work / f"{key}-f16-float16", "f16", "float32_recurrent_state"
+            ),
+            "f32 package (baseline)": converted(checkpoint, args.work / f"{key}-f32", "f32"),
+        }
         rt = Runtime(next(iter(packages.values())))
         prompt = rt.prompt(hf_reference.messages_for("Tell me a long story.", n_images=0))
         prompt_ids = rt.process(prompt).input_ids
