@@ -46,6 +46,15 @@ def _empty_library(window, tmp_path: Path):
     return view, root
 
 
+def _f32_and_int4(window, package):
+    """The Compare page with the tiny model's f32 package as A and its int4 one as B."""
+    f32, int4 = package("qwen2_5_vl"), package("qwen2_5_vl", "int4")
+    view = window.compare_view
+    window.go(4)
+    view.pair.choose_pair(f32, int4)
+    return view
+
+
 def _compare(qtbot, view) -> None:
     """Click Compare and wait until both workers are idle again (the page's `finished`)."""
     with qtbot.waitSignal(view.finished, timeout=LONG):
@@ -173,10 +182,7 @@ def test_the_default_pair_is_the_current_package_and_its_other_precision(
 
 
 def test_stop_stops_the_answer_under_way_and_the_other_does_not_start(qtbot, window, package):
-    f32, int4 = package("qwen2_5_vl"), package("qwen2_5_vl", "int4")
-    view = window.compare_view
-    window.go(4)
-    view.pair.choose_pair(f32, int4)
+    view = _f32_and_int4(window, package)
     view.max_tokens.setValue(1024)
     view.input.setPlainText("Tell me a long story.")
     # Stop as soon as A's first token is drawn: B, waiting its turn, must never start.
@@ -193,10 +199,7 @@ def test_stop_stops_the_answer_under_way_and_the_other_does_not_start(qtbot, win
 
 
 def test_both_at_once_answer_both_and_no_speed_ratio_is_claimed(qtbot, window, package):
-    f32, int4 = package("qwen2_5_vl"), package("qwen2_5_vl", "int4")
-    view = window.compare_view
-    window.go(4)
-    view.pair.choose_pair(f32, int4)
+    view = _f32_and_int4(window, package)
     view.pair.together.setChecked(True)
     assert "at the same time" in view.note.text()
     view.max_tokens.setValue(8)
@@ -261,10 +264,7 @@ def test_two_packages_that_do_not_fit_together_answer_one_by_one(
     import mmforge.backend.memory as memory
 
     monkeypatch.setattr(memory, "available_bytes", lambda: 10**6)  # neither pair fits
-    f32, int4 = package("qwen2_5_vl"), package("qwen2_5_vl", "int4")
-    view = window.compare_view
-    window.go(4)
-    view.pair.choose_pair(f32, int4)
+    view = _f32_and_int4(window, package)
     view.max_tokens.setValue(6)
     view.input.setPlainText("Hello")
     # Both at once cannot run: refused in a dialog, nothing loads.
