@@ -137,8 +137,7 @@ class ConvertView(QWidget):
         self.dtype.currentTextChanged.connect(self._explain)
         self.target.currentTextChanged.connect(self._explain)
         self._name = ""  # the picked model's name, for the default package folder
-        self._defaults_seen: set[str] = set()  # default folders this page has offered
-        self.output.textChanged.connect(self._note_default)
+        self._offered = ""  # the default folder last put in the field
         self.dtype.currentTextChanged.connect(self._follow_choice)
         self.target.currentTextChanged.connect(self._follow_choice)
         self._out = ""  # the folder the running (or last) conversion writes
@@ -150,7 +149,7 @@ class ConvertView(QWidget):
             return  # the running conversion keeps its page; the new model waits for it
         self.source.setText(source)
         self._name = Path(source.rstrip("/")).name.split("@")[0] or "model"
-        self.output.setText(self._default_output())
+        self._offer_default()
         self._clear_result()
 
     def _default_output(self) -> str:
@@ -164,16 +163,15 @@ class ConvertView(QWidget):
         suffix = self.dtype.currentText() + ("-cuda" if target == "cuda" else "")
         return str(self.state.packages_folder() / f"{self._name}-{suffix}")
 
+    def _offer_default(self) -> None:
+        self._offered = self._default_output()
+        self.output.setText(self._offered)
+
     @Slot()
     def _follow_choice(self) -> None:
         """A default folder follows the precision and target; one the user typed stays."""
-        if self._name and self.output.text() in self._defaults_seen:
-            self.output.setText(self._default_output())
-
-    @Slot(str)
-    def _note_default(self, text: str) -> None:
-        if self._name and text == self._default_output():
-            self._defaults_seen.add(text)
+        if self._name and self.output.text() == self._offered:
+            self._offer_default()
 
     def _clear_result(self) -> None:
         """Forget the previous run: its progress, "finished", summary and buttons."""
