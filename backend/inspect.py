@@ -140,15 +140,16 @@ def component_of(name: str) -> str:
 
 def _tensors(
     checkpoint: Checkpoint, resolved: ResolvedSource, token: str | None, ctx: JobContext | None
-) -> tuple[list[TensorInfo] | None, str]:
+) -> tuple[list[TensorInfo] | None, str, str | None]:
+    """The checkpoint's tensors, where they were read from, and why they are unknown."""
     found = checkpoint.tensors
     if found is not None:
-        return found, "safetensors"
+        return found, "safetensors", None
     src = resolved.source
     if src.repo_id is not None and not resolved.offline:
         found = tensors.hub_tensors(src.repo_id, resolved.commit or src.revision, token, ctx)
         if found is not None:
-            return found, "hub safetensors headers"
+            return found, "hub safetensors headers", None
     family = checkpoint.family
     if not checkpoint.remote_code and family.hf_class:
         try:
@@ -157,12 +158,16 @@ def _tensors(
             # transformers refuses configs whose values contradict each other (a hidden
             # size no head count divides); its words, bounded, say which.
             said = " ".join(str(e).split())[:300] or type(e).__name__
-            return None, f"{_UNBUILDABLE}: {said}"
-        return meta, "config (meta device)"
-    return None, "unknown"
-
-
-_UNBUILDABLE = "unknown: transformers cannot build a model from this config.json"
+            return (
+                None,
+                "unknown",
+                (
+                    f"transformers cannot build a model from this config.json ({said}); its "
+                    "values contradict each other, so it cannot be converted or verified as it is"
+                ),
+            )
+        return meta, "config (meta device)", None
+    return None, "unknown", "no safetensors weights and no config class"
 
 
 def _active_parameters(by_comp: dict[str, list[TensorInfo]], text: Cfg) -> int | None:
@@ -390,7 +395,7 @@ def profile_checkpoint(
     remote = checkpoint.remote_code
     model_type = checkpoint.model_type
     family = checkpoint.family
-    tensors_found, tensor_source = _tensors(checkpoint, resolved, token, ctx)
+    tensors_found, tensor_source, why_unknown = _tensors(checkpoint, resolved, token, ctx)
     token_ids = family.token_ids(cfg)
     token_strings = _token_strings(folder, token_ids)
     warnings: list[str] = []
@@ -424,14 +429,8 @@ def profile_checkpoint(
     components = family.components(cfg)
     if not {"vision_encoder", "audio_encoder"} & set(components):
         warnings.append("This config has no vision or audio encoder: it is a text-only model.")
-    if tensor_source.startswith(_UNBUILDABLE):
-        warnings.append(
-            "Parameter count unknown: transformers cannot build a model from this "
-            f"config.json ({tensor_source[len(_UNBUILDABLE) + 2 :]}); its values "
-            "contradict each other, so it cannot be converted or verified as it is."
-        )
-    elif tensors_found is None:
-        warnings.append("Parameter count unknown: no safetensors weights and no config class.")
+    if why_unknown is not None:
+        warnings.append(f"Parameter count unknown: {why_unknown}.")
     if resolved.offline:
         warnings.append("The hub was unreachable; the cached copy was used.")
     return Profile(
