@@ -207,7 +207,10 @@ def _cmd_gui(args: argparse.Namespace) -> int:
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from mmforge.backend.inspect import inspect_source
     from mmforge.backend.jobs import JobContext
+    from mmforge.backend.library import is_package
 
+    if is_package(Path(args.source)):
+        return _inspect_package(Path(args.source), as_json=args.json)
     profile = inspect_source(
         args.source,
         JobContext(on_progress=progress_printer(), cancel=args.cancel),
@@ -215,6 +218,41 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     )
     emit_profile(profile, as_json=args.json)
     return 0
+
+
+def _inspect_package(folder: Path, *, as_json: bool) -> int:
+    """A converted package: what it is, and what programs that hand it files must do."""
+    from mmforge.backend.attachments import package_sizing
+    from mmforge.backend.library import read_manifest
+    from mmforge.backend.pictures import for_other_programs
+
+    manifest = read_manifest(folder)
+    sizing = package_sizing(folder)
+    advice = for_other_programs(sizing)
+    family, dtype = str(manifest.get("family", "?")), str(manifest.get("dtype", "?"))
+    if as_json:
+        pictures = {"sizing": sizing.to_dict() if sizing else None, "other_programs": advice}
+        print(
+            json.dumps(
+                {"package": str(folder), "family": family, "dtype": dtype, "pictures": pictures}
+            )
+        )
+        return 0
+    print(f"{_printable(family)} package ({_printable(dtype)}) at {folder}")
+    if sizing is not None:
+        print(f"  pictures: {sizing.describe()}")
+    elif "pictures" not in manifest:
+        print(
+            "  pictures: converted before mmforge recorded how transformers sizes them for "
+            "this model; convert it again so that chat matches transformers at every size"
+        )
+    print(f"  for programs that hand it picture files: {advice}")
+    return 0
+
+
+def _printable(text: str) -> str:
+    """A manifest's words with control and bidi characters shown as escapes."""
+    return "".join(ch if ch.isprintable() else f"\\u{ord(ch):04x}" for ch in text)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:

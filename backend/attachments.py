@@ -4,9 +4,10 @@ Every check happens before anything is sent to the model, so a bad file costs th
 nothing: the draft stays, the conversation is untouched, and the message says what to do.
 Chat prepares each attachment here, and verify each of its inputs, the same way.
 
-- Images are decoded once (which catches truncated and non-image files). Very large
-  images are reduced so that the longest side is at most `MAX_IMAGE_SIDE`; JPEGs are
-  decoded at reduced scale directly, so a 10000×10000 photo never needs its full bitmap.
+- Images are read as transformers' `load_image` reads them (EXIF orientation applied,
+  RGB as PIL converts it), sized as transformers sizes them for the package's model where
+  the package records how, and handed to the runtime as a lossless PNG (`pictures.py`
+  says why, with what was measured).
 - Audio is read with soundfile, mixed down to mono and resampled to 16 kHz (the rate the
   runtime's audio processors expect), then written as 16-bit PCM WAV.
 - Video files are refused by name (`VIDEO_SUFFIXES`): the runtime takes no video.
@@ -14,14 +15,12 @@ Chat prepares each attachment here, and verify each of its inputs, the same way.
 
 from __future__ import annotations
 
-import contextlib
 import shutil
-import warnings
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from mmforge.backend import pictures
 from mmforge.backend.diskspace import no_space, out_of_space
 from mmforge.backend.errors import MmforgeError
 
@@ -41,16 +40,12 @@ VIDEO_SUFFIXES = frozenset({".mp4", ".webm", ".mkv", ".mov", ".avi"})
 # families/others.py), which mmforge does not convert.
 NO_VIDEO = "ONNX Runtime GenAI 0.18 takes no video: its processor accepts only images and audio"
 
-MAX_IMAGE_SIDE = 4096
-# Beyond this many pixels a file is refused outright: its bitmap alone would take
-# gigabytes, and no vision encoder sees more than a few megapixels.
-MAX_IMAGE_PIXELS = 250_000_000
+MAX_IMAGE_PIXELS = pictures.MAX_IMAGE_PIXELS
 AUDIO_SAMPLE_RATE = 16_000
 MAX_AUDIO_SECONDS = 600.0
 # ORT GenAI 0.18's audio front ends divide by zero (SIGFPE, the process dies) on clips of
 # 160 samples or fewer at 16 kHz; no speech is that short, so a margin costs nothing.
 MIN_AUDIO_SECONDS = 0.1
-_RUNTIME_IMAGE_FORMATS = {"PNG", "JPEG"}
 
 
 class AttachmentError(MmforgeError):
@@ -129,34 +124,14 @@ def first_look(path: Path, kind: str) -> None:
             f"Cannot attach {path.name}: it is not a regular file", f"Check the path {path}"
         )
     if kind == IMAGE:
-        from PIL import Image, UnidentifiedImageError
-
         try:
-            with _pixels_unbounded(), Image.open(path) as image:
-                width, height = image.size
-        except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
-            raise _not_an_image(path) from None
-        if width * height > MAX_IMAGE_PIXELS:
-            raise _too_many_pixels(path, width, height)
+            pictures.header(path)
+        except pictures.PictureError as e:
+            raise _picture_error(path, e) from None
     elif kind == AUDIO:
         info = _audio_info(path)
         if info.duration < MIN_AUDIO_SECONDS:
             raise _too_short(path, info.duration)
-
-
-@contextlib.contextmanager
-def _pixels_unbounded() -> Iterator[None]:
-    """PIL without its own pixel limit (and its warning): ours, MAX_IMAGE_PIXELS, holds."""
-    from PIL import Image
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-        limit = Image.MAX_IMAGE_PIXELS
-        Image.MAX_IMAGE_PIXELS = None
-        try:
-            yield
-        finally:
-            Image.MAX_IMAGE_PIXELS = limit
 
 
 def _audio_info(path: Path) -> Any:
@@ -172,18 +147,18 @@ def _audio_info(path: Path) -> Any:
     return info
 
 
-def _not_an_image(path: Path) -> AttachmentError:
-    return AttachmentError(
-        f"Cannot attach {path.name}: it is not an image file",
-        "Attach a PNG, JPEG, WebP, BMP or GIF image",
-    )
-
-
-def _too_many_pixels(path: Path, width: int, height: int) -> AttachmentError:
-    return AttachmentError(
-        f"Cannot attach {path.name}: {width}×{height} pixels is too large to open",
-        f"Use an image under {MAX_IMAGE_PIXELS // 1_000_000} megapixels",
-    )
+def _picture_error(path: Path, error: pictures.PictureError) -> AttachmentError:
+    """The picture's fault in one line, with what to do."""
+    reason = str(error)
+    if "too large" in reason:
+        hint = f"Use an image under {MAX_IMAGE_PIXELS // 1_000_000} megapixels"
+    elif "not an image" in reason:
+        hint = "Attach a PNG, JPEG, WebP, BMP or GIF image"
+    elif "elongated" in reason:
+        hint = "Crop the image closer to a square"
+    else:
+        hint = "Save the image again or pick another file"
+    return AttachmentError(f"Cannot attach {path.name}: {reason}", hint)
 
 
 def _not_audio(path: Path) -> AttachmentError:
@@ -210,11 +185,13 @@ def _too_short(path: Path, seconds: float) -> AttachmentError:
     )
 
 
-def prepare(path: Path, kind: str, dest: Path) -> Attachment:
+def prepare(path: Path, kind: str, dest: Path, sizing: pictures.Sizing | None = None) -> Attachment:
     """Check one attachment and write the runtime-ready copy into the folder `dest`.
 
     The copy is private to the user (0600), as the user's pictures and recordings are.
-    A video file is refused whatever kind it was given as.
+    A video file is refused whatever kind it was given as. `sizing` is how transformers
+    sizes pictures for the package's model (`package_sizing`), None when the package
+    records none: the picture then keeps its size and the runtime resizes it.
     """
     refuse_video(path)
     if not path.is_file():
@@ -226,7 +203,9 @@ def prepare(path: Path, kind: str, dest: Path) -> Attachment:
     dest.mkdir(parents=True, exist_ok=True, mode=0o700)
     before = set(dest.iterdir())
     try:
-        attachment = _prepare_image(path, dest) if kind == IMAGE else _prepare_audio(path, dest)
+        attachment = (
+            _prepare_image(path, dest, sizing) if kind == IMAGE else _prepare_audio(path, dest)
+        )
     except BaseException as e:
         for partial in set(dest.iterdir()) - before:  # a copy cut short: nothing half-written
             if partial.is_file():
@@ -247,57 +226,26 @@ def _free_name(dest: Path, stem: str, suffix: str) -> Path:
     return candidate
 
 
-def _prepare_image(path: Path, dest: Path) -> Attachment:
-    from PIL import Image, UnidentifiedImageError
-
-    with _pixels_unbounded():
-        try:
-            image = Image.open(path)
-        except UnidentifiedImageError:
-            raise _not_an_image(path) from None
-        with image:
-            return _reduce_and_save(image, path, dest)
-
-
-def _reduce_and_save(image: Any, path: Path, dest: Path) -> Attachment:
-    from PIL import Image
-
-    width, height = image.size
-    if width * height > MAX_IMAGE_PIXELS:
-        raise _too_many_pixels(path, width, height)
-    source_format = image.format
-    scale = min(1.0, MAX_IMAGE_SIDE / max(width, height))
-    if scale < 1.0 and source_format == "JPEG":
-        # Decode at 1/2, 1/4 or 1/8 scale: the full bitmap is never made.
-        image.draft("RGB", (int(width * scale), int(height * scale)))
+def _prepare_image(path: Path, dest: Path, sizing: pictures.Sizing | None) -> Attachment:
     try:
-        image.load()
-    except (OSError, SyntaxError, ValueError) as e:
-        raise AttachmentError(
-            f"Cannot attach {path.name}: the image is damaged or truncated ({e})",
-            "Save the image again or pick another file",
-        ) from None
-    note = ""
-    if scale < 1.0:
-        if image.mode != "RGB":
-            image = image.convert("RGB")
-        # A cheap box reduction by a whole factor first, so the filtered resize (and its
-        # copies) works on a bitmap near the final size.
-        factor = max(image.width, image.height) // MAX_IMAGE_SIDE
-        if factor >= 2:
-            image = image.reduce(factor)
-        image.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE), Image.Resampling.LANCZOS)
-        note = f"reduced from {width}×{height} to {image.width}×{image.height}"
-    if not note and source_format in _RUNTIME_IMAGE_FORMATS and image.mode == "RGB":
-        target = _free_name(dest, path.stem, path.suffix.lower() or ".img")
-        shutil.copyfile(path, target)
-    else:
-        if image.mode != "RGB":
-            note = note or f"converted from {source_format} {image.mode} to RGB PNG"
-            image = image.convert("RGB")
-        target = _free_name(dest, path.stem, ".png")
-        image.save(target, format="PNG")
-    return Attachment(IMAGE, target, path.name, note, width=image.width, height=image.height)
+        intake = pictures.take(path, sizing)
+    except pictures.PictureError as e:
+        raise _picture_error(path, e) from None
+    target = _free_name(dest, path.stem, ".png")
+    pictures.save_lossless(intake.image, target)
+    width, height = intake.image.size
+    return Attachment(IMAGE, target, path.name, intake.note, width=width, height=height)
+
+
+def package_sizing(package: Path) -> pictures.Sizing | None:
+    """How transformers sizes pictures for a package's model, as its manifest records.
+
+    None for a package converted before mmforge recorded it (or whose record is broken):
+    its pictures then reach the runtime at their own size, and verify says what differs.
+    """
+    from mmforge.backend.library import read_manifest
+
+    return pictures.Sizing.from_dict(read_manifest(package).get("pictures"))
 
 
 def _prepare_audio(path: Path, dest: Path) -> Attachment:

@@ -72,6 +72,10 @@ class Manifest:
     # Which model the checkpoint held (checkpoint_digest.py): {"config": …, "weights": …}.
     # Packages written before this field have none: Compare asks before comparing them.
     checkpoint_digest: dict[str, str] = field(default_factory=dict)
+    # How transformers sizes a picture for this model (pictures.Sizing): chat and verify
+    # hand the runtime pictures at that size. Empty: the runtime's resize is used, as for
+    # every package written before this field.
+    pictures: dict[str, Any] = field(default_factory=dict)
     mmforge_version: str = __version__
 
     def to_dict(self) -> dict[str, Any]:
@@ -301,7 +305,18 @@ def _build_into(
         validation=asdict(checked),
         peak_rss_mb={**peak, "with_validation": _peak_rss_mb(), **_child_peak(graphs)},
         notes=[*fixes, *policy.notes, *spec.notes],
+        pictures=_picture_sizing(checkpoint),
     )
+
+
+def _picture_sizing(checkpoint: Checkpoint) -> dict[str, Any]:
+    """The manifest's `pictures`: how transformers sizes this model's pictures, if known."""
+    spec = checkpoint.family.package
+    assert spec is not None
+    if not checkpoint.family.has_vision(checkpoint.cfg):
+        return {}
+    sizing = spec.picture_sizing(checkpoint.cfg, checkpoint.preprocessor)
+    return sizing.to_dict() if sizing is not None else {}
 
 
 def _build(

@@ -23,6 +23,7 @@ from mmforge.backend.families._hooks import (
     PrepareWeights,
     Variant,
 )
+from mmforge.backend.pictures import Sizing
 
 if TYPE_CHECKING:
     from mmforge.backend.families._fields import Rule
@@ -150,6 +151,10 @@ class PackageSpec:
         builder_type: The graph builder's (mobius's) name for this config's model, when
             it differs from config.json's model_type (Qwen3.6 MoE: "qwen3_5_moe_vl").
         notes: What this family's packaging fixes or cannot express, for the manifest.
+        picture_sizing: How transformers sizes a picture for this config (its processor's
+            rule, target size and filter), recorded in the manifest so that chat and
+            verify hand the runtime pictures already at transformers' size; None when
+            the runtime's own resize is left to do it.
     """
 
     model_fields: Callable[[Cfg], dict[str, Any]]
@@ -172,6 +177,7 @@ class PackageSpec:
     unused_ok: Callable[[Cfg], tuple[str, ...]] = lambda cfg: ()
     builder_type: Callable[[Cfg], str | None] = lambda cfg: None
     notes: tuple[str, ...] = ()
+    picture_sizing: Callable[[Cfg, Cfg], Sizing | None] = lambda cfg, pre: None
 
 
 def channels_first(pixels: Any) -> Any:

@@ -184,13 +184,14 @@ def gather_reference(
     """
     import numpy as np
     import soundfile as sf
-    from PIL import Image
+
+    from mmforge.backend.pictures import load
 
     images, audios = files
     model = hf_reference.load_model(checkpoint)
     if adjust is not None:
         adjust(model)
-    pil = [Image.open(p).convert("RGB") for p in images]
+    pil = [load(p) for p in images]  # as transformers' load_image: EXIF applied, RGB
     clips = [sf.read(str(p), dtype="float32") for p in audios]
     own = hf_reference.prepare(checkpoint, messages, pil, clips, tokenizer=tokenizer)
     capture = _Capture(model)

@@ -20,13 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend import families, precisions
+from mmforge.backend.attachments import package_sizing
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.library import read_manifest
 from mmforge.backend.memory import peak_rss_bytes
+from mmforge.backend.pictures import Sizing
 from mmforge.backend.runtime import read_genai_config
-from mmforge.backend.verify import hf_reference, precision
+from mmforge.backend.verify import hf_reference, intake, precision
 from mmforge.backend.verify.evidence import (
     PROMPT,
     ReferenceEvidence,
@@ -132,8 +134,20 @@ def verify(
             "Verify a package against the checkpoint it was converted from",
         )
     with tempfile.TemporaryDirectory(prefix="mmforge-verify-") as scratch:
-        files = ([], []) if text_only else _inputs(model, images, audios, Path(scratch))
-        return _verify(package, reference, model, checkpoint, files, tokens, ctx, Path(scratch))
+        sizing = package_sizing(package)
+        files = ([], []) if text_only else _inputs(model, images, audios, Path(scratch), sizing)
+        originals = [] if text_only else _pictures(images, audios)
+        return _verify(
+            package,
+            reference,
+            model,
+            checkpoint,
+            files,
+            tokens,
+            ctx,
+            Path(scratch),
+            (tuple(originals), sizing),
+        )
 
 
 def _verify(
@@ -145,6 +159,7 @@ def _verify(
     tokens: int,
     ctx: JobContext,
     scratch: Path,
+    intake: tuple[tuple[Path, ...], Sizing | None] = ((), None),
 ) -> VerifyReport:
     images, audios = files
     dtype = _package_dtype(package)
@@ -161,35 +176,49 @@ def _verify(
         else tol,
         n_images=len(images),
         n_audios=len(audios),
+        pictures=intake[0],
+        sizing=intake[1],
     )
     quantized = precisions.is_quantized(dtype)
     rounded = precision.prepare(setup, scratch, dtype) if quantized else None
     return _Verification(setup, reference, dtype, tokens, ctx, rounded).run(images, audios)
 
 
+def _pictures(images: Sequence[Path], audios: Sequence[Path]) -> list[Path]:
+    """The picture files as the user gave them (else the probe image), for the reference."""
+    from mmforge import resources
+
+    # Audio without an image is an audio-only prompt (Phi-4 runs its speech LoRA then).
+    return [Path(p) for p in images] or ([] if audios else [resources.probe_image()])
+
+
 def _inputs(
-    model: dict[str, Any], images: Sequence[Path], audios: Sequence[Path], scratch: Path
+    model: dict[str, Any],
+    images: Sequence[Path],
+    audios: Sequence[Path],
+    scratch: Path,
+    sizing: Sizing | None,
 ) -> tuple[list[Path], list[Path]]:
-    """The prompt's files, checked as chat checks attachments, before any model loads.
+    """The prompt's files, checked and prepared as chat prepares them, before any model loads.
 
     The user's files (else the probe image, and the probe clip for a package with audio)
     are prepared as chat prepares them, copies in `scratch`: a file that is not an image,
     a truncated one, an empty or too short clip is refused here with one clear message,
-    where it could otherwise end the process inside the runtime.
+    where it could otherwise end the process inside the runtime. The runtime gets these
+    copies, as in chat; the reference reads the user's own files.
     """
     from mmforge import resources
     from mmforge.backend.attachments import AUDIO, IMAGE, prepare
 
     has_audio = "speech" in model
-    # Audio without an image is an audio-only prompt (Phi-4 runs its speech LoRA then).
-    chosen = list(images) or ([] if audios else [resources.probe_image()])
+    chosen = _pictures(images, audios)
     clips = list(audios) if audios else ([resources.probe_audio()] if has_audio else [])
     if clips and not has_audio:
         raise MmforgeError(
             "This package's model takes no audio",
             "Verify it without the audio file (on the command line, without --audio)",
         )
-    prepared = [prepare(Path(p), IMAGE, scratch / "images").path for p in chosen]
+    prepared = [prepare(Path(p), IMAGE, scratch / "images", sizing).path for p in chosen]
     return prepared, [prepare(Path(p), AUDIO, scratch / "audio").path for p in clips]
 
 
@@ -235,7 +264,7 @@ class _Verification:
             stage, cause = _processor_failed(setup, rt, messages, tokenizer)
             return self._report([stage], rt, None, cause)
         with self._phase("reference", 1, "running the Hugging Face reference"):
-            files = (images, audios)
+            files = (list(setup.pictures) or images, audios)
             adjust = rounded.adjust if rounded is not None else None
             ref = gather_reference(
                 setup.checkpoint, rt, messages, files, tokenizer, n_tokens, self.ctx, adjust
@@ -264,8 +293,9 @@ class _Verification:
             return self._report(self._reference_failed(rt, ref, tokenizer), rt, ref)
         with self._phase("stages", 2, "running each ONNX graph on the reference's inputs"):
             preprocessing, note = check_preprocessing(setup, rt, ref, tokenizer)
-            if note:
-                self.notes.append(note)
+            for line in (note, intake.raw_file_note(setup)):
+                if line:
+                    self.notes.append(line)
             self.ctx.check_cancel()
             components = [preprocessing, *graph_stages(setup, rt, ref, self.ctx)]
         if self.rounded is not None and real is not None:

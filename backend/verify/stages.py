@@ -26,6 +26,7 @@ from typing import Any
 
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.jobs import JobContext
+from mmforge.backend.pictures import Sizing
 from mmforge.backend.verify import sessions
 from mmforge.backend.verify.evidence import Forward, ReferenceEvidence, RuntimeEvidence
 from mmforge.backend.verify.parity import (
@@ -54,6 +55,9 @@ class Setup:
         n_audios: Audio clips in the prompt.
         tol_embedding: Tolerances for the embedding where they differ from the encoders'
             (an int4 package's f16 encoders beside its exactly judged embedding).
+        pictures: The user's picture files as given (the reference reads these, as
+            transformers' load_image does; the runtime gets chat's intake copies).
+        sizing: How the package says transformers sizes its pictures (None: it does not).
     """
 
     package: Path
@@ -64,6 +68,8 @@ class Setup:
     n_images: int
     n_audios: int
     tol_embedding: Tolerance | None = None
+    pictures: tuple[Path, ...] = ()
+    sizing: Sizing | None = None
 
     @property
     def image_token(self) -> int | None:

@@ -23,6 +23,7 @@ from mmforge.backend.families.gemma import fields, reference, tiny
 from mmforge.backend.families.gemma.attention import bidirectional_image_attention
 from mmforge.backend.families.gemma.build import flat_head_dims, query_pre_attn_scalar
 from mmforge.backend.families.gemma.graph_fixes import gemma3_batched_images
+from mmforge.backend.pictures import FIXED, Sizing, resample_name
 
 
 def _gemma3_projector(cfg: Cfg) -> Projector:
@@ -95,11 +96,23 @@ def _gemma4_vision_bidirectional(models: dict[str, Any], cfg: Cfg) -> str | None
     return bidirectional_image_attention(models, cfg)
 
 
+def _gemma3_sizing(cfg: Cfg, pre: Cfg) -> Sizing:
+    """Gemma3ImageProcessor's fixed size (the aspect is not kept) with its filter."""
+    size = int(pre.first("size.height", default=cfg.get("vision_config.image_size", 896)))
+    return Sizing(
+        rule=FIXED,
+        resample=resample_name(pre.get("resample"), "bilinear"),
+        width=size,
+        height=size,
+    )
+
+
 GEMMA3_PACKAGE = PackageSpec(
     model_fields=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
     vision_fields=lambda cfg, pre: {},
     vision_inputs={"pixel_values": "pixel_values"},
     processor_json=_gemma3_processor,
+    picture_sizing=_gemma3_sizing,
     rename_checkpoint=_siglip_hub_layout,
     module_patch=query_pre_attn_scalar,
     # Gemma 3 takes the SigLIP tower's last hidden state: the pooling head is never run.

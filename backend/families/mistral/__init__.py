@@ -23,6 +23,7 @@ from mmforge.backend.families._embedding import text_embedding_without_features
 from mmforge.backend.families.mistral import fields, reference, tiny
 from mmforge.backend.families.mistral.build import vision_activation
 from mmforge.backend.families.mistral.graph_fixes import pixtral_rope_any_grid
+from mmforge.backend.pictures import LONGEST_EDGE, Sizing, resample_name
 
 
 def _projector(cfg: Cfg) -> Projector:
@@ -91,11 +92,30 @@ def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     )
 
 
+def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
+    """PixtralImageProcessor's longest-edge rule in blocks of patch × merge.
+
+    The runtime resizes within the pixel budget `_processor` writes; a picture already
+    at Pixtral's size is a multiple of the block within that budget, which it keeps.
+    """
+    block = _patch(cfg, pre) * int(cfg.get("spatial_merge_size", 2))
+    edge = int(pre.first("size.longest_edge", default=cfg.get("vision_config.image_size", 1540)))
+    return Sizing(
+        rule=LONGEST_EDGE,
+        resample=resample_name(pre.get("resample"), "bicubic"),
+        factor=block,
+        min_pixels=block * block,
+        max_pixels=edge * edge,
+        longest_edge=edge,
+    )
+
+
 MISTRAL3_PACKAGE = PackageSpec(
     model_fields=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
     vision_fields=_vision_fields,
     vision_inputs={"pixel_values": "pixel_values"},
     processor_json=_processor,
+    picture_sizing=_sizing,
     graph_fixes=(pixtral_rope_any_grid, text_embedding_without_features),
     module_patch=vision_activation,
     # mobius 0.1's GroupQueryAttention path drops Ministral 3's position-dependent query

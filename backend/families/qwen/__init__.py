@@ -24,6 +24,7 @@ from mmforge.backend.families._embedding import text_embedding_without_features
 from mmforge.backend.families.qwen import fara, fields, reference, tiny, tiny_qwen3_5
 from mmforge.backend.families.qwen.build import deepstack_vision_output
 from mmforge.backend.families.qwen.graph_fixes import qwen3_deepstack, qwen_unpad_images
+from mmforge.backend.pictures import SMART_RESIZE, Sizing, resample_name
 
 # Qwen2VLImageProcessor defaults, used when the checkpoint has no preprocessor config.
 _MIN_PIXELS = 56 * 56
@@ -104,19 +105,25 @@ def _qwen_vision_fields(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     return fields
 
 
+def _qwen_sizes(cfg: Cfg, pre: Cfg) -> tuple[int, int, int, int]:
+    """(patch, merge, min_pixels, max_pixels) as Qwen2VLImageProcessor reads them."""
+    patch = int(pre.first("patch_size", default=cfg.get("vision_config.patch_size", 14)))
+    merge = int(pre.first("merge_size", default=cfg.get("vision_config.spatial_merge_size", 2)))
+    low = int(pre.first("min_pixels", "size.shortest_edge", default=_MIN_PIXELS))
+    high = int(pre.first("max_pixels", "size.longest_edge", default=_MAX_PIXELS))
+    return patch, merge, low, high
+
+
 def _qwen_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     """ort-extensions pipeline matching Qwen2VLImageProcessor with the checkpoint's values.
 
     PatchImage yields HF's patch order and image_grid_thw; without it the runtime feeds
     a rank-4 image and the vision graph rejects it (mobius 0.1 omits it).
     """
-    patch = int(pre.first("patch_size", default=cfg.get("vision_config.patch_size", 14)))
-    merge = int(pre.first("merge_size", default=cfg.get("vision_config.spatial_merge_size", 2)))
+    patch, merge, low, high = _qwen_sizes(cfg, pre)
     temporal = int(
         pre.first("temporal_patch_size", default=cfg.get("vision_config.temporal_patch_size", 2))
     )
-    low = int(pre.first("min_pixels", "size.shortest_edge", default=_MIN_PIXELS))
-    high = int(pre.first("max_pixels", "size.longest_edge", default=_MAX_PIXELS))
     return {
         "processor": {
             "name": "qwen2_5_image_processor",
@@ -145,11 +152,24 @@ def _qwen_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     }
 
 
+def _qwen_sizing(cfg: Cfg, pre: Cfg) -> Sizing:
+    """Qwen2VLImageProcessor's smart_resize (halves to even) with its filter."""
+    patch, merge, low, high = _qwen_sizes(cfg, pre)
+    return Sizing(
+        rule=SMART_RESIZE,
+        resample=resample_name(pre.get("resample"), "bicubic"),
+        factor=patch * merge,
+        min_pixels=low,
+        max_pixels=high,
+    )
+
+
 QWEN_PACKAGE = PackageSpec(
     model_fields=_qwen_model_fields,
     vision_fields=_qwen_vision_fields,
     vision_inputs={"pixel_values": "pixel_values", "image_grid_thw": "image_grid_thw"},
     processor_json=_qwen_processor,
+    picture_sizing=_qwen_sizing,
     graph_fixes=(qwen_unpad_images, text_embedding_without_features),
     notes=(
         "genai_config names vision_start_token_id, image_token_id and video_token_id "
