@@ -282,6 +282,21 @@ def load(path: Path) -> Any:
     return rgb
 
 
+def on_white(image: Any) -> Any:
+    """The RGB picture the processors' `convert_to_rgb` makes of what load_image gives.
+
+    load_image's RGB conversion of a palette picture with a transparent colour keeps that
+    colour as `info["transparency"]`; transformers' processors (`do_convert_rgb`) then
+    lay the picture on white, so pixels of that colour reach the model white.
+    """
+    from PIL import Image
+
+    if image.info.get("transparency") is None:
+        return image
+    white = Image.new("RGBA", image.size, (255, 255, 255, 255))
+    return Image.alpha_composite(white, image.convert("RGBA")).convert("RGB")
+
+
 def _short(error: BaseException) -> str:
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return text[:120]
@@ -315,7 +330,7 @@ def take(path: Path, sizing: Sizing | None) -> Intake:
     from PIL import Image
 
     _, _, orientation = header(path)
-    image = load(path)
+    image = on_white(load(path))
     width, height = image.size
     changes = []
     if orientation != 1:
@@ -342,8 +357,11 @@ def save_lossless(image: Any, target: Path) -> None:
     """A PNG the runtime decodes to exactly these pixels (measured on 0.18).
 
     Level 1 compression: an encode of a 12-megapixel picture takes a third of the time
-    of PIL's default level, and the file is read once.
+    of PIL's default level, and the file is read once. No transparent colour is written
+    (PIL would write one it kept from a palette as a tRNS chunk, which the runtime's
+    decoder applies): `on_white` has already laid such a picture on white.
     """
+    image.info.pop("transparency", None)
     image.save(target, format="PNG", compress_level=1)
 
 
