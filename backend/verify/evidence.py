@@ -183,7 +183,6 @@ def gather_reference(
             weights written into it).
     """
     import numpy as np
-    import soundfile as sf
     from PIL import Image
 
     images, audios = files
@@ -191,8 +190,8 @@ def gather_reference(
     if adjust is not None:
         adjust(model)
     pil = [Image.open(p).convert("RGB") for p in images]
-    clips = [sf.read(str(p), dtype="float32") for p in audios]
-    own = hf_reference.prepare(checkpoint, messages, pil, clips, tokenizer=tokenizer)
+    # The clips as transformers loads them (families/_reference.load_clip).
+    own = hf_reference.prepare(checkpoint, messages, pil, list(audios), tokenizer=tokenizer)
     capture = _Capture(model)
     try:
         try:
