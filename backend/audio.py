@@ -124,8 +124,7 @@ def convert(source: Path, target: Path, block_frames: int = BLOCK_FRAMES) -> Con
         frames = written = 0
         with sf.SoundFile(str(target), "w", SAMPLE_RATE, 1, "FLOAT", format="WAV") as out:
             while True:
-                n = f.read(block_frames, dtype="float32", always_2d=True, out=block)
-                n = len(n)
+                n = len(f.read(block_frames, dtype="float32", always_2d=True, out=block))
                 frames += n
                 if frames > limit:
                     raise ClipRefused(

@@ -149,8 +149,6 @@ def main() -> int:
     for name, fmt, subtype in FORMATS:
         for rate in RATES:
             for ch in (1, 2):
-                if fmt == "OGG" and rate == 22050 and ch == 2:
-                    pass
                 path = write_clip(clips, name, fmt, subtype, rate, ch)
                 ref = reference_samples(path)
                 prepared = prepare(path, AUDIO, args.work / "prepared").path

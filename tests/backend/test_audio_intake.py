@@ -187,9 +187,11 @@ def test_headers_that_ask_for_a_bomb_are_refused_before_decoding(tmp_path):
     files = set(tmp_path.iterdir())
     for path, reason in bombs:
         assert path.stat().st_size < 2_000_000
-        for attempt in (lambda: first_look(path, AUDIO), lambda: prepare(path, AUDIO, tmp_path)):
-            with pytest.raises(AttachmentError) as e:
-                attempt()
+        with pytest.raises(AttachmentError) as at_attach:
+            first_look(path, AUDIO)
+        with pytest.raises(AttachmentError) as at_send:
+            prepare(path, AUDIO, tmp_path)
+        for e in (at_attach, at_send):
             assert e.value.user_message.startswith(f"Cannot attach {path.name}: "), path
             assert reason in e.value.user_message
     assert set(tmp_path.iterdir()) == files  # nothing written
@@ -240,3 +242,43 @@ def test_ten_minutes_of_surround_prepare_in_bounded_memory(tmp_path):
     grown, seconds = run.stdout.split()
     assert float(seconds) == 600.0
     assert int(grown) < 32e6, f"peak memory grew {int(grown) / 1e6:.0f} MB"
+
+
+def test_the_length_is_load_audios_whichever_way_soxr_misses_it(tmp_path):
+    """load_audio pads or cuts soxr's output to ceil(frames · 16000 / rate)."""
+    from mmforge.backend.audio import _fit_length
+
+    for written, expected in ((10, 7), (4, 7)):
+        path = tmp_path / f"{written}.wav"
+        with sf.SoundFile(str(path), "w", 16000, 1, "FLOAT", format="WAV") as out:
+            out.write(np.ones(written, np.float32))
+            assert _fit_length(out, written, expected, 44100) == expected
+        got, _ = sf.read(str(path), dtype="float32")
+        assert list(got) == [1.0] * min(written, expected) + [0.0] * max(0, expected - written)
+
+
+@pytest.mark.parametrize("frames", [1, 17, 441, 16385])
+@pytest.mark.parametrize("rate", [8000, 11025, 44100, 96000])
+def test_odd_lengths_and_rates_match_load_audio(tmp_path, rate, frames):
+    path = tmp_path / "odd.wav"
+    noise = np.random.default_rng(frames).standard_normal((frames, 2)) * 0.2
+    sf.write(str(path), noise, rate, subtype="FLOAT")
+    audio.convert(path, tmp_path / "out.wav", block_frames=1000)
+    got, _ = sf.read(str(tmp_path / "out.wav"), dtype="float32")
+    want = load_clip(path, 16000)
+    assert got.shape == want.shape and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("family", ["gemma4", "phi4mm"])
+def test_verify_judges_a_clip_users_send(tiny, package, tmp_path, family):
+    """A 44.1 kHz stereo Ogg: the runtime gets the prepared copy, the reference the clip as
+    transformers' load_audio gives it; every stage agrees."""
+    from mmforge.backend.verify import verify
+    from tests.backend.families import verdict
+
+    clip = _clip(tmp_path, "OGG", "VORBIS", 44100, 2, seconds=1.5)
+    report = verify(package(family), str(tiny(family)), audios=[clip])
+    stages = {c.name: c for c in report.components}
+    assert report.verdict == verdict(family), [(c.name, c.reason) for c in report.components]
+    assert stages["audio_encoder"].verdict == "PASS"
+    assert report.tokens["matched"] == report.tokens["total"] > 0
