@@ -339,22 +339,3 @@ def _audio_attachment(path: Path, target: Path, samples: int, note: str) -> Atta
         raise _too_short(path, samples / AUDIO_SAMPLE_RATE)
     seconds = round(samples / AUDIO_SAMPLE_RATE, 3)
     return Attachment(AUDIO, target, path.name, note, seconds=seconds)
-
-
-def resample(signal: Any, rate: int, target_rate: int) -> Any:
-    """Resample a mono float signal as transformers' `load_audio` does (soxr "HQ").
-
-    The length is ceil(len · target_rate / rate), padded with silence or cut, as
-    load_audio fixes it. soxr streams, so memory stays near the input's and output's size.
-    """
-    import math
-
-    import numpy as np
-    import soxr
-
-    x = np.ascontiguousarray(signal, dtype=np.float32)
-    if int(rate) == int(target_rate):
-        return x.copy()
-    out = soxr.resample(x, int(rate), int(target_rate), quality="soxr_hq")
-    n = math.ceil(len(x) * int(target_rate) / int(rate))
-    return np.pad(out, (0, max(0, n - len(out))))[:n].astype(np.float32, copy=False)

@@ -269,6 +269,31 @@ def test_odd_lengths_and_rates_match_load_audio(tmp_path, rate, frames):
     assert got.shape == want.shape and np.array_equal(got, want)
 
 
+def test_resampling_removes_what_16_khz_cannot_hold(tmp_path):
+    rate = 48000
+    t = np.arange(rate) / rate
+    tones = 0.4 * np.sin(2 * np.pi * 1000 * t) + 0.4 * np.sin(2 * np.pi * 12000 * t)
+    path = tmp_path / "tones.wav"
+    sf.write(str(path), tones, rate, subtype="FLOAT")  # 12 kHz is above 16 kHz's 8 kHz
+    out, _ = sf.read(str(prepare(path, AUDIO, tmp_path / "out").path))
+    spectrum = np.abs(np.fft.rfft(out)) / len(out)
+    freqs = np.fft.rfftfreq(len(out), 1 / 16000)
+    assert spectrum[np.argmin(np.abs(freqs - 1000))] > 0.15
+    assert spectrum[np.argmin(np.abs(freqs - 4000))] < 1e-4, "12 kHz must not alias to 4 kHz"
+
+
+def test_resampling_in_blocks_does_not_wrap_one_end_of_a_clip_into_the_other(tmp_path):
+    rate = 44100
+    clip = np.zeros(rate * 2)
+    clip[-rate // 2 :] = 0.9 * np.sin(2 * np.pi * 440 * np.arange(rate // 2) / rate)
+    path = tmp_path / "late.wav"
+    sf.write(str(path), clip, rate, subtype="FLOAT")
+    out, _ = sf.read(str(prepare(path, AUDIO, tmp_path / "out").path))
+    assert len(out) == 32000
+    assert np.max(np.abs(out[:16000])) < 1e-6  # the silent first second stays silent
+    assert np.max(np.abs(out[-4000:])) == pytest.approx(0.9, abs=0.02)
+
+
 @pytest.mark.parametrize("family", ["gemma4", "phi4mm"])
 def test_verify_judges_a_clip_users_send(tiny, package, tmp_path, family):
     """A 44.1 kHz stereo Ogg: the runtime gets the prepared copy, the reference the clip as
