@@ -66,6 +66,24 @@ def test_the_prepared_clip_holds_transformers_samples_exactly(
     assert prepared.seconds == round(len(want) / 16000, 3)
 
 
+@pytest.mark.parametrize(
+    "fmt,subtype,suffix,rate,channels",
+    [
+        ("MP3", "MPEG_LAYER_III", ".mp3", 44100, 2),
+        ("OGG", "OPUS", ".opus", 48000, 2),
+        ("AIFF", "PCM_16", ".aiff", 22050, 1),
+    ],
+)
+def test_the_other_suffixes_chat_accepts_hold_transformers_samples_too(
+    tmp_path, fmt, subtype, suffix, rate, channels
+):
+    path = tmp_path / f"clip{suffix}"
+    sf.write(str(path), _voice(rate, channels, 0.7), rate, format=fmt, subtype=subtype)
+    got, _ = sf.read(str(prepare(path, AUDIO, tmp_path / "out").path), dtype="float32")
+    want = load_clip(path, 16000)
+    assert got.shape == want.shape and np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("block_frames", [1, 777, 4096])
 def test_the_samples_do_not_depend_on_the_block_size(tmp_path, block_frames):
     path = _clip(tmp_path, "OGG", "VORBIS", 44100, 2, seconds=0.3)
