@@ -323,8 +323,6 @@ def _prepare_audio(path: Path, dest: Path) -> Attachment:
             f"Cannot attach {path.name}: the audio is damaged ({e})",
             "Export the audio again or pick another file",
         ) from None
-    if done.frames == 0:
-        raise _too_short(path, 0.0)
     changes = []
     if done.channels > 1:
         changes.append(f"mixed {done.channels} channels to mono")
