@@ -160,6 +160,27 @@ def test_the_runtime_computes_transformers_features_from_the_users_file(
     assert diff.max() <= worst and diff.mean() <= mean, (diff.max(), diff.mean())
 
 
+@pytest.mark.parametrize(
+    "fmt,subtype,rate,channels",
+    [("WAV", "PCM_24", 44100, 2), ("FLAC", "PCM_16", 48000, 1), ("OGG", "VORBIS", 22050, 2)],
+)
+def test_the_runtime_reads_the_float_wav_sample_for_sample(
+    tmp_path, package, fmt, subtype, rate, channels
+):
+    """Gemma 4 unified's processor hands the graph the decoded samples themselves: those
+    of the prepared 32-bit float WAV are load_audio's, exactly (ORT GenAI 0.18)."""
+    from mmforge.backend.runtime import Runtime
+
+    rt = Runtime(package("gemma4_unified"))
+    prompt = rt.prompt([{"role": "user", "content": "<|audio|>Transcribe."}])
+    path = _clip(tmp_path, fmt, subtype, rate, channels, seconds=1.3)
+    frames = rt.process(prompt, audios=[prepare(path, AUDIO, tmp_path / "out").path])
+    got = frames.arrays["audio_embeds"].reshape(-1)
+    want = load_clip(path, 16000)
+    assert np.array_equal(got[: len(want)], want)
+    assert not got[len(want) :].any()  # the last frame's padding
+
+
 def _header(channels: int, rate: int, frames: int) -> bytes:
     """A 16-bit WAV header announcing `frames` frames, with a few bytes of data behind it."""
     import struct
