@@ -8,8 +8,10 @@ Chat prepares each attachment here, and verify each of its inputs, the same way.
   RGB as PIL converts it), sized as transformers sizes them for the package's model where
   the package records how, and handed to the runtime as a lossless PNG (`pictures.py`
   says why, with what was measured).
-- Audio is read with soundfile, mixed down to mono and resampled to 16 kHz (the rate the
-  runtime's audio processors expect), then written as 16-bit PCM WAV.
+- Audio is read as transformers' `load_audio` reads it (soundfile, channel mean, soxr
+  resampling to the 16 kHz the runtime's audio processors expect), block by block, and
+  written as 32-bit float WAV; headers that ask for absurd decoding are refused first
+  (`mmforge.backend.audio`).
 - Video files are refused by name (`VIDEO_SUFFIXES`): the runtime takes no video.
 """
 
@@ -21,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend import pictures
+from mmforge.backend.audio import MIN_SECONDS as MIN_AUDIO_SECONDS
+from mmforge.backend.audio import SAMPLE_RATE as AUDIO_SAMPLE_RATE
 from mmforge.backend.diskspace import no_space, out_of_space
 from mmforge.backend.errors import MmforgeError
 
@@ -41,11 +45,6 @@ VIDEO_SUFFIXES = frozenset({".mp4", ".webm", ".mkv", ".mov", ".avi"})
 NO_VIDEO = "ONNX Runtime GenAI 0.18 takes no video: its processor accepts only images and audio"
 
 MAX_IMAGE_PIXELS = pictures.MAX_IMAGE_PIXELS
-AUDIO_SAMPLE_RATE = 16_000
-MAX_AUDIO_SECONDS = 600.0
-# ORT GenAI 0.18's audio front ends divide by zero (SIGFPE, the process dies) on clips of
-# 160 samples or fewer at 16 kHz; no speech is that short, so a margin costs nothing.
-MIN_AUDIO_SECONDS = 0.1
 
 
 class AttachmentError(MmforgeError):
@@ -135,15 +134,23 @@ def first_look(path: Path, kind: str) -> None:
 
 
 def _audio_info(path: Path) -> Any:
-    """The clip's header (soundfile's info), refused when it is no audio or too long."""
+    """The clip's header (soundfile's info), refused when it is no audio or asks too much.
+
+    Too long, too many channels, an absurd rate or too many samples in all are refused
+    here, before anything is decoded (`mmforge.backend.audio.check_header`).
+    """
     import soundfile as sf
+
+    from mmforge.backend import audio
 
     try:
         info = sf.info(str(path))
     except (RuntimeError, sf.LibsndfileError):
         raise _not_audio(path) from None
-    if info.duration > MAX_AUDIO_SECONDS:
-        raise _too_long(path, info.duration)
+    try:
+        audio.check_header(info)
+    except audio.ClipRefused as e:
+        raise AttachmentError(f"Cannot attach {path.name}: {e.reason}", e.hint) from None
     return info
 
 
@@ -165,13 +172,6 @@ def _not_audio(path: Path) -> AttachmentError:
     return AttachmentError(
         f"Cannot attach {path.name}: it is not an audio file this app can read",
         "Attach a WAV, FLAC or OGG file",
-    )
-
-
-def _too_long(path: Path, seconds: float) -> AttachmentError:
-    return AttachmentError(
-        f"Cannot attach {path.name}: {seconds:.0f} s of audio is too long",
-        f"Cut it to under {MAX_AUDIO_SECONDS / 60:.0f} minutes",
     )
 
 
@@ -249,86 +249,39 @@ def package_sizing(package: Path) -> pictures.Sizing | None:
 
 
 def _prepare_audio(path: Path, dest: Path) -> Attachment:
-    import numpy as np
+    """Write the clip as transformers loads it (see `mmforge.backend.audio`)."""
     import soundfile as sf
 
+    from mmforge.backend import audio
+
     info = _audio_info(path)
+    target = _free_name(dest, path.stem, ".wav")
+    as_runtime_reads = (info.format, info.subtype, info.channels, info.samplerate)
+    if as_runtime_reads == ("WAV", "PCM_16", 1, AUDIO_SAMPLE_RATE):
+        # 16 kHz mono 16-bit WAV: the runtime reads its samples as load_audio does
+        # (measured, docs/chat-engine.md), so the user's file goes as it is.
+        shutil.copyfile(path, target)
+        return _audio_attachment(path, target, info.frames, "")
     try:
-        samples, rate = sf.read(str(path), dtype="float32", always_2d=True)
+        done = audio.convert(path, target)
+    except audio.ClipRefused as e:
+        raise AttachmentError(f"Cannot attach {path.name}: {e.reason}", e.hint) from None
     except (RuntimeError, sf.LibsndfileError) as e:
         raise AttachmentError(
             f"Cannot attach {path.name}: the audio is damaged ({e})",
             "Export the audio again or pick another file",
         ) from None
-    if samples.shape[0] == 0:
-        raise _too_short(path, 0.0)
     changes = []
-    if samples.shape[1] > 1:
-        changes.append(f"mixed {samples.shape[1]} channels to mono")
-    mono = samples.mean(axis=1)
-    if rate != AUDIO_SAMPLE_RATE:
-        changes.append(f"resampled {rate} Hz to {AUDIO_SAMPLE_RATE} Hz")
-        mono = resample(mono, rate, AUDIO_SAMPLE_RATE)
-    if len(mono) < MIN_AUDIO_SECONDS * AUDIO_SAMPLE_RATE:
-        raise _too_short(path, len(mono) / AUDIO_SAMPLE_RATE)
-    target = _free_name(dest, path.stem, ".wav")
-    if not changes and info.format == "WAV" and info.subtype == "PCM_16":
-        shutil.copyfile(path, target)
-    else:
-        sf.write(str(target), np.clip(mono, -1.0, 1.0), AUDIO_SAMPLE_RATE, subtype="PCM_16")
-    seconds = len(mono) / AUDIO_SAMPLE_RATE
-    return Attachment(AUDIO, target, path.name, "; ".join(changes), seconds=round(seconds, 3))
+    if done.channels > 1:
+        changes.append(f"mixed {done.channels} channels to mono")
+    if done.rate != AUDIO_SAMPLE_RATE:
+        changes.append(f"resampled {done.rate} Hz to {AUDIO_SAMPLE_RATE} Hz")
+    return _audio_attachment(path, target, done.samples, "; ".join(changes))
 
 
-def resample(signal: Any, rate: int, target_rate: int) -> Any:
-    """Band-limited polyphase resampling of a mono float signal, in bounded memory.
-
-    The ratio is reduced to up/down; a Kaiser-windowed sinc low-pass at the lower of the
-    two Nyquist frequencies (10 zero crossings a side, as scipy's resample_poly) keeps
-    downsampling from aliasing. Each output sample is the dot product of one filter phase
-    with the input around it; the ends are padded with silence, so nothing wraps around
-    from one end of the clip to the other. Outputs are made in blocks, so the working
-    memory stays a few MB whatever the clip's length.
-    """
-    import math
-
-    import numpy as np
-
-    x = np.asarray(signal, dtype=np.float32)
-    g = math.gcd(int(rate), int(target_rate))
-    up, down = int(target_rate) // g, int(rate) // g
-    if up == down:
-        return x.copy()
-    taps, delay = _lowpass(up, down)  # length up * per_phase, centred at `delay`
-    per_phase = len(taps) // up
-    # phases[p, k] = taps[p + k * up], so y[n] = sum_k phases[p, k] * x[i - k] with
-    # p = (n * down + delay) % up and i = (n * down + delay) // up.
-    phases = taps.reshape(per_phase, up).T[:, :, None].astype(np.float32)
-    n_out = max(1, math.ceil(len(x) * up / down))
-    out = np.empty(n_out, np.float32)
-    block = 1 << 14
-    k = np.arange(per_phase)[:, None]
-    for start in range(0, n_out, block):
-        n = np.arange(start, min(start + block, n_out), dtype=np.int64)
-        pos = n * down + delay
-        phase, base = pos % up, pos // up
-        index = base[None, :] - k  # [per_phase, block] input positions
-        inside = (index >= 0) & (index < len(x))  # beyond the ends: silence
-        window = np.where(inside, x[np.clip(index, 0, len(x) - 1)], np.float32(0))
-        out[start : start + len(n)] = np.einsum("kb,kb->b", phases[phase, :, 0].T, window)
-    return out
-
-
-def _lowpass(up: int, down: int) -> tuple[Any, int]:
-    """The polyphase filter and the index of its centre.
-
-    A Kaiser-windowed sinc at 1/max(up, down) of the upsampled rate, with gain `up`.
-    """
-    import numpy as np
-
-    most = max(up, down)
-    half = 10 * most
-    n = np.arange(-half, half + 1, dtype=np.float64)
-    taps = np.sinc(n / most) / most * np.kaiser(2 * half + 1, 5.0) * up
-    pad = (-len(taps)) % up  # a whole number of taps per phase
-    return np.concatenate([taps, np.zeros(pad)]), half
+def _audio_attachment(path: Path, target: Path, samples: int, note: str) -> Attachment:
+    """The prepared clip, refused when it is too short for the runtime."""
+    if samples < MIN_AUDIO_SECONDS * AUDIO_SAMPLE_RATE:
+        raise _too_short(path, samples / AUDIO_SAMPLE_RATE)
+    seconds = round(samples / AUDIO_SAMPLE_RATE, 3)
+    return Attachment(AUDIO, target, path.name, note, seconds=seconds)

@@ -38,7 +38,7 @@ echo "== licences"
 licenses=$build/licenses
 rm -rf "$licenses" && mkdir -p "$licenses"
 cp packaging/licenses/NOTICE.txt resources/DejaVuSans-LICENSE.txt "$licenses/"
-for text in LGPL-3 GPL-3; do
+for text in LGPL-2.1 LGPL-3 GPL-3; do
   cp "/usr/share/common-licenses/$text" "$licenses/$text"  # Debian's base-files has them
 done
 "$venv/bin/python" packaging/third_party.py "$licenses/THIRD-PARTY.txt"

@@ -11,6 +11,7 @@ model's own feature count.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mmforge.backend.errors import MmforgeError
@@ -51,8 +52,32 @@ def image_processor(checkpoint: Checkpoint) -> Any:
     return AutoImageProcessor.from_pretrained(checkpoint.folder, image_processor_filename=name)
 
 
+# The clip as transformers loads it from a file: `load_audio` with its soundfile backend
+# (soundfile, channel mean, soxr "HQ"). It is the backend transformers picks when
+# torchcodec is not installed (mmforge installs none), and the one chat's intake
+# reproduces sample for sample (mmforge.backend.audio); torchcodec would resample with
+# FFmpeg instead. Pinned, so an installed torchcodec cannot change what verify compares.
+AUDIO_BACKEND = "soundfile"
+
+
+def load_clip(path: Path, sampling_rate: int) -> Any:
+    """A clip file's samples at `sampling_rate`, as transformers' `load_audio` gives them."""
+    from transformers.audio_utils import load_audio
+
+    return load_audio(str(path), sampling_rate=sampling_rate, backend=AUDIO_BACKEND)
+
+
 def audio_features(checkpoint: Checkpoint, audios: list[Any]) -> Any:
-    """Run the checkpoint's HF audio feature extractor on (samples, rate) pairs."""
+    """Run the checkpoint's HF audio feature extractor on clips.
+
+    Args:
+        checkpoint: The reference checkpoint.
+        audios: Clip files, each loaded as a transformers user loads it (`load_clip`, at
+            the extractor's rate), or (samples, rate) pairs at the extractor's rate.
+
+    Raises:
+        MmforgeError: No feature extractor is named, or samples come at another rate.
+    """
     import transformers
 
     settings = dict(checkpoint.audio_preprocessor.data)
@@ -68,13 +93,14 @@ def audio_features(checkpoint: Checkpoint, audios: list[Any]) -> Any:
         )
     extractor = getattr(transformers, name)(**settings)
     rate = extractor.sampling_rate
-    for _, sr in audios:
+    clips = [(load_clip(a, rate), rate) if isinstance(a, Path) else a for a in audios]
+    for _, sr in clips:
         if sr != rate:
             raise MmforgeError(
                 f"Audio must be {rate} Hz for this model, got {sr} Hz",
                 f"Resample the clip to {rate} Hz",
             )
-    return extractor([a for a, _ in audios], sampling_rate=rate, return_tensors="pt")
+    return extractor([a for a, _ in clips], sampling_rate=rate, return_tensors="pt")
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:

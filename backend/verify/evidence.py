@@ -183,7 +183,6 @@ def gather_reference(
             weights written into it).
     """
     import numpy as np
-    import soundfile as sf
 
     from mmforge.backend.pictures import load
 
@@ -192,8 +191,8 @@ def gather_reference(
     if adjust is not None:
         adjust(model)
     pil = [load(p) for p in images]  # as transformers' load_image: EXIF applied, RGB
-    clips = [sf.read(str(p), dtype="float32") for p in audios]
-    own = hf_reference.prepare(checkpoint, messages, pil, clips, tokenizer=tokenizer)
+    # The clips as transformers loads them (families/_reference.load_clip).
+    own = hf_reference.prepare(checkpoint, messages, pil, list(audios), tokenizer=tokenizer)
     capture = _Capture(model)
     try:
         try:

@@ -204,7 +204,8 @@ def prepare(
         source: The checkpoint (or its folder).
         messages: Chat messages; image/audio parts in the order of `images`/`audios`.
         images: PIL images.
-        audios: (samples, sample_rate) pairs.
+        audios: Clip files (loaded as transformers' `load_audio` loads them) or
+            (samples, sample_rate) pairs.
         tokenizer: The checkpoint's tokenizer, when the caller has it loaded already.
     """
     checkpoint = _checkpoint(source)
