@@ -222,12 +222,13 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 def _inspect_package(folder: Path, *, as_json: bool) -> int:
     """A converted package: what it is, and what programs that hand it files must do."""
-    from mmforge.backend.attachments import package_sizing
+    from mmforge.backend.attachments import package_intake
     from mmforge.backend.library import read_manifest
     from mmforge.backend.pictures import for_other_programs
 
     manifest = read_manifest(folder)
-    sizing = package_sizing(folder)
+    intake = package_intake(folder)
+    sizing = intake.sizing if intake is not None else None
     advice = for_other_programs(sizing)
     family, dtype = str(manifest.get("family", "?")), str(manifest.get("dtype", "?"))
     if as_json:

@@ -185,12 +185,12 @@ def _too_short(path: Path, seconds: float) -> AttachmentError:
     )
 
 
-def prepare(path: Path, kind: str, dest: Path, sizing: pictures.Sizing | None = None) -> Attachment:
+def prepare(path: Path, kind: str, dest: Path, intake: pictures.Intake | None = None) -> Attachment:
     """Check one attachment and write the runtime-ready copy into the folder `dest`.
 
     The copy is private to the user (0600), as the user's pictures and recordings are.
-    A video file is refused whatever kind it was given as. `sizing` is how transformers
-    sizes pictures for the package's model (`package_sizing`), None when the package
+    A video file is refused whatever kind it was given as. `intake` is how transformers
+    reads pictures for the package's model (`package_intake`), None when the package
     records none: the picture then keeps its size and the runtime resizes it.
     """
     refuse_video(path)
@@ -204,7 +204,7 @@ def prepare(path: Path, kind: str, dest: Path, sizing: pictures.Sizing | None = 
     before = set(dest.iterdir())
     try:
         attachment = (
-            _prepare_image(path, dest, sizing) if kind == IMAGE else _prepare_audio(path, dest)
+            _prepare_image(path, dest, intake) if kind == IMAGE else _prepare_audio(path, dest)
         )
     except BaseException as e:
         for partial in set(dest.iterdir()) - before:  # a copy cut short: nothing half-written
@@ -226,26 +226,26 @@ def _free_name(dest: Path, stem: str, suffix: str) -> Path:
     return candidate
 
 
-def _prepare_image(path: Path, dest: Path, sizing: pictures.Sizing | None) -> Attachment:
+def _prepare_image(path: Path, dest: Path, intake: pictures.Intake | None) -> Attachment:
     try:
-        intake = pictures.take(path, sizing)
+        taken = pictures.take(path, intake)
     except pictures.PictureError as e:
         raise _picture_error(path, e) from None
     target = _free_name(dest, path.stem, ".png")
-    pictures.save_lossless(intake.image, target)
-    width, height = intake.image.size
-    return Attachment(IMAGE, target, path.name, intake.note, width=width, height=height)
+    pictures.save_lossless(taken.image, target)
+    width, height = taken.image.size
+    return Attachment(IMAGE, target, path.name, taken.note, width=width, height=height)
 
 
-def package_sizing(package: Path) -> pictures.Sizing | None:
-    """How transformers sizes pictures for a package's model, as its manifest records.
+def package_intake(package: Path) -> pictures.Intake | None:
+    """How transformers reads pictures for a package's model, as its manifest records.
 
     None for a package converted before mmforge recorded it (or whose record is broken):
     its pictures then reach the runtime at their own size, and verify says what differs.
     """
     from mmforge.backend.library import read_manifest
 
-    return pictures.Sizing.from_dict(read_manifest(package).get("pictures"))
+    return pictures.Intake.from_dict(read_manifest(package).get("pictures"))
 
 
 def _prepare_audio(path: Path, dest: Path) -> Attachment:

@@ -40,9 +40,14 @@ MAX_IMAGE_PIXELS = 250_000_000
 MAX_ASPECT = 200
 
 SMART_RESIZE = "smart_resize"
+# LFM2-VL's smart resize: whole blocks at least, halves to even, then the pixel budget.
+WHOLE_BLOCKS = "smart_resize_whole_blocks"
 LONGEST_EDGE = "longest_edge"
 FIXED = "fixed"
-RULES = (SMART_RESIZE, LONGEST_EDGE, FIXED)
+RULES = (SMART_RESIZE, WHOLE_BLOCKS, LONGEST_EDGE, FIXED)
+# Who resizes: PIL (transformers' PIL processors) or torch (its torchvision processors,
+# which use torch's interpolation; mmforge's reference restates them with the same).
+KERNELS = ("pil", "torch")
 # PIL's resampling filters by name; the codes are PIL's (and preprocessor_config's).
 FILTERS = {0: "nearest", 1: "lanczos", 2: "bilinear", 3: "bicubic", 4: "box", 5: "hamming"}
 # ImageOps.exif_transpose's orientations that swap width and height.
@@ -69,6 +74,12 @@ class Sizing:
         longest_edge: The longest side for `longest_edge`.
         width: The width for `fixed`.
         height: The height for `fixed`.
+        kernel: `pil`, or `torch` for processors transformers implements on torchvision
+            (their pixels are torch's interpolation, antialiased).
+        tile_above: The processor splits a picture into tiles past this many pixels
+            (after rounding sides to `factor`, at least `patch`); ONNX Runtime GenAI 0.18
+            does not tile, so such a picture is refused. 0: never.
+        patch: The patch size, for `tile_above`'s rounding.
     """
 
     rule: str
@@ -79,6 +90,9 @@ class Sizing:
     longest_edge: int = 0
     width: int = 0
     height: int = 0
+    kernel: str = "pil"
+    tile_above: int = 0
+    patch: int = 0
 
     def target(self, width: int, height: int) -> tuple[int, int]:
         """The (width, height) transformers resizes a `width` × `height` picture to.
@@ -96,8 +110,22 @@ class Sizing:
                 f"{width}×{height} is more elongated than {MAX_ASPECT}:1, which this model's "
                 "processor refuses"
             )
+        if self.rule == WHOLE_BLOCKS:
+            h, w = smart_resize_whole_blocks(
+                height, width, self.factor, self.min_pixels, self.max_pixels
+            )
+            return w, h
         h, w = smart_resize(height, width, self.factor, self.min_pixels, self.max_pixels)
         return w, h
+
+    def tiles(self, width: int, height: int) -> bool:
+        """Whether transformers splits this picture into tiles (the runtime cannot)."""
+        if not self.tile_above:
+            return False
+        block = self.factor
+        h_bar = max(self.patch, round(height / block) * block)
+        w_bar = max(self.patch, round(width / block) * block)
+        return h_bar * w_bar > self.tile_above
 
     def runtime_keeps(self, width: int, height: int) -> bool:
         """Whether the package's Resize leaves a `width` × `height` picture as it is.
@@ -127,7 +155,7 @@ class Sizing:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (the manifest's `pictures`)."""
+        """JSON-ready form (the manifest's `pictures.sizing`)."""
         return asdict(self)
 
     @classmethod
@@ -137,10 +165,13 @@ class Sizing:
             return None
         if data.get("resample") not in FILTERS.values():
             return None
+        if data.get("kernel", "pil") not in KERNELS:
+            return None
         numbers = {k: data.get(k, 0) for k in cls.__dataclass_fields__ if k not in _WORDS}
         if not all(type(v) is int and 0 <= v <= 1 << 31 for v in numbers.values()):
             return None
-        sizing = cls(rule=data["rule"], resample=data["resample"], **numbers)
+        words = {"rule": data["rule"], "resample": data["resample"]}
+        sizing = cls(**words, kernel=data.get("kernel", "pil"), **numbers)
         return sizing if sizing._sane() else None
 
     def _sane(self) -> bool:
@@ -151,7 +182,7 @@ class Sizing:
         return self.factor > 0 and 0 < self.min_pixels <= self.max_pixels
 
 
-_WORDS = ("rule", "resample")
+_WORDS = ("rule", "resample", "kernel")
 
 
 def smart_resize(
@@ -168,6 +199,23 @@ def smart_resize(
         beta = math.sqrt(min_pixels / (height * width))
         h_bar = math.ceil(height * beta / factor) * factor
         w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def smart_resize_whole_blocks(
+    height: int, width: int, block: int, min_pixels: int, max_pixels: int
+) -> tuple[int, int]:
+    """LFM2-VL's smart resize as transformers has it: (height, width), at least one block."""
+    h_bar = max(block, round(height / block) * block)
+    w_bar = max(block, round(width / block) * block)
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h_bar = max(block, math.floor(height / beta / block) * block)
+        w_bar = max(block, math.floor(width / beta / block) * block)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / block) * block
+        w_bar = math.ceil(width * beta / block) * block
     return h_bar, w_bar
 
 
@@ -303,7 +351,7 @@ def _short(error: BaseException) -> str:
 
 
 @dataclass(frozen=True)
-class Intake:
+class Taken:
     """A picture ready for the runtime.
 
     Attributes:
@@ -321,16 +369,22 @@ class Intake:
     note: str
 
 
-def take(path: Path, sizing: Sizing | None) -> Intake:
-    """Read `path` as transformers does and size it as transformers would for `sizing`.
+def take(path: Path, intake: Intake | None) -> Taken:
+    """Read `path` as transformers does and size it as it would for the package's model.
+
+    `intake` is what the package records (None for a package converted before it did:
+    transparency is laid on white, as every processor mmforge converts does by default,
+    and the picture keeps its size).
 
     Raises:
         PictureError: the file cannot be read, or transformers would refuse it.
     """
-    from PIL import Image
-
+    intake = intake or Intake(on_white=True, sizing=None)
     _, _, orientation = header(path)
-    image = on_white(load(path))
+    image = load(path)
+    if intake.on_white:
+        image = on_white(image)
+    sizing = intake.sizing
     width, height = image.size
     changes = []
     if orientation != 1:
@@ -338,19 +392,37 @@ def take(path: Path, sizing: Sizing | None) -> Intake:
     resized = False
     if sizing is not None:
         target = sizing.target(width, height)
+        if sizing.tiles(width, height):
+            raise PictureError(
+                f"at {width}×{height} this model's processor splits it into tiles, which "
+                "ONNX Runtime GenAI 0.18 cannot do (its lfm2_vl pipeline has no tiling)"
+            )
         if not sizing.runtime_keeps(*target):
             raise PictureError(
                 f"transformers sizes it to {target[0]}×{target[1]} for this model, which the "
                 "package's processor would resize again"
             )
         if target != (width, height):
-            image = image.resize(target, getattr(Image.Resampling, sizing.resample.upper()))
+            image = _resize(image, target, sizing)
             resized = True
             changes.append(
                 f"resized from {width}×{height} to {target[0]}×{target[1]} as transformers "
                 "does for this model"
             )
-    return Intake(image, width, height, resized, "; ".join(changes))
+    return Taken(image, width, height, resized, "; ".join(changes))
+
+
+def _resize(image: Any, target: tuple[int, int], sizing: Sizing) -> Any:
+    """Resize as the model's processor does: PIL's filter, or torch's antialiased one."""
+    from PIL import Image
+
+    if sizing.kernel == "pil":
+        return image.resize(target, getattr(Image.Resampling, sizing.resample.upper()))
+    # The kernel mmforge's reference restates torchvision's processors with.
+    from mmforge.backend.families._hf_image import resize, to_uint8_chw
+
+    out = resize(to_uint8_chw(image, on_white=False), target[1], target[0], sizing.resample)
+    return Image.fromarray(out.permute(1, 2, 0).contiguous().numpy())
 
 
 def save_lossless(image: Any, target: Path) -> None:
@@ -363,6 +435,35 @@ def save_lossless(image: Any, target: Path) -> None:
     """
     image.info.pop("transparency", None)
     image.save(target, format="PNG", compress_level=1)
+
+
+@dataclass(frozen=True)
+class Intake:
+    """What a package records of how transformers reads pictures for its model.
+
+    Attributes:
+        on_white: Whether the processor lays a transparent colour on white (its
+            `do_convert_rgb`, as the checkpoint's preprocessor config sets it).
+        sizing: How it sizes pictures (None: the package's own transform sizes them).
+    """
+
+    on_white: bool
+    sizing: Sizing | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the manifest's `pictures`)."""
+        sizing = self.sizing.to_dict() if self.sizing is not None else None
+        return {"on_white": self.on_white, "sizing": sizing}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Intake | None:
+        """The record a manifest holds; None when it holds none or a broken one."""
+        if not isinstance(data, dict) or not isinstance(data.get("on_white"), bool):
+            return None
+        sizing = Sizing.from_dict(data.get("sizing"))
+        if sizing is None and data.get("sizing") is not None:
+            return None
+        return cls(on_white=data["on_white"], sizing=sizing)
 
 
 def for_other_programs(sizing: Sizing | None) -> str:

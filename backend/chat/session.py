@@ -48,7 +48,7 @@ from mmforge.backend.attachments import (
     IMAGE,
     Attachment,
     AttachmentError,
-    package_sizing,
+    package_intake,
     prepare,
 )
 from mmforge.backend.chat import carry
@@ -214,8 +214,8 @@ class ChatSession:
                 details=str(e),
             ) from None
         self.ep = ep
-        # How transformers sizes this model's pictures (None: the runtime sizes them).
-        self._sizing = package_sizing(package)
+        # How transformers reads this model's pictures (None: not recorded).
+        self._intake = package_intake(package)
         self._text = _answer_decoder(package)
         self.load_s = time.perf_counter() - start
         self.load_memory_bytes = max(0, current_rss_bytes() - before)
@@ -288,7 +288,7 @@ class ChatSession:
                 )
         dest = self._attachment_folder()
         try:
-            return [prepare(path, kind, dest, self._sizing) for path, kind in files]
+            return [prepare(path, kind, dest, self._intake) for path, kind in files]
         except BaseException:
             if self.store is not None and not self.messages:  # never saved: leave no folder
                 self.store.discard_unsaved(self.conversation.id)

@@ -31,6 +31,7 @@ from mmforge.backend.errors import MmforgeError
 from mmforge.backend.inspect import Profile, Sizes, profile_checkpoint
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.memory import available_bytes, peak_rss_bytes
+from mmforge.backend.pictures import Intake
 from mmforge.backend.source import resolve
 from mmforge.backend.templates import check_folder_template
 from mmforge.backend.units import human_bytes
@@ -72,9 +73,9 @@ class Manifest:
     # Which model the checkpoint held (checkpoint_digest.py): {"config": …, "weights": …}.
     # Packages written before this field have none: Compare asks before comparing them.
     checkpoint_digest: dict[str, str] = field(default_factory=dict)
-    # How transformers sizes a picture for this model (pictures.Sizing): chat and verify
-    # hand the runtime pictures at that size. Empty: the runtime's resize is used, as for
-    # every package written before this field.
+    # How transformers reads a picture for this model (pictures.Intake): chat and verify
+    # hand the runtime pictures as it would. Packages written before this field have no
+    # key: their pictures keep their size and the runtime's resize is used.
     pictures: dict[str, Any] = field(default_factory=dict)
     mmforge_version: str = __version__
 
@@ -305,18 +306,20 @@ def _build_into(
         validation=asdict(checked),
         peak_rss_mb={**peak, "with_validation": _peak_rss_mb(), **_child_peak(graphs)},
         notes=[*fixes, *policy.notes, *spec.notes],
-        pictures=_picture_sizing(checkpoint),
+        pictures=_picture_intake(checkpoint),
     )
 
 
-def _picture_sizing(checkpoint: Checkpoint) -> dict[str, Any]:
-    """The manifest's `pictures`: how transformers sizes this model's pictures, if known."""
+def _picture_intake(checkpoint: Checkpoint) -> dict[str, Any]:
+    """The manifest's `pictures`: how transformers reads this model's pictures."""
     spec = checkpoint.family.package
     assert spec is not None
     if not checkpoint.family.has_vision(checkpoint.cfg):
         return {}
-    sizing = spec.picture_sizing(checkpoint.cfg, checkpoint.preprocessor)
-    return sizing.to_dict() if sizing is not None else {}
+    pre = checkpoint.preprocessor
+    # The processors' class default is True; a config's null turns it off.
+    on_white = bool(pre.data.get("do_convert_rgb", True))
+    return Intake(on_white, spec.picture_sizing(checkpoint.cfg, pre)).to_dict()
 
 
 def _build(

@@ -14,9 +14,26 @@ from typing import Any
 import numpy as np
 
 
-def to_uint8_chw(image: Any) -> Any:
-    """A PIL image as an RGB uint8 tensor [3, H, W]."""
+def converts_rgb(settings: Any) -> bool:
+    """The processor's `do_convert_rgb` (its class default, True, when the key is absent)."""
+    from collections.abc import Mapping
+
+    data = getattr(settings, "data", settings)
+    return bool(data.get("do_convert_rgb", True)) if isinstance(data, Mapping) else True
+
+
+def to_uint8_chw(image: Any, on_white: bool = True) -> Any:
+    """A PIL image as an RGB uint8 tensor [3, H, W].
+
+    With `on_white` (the processor's do_convert_rgb), a transparent colour is laid on
+    white first, as transformers' convert_to_rgb does.
+    """
     import torch
+
+    from mmforge.backend.pictures import on_white as laid_on_white
+
+    if on_white:
+        image = laid_on_white(image)
 
     rgb = np.asarray(image.convert("RGB"), dtype=np.uint8)
     return torch.from_numpy(rgb.copy()).permute(2, 0, 1).contiguous()

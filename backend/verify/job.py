@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend import families, precisions
-from mmforge.backend.attachments import package_sizing
+from mmforge.backend.attachments import package_intake
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.library import read_manifest
 from mmforge.backend.memory import peak_rss_bytes
-from mmforge.backend.pictures import Sizing
+from mmforge.backend.pictures import Intake, Sizing
 from mmforge.backend.runtime import read_genai_config
 from mmforge.backend.verify import hf_reference, intake, precision
 from mmforge.backend.verify.evidence import (
@@ -134,8 +134,8 @@ def verify(
             "Verify a package against the checkpoint it was converted from",
         )
     with tempfile.TemporaryDirectory(prefix="mmforge-verify-") as scratch:
-        sizing = package_sizing(package)
-        files = ([], []) if text_only else _inputs(model, images, audios, Path(scratch), sizing)
+        intake = package_intake(package)
+        files = ([], []) if text_only else _inputs(model, images, audios, Path(scratch), intake)
         originals = [] if text_only else _pictures(images, audios)
         return _verify(
             package,
@@ -146,7 +146,7 @@ def verify(
             tokens,
             ctx,
             Path(scratch),
-            (tuple(originals), sizing),
+            (tuple(originals), intake.sizing if intake is not None else None),
         )
 
 
@@ -197,7 +197,7 @@ def _inputs(
     images: Sequence[Path],
     audios: Sequence[Path],
     scratch: Path,
-    sizing: Sizing | None,
+    intake: Intake | None,
 ) -> tuple[list[Path], list[Path]]:
     """The prompt's files, checked and prepared as chat prepares them, before any model loads.
 
@@ -218,7 +218,7 @@ def _inputs(
             "This package's model takes no audio",
             "Verify it without the audio file (on the command line, without --audio)",
         )
-    prepared = [prepare(Path(p), IMAGE, scratch / "images", sizing).path for p in chosen]
+    prepared = [prepare(Path(p), IMAGE, scratch / "images", intake).path for p in chosen]
     return prepared, [prepare(Path(p), AUDIO, scratch / "audio").path for p in clips]
 
 

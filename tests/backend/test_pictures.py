@@ -16,8 +16,8 @@ import pytest
 from PIL import Image
 
 from mmforge.backend import pictures
-from mmforge.backend.attachments import IMAGE, AttachmentError, package_sizing, prepare
-from mmforge.backend.pictures import Sizing
+from mmforge.backend.attachments import IMAGE, AttachmentError, package_intake, prepare
+from mmforge.backend.pictures import Intake, Sizing
 from tests.backend.families import TESTED
 from tests.images import user_pictures
 
@@ -98,13 +98,33 @@ def test_a_sizing_record_round_trips_and_a_broken_one_reads_as_none():
         {"rule": "fixed", "resample": "bilinear", "width": -1, "height": 8},
     ]
     assert all(Sizing.from_dict(b) is None for b in broken)
+    intake = Intake(on_white=False, sizing=sizing)
+    assert Intake.from_dict(json.loads(json.dumps(intake.to_dict()))) == intake
+    assert Intake.from_dict({"on_white": True, "sizing": None}) == Intake(True, None)
+    assert Intake.from_dict({"on_white": True, "sizing": {"rule": "x"}}) is None
+    assert Intake.from_dict({"on_white": "yes", "sizing": None}) is None
+    assert Intake.from_dict({}) is None
+
+
+def test_a_transparent_colour_is_laid_on_white_only_where_the_processor_does(sent, tmp_path):
+    from transformers.image_transforms import convert_to_rgb
+    from transformers.image_utils import load_image
+
+    theirs = np.asarray(convert_to_rgb(load_image(str(sent["palette"]))))
+    white = prepare(sent["palette"], IMAGE, tmp_path / "w", Intake(True, None))
+    kept = prepare(sent["palette"], IMAGE, tmp_path / "k", Intake(False, None))
+    with Image.open(white.path) as a, Image.open(kept.path) as b:
+        assert "transparency" not in a.info and "transparency" not in b.info
+        assert np.array_equal(np.asarray(a), theirs)
+        assert np.array_equal(np.asarray(b), np.asarray(load_image(str(sent["palette"]))))
+        assert not np.array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_a_large_photo_is_resized_once_from_the_original_as_transformers_does(sent, tmp_path):
     from transformers.image_utils import load_image
 
     sizing = Sizing("smart_resize", "bicubic", factor=28, min_pixels=3136, max_pixels=12845056)
-    prepared = prepare(sent["large"], IMAGE, tmp_path, sizing)
+    prepared = prepare(sent["large"], IMAGE, tmp_path, Intake(True, sizing))
     h, w = pictures.smart_resize(4000, 6000, 28, 3136, 12845056)
     assert (prepared.width, prepared.height) == (w, h) == (4368, 2912)
     expected = load_image(str(sent["large"])).resize((w, h), Image.Resampling.BICUBIC)
@@ -117,7 +137,7 @@ def test_transformers_refusal_of_an_elongated_picture_is_the_files_fault(tmp_pat
     Image.new("RGB", (4020, 20)).save(path)
     sizing = Sizing("smart_resize", "bicubic", factor=28, min_pixels=3136, max_pixels=50176)
     with pytest.raises(AttachmentError, match=r"strip\.png: 4020×20 is more elongated"):
-        prepare(path, IMAGE, tmp_path / "out", sizing)
+        prepare(path, IMAGE, tmp_path / "out", Intake(True, sizing))
 
 
 @pytest.mark.parametrize(
@@ -154,8 +174,8 @@ def test_the_runtime_gets_transformers_pixels_for_every_picture(family, package,
     from mmforge.backend.verify import hf_reference
 
     folder = package(family)
-    sizing = package_sizing(folder)
-    assert sizing is not None, "the package must record how transformers sizes pictures"
+    intake = package_intake(folder)
+    assert intake is not None and intake.sizing is not None, "the package records its sizing"
     manifest = json.loads((folder / "mmforge_manifest.json").read_text())
     checkpoint = Checkpoint.read(Path(manifest["source"]))
     reference = checkpoint.family.reference
@@ -165,7 +185,7 @@ def test_the_runtime_gets_transformers_pixels_for_every_picture(family, package,
     prompt = runtime.prompt(messages)
     for kind in KINDS:
         ref = hf_reference.prepare(checkpoint, messages, [pictures.load(sent[kind])], [])
-        attachment = prepare(sent[kind], IMAGE, tmp_path / kind, sizing)
+        attachment = prepare(sent[kind], IMAGE, tmp_path / kind, intake)
         arrays = runtime.process(prompt, [attachment.path]).arrays
         made = int((arrays["input_ids"] == image_token).sum())
         assert made == ref.input_ids.count(image_token), kind

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from mmforge.backend.families._hf_image import normalize, resize, to_uint8_chw
+from mmforge.backend.families._hf_image import converts_rgb, normalize, resize, to_uint8_chw
 
 # PIL resample codes -> torch interpolate modes (torchvision's tensor resize).
 _MODES = {0: "nearest", 2: "bilinear", 3: "bicubic"}
@@ -55,7 +55,7 @@ def preprocess(pre: Any, images: list[Any]) -> dict[str, Any]:
         mean, std = [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]
     pixels, positions, counts = [], [], []
     for image in images:
-        chw = to_uint8_chw(image)
+        chw = to_uint8_chw(image, converts_rgb(pre))
         h, w = target_size(chw.shape[1], chw.shape[2], patch, pool, soft)
         if (h, w) != (chw.shape[1], chw.shape[2]):
             chw = resize(chw, h, w, mode)

@@ -19,6 +19,7 @@ from mmforge.backend.families._base import (
 from mmforge.backend.families.lfm2 import fields, reference, tiny
 from mmforge.backend.families.lfm2.build import build
 from mmforge.backend.families.lfm2.decoder import layer_kinds
+from mmforge.backend.families.lfm2.preprocess import lfm2_sizing
 
 
 def _projector(cfg: Cfg) -> Projector:
@@ -114,6 +115,7 @@ LFM2_VL_PACKAGE = PackageSpec(
         "image_sizes": "spatial_shapes",
     },
     processor_json=_processor,
+    picture_sizing=lambda cfg, pre: lfm2_sizing(pre),
     rename_checkpoint=_hub_layout,
     decoder_fields=_decoder_fields,
     build=build,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from mmforge.backend.families._hf_image import normalize, resize, to_uint8_chw
+from mmforge.backend.families._hf_image import converts_rgb, normalize, resize, to_uint8_chw
 
 
 def phi4mm_images(images: list[Any], settings: dict[str, Any]) -> dict[str, Any]:
@@ -21,7 +21,7 @@ def phi4mm_images(images: list[Any], settings: dict[str, Any]) -> dict[str, Any]
     mask_size = crop // patch
     pixel_list, mask_list, tokens, sizes = [], [], [], []
     for pil in images:
-        image = to_uint8_chw(pil)
+        image = to_uint8_chw(pil, converts_rgb(settings))
         padded, mask = _phi4_dynamic(image, crop, patch, mask_size, max_num)
         processed = normalize(padded, scale, mean, std)
         global_image = resize(processed, crop, crop, "bicubic", antialias=False)
