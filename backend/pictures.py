@@ -44,7 +44,9 @@ SMART_RESIZE = "smart_resize"
 WHOLE_BLOCKS = "smart_resize_whole_blocks"
 LONGEST_EDGE = "longest_edge"
 FIXED = "fixed"
-RULES = (SMART_RESIZE, WHOLE_BLOCKS, LONGEST_EDGE, FIXED)
+# Phi-4-multimodal's HD transform: a grid of square crops, the picture fitted into it.
+PHI4_HD = "phi4_hd"
+RULES = (SMART_RESIZE, WHOLE_BLOCKS, LONGEST_EDGE, FIXED, PHI4_HD)
 # Who resizes: PIL (transformers' PIL processors) or torch (its torchvision processors,
 # which use torch's interpolation; mmforge's reference restates them with the same).
 KERNELS = ("pil", "torch")
@@ -80,6 +82,7 @@ class Sizing:
             (after rounding sides to `factor`, at least `patch`); ONNX Runtime GenAI 0.18
             does not tile, so such a picture is refused. 0: never.
         patch: The patch size, for `tile_above`'s rounding.
+        max_crops: `phi4_hd`'s largest number of crops (`factor` px square each).
     """
 
     rule: str
@@ -93,6 +96,7 @@ class Sizing:
     kernel: str = "pil"
     tile_above: int = 0
     patch: int = 0
+    max_crops: int = 0
 
     def target(self, width: int, height: int) -> tuple[int, int]:
         """The (width, height) transformers resizes a `width` × `height` picture to.
@@ -105,6 +109,8 @@ class Sizing:
         if self.rule == LONGEST_EDGE:
             h, w = longest_edge_size(height, width, self.longest_edge, self.factor)
             return w, h
+        if self.rule == PHI4_HD:
+            return phi4_hd_fit(width, height, self.factor, self.max_crops)[0]
         if max(width, height) / min(width, height) > MAX_ASPECT:
             raise PictureError(
                 f"{width}×{height} is more elongated than {MAX_ASPECT}:1, which this model's "
@@ -135,6 +141,8 @@ class Sizing:
         """
         if self.rule == FIXED:
             return (width, height) == (self.width, self.height)
+        if self.rule == PHI4_HD:  # the transform fits a fitted picture to itself
+            return phi4_hd_fit(width, height, self.factor, self.max_crops)[0] == (width, height)
         kept = runtime_smart_resize(height, width, self.factor, self.min_pixels, self.max_pixels)
         return kept == (height, width)
 
@@ -142,6 +150,11 @@ class Sizing:
         """The sizing in words, for a package's README and `inspect`."""
         if self.rule == FIXED:
             return f"resized to {self.width}×{self.height} px ({self.resample})"
+        if self.rule == PHI4_HD:
+            return (
+                f"fitted into a grid of at most {self.max_crops} crops of {self.factor} px "
+                f"(aspect kept, the rest padded), {self.resample} with antialiasing"
+            )
         if self.rule == LONGEST_EDGE:
             return (
                 f"scaled down to at most {self.longest_edge} px a side (sides floored), then "
@@ -179,6 +192,8 @@ class Sizing:
             return self.width > 0 and self.height > 0
         if self.rule == LONGEST_EDGE:
             return self.factor > 0 and self.longest_edge >= self.factor
+        if self.rule == PHI4_HD:
+            return self.factor > 0 and self.max_crops > 0
         return self.factor > 0 and 0 < self.min_pixels <= self.max_pixels
 
 
@@ -217,6 +232,48 @@ def smart_resize_whole_blocks(
         h_bar = math.ceil(height * beta / block) * block
         w_bar = math.ceil(width * beta / block) * block
     return h_bar, w_bar
+
+
+def phi4_hd_fit(
+    width: int, height: int, crop: int, max_crops: int
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Phi-4-multimodal's HD fit as transformers has it: ((width, height), (cols, rows)).
+
+    The grid is the picture's size in whole crops, or, past `max_crops`, the grid whose
+    aspect is nearest the picture's (ties to the larger grid when the picture fills more
+    than half of it); the picture is scaled to fit the grid, the rest is padding.
+    """
+    cols, rows = math.ceil(width / crop), math.ceil(height / crop)
+    if cols * rows > max_crops:
+        grids = sorted(
+            {
+                (i, j)
+                for n in range(1, max_crops + 1)
+                for i in range(1, n + 1)
+                for j in range(1, n + 1)
+                if 1 <= i * j <= max_crops
+            },
+            key=lambda r: r[0] * r[1],
+        )
+        aspect = width / height
+        best, best_diff = (1, 1), float("inf")
+        for grid in grids:
+            diff = abs(aspect - grid[0] / grid[1])
+            if diff < best_diff:
+                best, best_diff = grid, diff
+            elif diff == best_diff and width * height > 0.5 * crop * crop * grid[0] * grid[1]:
+                best = grid
+        cols, rows = best
+    target_w, target_h = crop * cols, crop * rows
+    if target_w / width < target_h / height:
+        return (target_w, int(height * target_w / width)), (cols, rows)
+    return (int(width * target_h / height), target_h), (cols, rows)
+
+
+def _same_grid(sizing: Sizing, original: tuple[int, int], fitted: tuple[int, int]) -> bool:
+    """Whether the HD transform fits `fitted` to itself, in the grid it chose for `original`."""
+    grid = phi4_hd_fit(*original, sizing.factor, sizing.max_crops)[1]
+    return phi4_hd_fit(*fitted, sizing.factor, sizing.max_crops) == (fitted, grid)
 
 
 def runtime_round(value: float) -> int:
@@ -397,7 +454,11 @@ def take(path: Path, intake: Intake | None) -> Taken:
                 f"at {width}×{height} this model's processor splits it into tiles, which "
                 "ONNX Runtime GenAI 0.18 cannot do (its lfm2_vl pipeline has no tiling)"
             )
-        if not sizing.runtime_keeps(*target):
+        if sizing.rule == PHI4_HD and not _same_grid(sizing, (width, height), target):
+            # The transform would choose another grid for the fitted picture: it is left
+            # to fit the picture itself (its resize kernel, not transformers').
+            target = (width, height)
+        elif not sizing.runtime_keeps(*target):
             raise PictureError(
                 f"transformers sizes it to {target[0]}×{target[1]} for this model, which the "
                 "package's processor would resize again"

@@ -12,7 +12,10 @@ from mmforge.backend.attachments import AUDIO, IMAGE, NO_VIDEO, VIDEO, Attachmen
 from mmforge.backend.families import pipeline_name
 from mmforge.gui.errors import show_error
 
-FILE_TYPES = "Images and audio (*.png *.jpg *.jpeg *.webp *.bmp *.gif *.wav *.flac *.ogg)"
+FILE_TYPES = (
+    "Images and audio (*.png *.jpg *.jpeg *.webp *.bmp *.gif *.tif *.tiff "
+    "*.wav *.flac *.ogg *.mp3 *.opus *.aiff)"
+)
 
 
 def pick_files(parent: QWidget) -> list[str]:

@@ -39,7 +39,7 @@ from mmforge.backend.chat.footprint import package_memory_bytes
 from mmforge.backend.chat.values import PackageInfo, SessionInfo, TurnResult
 from mmforge.backend.errors import MmforgeError
 from mmforge.gui.bridge import ChatBridge
-from mmforge.gui.chat_attachments import attachment_problem, refusal, refusal_hint
+from mmforge.gui.chat_attachments import FILE_TYPES, attachment_problem, refusal, refusal_hint
 from mmforge.gui.chat_input import AttachmentStrip, ChatInput
 from mmforge.gui.chat_turns import same_package
 from mmforge.gui.compare_column import AnswerColumn, heading
@@ -201,7 +201,7 @@ class CompareView(QWidget):
             self,
             "Attach",
             "",
-            "Images and audio (*.png *.jpg *.jpeg *.webp *.bmp *.gif *.wav *.flac *.ogg)",
+            FILE_TYPES,
         )
         self.add_files(files)
 

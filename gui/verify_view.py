@@ -27,8 +27,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from mmforge.backend.attachments import AUDIO, kind_of
 from mmforge.backend.verify import VerifyReport
 from mmforge.gui.bridge import JobRunner
+from mmforge.gui.chat_attachments import FILE_TYPES
 from mmforge.gui.details import Details
 from mmforge.gui.errors import show_error
 from mmforge.gui.safe_text import as_html, for_display, plain_label
@@ -242,11 +244,9 @@ class VerifyView(QWidget):
     @Slot()
     def pick_files(self) -> None:
         """Choose an image and (optionally) an audio clip instead of the probes."""
-        files, _ = QFileDialog.getOpenFileNames(
-            self, "Inputs", "", "Images and audio (*.png *.jpg *.jpeg *.webp *.wav *.flac)"
-        )
+        files, _ = QFileDialog.getOpenFileNames(self, "Inputs", "", FILE_TYPES)
         for f in files:
-            target = self.audio if f.lower().endswith((".wav", ".flac")) else self.image
+            target = self.audio if kind_of(Path(f)) == AUDIO else self.image
             target.setText(f)
         if files:
             self.probe.setChecked(False)

@@ -156,8 +156,10 @@ MISTRAL3 = Family(
         hf_pixels=reference.pixels_at_runtime_size,
         placeholder_layout=reference.placeholder_layout,
         preprocessing_note=(
-            "Mistral 3: the runtime sizes images by a pixel budget and HF by the longest edge "
-            "(documented); preprocessing is compared at the runtime's size"
+            "Mistral 3: the runtime sizes pictures by a pixel budget and HF by the longest "
+            "edge; mmforge hands the runtime pictures already at HF's size, which its budget "
+            "keeps (a package converted before it recorded that rule is compared at the "
+            "runtime's size)"
         ),
     ),
     notes=(

@@ -79,13 +79,23 @@ def placeholder_layout(
 def pixels_at_runtime_size(
     checkpoint: Checkpoint, images: list[Any], arrays: dict[str, Any], hf: Any, runtime: Any
 ) -> Any:
-    """HF's pixels for the images resized to the runtime's sizes (its resize differs)."""
+    """HF's pixels for the images resized to the runtime's sizes (its resize differs).
+
+    mmforge hands the runtime pictures already at HF's size (pictures.py): then HF's own
+    pixels are the comparison. Otherwise (a package converted before it recorded the
+    rule) HF's steps are repeated at the runtime's size: transparency laid on white first,
+    as the processor's convert_to_rgb does before it resizes.
+    """
     from PIL import Image
 
+    from mmforge.backend.pictures import on_white
+
+    if tuple(hf.shape) == tuple(runtime.shape):
+        return hf
     processor = image_processor(checkpoint)
     sizes = [(int(h), int(w)) for h, w in arrays["image_sizes"]]
     resized = [
-        img.resize((w, h), Image.Resampling.BICUBIC)
+        on_white(img).resize((w, h), Image.Resampling.BICUBIC)
         for img, (h, w) in zip(images, sizes, strict=True)
     ]
     out = processor(images=resized, do_resize=False, return_tensors="pt")["pixel_values"]

@@ -31,6 +31,7 @@ from mmforge.backend.families.phi.graph_fixes import (
     phi4mm_projection_mode,
 )
 from mmforge.backend.families.phi.layout import remote_tensor_name
+from mmforge.backend.families.phi.preprocess import phi4mm_sizing
 
 
 def _past_the_feature_layer(cfg: Cfg) -> tuple[str, ...]:
@@ -184,6 +185,7 @@ PHI4MM_PACKAGE = PackageSpec(
         "image_sizes": "image_sizes",
     },
     processor_json=_phi4mm_processor,
+    picture_sizing=lambda cfg, pre: phi4mm_sizing(pre),
     speech_inputs={
         "audio_embeds": "audio_embeds",
         "audio_sizes": "audio_sizes",

@@ -6,6 +6,20 @@ import math
 from typing import Any
 
 from mmforge.backend.families._hf_image import converts_rgb, normalize, resize, to_uint8_chw
+from mmforge.backend.pictures import PHI4_HD, Sizing, phi4_hd_fit
+
+
+def phi4mm_sizing(settings: Any) -> Sizing:
+    """Phi4MultimodalImageProcessor's HD fit and kernel (torchvision's antialiased bilinear)."""
+    data = getattr(settings, "data", settings)
+    size = data.get("size") if isinstance(data.get("size"), dict) else {}
+    return Sizing(
+        rule=PHI4_HD,
+        resample="bilinear",
+        factor=int(size.get("height") or 448),
+        kernel="torch",
+        max_crops=int(data.get("dynamic_hd") or 36),
+    )
 
 
 def phi4mm_images(images: list[Any], settings: dict[str, Any]) -> dict[str, Any]:
@@ -54,35 +68,9 @@ def _phi4_dynamic(image: Any, crop: int, patch: int, mask_size: int, max_num: in
     import torch
 
     orig_h, orig_w = image.shape[-2:]
-    w_crops = math.ceil(orig_w / crop)
-    h_crops = math.ceil(orig_h / crop)
-    if w_crops * h_crops > max_num:
-        ratios = sorted(
-            {
-                (i, j)
-                for n in range(1, max_num + 1)
-                for i in range(1, n + 1)
-                for j in range(1, n + 1)
-                if 1 <= i * j <= max_num
-            },
-            key=lambda r: r[0] * r[1],
-        )
-        aspect = orig_w / orig_h
-        best, best_diff = (1, 1), float("inf")
-        for r in ratios:
-            diff = abs(aspect - r[0] / r[1])
-            if diff < best_diff:
-                best, best_diff = r, diff
-            elif diff == best_diff and orig_w * orig_h > 0.5 * crop * crop * r[0] * r[1]:
-                best = r
-        w_crops, h_crops = best
+    (new_w, new_h), (w_crops, h_crops) = phi4_hd_fit(orig_w, orig_h, crop, max_num)
     target_w, target_h = crop * w_crops, crop * h_crops
-    if target_w / orig_w < target_h / orig_h:
-        new_w, new_h = target_w, int(orig_h * target_w / orig_w)
-        pad_w, pad_h = 0, target_h - new_h
-    else:
-        new_w, new_h = int(orig_w * target_h / orig_h), target_h
-        pad_w, pad_h = target_w - new_w, 0
+    pad_w, pad_h = target_w - new_w, target_h - new_h
     mask = torch.ones(mask_size * h_crops, mask_size * w_crops)
     if pad_w >= patch:
         mask[:, -math.floor(pad_w / patch) :] = 0

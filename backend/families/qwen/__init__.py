@@ -176,9 +176,10 @@ QWEN_PACKAGE = PackageSpec(
         "(mobius omits them; the runtime then silently uses 1-D positions).",
         "The processor JSON ends in PatchImage and uses the checkpoint's mean/std and "
         "pixel limits.",
-        "The runtime's bicubic resize does not clamp the overshoot at sharp edges as PIL "
-        "does in uint8: on the probe image a few edge pixels differ by up to 0.17 "
-        "(normalised units), mean 8e-4; vision parity is measured on the runtime's pixels.",
+        "The runtime's Resize rounds half-way sides away from zero where transformers "
+        "rounds them to even (70×56 px: 84×56 against 56×56): mmforge hands the runtime "
+        "pictures already at transformers' size (the manifest's pictures.sizing), which "
+        "its Resize leaves as they are.",
     ),
 )
 

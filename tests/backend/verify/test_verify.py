@@ -16,6 +16,7 @@ from mmforge.backend.errors import MmforgeError
 from mmforge.backend.runtime import read_genai_config
 from mmforge.backend.verify import verify
 from tests.backend.families import TESTED, verdict
+from tests.images import user_pictures
 
 GOOD = {key: verdict(key) for key in TESTED}  # every family, from the registry
 
@@ -105,6 +106,43 @@ def test_wrong_mean_and_std_fail_preprocessing(tiny, package, tmp_path):
     report = _report(tiny, folder, "qwen2_5_vl")
     assert report.first_divergent_stage == "preprocessing"
     assert "normalisation differs (mean/std)" in report.cause
+
+
+def test_a_package_without_recorded_sizing_names_resize_rounding(tiny, package, tmp_path):
+    # What a package converted before mmforge recorded its picture sizing does on a
+    # picture with a half-way side (70 px = 2.5 × 28): the runtime rounds it up.
+    folder = _copy(package, "qwen2_5_vl", tmp_path)
+    _edit_json(folder / "mmforge_manifest.json", lambda data: data.pop("pictures"))
+    tie = user_pictures(tmp_path / "pictures")["tie"]
+    report = verify(folder, str(tiny("qwen2_5_vl")), images=[tie], tokens=2)
+    assert report.verdict == "FAIL" and report.first_divergent_stage == "preprocessing"
+    assert report.cause.startswith("resize rounding: this 70×56 picture")
+    assert "transformers rounds halves to even (56×56)" in report.cause
+    assert "away from zero (84×56)" in report.cause
+    assert "mean/std" not in report.cause
+
+
+def test_an_edited_resize_step_is_named(tiny, package, tmp_path):
+    folder = _copy(package, "qwen2_5_vl", tmp_path)
+
+    def smaller(data):
+        _transforms(data)["Resize"]["attrs"]["max_pixels"] = 2 * 3136
+
+    _edit_json(folder / "processor_config.json", smaller)
+    report = verify(folder, str(tiny("qwen2_5_vl")), tokens=2)
+    assert report.verdict == "FAIL" and report.first_divergent_stage == "preprocessing"
+    assert "its Resize step was changed after conversion" in report.cause
+
+
+def test_photos_pass_and_the_note_says_what_other_programs_meet(tiny, package, tmp_path):
+    sent = user_pictures(tmp_path / "pictures", big=(900, 600))
+    report = verify(package("qwen2_5_vl"), str(tiny("qwen2_5_vl")), images=[sent["exif"]])
+    assert report.verdict == "PASS", report.cause
+    [pre] = [c for c in report.components if c.name == "preprocessing"]
+    assert pre.max_abs_diff is not None and pre.max_abs_diff < 1e-5
+    note = next(n for n in report.notes if "files themselves" in n)
+    assert "phone.jpg: ONNX Runtime GenAI decodes JPEG with its own decoder" in note
+    assert "it ignores the EXIF orientation (6)" in note
 
 
 def test_missing_vision_start_token_id_is_named(tiny, package, tmp_path):
