@@ -84,6 +84,21 @@ def cause(setup: Setup) -> str | None:
     return None
 
 
+def other_pixels(setup: Setup) -> str:
+    """Where pixels that differ beyond the bounds (and not by mean/std) can come from."""
+    sizing = setup.sizing
+    if sizing is None or sizing.rule == pictures.PHI4_HD:
+        return (
+            "the package's processor resizes the picture itself (mmforge hands it the "
+            "picture as transformers decodes it, at its own size), and its resize kernel "
+            "differs from transformers' on this picture"
+        )
+    return (
+        "the runtime got other pixels than transformers' for a picture mmforge had "
+        "already sized (the processor JSON's steps after Resize, or its decoder)"
+    )
+
+
 def raw_file_note(setup: Setup) -> str | None:
     """What a program handing this package the picture files themselves would get wrong."""
     resize = _runtime_resize(setup)

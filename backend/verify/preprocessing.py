@@ -155,10 +155,12 @@ def _pixels(
         )
     rt_c, hf_c = reference.channels_first(rt), reference.channels_first(hf)
     allowed = PIXEL_OUTLIERS if reference.pixel_outliers is None else reference.pixel_outliers
-    return _pixel_verdict(rt_c, hf_c, allowed)
+    return _pixel_verdict(rt_c, hf_c, allowed, intake.other_pixels(setup))
 
 
-def _pixel_verdict(rt_c: Any, hf_c: Any, allowed: float) -> tuple[str, str, float, float]:
+def _pixel_verdict(
+    rt_c: Any, hf_c: Any, allowed: float, why: str = "other pixels than transformers' reached it"
+) -> tuple[str, str, float, float]:
     """(verdict, reason, max abs diff, cosine) of two [3, N] pixel arrays."""
     import numpy as np
 
@@ -198,9 +200,8 @@ def _pixel_verdict(rt_c: Any, hf_c: Any, allowed: float) -> tuple[str, str, floa
         )
     return (
         FAIL,
-        f"pixels differ beyond the documented bounds (mean {mean:.3f}, max {max_abs:.3f}): "
-        "the runtime was handed other pixels than transformers' (decoded, turned or resized "
-        "otherwise), not another normalisation",
+        f"pixels differ beyond the documented bounds (mean {mean:.3f}, max {max_abs:.3f}), "
+        f"not by another normalisation: {why}",
         max_abs,
         cos,
     )
