@@ -224,7 +224,7 @@ def _inspect_package(folder: Path, *, as_json: bool) -> int:
     """A converted package: what it is, and what programs that hand it files must do."""
     from mmforge.backend.attachments import package_intake
     from mmforge.backend.library import read_manifest
-    from mmforge.backend.pictures import for_other_programs
+    from mmforge.backend.picture_sizing import for_other_programs
 
     manifest = read_manifest(folder)
     intake = package_intake(folder)

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend import pictures
+from mmforge.backend import picture_sizing, pictures
 from mmforge.backend.audio import MIN_SECONDS as MIN_AUDIO_SECONDS
 from mmforge.backend.audio import SAMPLE_RATE as AUDIO_SAMPLE_RATE
 from mmforge.backend.diskspace import no_space, out_of_space
@@ -125,7 +125,7 @@ def first_look(path: Path, kind: str) -> None:
     if kind == IMAGE:
         try:
             pictures.header(path)
-        except pictures.PictureError as e:
+        except picture_sizing.PictureError as e:
             raise _picture_error(path, e) from None
     elif kind == AUDIO:
         info = _audio_info(path)
@@ -154,14 +154,14 @@ def _audio_info(path: Path) -> Any:
     return info
 
 
-def _picture_error(path: Path, error: pictures.PictureError) -> AttachmentError:
+def _picture_error(path: Path, error: picture_sizing.PictureError) -> AttachmentError:
     """The picture's fault in one line, with what to do."""
     reason = str(error)
     if "too large" in reason:
         hint = f"Use an image under {MAX_IMAGE_PIXELS // 1_000_000} megapixels"
     elif "not an image" in reason:
         hint = "Attach a PNG, JPEG, WebP, BMP or GIF image"
-    elif "elongated" in reason:
+    elif "elongated" in reason or "resize again" in reason:
         hint = "Crop the image closer to a square"
     else:
         hint = "Save the image again or pick another file"
@@ -185,7 +185,9 @@ def _too_short(path: Path, seconds: float) -> AttachmentError:
     )
 
 
-def prepare(path: Path, kind: str, dest: Path, intake: pictures.Intake | None = None) -> Attachment:
+def prepare(
+    path: Path, kind: str, dest: Path, intake: picture_sizing.Intake | None = None
+) -> Attachment:
     """Check one attachment and write the runtime-ready copy into the folder `dest`.
 
     The copy is private to the user (0600), as the user's pictures and recordings are.
@@ -226,10 +228,10 @@ def _free_name(dest: Path, stem: str, suffix: str) -> Path:
     return candidate
 
 
-def _prepare_image(path: Path, dest: Path, intake: pictures.Intake | None) -> Attachment:
+def _prepare_image(path: Path, dest: Path, intake: picture_sizing.Intake | None) -> Attachment:
     try:
         taken = pictures.take(path, intake)
-    except pictures.PictureError as e:
+    except picture_sizing.PictureError as e:
         raise _picture_error(path, e) from None
     target = _free_name(dest, path.stem, ".png")
     pictures.save_lossless(taken.image, target)
@@ -237,7 +239,7 @@ def _prepare_image(path: Path, dest: Path, intake: pictures.Intake | None) -> At
     return Attachment(IMAGE, target, path.name, taken.note, width=width, height=height)
 
 
-def package_intake(package: Path) -> pictures.Intake | None:
+def package_intake(package: Path) -> picture_sizing.Intake | None:
     """How transformers reads pictures for a package's model, as its manifest records.
 
     None for a package converted before mmforge recorded it (or whose record is broken):
@@ -245,7 +247,7 @@ def package_intake(package: Path) -> pictures.Intake | None:
     """
     from mmforge.backend.library import read_manifest
 
-    return pictures.Intake.from_dict(read_manifest(package).get("pictures"))
+    return picture_sizing.Intake.from_dict(read_manifest(package).get("pictures"))
 
 
 def _prepare_audio(path: Path, dest: Path) -> Attachment:

@@ -87,7 +87,7 @@ def main() -> None:
     print(f"first token, raw file  : median {statistics.median(raw):7.1f} ms")
     print(f"first token, intake    : median {statistics.median(taken):7.1f} ms")
     spread = f"{min(paired):+.1f} … {max(paired):+.1f}"
-    print(f"intake − raw (paired)  : median {statistics.median(paired):+7.1f} ms ({spread})")
+    print(f"intake - raw (paired)  : median {statistics.median(paired):+7.1f} ms ({spread})")
 
 
 def _demo_package() -> Path:

@@ -31,7 +31,7 @@ from mmforge.backend.errors import MmforgeError
 from mmforge.backend.inspect import Profile, Sizes, profile_checkpoint
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.memory import available_bytes, peak_rss_bytes
-from mmforge.backend.pictures import Intake
+from mmforge.backend.picture_sizing import Intake
 from mmforge.backend.source import resolve
 from mmforge.backend.templates import check_folder_template
 from mmforge.backend.units import human_bytes
@@ -73,7 +73,7 @@ class Manifest:
     # Which model the checkpoint held (checkpoint_digest.py): {"config": …, "weights": …}.
     # Packages written before this field have none: Compare asks before comparing them.
     checkpoint_digest: dict[str, str] = field(default_factory=dict)
-    # How transformers reads a picture for this model (pictures.Intake): chat and verify
+    # How transformers reads a picture for this model (picture_sizing.Intake): chat and verify
     # hand the runtime pictures as it would. Packages written before this field have no
     # key: their pictures keep their size and the runtime's resize is used.
     pictures: dict[str, Any] = field(default_factory=dict)

@@ -23,7 +23,7 @@ from mmforge.backend.families._hooks import (
     PrepareWeights,
     Variant,
 )
-from mmforge.backend.pictures import Sizing
+from mmforge.backend.picture_sizing import Sizing
 
 if TYPE_CHECKING:
     from mmforge.backend.families._fields import Rule

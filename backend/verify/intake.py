@@ -14,23 +14,23 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from mmforge.backend import pictures
+from mmforge.backend import picture_sizing, pictures
 
 if TYPE_CHECKING:
     from mmforge.backend.verify.stages import Setup
 
 
-def _runtime_resize(setup: Setup) -> pictures.Sizing | None:
+def _runtime_resize(setup: Setup) -> picture_sizing.Sizing | None:
     vision = setup.model.get("vision") or {}
     name = vision.get("config_filename", "processor_config.json")
     try:
         data = json.loads((setup.package / str(name)).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return pictures.package_resize(data)
+    return picture_sizing.package_resize(data)
 
 
-def _truth(setup: Setup) -> pictures.Sizing | None:
+def _truth(setup: Setup) -> picture_sizing.Sizing | None:
     spec = setup.checkpoint.family.package
     if spec is None:
         return None
@@ -51,12 +51,12 @@ def cause(setup: Setup) -> str | None:
     for path in setup.pictures:
         try:
             stored_w, stored_h, orientation = pictures.header(path)
-        except pictures.PictureError:
+        except picture_sizing.PictureError:
             continue
         width, height = pictures.upright_size(stored_w, stored_h, orientation)
         hf = truth.target(width, height)
         sent = hf if recorded is not None else (width, height)
-        made = pictures.runtime_size(resize, *sent)
+        made = picture_sizing.runtime_size(resize, *sent)
         if made == hf:
             continue
         if recorded is not None:
@@ -66,8 +66,8 @@ def cause(setup: Setup) -> str | None:
                 f"{made[0]}×{made[1]}; its Resize step was changed after conversion "
                 "(convert the model again)"
             )
-        if resize.rule == pictures.SMART_RESIZE and any(
-            pictures.is_tie(side, resize.factor) for side in (width, height)
+        if resize.rule == picture_sizing.SMART_RESIZE and any(
+            picture_sizing.is_tie(side, resize.factor) for side in (width, height)
         ):
             return (
                 f"resize rounding: this {width}×{height} picture has a side half-way "
@@ -87,7 +87,7 @@ def cause(setup: Setup) -> str | None:
 def other_pixels(setup: Setup) -> str:
     """Where pixels that differ beyond the bounds (and not by mean/std) can come from."""
     sizing = setup.sizing
-    if sizing is None or sizing.rule == pictures.PHI4_HD:
+    if sizing is None or sizing.rule == picture_sizing.PHI4_HD:
         return (
             "the package's processor resizes the picture itself (mmforge hands it the "
             "picture as transformers decodes it, at its own size), and its resize kernel "
@@ -106,7 +106,7 @@ def raw_file_note(setup: Setup) -> str | None:
     for path in setup.pictures:
         try:
             width, height, orientation = pictures.header(path)
-        except pictures.PictureError:
+        except picture_sizing.PictureError:
             continue
         reasons = []
         with path.open("rb") as file:
@@ -119,7 +119,7 @@ def raw_file_note(setup: Setup) -> str | None:
         if (
             setup.sizing is not None
             and resize is not None
-            and pictures.runtime_size(resize, *upright) != setup.sizing.target(*upright)
+            and picture_sizing.runtime_size(resize, *upright) != setup.sizing.target(*upright)
         ):
             reasons.append("its Resize would size it otherwise than transformers")
         if reasons:

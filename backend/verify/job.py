@@ -26,7 +26,7 @@ from mmforge.backend.errors import MmforgeError
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.library import read_manifest
 from mmforge.backend.memory import peak_rss_bytes
-from mmforge.backend.pictures import Intake, Sizing
+from mmforge.backend.picture_sizing import Intake, Sizing
 from mmforge.backend.runtime import read_genai_config
 from mmforge.backend.verify import hf_reference, intake, precision
 from mmforge.backend.verify.evidence import (

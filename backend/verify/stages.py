@@ -26,7 +26,7 @@ from typing import Any
 
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.jobs import JobContext
-from mmforge.backend.pictures import Sizing
+from mmforge.backend.picture_sizing import Sizing
 from mmforge.backend.verify import sessions
 from mmforge.backend.verify.evidence import Forward, ReferenceEvidence, RuntimeEvidence
 from mmforge.backend.verify.parity import (

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mmforge.backend import pictures
+from mmforge.backend import picture_sizing, pictures
 from mmforge.backend.attachments import IMAGE, AttachmentError, package_intake, prepare
-from mmforge.backend.pictures import Intake, Sizing
+from mmforge.backend.picture_sizing import Intake, Sizing
 from tests.backend.families import TESTED
 from tests.images import user_pictures
 
@@ -60,15 +60,19 @@ def test_smart_resize_is_transformers_own(factor):
 
     for low, high in ((56 * 56, 28 * 28 * 1280), (factor * factor, 16384), (4096, 12845056)):
         for h, w in _sizes():
-            assert pictures.smart_resize(h, w, factor, low, high) == smart_resize(
+            assert picture_sizing.smart_resize(h, w, factor, low, high) == smart_resize(
                 h, w, factor=factor, min_pixels=low, max_pixels=high
             ), (h, w, low, high)
 
 
 def test_the_runtime_rounds_ties_away_from_zero_and_transformers_to_even():
-    assert pictures.smart_resize(56, 70, 28, 3136, 50176) == (56, 56)
-    assert pictures.runtime_smart_resize(56, 70, 28, 3136, 50176) == (56, 84)
-    assert pictures.is_tie(70, 28) and pictures.is_tie(1134, 28) and not pictures.is_tie(84, 28)
+    assert picture_sizing.smart_resize(56, 70, 28, 3136, 50176) == (56, 56)
+    assert picture_sizing.runtime_smart_resize(56, 70, 28, 3136, 50176) == (56, 84)
+    assert (
+        picture_sizing.is_tie(70, 28)
+        and picture_sizing.is_tie(1134, 28)
+        and not picture_sizing.is_tie(84, 28)
+    )
 
 
 def test_longest_edge_is_transformers_pixtral_size():
@@ -80,7 +84,11 @@ def test_longest_edge_is_transformers_pixtral_size():
         for h, w in _sizes():
             image = np.zeros((h, w, 3), np.uint8)
             theirs = get_resize_output_image_size(image, edge, block)
-            assert pictures.longest_edge_size(h, w, edge, block) == tuple(theirs), (h, w, edge)
+            assert picture_sizing.longest_edge_size(h, w, edge, block) == tuple(theirs), (
+                h,
+                w,
+                edge,
+            )
 
 
 def test_a_sizing_record_round_trips_and_a_broken_one_reads_as_none():
@@ -125,7 +133,7 @@ def test_a_large_photo_is_resized_once_from_the_original_as_transformers_does(se
 
     sizing = Sizing("smart_resize", "bicubic", factor=28, min_pixels=3136, max_pixels=12845056)
     prepared = prepare(sent["large"], IMAGE, tmp_path, Intake(True, sizing))
-    h, w = pictures.smart_resize(4000, 6000, 28, 3136, 12845056)
+    h, w = picture_sizing.smart_resize(4000, 6000, 28, 3136, 12845056)
     assert (prepared.width, prepared.height) == (w, h) == (4368, 2912)
     expected = load_image(str(sent["large"])).resize((w, h), Image.Resampling.BICUBIC)
     with Image.open(prepared.path) as image:
@@ -159,23 +167,31 @@ def test_a_damaged_picture_is_named_as_the_files_fault(tmp_path, content):
     assert "Internal" not in str(caught.value)
 
 
-SIZED = [f for f in TESTED if f in {"qwen2_5_vl", "qwen3_vl", "qwen3_5", "gemma3", "mistral3"}]
+# The families whose pictures mmforge sizes itself to the last pixel (Phi-4 too, but its
+# runtime transform makes the global view with its own kernel).
+EXACT = {"qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe", "gemma3", "mistral3", "lfm2_vl"}
+# Documented: Phi-4's runtime reduces the 6000×4000 photo's global view with its own
+# bicubic kernel, past verify's bounds (docs/chat-engine.md).
+OWN_KERNEL = {("phi4mm", "large")}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", SIZED)
+@pytest.mark.parametrize("family", TESTED)
 def test_the_runtime_gets_transformers_pixels_for_every_picture(family, package, sent, tmp_path):
-    """Each picture kind, through chat's intake, gives the HF processor's pixels exactly.
+    """Each picture kind, through chat's intake, gives the HF processor's pixels.
 
-    HF reads the user's file with load_image; the runtime gets chat's intake copy.
+    HF reads the user's file with load_image; the runtime gets chat's intake copy. Where
+    mmforge sizes the picture, to float rounding; elsewhere within verify's bounds.
     """
     from mmforge.backend.checkpoint import Checkpoint
     from mmforge.backend.runtime import Runtime
     from mmforge.backend.verify import hf_reference
+    from mmforge.backend.verify.preprocessing import _pixel_verdict
 
     folder = package(family)
     intake = package_intake(folder)
-    assert intake is not None and intake.sizing is not None, "the package records its sizing"
+    assert intake is not None, "the package records how transformers reads its pictures"
+    assert (intake.sizing is not None) == (family in EXACT or family == "phi4mm")
     manifest = json.loads((folder / "mmforge_manifest.json").read_text())
     checkpoint = Checkpoint.read(Path(manifest["source"]))
     reference = checkpoint.family.reference
@@ -192,6 +208,13 @@ def test_the_runtime_gets_transformers_pixels_for_every_picture(family, package,
         rt_all = hf_reference.from_runtime(checkpoint, prompt, arrays).tensors
         rt = rt_all[reference.pixel_key].float().numpy()
         hf = ref.tensors[reference.pixel_key].float().numpy()
+        if reference.hf_pixels is not None:  # as verify compares them
+            hf = reference.hf_pixels(checkpoint, [pictures.load(sent[kind])], arrays, hf, rt)
         assert rt.shape == hf.shape, (kind, rt.shape, hf.shape)
-        diff = np.abs(reference.channels_first(rt) - reference.channels_first(hf))
-        assert math.isfinite(float(diff.max())) and float(diff.max()) < 1e-5, (kind, diff.max())
+        rt_c, hf_c = reference.channels_first(rt), reference.channels_first(hf)
+        largest = float(np.abs(rt_c - hf_c).max())
+        if family in EXACT:
+            assert math.isfinite(largest) and largest < 1e-5, (kind, largest)
+        elif (family, kind) not in OWN_KERNEL:
+            verdict, why, _, _ = _pixel_verdict(rt_c, hf_c, reference.pixel_outliers or 0.01)
+            assert verdict == "PASS", (kind, why)

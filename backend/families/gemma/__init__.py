@@ -23,7 +23,7 @@ from mmforge.backend.families.gemma import fields, reference, tiny
 from mmforge.backend.families.gemma.attention import bidirectional_image_attention
 from mmforge.backend.families.gemma.build import flat_head_dims, query_pre_attn_scalar
 from mmforge.backend.families.gemma.graph_fixes import gemma3_batched_images
-from mmforge.backend.pictures import FIXED, Sizing, resample_name
+from mmforge.backend.picture_sizing import FIXED, Sizing, resample_name
 
 
 def _gemma3_projector(cfg: Cfg) -> Projector:

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from mmforge.backend.families._hf_image import converts_rgb, normalize, resize, to_uint8_chw
-from mmforge.backend.pictures import WHOLE_BLOCKS, Sizing
+from mmforge.backend.picture_sizing import WHOLE_BLOCKS, Sizing
 
 
 def lfm2_vl_images(images: list[Any], settings: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from mmforge.backend.families._embedding import text_embedding_without_features
 from mmforge.backend.families.mistral import fields, reference, tiny
 from mmforge.backend.families.mistral.build import vision_activation
 from mmforge.backend.families.mistral.graph_fixes import pixtral_rope_any_grid
-from mmforge.backend.pictures import LONGEST_EDGE, Sizing, resample_name
+from mmforge.backend.picture_sizing import LONGEST_EDGE, Sizing, resample_name
 
 
 def _projector(cfg: Cfg) -> Projector:

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from mmforge.backend.families._hf_image import converts_rgb, normalize, resize, to_uint8_chw
-from mmforge.backend.pictures import PHI4_HD, Sizing, phi4_hd_fit
+from mmforge.backend.picture_sizing import PHI4_HD, Sizing, phi4_hd_fit
 
 
 def phi4mm_sizing(settings: Any) -> Sizing:

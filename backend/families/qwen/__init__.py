@@ -24,7 +24,7 @@ from mmforge.backend.families._embedding import text_embedding_without_features
 from mmforge.backend.families.qwen import fara, fields, reference, tiny, tiny_qwen3_5
 from mmforge.backend.families.qwen.build import deepstack_vision_output
 from mmforge.backend.families.qwen.graph_fixes import qwen3_deepstack, qwen_unpad_images
-from mmforge.backend.pictures import SMART_RESIZE, Sizing, resample_name
+from mmforge.backend.picture_sizing import SMART_RESIZE, Sizing, resample_name
 
 # Qwen2VLImageProcessor defaults, used when the checkpoint has no preprocessor config.
 _MIN_PIXELS = 56 * 56

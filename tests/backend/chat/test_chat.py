@@ -285,9 +285,11 @@ def test_an_image_the_runtime_cannot_resize_is_a_clear_error_and_nothing_is_lost
     Image.new("RGB", (1000, 50), (200, 30, 30)).save(wide)  # ORT GenAI 0.18: resize fails
     session = ChatSession(package("lfm2_vl"))
     session.send("Hi.", options=_greedy(4))
-    with pytest.raises(MmforgeError, match="could not prepare the attachments") as e:
+    # transformers' size for it is one the runtime's processor would change: refused when
+    # it is attached, before anything reaches the runtime.
+    with pytest.raises(AttachmentError, match=r"wide\.png: transformers sizes it to") as e:
         session.send("What is this?", session.prepare_attachments([(wide, IMAGE)]), _greedy(4))
-    assert "crop such an image" in e.value.one_line()
+    assert "Crop the image closer to a square" in e.value.one_line()
     assert len(session.messages) == 2
     # The session still answers afterwards.
     assert len(session.send("And now?", options=_greedy(4)).token_ids) == 4

@@ -486,3 +486,16 @@ def test_a_processor_failure_with_a_template_taking_text_only_is_reported(tiny, 
     stage, cause = _processor_failed(setup, runtime, messages, tokenizer)
     assert stage.name == "preprocessing" and stage.verdict == "FAIL"
     assert cause == "the runtime's processor rejects the prompt: no image"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", TESTED)
+def test_a_phone_photo_stored_sideways_gets_a_good_packages_verdict(
+    tiny, package, tmp_path, family
+):
+    # A JPEG (the runtime's own decoder) with EXIF Orientation 6 (which it ignores): the
+    # package gets what chat gives it, the reference the user's file as load_image reads it.
+    phone = user_pictures(tmp_path / "pictures", big=(900, 600))["exif"]
+    report = verify(package(family), str(tiny(family)), images=[phone], tokens=4)
+    assert report.verdict == verdict(family), report.cause
+    assert report.tokens["matched"] == report.tokens["total"]
