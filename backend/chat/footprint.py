@@ -11,7 +11,6 @@ session that loaded a 200M Qwen2.5-VL-shaped package and answered 16 tokens, it 
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,9 @@ WORKER_BYTES = 300_000_000
 
 
 def _json(path: Path) -> dict[str, Any]:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    from mmforge.backend.untrusted import read_json_file
+
+    data = read_json_file(path, "package")
     return data if isinstance(data, dict) else {}
 
 

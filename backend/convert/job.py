@@ -25,13 +25,14 @@ from mmforge.backend import __version__, families, precisions, typed
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.checkpoint_digest import checkpoint_digest
 from mmforge.backend.convert import package
+from mmforge.backend.convert.outpath import check_out_path, staging_error
 from mmforge.backend.convert.policy import refuse_unknown
 from mmforge.backend.diskspace import no_space, out_of_space
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.inspect import Profile, Sizes, profile_checkpoint
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.memory import available_bytes, peak_rss_bytes
-from mmforge.backend.source import resolve
+from mmforge.backend.source import parse_source, resolve
 from mmforge.backend.templates import check_folder_template
 from mmforge.backend.units import human_bytes
 from mmforge.backend.vocabulary import EPS
@@ -142,9 +143,10 @@ def convert(
     _check_choices(dtype, ep)
     refuse_unknown(encoders)
     out = Path(out).expanduser().resolve()
+    check_output(out)
+    check_out_path(out, parse_source(spec).local_path)
     _recover_interrupted_publish(out)
     _remove_stale_staging(out)
-    check_output(out)
     before = _identity(out)
     timings: dict[str, float] = {}
 
@@ -166,7 +168,13 @@ def convert(
     _check_disk_space(out, profile.sizes.package_bytes.get(dtype, 0))
     _check_memory(profile, dtype)
     created = _make_parents(out)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.mmforge-{os.getpid()}-", dir=out.parent))
+    try:
+        staging = Path(
+            tempfile.mkdtemp(prefix=f".{out.name}.mmforge-{os.getpid()}-", dir=out.parent)
+        )
+    except OSError as e:
+        _discard(None, created)
+        raise staging_error(out, e) from None
     staging.chmod(0o755)  # mkdtemp makes it private; a package is an ordinary folder
     try:
         manifest = _build_into(staging, checkpoint, dtype, ep, ctx, timings, allow_pickle, encoders)
@@ -390,9 +398,10 @@ def _remove_stale_staging(out: Path) -> None:
     remove_stale_staging(out.parent)
 
 
-def _discard(staging: Path, created: list[Path]) -> None:
+def _discard(staging: Path | None, created: list[Path]) -> None:
     """Remove the staging folder and the parents this run made (if still empty)."""
-    shutil.rmtree(staging, ignore_errors=True)
+    if staging is not None:
+        shutil.rmtree(staging, ignore_errors=True)
     for folder in reversed(created):
         with contextlib.suppress(OSError):
             folder.rmdir()
