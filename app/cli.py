@@ -333,7 +333,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
 
     from mmforge.backend.attachments import AUDIO, IMAGE, refuse_video
     from mmforge.backend.chat.client import ChatClient
-    from mmforge.backend.errors import MmforgeError
+    from mmforge.backend.errors import Cancelled, MmforgeError
 
     options = _chat_options(args)
     files = [(p, IMAGE) for p in args.image] + [(p, AUDIO) for p in args.audio]
@@ -348,14 +348,17 @@ def _cmd_chat(args: argparse.Namespace) -> int:
         def on_interrupt(*_: Any) -> None:
             nonlocal interrupted
             interrupted = True
+            args.cancel.cancel()
             client.stop()
 
-        if args.system:
-            client.set_system(args.system)
         # Ctrl+C and SIGTERM (timeout, a service manager, the GUI's stop) both stop the
         # answer at the next token: what was streamed is kept, and the exit code says so.
         previous = {s: signal.signal(s, on_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
+            if args.cancel.cancelled:  # a signal came while the model loaded: ask nothing
+                raise Cancelled
+            if args.system:
+                client.set_system(args.system)
             turn, attachments = _stream_turn(client.send(args.prompt, files, options), args, live)
         finally:
             for signum, handler in previous.items():
@@ -425,6 +428,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from mmforge.backend.attachments import IMAGE
     from mmforge.backend.chat import ChatSession, GenerationOptions
     from mmforge.backend.convert import convert
+    from mmforge.backend.errors import Cancelled
     from mmforge.backend.inspect import inspect_source
     from mmforge.backend.jobs import JobContext
     from mmforge.backend.tiny.demo import demo_checkpoint, demo_package_folder
@@ -438,9 +442,16 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     session = ChatSession(out)
     try:
         image = session.prepare_attachments([(resources.probe_image(), IMAGE)])
-        turn = session.send("What is in this picture?", image, GenerationOptions(max_new_tokens=24))
+        turn = session.send(
+            "What is in this picture?",
+            image,
+            GenerationOptions(max_new_tokens=24),
+            should_stop=lambda: args.cancel.cancelled,
+        )
     finally:
         session.close()
+    if args.cancel.cancelled:
+        raise Cancelled
     if args.json:
         print(
             json.dumps(

@@ -88,10 +88,7 @@ def parse_json(data: bytes | str, where: str, *, limit: int = CONFIG_LIMIT) -> A
             holding a number out of bounds (naming its field).
     """
     if len(data) > limit:
-        raise MmforgeError(
-            f"{where} is {len(data):,} bytes, more than the {limit:,} mmforge reads of it",
-            "The file is malformed or hostile: fix it or download it again",
-        )
+        raise _too_large(where, limit)
     refused: list[_Refused] = []
 
     def keep(value: _Refused) -> _Refused:
@@ -129,6 +126,14 @@ def parse_json(data: bytes | str, where: str, *, limit: int = CONFIG_LIMIT) -> A
             "The file is malformed or hostile: fix it or download it again",
         )
     return value
+
+
+def _too_large(where: str, limit: int, size: int | None = None) -> MmforgeError:
+    shown = f" ({size:,} bytes)" if size is not None else ""
+    return MmforgeError(
+        f"{where}{shown} is larger than the {limit:,} bytes mmforge reads of it",
+        "The file is malformed or hostile: fix it or download it again",
+    )
 
 
 def _first_line(e: Exception) -> str:
@@ -179,16 +184,18 @@ def read_json_file(path: Path, what: str, *, limit: int = CONFIG_LIMIT) -> Any:
         MmforgeError: Missing, not a regular file, unreadable, or refused by `parse_json`.
     """
     try:
-        mode = os.stat(path).st_mode
+        found = os.stat(path)
     except FileNotFoundError as e:
         raise MmforgeError(f"{path.parent} has no {path.name}", f"Is this a {what} folder?") from e
     except OSError as e:
         raise MmforgeError(f"Cannot read {path}: {e.strerror}", "Check the file") from None
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(found.st_mode):
         raise MmforgeError(
             f"{path} is not a regular file (a FIFO, socket, device or folder)",
             "Replace it with the file itself",
         )
+    if found.st_size > limit:
+        raise _too_large(str(path), limit, found.st_size)
     try:
         with path.open("rb") as f:
             data = f.read(limit + 1)
