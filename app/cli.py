@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import logging
 import signal
@@ -359,7 +360,11 @@ def _cmd_chat(args: argparse.Namespace) -> int:
                 raise Cancelled
             if args.system:
                 client.set_system(args.system)
-            turn, attachments = _stream_turn(client.send(args.prompt, files, options), args, live)
+            events = client.send(args.prompt, files, options)
+            first = next(events)  # the request is out: a Stop from now on reaches it
+            if interrupted:  # a signal came between the handlers and the request
+                client.stop()
+            turn, attachments = _stream_turn(itertools.chain([first], events), args, live)
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)

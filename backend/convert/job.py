@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mmforge.backend import __version__, families, precisions, typed
+from mmforge.backend.bounds import vocab_size
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.checkpoint_digest import checkpoint_digest
 from mmforge.backend.convert import package
@@ -34,6 +35,7 @@ from mmforge.backend.jobs import JobContext
 from mmforge.backend.memory import available_bytes, peak_rss_bytes
 from mmforge.backend.source import parse_source, resolve
 from mmforge.backend.templates import check_folder_template
+from mmforge.backend.token_range import check_tokens_fit
 from mmforge.backend.units import human_bytes
 from mmforge.backend.vocabulary import EPS
 
@@ -163,6 +165,11 @@ def convert(
         )
         profile = profile_checkpoint(checkpoint, resolved, token=token, ctx=ctx)
     _check_convertible(checkpoint, dtype)
+    check_tokens_fit(
+        checkpoint.folder / "tokenizer.json",
+        vocab_size(checkpoint.written, checkpoint.folder / "config.json"),
+        str(checkpoint.folder),
+    )
     check_folder_template(checkpoint.folder, ctx)
     checkpoint.output_tied  # noqa: B018 - raises when transformers' output layer is random
     _check_disk_space(out, profile.sizes.package_bytes.get(dtype, 0))
