@@ -43,13 +43,14 @@ class Runtime:
         import onnxruntime_genai as og
 
         from mmforge.backend.templates import check_folder_template
-        from mmforge.backend.token_range import check_tokens_fit
+        from mmforge.backend.token_range import check_tokenizer, check_tokens_fit
 
         # The runtime renders the template in native code that no signal stops: a
         # template that would not end is refused here, under limits. The same check
         # finds which content form it takes (a list of parts, or text only).
         self.content_form = check_folder_template(folder)
         vocab = read_genai_config(folder)["model"].get("vocab_size")
+        check_tokenizer(folder / "tokenizer.json", str(folder))
         check_tokens_fit(
             folder / "tokenizer.json", vocab if isinstance(vocab, int) else None, str(folder)
         )

@@ -35,7 +35,7 @@ from mmforge.backend.jobs import JobContext
 from mmforge.backend.memory import available_bytes, peak_rss_bytes
 from mmforge.backend.source import parse_source, resolve
 from mmforge.backend.templates import check_folder_template
-from mmforge.backend.token_range import check_tokens_fit
+from mmforge.backend.token_range import check_tokenizer, check_tokens_fit
 from mmforge.backend.units import human_bytes
 from mmforge.backend.vocabulary import EPS
 
@@ -165,6 +165,7 @@ def convert(
         )
         profile = profile_checkpoint(checkpoint, resolved, token=token, ctx=ctx)
     _check_convertible(checkpoint, dtype)
+    check_tokenizer(checkpoint.folder / "tokenizer.json", str(checkpoint.folder))
     check_tokens_fit(
         checkpoint.folder / "tokenizer.json",
         vocab_size(checkpoint.written, checkpoint.folder / "config.json"),

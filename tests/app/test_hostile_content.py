@@ -299,3 +299,37 @@ def test_a_token_id_past_the_vocabulary_names_the_tokenizer_not_a_conversion_bug
     assert code == 2, err[-2000:]
     line = _one_line(err)
     assert f"tokenizer.json of {pkg}" in line and "id 5,000" in line
+
+
+@pytest.mark.parametrize(
+    ("case", "says"),
+    [
+        ("one_part_merge", "model.merges[3] is ['a'], not a pair"),
+        ("string_merge", "model.merges[0] is 'onlyonepart', not a pair"),
+        ("bad_regex", "pre_tokenizer.pretokenizers[0].pattern.Regex is the regex '(unclosed['"),
+    ],
+)
+def test_a_malformed_tokenizer_names_its_file_and_field_not_a_conversion_bug(
+    tiny, tmp_path, capsys, case, says
+):
+    folder = _copy(tiny, tmp_path)
+
+    def spoil(tok: dict) -> None:
+        if case == "one_part_merge":
+            tok["model"]["merges"][3] = ["a"]
+        elif case == "string_merge":
+            tok["model"]["merges"][0] = "onlyonepart"
+        else:
+            split = {"type": "Split", "pattern": {"Regex": "(unclosed["}, "behavior": "Isolated"}
+            tok["pre_tokenizer"] = {
+                "type": "Sequence",
+                "pretokenizers": [split, tok["pre_tokenizer"]],
+            }
+
+    _edit_json(folder / "tokenizer.json", spoil)
+    out = tmp_path / "out"
+    code, _, err = _run(capsys, "convert", str(folder), "-o", str(out))
+    assert code == 2
+    line = _one_line(err)
+    assert f"tokenizer.json of {folder}: {says}" in line and "conversion bug" not in line
+    assert not out.exists()
