@@ -31,7 +31,7 @@ from mmforge.app.terminal import (
 from mmforge.backend.jobs import CancelToken
 from mmforge.backend.precisions import DTYPES
 from mmforge.backend.units import human_bytes
-from mmforge.backend.untrusted import escape
+from mmforge.backend.untrusted import EscapingFormatter, escape
 from mmforge.backend.vocabulary import DEFAULT_EP, EPS
 
 EXIT_USER_ERROR = 2
@@ -489,14 +489,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-class _EscapingFormatter(logging.Formatter):
-    """Log lines with control characters shown as escapes: messages quote strangers."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        """The record's line, escaped (line breaks of a traceback kept)."""
-        return escape(super().format(record), keep="\n")
-
-
 def _interrupt(cancel: CancelToken, signum: int, frame: Any) -> None:
     """Ctrl+C or SIGTERM: ask the command's job to stop; a second time, stop at once."""
     if cancel.cancelled:
@@ -518,7 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
     for handler in logging.getLogger().handlers:
-        handler.setFormatter(_EscapingFormatter("%(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(EscapingFormatter("%(levelname)s %(name)s: %(message)s"))
     if args.command is None:
         args = parser.parse_args(["gui"])
     args.cancel = CancelToken()

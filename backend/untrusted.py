@@ -16,6 +16,7 @@ cannot retitle or clear the terminal, hide text or write the clipboard (OSC 52).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import stat
@@ -60,6 +61,17 @@ def escape(text: str, keep: str = "") -> str:
     """
     table = _TABLE if not keep else {k: v for k, v in _TABLE.items() if chr(k) not in keep}
     return text.translate(table)
+
+
+class EscapingFormatter(logging.Formatter):
+    """Log lines with control characters shown as escapes: messages quote strangers.
+
+    Line breaks stay, so that a traceback keeps its shape.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record's line, escaped."""
+        return escape(super().format(record), keep="\n")
 
 
 class _Refused:

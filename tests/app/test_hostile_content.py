@@ -62,10 +62,11 @@ def test_log_lines_escape_what_they_quote(tiny, tmp_path, capsys):
     import logging
 
     from mmforge.app import cli
+    from mmforge.backend.untrusted import EscapingFormatter
 
     cli.main(["-v", "inspect", str(tmp_path / "missing")])
     handlers = logging.getLogger().handlers
-    assert handlers and all(isinstance(h.formatter, cli._EscapingFormatter) for h in handlers)
+    assert handlers and all(isinstance(h.formatter, EscapingFormatter) for h in handlers)
     record = logging.LogRecord(
         "mmforge.x", logging.WARNING, "f", 1, "quoted: %s", (HOSTILE_TEXT,), None
     )
@@ -333,3 +334,18 @@ def test_a_malformed_tokenizer_names_its_file_and_field_not_a_conversion_bug(
     line = _one_line(err)
     assert f"tokenizer.json of {folder}: {says}" in line and "conversion bug" not in line
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["inspect", "convert"])
+def test_a_200_mb_tokenizer_is_refused_unread(tiny, tmp_path, command):
+    from tests.app.test_hostile import _cli
+
+    folder = _copy(tiny, tmp_path)
+    with (folder / "tokenizer.json").open("r+b") as f:  # 200 MB (sparse: quick to make)
+        f.truncate(200 << 20)
+    argv = [command, str(folder)] + (["-o", str(tmp_path / "out")] if command == "convert" else [])
+    code, err, took = _cli(*argv)
+    assert code == 2, err[-2000:]
+    line = _one_line(err)
+    assert "tokenizer.json (209,715,200 bytes) is larger than the 67,108,864 bytes" in line
+    assert took < 30
