@@ -509,8 +509,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
-    for handler in logging.getLogger().handlers:
-        handler.setFormatter(EscapingFormatter("%(levelname)s %(name)s: %(message)s"))
+    for log_handler in logging.getLogger().handlers:
+        log_handler.setFormatter(EscapingFormatter("%(levelname)s %(name)s: %(message)s"))
     if args.command is None:
         args = parser.parse_args(["gui"])
     args.cancel = CancelToken()
