@@ -9,6 +9,7 @@ below the families, which adapt them (Phi-4's LoRA merge) before the weight plan
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import struct
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from typing import Any
 from mmforge.backend.errors import PICKLE, Cancelled, MmforgeError
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.untrusted import parse_json, read_json_object
+
+log = logging.getLogger(__name__)
 
 DTYPE_BYTES = {
     "F64": 8,
@@ -225,7 +228,13 @@ def hub_tensors(
     out: list[TensorInfo] = []
     for file_meta in meta.files_metadata.values():
         for name, info in file_meta.tensors.items():
-            out.append(TensorInfo(name, tuple(info.shape), info.dtype))
+            shape = tuple(info.shape)
+            # huggingface_hub parses the header itself: a shape of Infinity or 1e400
+            # (a float) would overflow every size computed from it.
+            if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+                log.warning("the hub's header of %s gives %s the shape %r", repo_id, name, shape)
+                return None
+            out.append(TensorInfo(name, shape, str(info.dtype)))
     return out
 
 

@@ -107,3 +107,21 @@ def test_a_captive_portal_in_place_of_the_hub_is_one_clear_error(hub):
     line = e.value.one_line()
     assert "answered with a web page" in line and "captive portal" in line
     assert hub.url in line
+
+
+def test_a_hub_safetensors_header_with_an_infinite_shape_is_not_trusted(hub, tiny):
+    import json
+    import struct
+
+    from mmforge.backend.inspect import inspect_source
+
+    repo = _serve(hub, tiny)
+    data = repo.files["model.safetensors"]
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length])
+    name = next(k for k in header if k != "__metadata__")
+    text = json.dumps(header).replace(json.dumps(header[name]["shape"]), "[Infinity, 4]", 1)
+    raw = text.encode()
+    repo.files["model.safetensors"] = struct.pack("<Q", len(raw)) + raw + data[8 + length :]
+    profile = inspect_source(REPO)  # read by range from the hub: no download, no crash
+    assert profile.sizes.source != "hub safetensors headers"
