@@ -15,6 +15,7 @@ cannot retitle or clear the terminal, hide text or write the clipboard (OSC 52).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -59,8 +60,12 @@ def escape(text: str, keep: str = "") -> str:
         text: A string from a checkpoint, a hub or a model's answer.
         keep: Control characters to leave as they are ("\n\t" for streamed text).
     """
-    table = _TABLE if not keep else {k: v for k, v in _TABLE.items() if chr(k) not in keep}
-    return text.translate(table)
+    return text.translate(_table(keep))
+
+
+@functools.lru_cache(maxsize=8)
+def _table(keep: str) -> dict[int, str]:
+    return {k: v for k, v in _TABLE.items() if chr(k) not in keep}
 
 
 class EscapingFormatter(logging.Formatter):
