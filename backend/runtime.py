@@ -42,9 +42,13 @@ class Runtime:
     def __init__(self, folder: Path, ep: str = "cpu"):
         import onnxruntime_genai as og
 
+        from mmforge.backend.localfiles import check_local_files
         from mmforge.backend.templates import check_folder_template
         from mmforge.backend.token_range import check_tokenizer, check_tokens_fit
 
+        # The runtime opens the package's files itself: a FIFO among them would block
+        # it for good, a link out of the folder make it read what the package names.
+        check_local_files(folder)
         # The runtime renders the template in native code that no signal stops: a
         # template that would not end is refused here, under limits. The same check
         # finds which content form it takes (a list of parts, or text only).

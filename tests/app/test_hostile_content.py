@@ -349,3 +349,16 @@ def test_a_200_mb_tokenizer_is_refused_unread(tiny, tmp_path, command):
     line = _one_line(err)
     assert "tokenizer.json (209,715,200 bytes) is larger than the 67,108,864 bytes" in line
     assert took < 30
+
+
+@pytest.mark.parametrize("name", ["tokenizer_config.json", "processor_config.json"])
+def test_a_package_file_that_is_a_fifo_is_refused_not_waited_on(package, tmp_path, name):
+    from tests.app.test_hostile import _cli
+
+    pkg = Path(shutil.copytree(package("qwen2_5_vl"), tmp_path / "pkg"))
+    (pkg / name).unlink()
+    os.mkfifo(pkg / name)  # ONNX Runtime GenAI would wait on it for ever
+    code, err, took = _cli("chat", str(pkg), "--prompt", "hi", "--max-new-tokens", "2")
+    assert code == 2, err[-2000:]
+    assert name in _one_line(err) and "not a regular file" in _one_line(err)
+    assert took < 30
