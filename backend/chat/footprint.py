@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from mmforge.backend.errors import MmforgeError
 from mmforge.backend.inspect import CPU_LOAD_FACTOR, KV_CONTEXT
 from mmforge.backend.library import read_manifest
 from mmforge.backend.vocabulary import GENAI_SECTIONS
@@ -50,9 +51,9 @@ def package_memory_bytes(folder: Path, ep: str = "cpu") -> int | None:
         return None
     try:
         config = _json(folder / "genai_config.json")
-        manifest = read_manifest(folder)
-    except (OSError, ValueError, RecursionError):
+    except MmforgeError:
         return None
+    manifest = read_manifest(folder)
     model = config.get("model")
     if not isinstance(model, dict):
         return None
