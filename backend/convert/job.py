@@ -146,10 +146,10 @@ def convert(
     _check_choices(dtype, ep)
     refuse_unknown(encoders)
     out = Path(out).expanduser().resolve()
-    check_output(out)
-    check_out_path(out, parse_source(spec).local_path)
     _recover_interrupted_publish(out)
     _remove_stale_staging(out)
+    check_output(out)
+    check_out_path(out, parse_source(spec).local_path)
     before = _identity(out)
     timings: dict[str, float] = {}
 
