@@ -292,26 +292,28 @@ def check_etag(path: Path, etag: str, filename: str) -> None:
     r"""Check a downloaded file against the hub's ETag; a mismatch deletes it.
 
     The hub names an LFS file by its sha-256 and a regular one (a config, a chat
-    template) by its git blob sha-1, `sha1(b"blob <size>\0" + data)`. Both are checked,
-    after a fresh download and after a resumed one alike: a resume continues a partial
-    file that another server, or another version of the file, may have started. Another
-    kind of ETag (a mirror's opaque token) cannot be checked and is logged.
+    template) by its git blob sha-1, `sha1(b"blob <size>\0" + data)` (a mirror may use
+    the plain sha-1: either is accepted). Both are checked, after a fresh download and
+    after a resumed one alike: a resume continues a partial file that another server, or
+    another version of the file, may have started. Another kind of ETag (a mirror's
+    opaque token) cannot be checked and is logged.
 
     Raises:
         MmforgeError: The content does not match the ETag (the file was deleted).
     """
     if _SHA256.match(etag):
-        digest = hashlib.sha256()
+        digests = [hashlib.sha256()]
     elif COMMIT.match(etag):  # 40 hex digits: a git object id
-        digest = hashlib.sha1(usedforsecurity=False)
-        digest.update(b"blob %d\0" % path.stat().st_size)
+        digests = [hashlib.sha1(usedforsecurity=False), hashlib.sha1(usedforsecurity=False)]
+        digests[0].update(b"blob %d\0" % path.stat().st_size)
     else:
         log.warning("cannot check %s: its ETag %r is no checksum", filename, etag)
         return
     with path.open("rb") as f:
         while block := f.read(8 * CHUNK):
-            digest.update(block)
-    if digest.hexdigest() != etag:
+            for digest in digests:
+                digest.update(block)
+    if all(digest.hexdigest() != etag for digest in digests):
         path.unlink()
         raise MmforgeError(
             f"{filename} arrived corrupted: its content does not match the hub's checksum, so "
