@@ -230,6 +230,7 @@ def _download(
     if have > size:
         partial.unlink()
         have = 0
+    partial.touch()  # an empty file is fetched by no request, and is still checked
     if have:
         log.info("resuming %s at byte %d", partial.name, have)
         on_bytes(have)

@@ -125,3 +125,10 @@ def test_a_hub_safetensors_header_with_an_infinite_shape_is_not_trusted(hub, tin
     repo.files["model.safetensors"] = struct.pack("<Q", len(raw)) + raw + data[8 + length :]
     profile = inspect_source(REPO)  # read by range from the hub: no download, no crash
     assert profile.sizes.source != "hub safetensors headers"
+
+
+def test_an_empty_regular_file_is_fetched_and_checked(hub, tiny):
+    repo = _serve(hub, tiny)
+    repo.files["added_tokens.json"] = b""
+    folder = resolve(REPO).folder
+    assert (folder / "added_tokens.json").read_bytes() == b""
