@@ -508,9 +508,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return render_child()
     parser = _build_parser()
     args = parser.parse_args(argv)
+    root = logging.getLogger()
+    before = list(root.handlers)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
-    for log_handler in logging.getLogger().handlers:
-        log_handler.setFormatter(EscapingFormatter("%(levelname)s %(name)s: %(message)s"))
+    for log_handler in root.handlers:  # the one basicConfig added: log lines quote strangers
+        if log_handler not in before:
+            log_handler.setFormatter(EscapingFormatter("%(levelname)s %(name)s: %(message)s"))
     if args.command is None:
         args = parser.parse_args(["gui"])
     args.cancel = CancelToken()

@@ -58,20 +58,24 @@ def test_a_streamed_answer_reaches_the_terminal_escaped_and_json_keeps_it_exact(
     assert turn == {"text": "exact"}
 
 
-def test_log_lines_escape_what_they_quote(tiny, tmp_path, capsys):
-    import logging
+def test_log_lines_escape_what_they_quote(tmp_path):
+    import subprocess
+    import sys
 
-    from mmforge.app import cli
-    from mmforge.backend.untrusted import EscapingFormatter
-
-    cli.main(["-v", "inspect", str(tmp_path / "missing")])
-    handlers = logging.getLogger().handlers
-    assert handlers and all(isinstance(h.formatter, EscapingFormatter) for h in handlers)
-    record = logging.LogRecord(
-        "mmforge.x", logging.WARNING, "f", 1, "quoted: %s", (HOSTILE_TEXT,), None
+    script = (
+        "import logging, sys\n"
+        "from mmforge.app.cli import main\n"
+        "main(['inspect', sys.argv[1]])\n"
+        "logging.getLogger('mmforge.x').warning('quoted: %s', sys.argv[2])\n"
     )
-    line = handlers[0].format(record)
-    assert line.endswith("quoted: \\x1b]0;PWNED\\x07\\x1b[31m\\u202e") and "\x1b" not in line
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "missing"), HOSTILE_TEXT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "WARNING mmforge.x: quoted: \\x1b]0;PWNED\\x07\\x1b[31m\\u202e" in done.stderr
+    assert not any(c in done.stderr for c in "\x1b\x07\u202e")
 
 
 def test_sigterm_stops_chat_generation_at_once_like_ctrl_c(package, capsys, monkeypatch):
