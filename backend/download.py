@@ -79,6 +79,7 @@ def fetch_file(
     token: str | None,
     cache_dir: Path,
     on_bytes: Callable[[int], None],
+    max_size: int | None = None,
 ) -> Path:
     """Make one repository file available in the cache and return its snapshot path.
 
@@ -92,6 +93,8 @@ def fetch_file(
         cache_dir: The hub cache folder.
         on_bytes: Called with the number of bytes newly on disk, after each write. It may
             raise to stop; what was written stays and the next run resumes from it.
+        max_size: The most bytes such a file may have (a config, a tokenizer): a larger
+            announced size is refused before anything is fetched. None: no bound.
     """
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
@@ -116,6 +119,12 @@ def fetch_file(
     )
     etag = _checked_etag(meta.etag, filename)
     _check_size(meta.size, filename)
+    if max_size is not None and meta.size is not None and meta.size > max_size:
+        raise MmforgeError(
+            f"The hub says {filename} is {meta.size:,} bytes, more than the {max_size:,} "
+            "mmforge accepts of such a file",
+            "The repository is malformed or hostile; check HF_ENDPOINT and the model id",
+        )
     blob = root / "blobs" / etag
     if not blob.exists():
         blob.parent.mkdir(parents=True, exist_ok=True)

@@ -441,6 +441,9 @@ def _download_one(
             token=token,
             cache_dir=cache_dir or default_cache(),
             on_bytes=tally.add,
+            # The readers bound each file again (untrusted.py); here nothing larger than
+            # the largest of them is even fetched.
+            max_size=TOKENIZER_LIMIT if _is_metadata(name) else None,
         )
     except (Cancelled, MmforgeError):
         raise

@@ -329,13 +329,22 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        """Quiet when a client hangs up mid-answer (a bounded reader does, on purpose)."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
 class HubServer:
     """Run the fake hub on 127.0.0.1 in a thread; use as a context manager."""
 
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.state = HubState()
         handler = type("Handler", (_Handler,), {"state": self.state})
-        self.httpd = ThreadingHTTPServer((host, 0), handler)
+        self.httpd = _Server((host, 0), handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

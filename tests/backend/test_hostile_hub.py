@@ -132,3 +132,11 @@ def test_an_empty_regular_file_is_fetched_and_checked(hub, tiny):
     repo.files["added_tokens.json"] = b""
     folder = resolve(REPO).folder
     assert (folder / "added_tokens.json").read_bytes() == b""
+
+
+def test_a_metadata_file_announced_larger_than_any_is_not_fetched(hub, tiny, tmp_path):
+    _serve(hub, tiny)
+    hub.state.sizes[(REPO, "tokenizer.json")] = str(200 << 20)  # a 200 MB tokenizer.json
+    with pytest.raises(MmforgeError, match=r"tokenizer\.json is 209,715,200 bytes, more than"):
+        resolve(REPO)
+    assert not [p for m, p, _ in hub.state.requests if m == "GET" and p.endswith("tokenizer.json")]
