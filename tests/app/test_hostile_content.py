@@ -366,3 +366,35 @@ def test_a_package_file_that_is_a_fifo_is_refused_not_waited_on(package, tmp_pat
     assert code == 2, err[-2000:]
     assert name in _one_line(err) and "not a regular file" in _one_line(err)
     assert took < 30
+
+
+def test_sigterm_while_chat_loads_the_model_asks_nothing_and_exits_130(package, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mmforge.app", "chat", str(package("qwen2_5_vl")), "--prompt",
+         "hi", "--max-new-tokens", "4000", "--save"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")},
+    )  # fmt: skip
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    try:
+        deadline = time.monotonic() + 60
+        while not (children.exists() and children.read_text().strip()):  # the worker is up
+            assert proc.poll() is None and time.monotonic() < deadline, "no worker seen"
+            time.sleep(0.01)
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err[-2000:]
+    assert time.monotonic() - start < 10
+    assert out == "" and "cancelled" in err
+    assert not list((tmp_path / "data").rglob("conversation.json"))  # nothing was asked
