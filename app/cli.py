@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import logging
 import signal
@@ -30,11 +31,13 @@ from mmforge.app.terminal import (
 from mmforge.backend.jobs import CancelToken
 from mmforge.backend.precisions import DTYPES
 from mmforge.backend.units import human_bytes
+from mmforge.backend.untrusted import EscapingFormatter, escape
 from mmforge.backend.vocabulary import DEFAULT_EP, EPS
 
 EXIT_USER_ERROR = 2
 EXIT_INTERNAL = 70  # EX_SOFTWARE: never confused with verify's FAIL (1)
 EXIT_CANCELLED = 130
+STREAM_KEPT = "\n\t"  # the only control characters a streamed answer writes as they are
 EXIT_CODES = (
     "exit codes: 0 success (verify: PASS); 1 verify FAIL; 2 bad input (one line on stderr "
     "says what to do); 3 verify AMBIGUOUS; 70 internal error (the traceback goes to a log "
@@ -348,7 +351,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     if args.json is not None and str(args.json) == "-":
         print(data)
     else:
-        print(render_table(report))
+        print(escape(render_table(report), keep="\n"))
         if args.json is not None:
             _write_report(args.json, data)
     if args.html is not None:
@@ -370,7 +373,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
 
     from mmforge.backend.attachments import AUDIO, IMAGE, refuse_video
     from mmforge.backend.chat.client import ChatClient
-    from mmforge.backend.errors import MmforgeError
+    from mmforge.backend.errors import Cancelled, MmforgeError
 
     options = _chat_options(args)
     files = [(p, IMAGE) for p in args.image] + [(p, AUDIO) for p in args.audio]
@@ -385,15 +388,25 @@ def _cmd_chat(args: argparse.Namespace) -> int:
         def on_interrupt(*_: Any) -> None:
             nonlocal interrupted
             interrupted = True
+            args.cancel.cancel()
             client.stop()
 
-        if args.system:
-            client.set_system(args.system)
-        previous = signal.signal(signal.SIGINT, on_interrupt)
+        # Ctrl+C and SIGTERM (timeout, a service manager, the GUI's stop) both stop the
+        # answer at the next token: what was streamed is kept, and the exit code says so.
+        previous = {s: signal.signal(s, on_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            turn, attachments = _stream_turn(client.send(args.prompt, files, options), args, live)
+            if args.cancel.cancelled:  # a signal came while the model loaded: ask nothing
+                raise Cancelled
+            if args.system:
+                client.set_system(args.system)
+            events = client.send(args.prompt, files, options)
+            first = next(events)  # the request is out: a Stop from now on reaches it
+            if interrupted:  # a signal came between the handlers and the request
+                client.stop()
+            turn, attachments = _stream_turn(itertools.chain([first], events), args, live)
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
         info = client.info
     if args.json:
         load = {"load_s": info["load_s"], "load_memory_bytes": info["load_memory_bytes"]}
@@ -438,13 +451,15 @@ def _stream_turn(
     for event in events:
         kind = event["event"]
         if kind == "token" and live is not None:
-            live.write(event["text"])
+            # Always escaped, terminal or not: a pipe into `less -R` or a log replays it
+            # too. Line breaks and tabs stay; --json keeps the exact text.
+            live.write(escape(str(event["text"]), keep=STREAM_KEPT))
             live.flush()
         elif kind == "attachments":
             attachments = event["value"]
             for a in attachments:
                 if a["note"] and not args.json:
-                    print(f"mmforge: {a['name']}: {a['note']}", file=sys.stderr)
+                    print(escape(f"mmforge: {a['name']}: {a['note']}"), file=sys.stderr)
         elif kind == "error":
             raise MmforgeError(str(event["message"]), event.get("hint"))
         elif kind == "turn":
@@ -457,6 +472,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from mmforge.backend.attachments import IMAGE
     from mmforge.backend.chat import ChatSession, GenerationOptions
     from mmforge.backend.convert import convert
+    from mmforge.backend.errors import Cancelled
     from mmforge.backend.inspect import inspect_source
     from mmforge.backend.jobs import JobContext
     from mmforge.backend.tiny.demo import demo_checkpoint, demo_package_folder
@@ -470,9 +486,16 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     session = ChatSession(out)
     try:
         image = session.prepare_attachments([(resources.probe_image(), IMAGE)])
-        turn = session.send("What is in this picture?", image, GenerationOptions(max_new_tokens=24))
+        turn = session.send(
+            "What is in this picture?",
+            image,
+            GenerationOptions(max_new_tokens=24),
+            should_stop=lambda: args.cancel.cancelled,
+        )
     finally:
         session.close()
+    if args.cancel.cancelled:
+        raise Cancelled
     if args.json:
         print(
             json.dumps(
@@ -486,7 +509,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    print(render_profile(profile))
+    print(escape(render_profile(profile), keep="\n"))
     print(
         f"\nConverted to {out}: {' + '.join(manifest.components)}; ONNX Runtime GenAI "
         f"loads it and generates."
@@ -524,10 +547,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return render_child()
     parser = _build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    root = logging.getLogger()
+    before = list(root.handlers)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
+    for log_handler in root.handlers:  # the one basicConfig added: log lines quote strangers
+        if log_handler not in before:
+            log_handler.setFormatter(EscapingFormatter("%(levelname)s %(name)s: %(message)s"))
     if args.command is None:
         args = parser.parse_args(["gui"])
     args.cancel = CancelToken()
@@ -586,9 +611,10 @@ def _run(args: argparse.Namespace) -> int:
             e.hint = f"{e.hint or ''} {near}".strip()
         if e.details and not args.verbose:
             line += " (run with -v for the details)"
-        print(f"mmforge: error: {line}", file=sys.stderr)
+        print(f"mmforge: error: {escape(line)}", file=sys.stderr)
         if e.details and args.verbose:
-            print(f"mmforge: details: {' '.join(e.details.split())[:4000]}", file=sys.stderr)
+            details = escape(" ".join(e.details.split())[:4000])
+            print(f"mmforge: details: {details}", file=sys.stderr)
         return failed(as_json, "bad_input", e.user_message, e.hint, EXIT_USER_ERROR)
     except (Cancelled, KeyboardInterrupt):
         print("mmforge: cancelled", file=sys.stderr)
@@ -596,8 +622,8 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as e:  # noqa: BLE001 - the last resort: one line, traceback to the log
         log_path = log_file()
         with log_path.open("a", encoding="utf-8") as f:
-            f.write(traceback.format_exc())
-        text = " ".join(str(e).split())[:500]  # one line, whatever the exception holds
+            f.write(escape(traceback.format_exc(), keep="\n"))
+        text = escape(" ".join(str(e).split())[:500])  # one line, whatever the exception holds
         message = f"Internal error: {type(e).__name__}: {text}"
         print(
             f"mmforge: internal error: {type(e).__name__}: {text} (details in {log_path})",

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend.units import human_bytes, human_count, human_rate
+from mmforge.backend.untrusted import escape
 
 
 class ProgressLine:
@@ -93,8 +94,8 @@ def emit_profile(profile: Any, *, as_json: bool) -> None:
     """A profile on stdout: one JSON object, or the readable card."""
     if as_json:
         print(json.dumps(profile.to_dict(), indent=2))
-    else:
-        print(render_profile(profile))
+    else:  # a profile quotes the checkpoint (model_type, token texts): escaped
+        print(escape(render_profile(profile), keep="\n"))
 
 
 def render_profile(p: Any) -> str:

@@ -205,8 +205,20 @@ def check_image_settings(settings: dict[str, Any], path: Path) -> None:
                 )
         elif name == "rescale_factor" and value is not None and not _positive(value):
             raise _contradiction(path, f"{key} is {_shown(value)}, not a positive number")
-    for low, high in (("min_pixels", "max_pixels"), ("min_image_tokens", "max_image_tokens")):
-        a, b = _count(settings.get(low)), _count(settings.get(high))
+    # Qwen's processors read their pixel limits from size.shortest_edge (the minimum) and
+    # size.longest_edge (the maximum) as well as from min_pixels / max_pixels; in any
+    # processor a shortest edge above the longest is a contradiction.
+    size = settings.get("size")
+    edges = size if isinstance(size, dict) else {}
+    pairs = (
+        ("min_pixels", settings.get("min_pixels"), "max_pixels", settings.get("max_pixels")),
+        ("min_image_tokens", settings.get("min_image_tokens"), "max_image_tokens",
+         settings.get("max_image_tokens")),
+        ("size.shortest_edge", edges.get("shortest_edge"), "size.longest_edge",
+         edges.get("longest_edge")),
+    )  # fmt: skip
+    for low, low_value, high, high_value in pairs:
+        a, b = _count(low_value), _count(high_value)
         if a and b and a > b:
             raise _contradiction(path, f"{low} {a:,} is above {high} {b:,}")
 

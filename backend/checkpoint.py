@@ -28,6 +28,7 @@ from mmforge.backend.families import Cfg, Family
 from mmforge.backend.families._fields import FieldReview, review
 from mmforge.backend.source import read_json
 from mmforge.backend.tensors import TensorInfo, local_tensors
+from mmforge.backend.untrusted import text_field
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ class Checkpoint:
         """
         written = config if config is not None else read_json(folder / "config.json", "model")
         check_config_sizes(written, folder / "config.json")
-        family = families.lookup(written.get("model_type"))
+        family = families.lookup(text_field(written, "model_type", str(folder / "config.json")))
         family = family.variant(written, folder) or family
         converted = family.package is not None and not family.not_converted
         check_token_ids(written, folder / "config.json", converted)

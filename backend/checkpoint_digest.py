@@ -32,6 +32,7 @@ from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.tensors import DTYPE_BYTES, safetensors_headers
+from mmforge.backend.untrusted import read_json_file
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,8 @@ def config_digest(folder: Path, config: dict[str, Any] | None = None) -> str | N
     """
     if config is None:
         try:
-            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
+            config = read_json_file(folder / "config.json", "model")
+        except MmforgeError:
             return None
     text = json.dumps(_settled(config), sort_keys=True, separators=(",", ":"))
     return f"{CONFIG_SCHEME}:{hashlib.sha256(text.encode()).hexdigest()}"

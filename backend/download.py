@@ -79,6 +79,7 @@ def fetch_file(
     token: str | None,
     cache_dir: Path,
     on_bytes: Callable[[int], None],
+    max_size: int | None = None,
 ) -> Path:
     """Make one repository file available in the cache and return its snapshot path.
 
@@ -92,6 +93,8 @@ def fetch_file(
         cache_dir: The hub cache folder.
         on_bytes: Called with the number of bytes newly on disk, after each write. It may
             raise to stop; what was written stays and the next run resumes from it.
+        max_size: The most bytes such a file may have (a config, a tokenizer): a larger
+            announced size is refused before anything is fetched. None: no bound.
     """
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
@@ -116,13 +119,20 @@ def fetch_file(
     )
     etag = _checked_etag(meta.etag, filename)
     _check_size(meta.size, filename)
+    if max_size is not None and meta.size is not None and meta.size > max_size:
+        raise MmforgeError(
+            f"The hub says {filename} is {meta.size:,} bytes, more than the {max_size:,} "
+            "mmforge accepts of such a file",
+            "The repository is malformed or hostile; check HF_ENDPOINT and the model id",
+        )
     blob = root / "blobs" / etag
     if not blob.exists():
         blob.parent.mkdir(parents=True, exist_ok=True)
         partial = blob.with_name(etag + ".mmforge-partial")
-        _download(meta.location, partial, meta.size, token, endpoint, on_bytes)
-        if _SHA256.match(etag):
-            _check_sha256(partial, etag, filename)
+        assert meta.size is not None  # _check_size refused a file of unknown size
+        _download(meta.location, partial, meta.size, token, endpoint, on_bytes, filename)
+        check_etag(partial, etag, filename)
+        _fsync(partial)
         os.replace(partial, blob)
     else:
         on_bytes(blob.stat().st_size)
@@ -153,11 +163,18 @@ def _checked_etag(header: str | None, filename: str) -> str:
 def _check_size(size: object, filename: str) -> None:
     """Refuse a file size from the hub that is not a whole number of bytes.
 
+    The announced size bounds the body: a hub (or a proxy) sending more is cut off there.
+
     Raises:
-        MmforgeError: A negative or non-integer size.
+        MmforgeError: No size, a negative or a non-integer one.
     """
-    if size is None or (isinstance(size, int) and size >= 0):
+    if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
         return
+    if size is None:  # the body would have no bound: refused as the hub never does this
+        raise MmforgeError(
+            f"The hub did not say how large {filename} is",
+            "Check HF_ENDPOINT (a mirror or proxy may be misbehaving) and try again later",
+        )
     raise MmforgeError(
         f"The hub sent an invalid size for {filename}",
         "Check HF_ENDPOINT (a mirror may be misbehaving) and try again later",
@@ -199,24 +216,37 @@ def _get(url: str, headers: dict[str, str], endpoint: str) -> Iterator[Any]:
 def _download(
     url: str,
     partial: Path,
-    size: int | None,
+    size: int,
     token: str | None,
     endpoint: str,
     on_bytes: Callable[[int], None],
+    filename: str,
 ) -> None:
+    """Fetch `url` into `partial` (continuing what it holds) up to `size` bytes.
+
+    The body is read no further than `size`: more (a hostile or broken hub, a proxy, a
+    Content-Encoding that decodes to gigabytes) deletes the partial file and is refused.
+
+    Raises:
+        MmforgeError: The body is longer or shorter than announced, or the connection
+            broke `RETRIES` times without progress.
+        HubTimeout: Nothing came within the deadline.
+    """
     import httpx2
     from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
 
     have = partial.stat().st_size if partial.exists() else 0
-    if size is not None and have > size:
+    if have > size:
         partial.unlink()
         have = 0
+    partial.touch()  # an empty file is fetched by no request, and is still checked
     if have:
         log.info("resuming %s at byte %d", partial.name, have)
         on_bytes(have)
     attempts = 0
-    while size is None or have < size:
+    while have < size:
         headers = build_hf_headers(token=token)
+        headers["Accept-Encoding"] = "identity"  # the bytes of the file, nothing to inflate
         if have:
             headers["Range"] = f"bytes={have}-"
         before = have
@@ -229,11 +259,12 @@ def _download(
                     have, mode = 0, "wb"
                 with partial.open(mode) as f:
                     for chunk in response.iter_bytes(PROGRESS_CHUNK):
+                        if have + len(chunk) > size:
+                            f.close()
+                            _too_long(partial, filename, size)
                         f.write(chunk)
                         have += len(chunk)
                         on_bytes(len(chunk))
-            if size is None:
-                break
         except httpx2.TimeoutException as e:
             if have == before:  # nothing came within the deadline: the hub is not answering
                 raise HubTimeout(
@@ -251,24 +282,60 @@ def _download(
                     details=str(e),
                 ) from e
             log.warning("download interrupted (%s); resuming at byte %d", e, have)
-    if size is not None and have != size:
+    if have != size:
         raise MmforgeError(
             f"Downloaded {have} bytes where the hub announced {size}",
             "Run the same command again to download the file afresh",
         )
 
 
-def _check_sha256(path: Path, expected: str, filename: str) -> None:
-    digest = hashlib.sha256()
+def _too_long(partial: Path, filename: str, size: int) -> None:
+    partial.unlink(missing_ok=True)
+    raise MmforgeError(
+        f"The hub sent more of {filename} than the {size:,} bytes it announced; the partial "
+        "download was deleted",
+        "Check HF_ENDPOINT (a mirror or proxy may be misbehaving) and try again later",
+    )
+
+
+def check_etag(path: Path, etag: str, filename: str) -> None:
+    r"""Check a downloaded file against the hub's ETag; a mismatch deletes it.
+
+    The hub names an LFS file by its sha-256 and a regular one (a config, a chat
+    template) by its git blob sha-1, `sha1(b"blob <size>\0" + data)` (a mirror may use
+    the plain sha-1: either is accepted). Both are checked, after a fresh download and
+    after a resumed one alike: a resume continues a partial file that another server, or
+    another version of the file, may have started. Another kind of ETag (a mirror's
+    opaque token) cannot be checked and is logged.
+
+    Raises:
+        MmforgeError: The content does not match the ETag (the file was deleted).
+    """
+    if _SHA256.match(etag):
+        digests = [hashlib.sha256()]
+    elif COMMIT.match(etag):  # 40 hex digits: a git object id
+        digests = [hashlib.sha1(usedforsecurity=False), hashlib.sha1(usedforsecurity=False)]
+        digests[0].update(b"blob %d\0" % path.stat().st_size)
+    else:
+        log.warning("cannot check %s: its ETag %r is no checksum", filename, etag)
+        return
     with path.open("rb") as f:
         while block := f.read(8 * CHUNK):
-            digest.update(block)
-    if digest.hexdigest() != expected:
+            for digest in digests:
+                digest.update(block)
+    if all(digest.hexdigest() != etag for digest in digests):
         path.unlink()
         raise MmforgeError(
-            f"{filename} arrived corrupted (checksum mismatch)",
+            f"{filename} arrived corrupted: its content does not match the hub's checksum, so "
+            "the partial download was deleted",
             "Run the same command again to download it afresh",
         )
+
+
+def _fsync(path: Path) -> None:
+    """Flush a finished download to the disk before it is renamed into place."""
+    with path.open("r+b") as f:  # writable: Windows flushes only a handle opened to write
+        os.fsync(f.fileno())
 
 
 def _link(blob: Path, pointer: Path) -> None:

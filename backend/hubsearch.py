@@ -9,7 +9,6 @@ number of results per query, one page each), and every request has the hub deadl
 from __future__ import annotations
 
 import difflib
-import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any, Literal
 from mmforge.backend.errors import Cancelled, MmforgeError
 from mmforge.backend.hubcall import hub_call, hub_timeout_s
 from mmforge.backend.jobs import JobContext
+from mmforge.backend.untrusted import parse_json
 
 log = logging.getLogger(__name__)
 
@@ -224,8 +224,8 @@ def _query_page(query: str, tag: str, limit: int, token: str | None) -> list[Any
             details=f"HTTP {response.status_code}: {bytes(body[:2000]).decode(errors='replace')}",
         )
     try:
-        data = json.loads(bytes(body))
-    except ValueError:
+        data = parse_json(bytes(body), "the hub's search answer", limit=MAX_ANSWER)
+    except MmforgeError:  # a portal's page, a broken mirror: no results
         data = None
     return data[:limit] if isinstance(data, list) else []
 

@@ -7,7 +7,6 @@ genai_config.json is a package, and only the hub cache's own API deletes cached 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -94,9 +93,11 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     A package folder may come from anyone (copied into the library, named on the command
     line): a manifest that is not a JSON object, or nests without end, reads as none.
     """
+    from mmforge.backend.untrusted import read_json_file
+
     try:
-        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        data = read_json_file(folder / MANIFEST, "package")
+    except MmforgeError:
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Set
+from collections.abc import Iterator, Set
+from contextlib import contextmanager
 from pathlib import Path
 
 from mmforge.backend.errors import MmforgeError
@@ -61,3 +62,26 @@ def _check_local_entry(path: Path, root: Path, allowed: list[Path]) -> None:
             f"{name} in {root} is not a regular file (a FIFO, socket or device)",
             "Remove it from the model folder",
         )
+
+
+@contextmanager
+def files_kept(folder: Path) -> Iterator[None]:
+    """Say so when a model folder disappears while a job reads it.
+
+    The Hugging Face cache is shared: `hf cache delete`, a cleaner or the user may remove
+    a snapshot while a conversion reads it, which surfaced as "has no safetensors weights"
+    or a missing-file internal error.
+
+    Raises:
+        MmforgeError: The job failed and the folder's config.json is gone.
+    """
+    try:
+        yield
+    except (MmforgeError, OSError):
+        if (folder / "config.json").exists():
+            raise
+        raise MmforgeError(
+            f"The model's files in {folder} disappeared while mmforge was reading them "
+            "(was the Hugging Face cache cleaned?)",
+            "Run the same command again: the files are downloaded again",
+        ) from None

@@ -42,12 +42,22 @@ class Runtime:
     def __init__(self, folder: Path, ep: str = "cpu"):
         import onnxruntime_genai as og
 
+        from mmforge.backend.localfiles import check_local_files
         from mmforge.backend.templates import check_folder_template
+        from mmforge.backend.token_range import check_tokenizer, check_tokens_fit
 
+        # The runtime opens the package's files itself: a FIFO among them would block
+        # it for good, a link out of the folder make it read what the package names.
+        check_local_files(folder)
         # The runtime renders the template in native code that no signal stops: a
         # template that would not end is refused here, under limits. The same check
         # finds which content form it takes (a list of parts, or text only).
         self.content_form = check_folder_template(folder)
+        vocab = read_genai_config(folder)["model"].get("vocab_size")
+        check_tokenizer(folder / "tokenizer.json", str(folder))
+        check_tokens_fit(
+            folder / "tokenizer.json", vocab if isinstance(vocab, int) else None, str(folder)
+        )
         config = og.Config(str(folder))
         if ep != "cpu":
             config.clear_providers()
@@ -149,20 +159,40 @@ def _without_nul(value: Any) -> Any:
 
 
 def read_genai_config(folder: Path) -> dict[str, Any]:
-    """A package's genai_config.json; a folder that is not a package gets a clear error."""
+    """A package's genai_config.json, checked to be one the runtime can run.
+
+    A package folder may come from anyone. Its `model.type` must be a multimodal chat
+    type of ONNX Runtime GenAI 0.18 (`runtime_types.MULTIMODAL_CHAT`): with another, the
+    runtime fails inside the worker with no word about the package ("the chat worker
+    stopped before the model loaded").
+
+    Raises:
+        MmforgeError: The folder is not a package, its config is damaged, or its model
+            type is not one the runtime runs.
+    """
+    from mmforge.backend.runtime_types import MULTIMODAL_CHAT, multimodal_list
+    from mmforge.backend.untrusted import read_json_object
+
     path = folder / "genai_config.json"
     if not folder.is_dir():
         raise MmforgeError(f"No such package folder: {folder}", "Check the path")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        data["model"]["decoder"]
-    except FileNotFoundError:
+    if not path.exists():
         raise MmforgeError(
             f"{folder} is not an ONNX Runtime GenAI package (no genai_config.json)",
             "Pick a folder made by `mmforge convert`",
-        ) from None
-    except (ValueError, KeyError, TypeError) as e:
-        raise MmforgeError(f"{path} is damaged", "Convert the model again", str(e)) from None
+        )
+    data = read_json_object(path, "package")
+    model = data.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("decoder"), dict):
+        raise MmforgeError(f"{path} is damaged (no model.decoder)", "Convert the model again")
+    kind = model.get("type")
+    if kind not in MULTIMODAL_CHAT:
+        shown = (kind if isinstance(kind, str) else repr(kind))[:80]
+        raise MmforgeError(
+            f"{folder} is not a runnable package: its genai_config.json names model.type "
+            f"'{shown}', which ONNX Runtime GenAI does not run as a chat model",
+            f"Convert the model again with mmforge (it writes one of {multimodal_list()})",
+        )
     return dict(data)
 
 

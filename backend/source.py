@@ -8,7 +8,6 @@ fetched: small metadata files for `inspect`, the weights too for conversion.
 from __future__ import annotations
 
 import fnmatch
-import json
 import logging
 import os
 import re
@@ -17,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from mmforge.backend.bounds import check_depth, nested_error
 from mmforge.backend.download import COMMIT, check_revision
 from mmforge.backend.errors import PICKLE, Cancelled, MmforgeError
-from mmforge.backend.hubcall import HubTimeout, hub_call, hub_timeout_s
+from mmforge.backend.hubcall import HubTimeout, get_json, hub_call
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.localfiles import check_local_files
+from mmforge.backend.untrusted import CONFIG_LIMIT, TOKENIZER_LIMIT, read_json_object
 
 log = logging.getLogger(__name__)
 
@@ -166,22 +165,15 @@ def _check_repo_id(text: str, repo: str) -> None:
 
 
 def read_json(path: Path, what: str) -> dict[str, Any]:
-    """Read a JSON object file, turning every failure into a user message."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except RecursionError:
-        raise nested_error(path) from None
-    except FileNotFoundError as e:
-        raise MmforgeError(f"{path.parent} has no {path.name}", f"Is this a {what} folder?") from e
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise MmforgeError(
-            f"{path} is not valid JSON ({e})",
-            "Re-download the model or fix the file",
-        ) from e
-    if not isinstance(data, dict):
-        raise MmforgeError(f"{path} does not hold a JSON object", "Re-download the model")
-    check_depth(data, path)
-    return data
+    """Read a JSON object file from a checkpoint, within `untrusted`'s bounds.
+
+    A tokenizer.json may be larger than a config (`TOKENIZER_LIMIT`).
+
+    Raises:
+        MmforgeError: Naming the file (and the field) for every failure.
+    """
+    limit = TOKENIZER_LIMIT if path.name == "tokenizer.json" else CONFIG_LIMIT
+    return read_json_object(path, what, limit=limit)
 
 
 def check_model_folder(folder: Path) -> dict[str, Any]:
@@ -384,22 +376,47 @@ def _repo_info(api: Any, source: Source, ctx: JobContext) -> Any:
         MmforgeError: The commit is not a 40-digit hex id (it becomes a folder of the cache:
             a hub or mirror that sends anything else is refused before it names a path).
     """
-    info = hub_call(
-        "repository information",
-        lambda: api.model_info(
-            source.repo_id,
-            revision=source.revision,
-            files_metadata=True,
-            timeout=hub_timeout_s() + 5,  # our deadline comes first
-        ),
-        ctx,
-    )
-    if not info.sha or not COMMIT.match(info.sha):
+    info = hub_call("repository information", lambda: _model_info(api, source), ctx)
+    if not isinstance(info.sha, str) or not COMMIT.match(info.sha):
         raise MmforgeError(
             f"The hub did not give a valid commit id for {source.repo_id}",
             "Check HF_ENDPOINT (a mirror may be misbehaving) and try again later",
             details=f"commit: {info.sha!r}",
         )
+    return info
+
+
+def _model_info(api: Any, source: Source) -> Any:
+    """`HfApi.model_info(files_metadata=True)`, read through the bounded `get_json`.
+
+    huggingface_hub reads the whole answer into memory and parses it unbounded (a 300 MB
+    answer held 956 MB); a web page in its place (a captive portal) raised a bare
+    JSONDecodeError.
+
+    Raises:
+        MmforgeError: The answer is too large, not JSON, or not shaped like model info.
+    """
+    from urllib.parse import quote
+
+    from huggingface_hub.hf_api import ModelInfo
+
+    url = f"{api.endpoint}/api/models/{source.repo_id}"
+    if source.revision is not None:
+        url += f"/revision/{quote(source.revision, safe='')}"
+    what = "repository information"
+    data = get_json(url, what, headers=api._build_hf_headers(), params={"blobs": True})
+    try:
+        if not isinstance(data, dict):
+            raise TypeError("not a JSON object")
+        info = ModelInfo(**data)
+        for sibling in info.siblings or []:
+            if not isinstance(sibling.rfilename, str) or not isinstance(sibling.size, int | None):
+                raise TypeError(f"a file entry {sibling.rfilename!r} is malformed")
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        raise MmforgeError(
+            f"The hub's {what} for {source.repo_id} is malformed ({e})"[:300],
+            "Check HF_ENDPOINT (a mirror may be misbehaving) and try again later",
+        ) from None
     return info
 
 
@@ -424,6 +441,9 @@ def _download_one(
             token=token,
             cache_dir=cache_dir or default_cache(),
             on_bytes=tally.add,
+            # The readers bound each file again (untrusted.py); here nothing larger than
+            # the largest of them is even fetched.
+            max_size=TOKENIZER_LIMIT if _is_metadata(name) else None,
         )
     except (Cancelled, MmforgeError):
         raise

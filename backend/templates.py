@@ -30,6 +30,7 @@ from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.jobs import JobContext
+from mmforge.backend.untrusted import read_json_object
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,8 @@ def template_of(folder: Path) -> tuple[str, str] | None:
     """The chat template a folder holds (text, where it is), as packaging picks it."""
     config = folder / "tokenizer_config.json"
     if config.is_file():
-        with contextlib.suppress(OSError, ValueError):
-            value = json.loads(config.read_text(encoding="utf-8")).get("chat_template")
+        with contextlib.suppress(MmforgeError):
+            value = read_json_object(config, "model").get("chat_template")
             if isinstance(value, list):  # named templates: the default one
                 named = {t.get("name"): t.get("template") for t in value if isinstance(t, dict)}
                 value = named.get("default") or next(iter(named.values()), None)
@@ -69,8 +70,8 @@ def template_of(folder: Path) -> tuple[str, str] | None:
         return jinja.read_text(encoding="utf-8", errors="replace"), str(jinja)
     as_json = folder / "chat_template.json"
     if as_json.is_file():
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            value = json.loads(as_json.read_text(encoding="utf-8")).get("chat_template")
+        with contextlib.suppress(MmforgeError):
+            value = read_json_object(as_json, "model").get("chat_template")
             if isinstance(value, str) and value:
                 return value, f"the chat template in {as_json}"
     return None

@@ -9,7 +9,7 @@ below the families, which adapt them (Phi-4's LoRA merge) before the weight plan
 from __future__ import annotations
 
 import functools
-import json
+import logging
 import math
 import struct
 from collections.abc import Callable
@@ -19,6 +19,9 @@ from typing import Any
 
 from mmforge.backend.errors import PICKLE, Cancelled, MmforgeError
 from mmforge.backend.jobs import JobContext
+from mmforge.backend.untrusted import parse_json, read_json_object
+
+log = logging.getLogger(__name__)
 
 DTYPE_BYTES = {
     "F64": 8,
@@ -97,7 +100,7 @@ def _parse_header(path: Path, size: int, mtime_ns: int) -> tuple[int, dict[str, 
             (length,) = struct.unpack("<Q", prefix)
             if length > min(_MAX_HEADER, size - 8):
                 raise ValueError(f"header length {length} does not fit in {size} bytes")
-            header = json.loads(f.read(length))
+            header = parse_json(f.read(length), f"{path.name}'s header", limit=_MAX_HEADER)
         if not isinstance(header, dict):
             raise ValueError("the header is not a JSON object")
         end = max((_check_entry(k, v) for k, v in header.items() if k != "__metadata__"), default=0)
@@ -108,6 +111,11 @@ def _parse_header(path: Path, size: int, mtime_ns: int) -> tuple[int, dict[str, 
             f"{path.name} is not a valid safetensors file ({e})",
             "The download may be incomplete or corrupt: delete it and download again",
         ) from e
+    except MmforgeError as e:  # the header's JSON: too deep, a number out of bounds
+        raise MmforgeError(
+            f"{path.name} is not a valid safetensors file ({e.user_message})",
+            "The file is corrupt or hostile: delete it and download it again",
+        ) from None
     return 8 + int(length), header
 
 
@@ -153,10 +161,7 @@ def safetensors_headers(folder: Path) -> dict[Path, dict[str, dict[str, object]]
     """
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        except (ValueError, KeyError, TypeError) as e:
-            raise MmforgeError(f"{index.name} is malformed ({e})", "Download it again") from e
+        weight_map = read_json_object(index, "model").get("weight_map")
         if not isinstance(weight_map, dict):
             raise MmforgeError(f"{index.name} has no weight_map object", "Download it again")
         shards = sorted(set(weight_map.values()))
@@ -223,7 +228,13 @@ def hub_tensors(
     out: list[TensorInfo] = []
     for file_meta in meta.files_metadata.values():
         for name, info in file_meta.tensors.items():
-            out.append(TensorInfo(name, tuple(info.shape), info.dtype))
+            shape = tuple(info.shape)
+            # huggingface_hub parses the header itself: a shape of Infinity or 1e400
+            # (a float) would overflow every size computed from it.
+            if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+                log.warning("the hub's header of %s gives %s the shape %r", repo_id, name, shape)
+                return None
+            out.append(TensorInfo(name, shape, str(info.dtype)))
     return out
 
 

@@ -90,7 +90,9 @@ def _log_to_file() -> None:
         handler = logging.FileHandler(path, encoding="utf-8")
     except OSError:
         return  # no log is better than no window
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    from mmforge.backend.untrusted import EscapingFormatter  # messages quote checkpoints
+
+    handler.setFormatter(EscapingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.WARNING)
     logging.getLogger().addHandler(handler)
 

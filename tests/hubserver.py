@@ -10,12 +10,17 @@ be gated (needs a bearer token), and a file can be cut mid-transfer to test resu
 
 Misbehaviours for the hardening tests: file requests redirected to another server (as the
 hub sends them to its CDN), a repo whose commit sha is hostile, a metadata endpoint or a
-file endpoint that accepts the connection and never answers, and hostile ETag or size
-headers for a file.
+file endpoint that accepts the connection and never answers, hostile ETag or size
+headers for a file, a file body longer than announced or gzip-encoded against the
+request, a captive portal's web page in place of the API, and a padded repository answer.
+
+ETags are the hub's: the git blob sha-1 of a regular file, the sha-256 of an LFS one
+(weights, and anything over 10 MB).
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
@@ -54,6 +59,12 @@ class HubState:
     searches: list[dict[str, list[str]]] = field(default_factory=list)  # query parameters
     redirect_search_to: str | None = None  # base URL that searches are redirected to
     bytes_per_second: int | None = None  # file bodies are sent this slowly (None: at once)
+    # (repo, filename) -> bytes sent after the file in a GET (Content-Length counts them)
+    extra_bytes: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (repo, filename) -> a GET answers gzip-encoded zeros of this size instead of the file
+    gzip_bombs: dict[tuple[str, str], int] = field(default_factory=dict)
+    portal: bool = False  # every API answer is a captive portal's sign-in page
+    info_padding: int = 0  # characters of filler added to each repository answer
     released: threading.Event = field(default_factory=threading.Event)  # ends a hang
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -72,8 +83,14 @@ _API = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/?]
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
 
 
-def _etag(data: bytes) -> str:
-    return '"' + hashlib.sha256(data).hexdigest() + '"'
+LFS_SUFFIXES = (".safetensors", ".bin", ".model")
+
+
+def hub_etag(name: str, data: bytes) -> str:
+    """The hub's ETag for a file: sha-256 for LFS files, the git blob sha-1 otherwise."""
+    if name.endswith(LFS_SUFFIXES) or len(data) > 10 << 20:
+        return '"' + hashlib.sha256(data).hexdigest() + '"'
+    return '"' + hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() + '"'
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -126,6 +143,15 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/api/models":
             self._search(body)
             return
+        if self.state.portal:
+            page = b"<!DOCTYPE html><html><body>Sign in to the Wi-Fi</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            if body:
+                self.wfile.write(page)
+            return
         if m := _API.match(path):
             if self.state.hang_api:
                 self.state.released.wait(timeout=60)
@@ -144,6 +170,8 @@ class _Handler(BaseHTTPRequestHandler):
                     for n, d in repo.files.items()
                 ],
             }
+            if self.state.info_padding:
+                info["cardData"] = {"padding": "x" * self.state.info_padding}
             self._json(info, body)
             return
         if m := _RESOLVE.match(path):
@@ -164,7 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._error(404, "EntryNotFound", "Entry not found")
                 return
             key = (m["repo"], m["file"])
-            etag = self.state.etags.get(key, _etag(data))
+            etag = self.state.etags.get(key, hub_etag(m["file"], data))
             size = self.state.sizes.get(key, str(len(data)))
             if self.state.redirect_files_to:
                 self._redirect(self.state.redirect_files_to + path, etag, size, repo.sha)
@@ -219,7 +247,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if body:
-            self.wfile.write(data)
+            try:
+                self.wfile.write(data)
+            except OSError:  # the client stopped reading (a bounded reader): as intended
+                self.close_connection = True
 
     def _redirect(self, location: str, etag: str, size: str, sha: str) -> None:
         """The hub's answer for a file stored elsewhere: its metadata and where it is."""
@@ -240,11 +271,16 @@ class _Handler(BaseHTTPRequestHandler):
             end = min(int(m[2]), len(data) - 1) if m[2] else len(data) - 1
             status = 206
         chunk = data[start : end + 1]
+        key = (repo_id, name)
+        extra = self.state.extra_bytes.get(key, 0) if body else 0
+        if body and key in self.state.gzip_bombs:
+            self._send_bomb(self.state.gzip_bombs[key], data, sha)
+            return
         self.send_response(status)
         self.send_header("X-Repo-Commit", sha)
-        self.send_header("ETag", _etag(data))
+        self.send_header("ETag", hub_etag(name, data))
         self.send_header("Accept-Ranges", "bytes")
-        self.send_header("Content-Length", str(len(chunk)))
+        self.send_header("Content-Length", str(len(chunk) + extra))
         if status == 206:
             self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
         self.end_headers()
@@ -261,12 +297,45 @@ class _Handler(BaseHTTPRequestHandler):
         rate = self.state.bytes_per_second
         if rate is None:
             self.wfile.write(chunk)
+            self._send_extra(extra)
             return
         step = max(1, rate // 20)
         for i in range(0, len(chunk), step):  # a slow link: twenty pieces a second
             self.wfile.write(chunk[i : i + step])
             self.wfile.flush()
             time.sleep(0.05)
+
+    def _send_extra(self, extra: int) -> None:
+        """`extra` zero bytes after the file, until the client stops reading."""
+        block = b"\0" * (1 << 20)
+        try:
+            while extra > 0:
+                self.wfile.write(block[: min(extra, len(block))])
+                extra -= len(block)
+        except OSError:  # the client hung up: what the test wants
+            self.close_connection = True
+
+    def _send_bomb(self, size: int, data: bytes, sha: str) -> None:
+        """`size` zero bytes, gzip-encoded, as the body of the file."""
+        packed = gzip.compress(b"\0" * size, compresslevel=9)
+        self.send_response(200)
+        self.send_header("X-Repo-Commit", sha)
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(packed)))
+        self.end_headers()
+        try:
+            self.wfile.write(packed)
+        except OSError:
+            self.close_connection = True
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        """Quiet when a client hangs up mid-answer (a bounded reader does, on purpose)."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 class HubServer:
@@ -275,7 +344,7 @@ class HubServer:
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.state = HubState()
         handler = type("Handler", (_Handler,), {"state": self.state})
-        self.httpd = ThreadingHTTPServer((host, 0), handler)
+        self.httpd = _Server((host, 0), handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

@@ -278,12 +278,16 @@ class ConversationStore:
             first = next((m.text for m in conversation.messages if m.role == "user"), "")
             conversation.title = short_title(first)
         data = {"format": FORMAT, **conversation.to_dict(folder)}
+        remove_orphan_temps(folder)
         tmp = folder / f".{FILE}.{os.getpid()}.tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(json.dumps(data, indent=1, ensure_ascii=False))
+                f.flush()
+                os.fsync(f.fileno())  # on disk before it replaces the last good copy
             os.replace(tmp, folder / FILE)
+            _sync_folder(folder)
         except BaseException as e:
             tmp.unlink(missing_ok=True)  # a failed save leaves no temp file behind
             if out_of_space(e):
@@ -316,6 +320,8 @@ class ConversationStore:
             return []
         out = []
         for folder in self.root.iterdir():
+            if folder.is_dir():
+                remove_orphan_temps(folder)
             if not (folder / FILE).is_file():
                 continue
             try:
@@ -336,6 +342,42 @@ class ConversationStore:
     def delete(self, conversation_id: str) -> None:
         """Remove a conversation and its attachment copies."""
         shutil.rmtree(self.folder(conversation_id), ignore_errors=True)
+
+
+def remove_orphan_temps(folder: Path) -> None:
+    """Delete the temp files that saves killed mid-write (kill -9, a power cut) left.
+
+    A save writes `.conversation.json.<pid>.tmp` and renames it into place; a process
+    killed in between leaves it. One whose process is gone is an orphan: the conversation
+    itself is the last copy that was completely written.
+    """
+    for tmp in folder.glob(f".{FILE}.*.tmp"):
+        pid = tmp.name.removeprefix(f".{FILE}.").removesuffix(".tmp")
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    if os.name != "posix":  # Windows' os.kill(pid, 0) sends Ctrl+C: keep the file
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process, or a system that cannot tell: keep it
+        return True
+    return True
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in `folder` durable (POSIX; Windows has no directory handles)."""
+    if os.name != "posix":
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def continued_title(title: str) -> str:

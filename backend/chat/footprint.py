@@ -11,11 +11,11 @@ session that loaded a 200M Qwen2.5-VL-shaped package and answered 16 tokens, it 
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
+from mmforge.backend.errors import MmforgeError
 from mmforge.backend.inspect import CPU_LOAD_FACTOR, KV_CONTEXT
 from mmforge.backend.library import read_manifest
 from mmforge.backend.vocabulary import GENAI_SECTIONS
@@ -29,7 +29,9 @@ WORKER_BYTES = 300_000_000
 
 
 def _json(path: Path) -> dict[str, Any]:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    from mmforge.backend.untrusted import read_json_file
+
+    data = read_json_file(path, "package")
     return data if isinstance(data, dict) else {}
 
 
@@ -49,9 +51,9 @@ def package_memory_bytes(folder: Path, ep: str = "cpu") -> int | None:
         return None
     try:
         config = _json(folder / "genai_config.json")
-        manifest = read_manifest(folder)
-    except (OSError, ValueError, RecursionError):
+    except MmforgeError:
         return None
+    manifest = read_manifest(folder)
     model = config.get("model")
     if not isinstance(model, dict):
         return None

@@ -192,8 +192,9 @@ class _ChatLoop:
     def _turn(self, name: str, seq: Any, command: dict[str, Any]) -> TurnResult:
         """send, regenerate or edit: one answer, streamed as token events."""
         options = GenerationOptions.from_dict(command.get("options"))
-        with self.lock:
-            self.stopped.discard(seq)
+        # A Stop for this request may have come before the request began (the client
+        # stops right after sending on a signal): it counts. Each request has its own
+        # seq, so a late Stop of an earlier one cannot stop this one.
 
         def should_stop() -> bool:
             return seq in self.stopped or None in self.stopped

@@ -22,18 +22,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mmforge.backend import __version__, families, precisions, typed
+from mmforge.backend.bounds import vocab_size
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.checkpoint_digest import checkpoint_digest
 from mmforge.backend.convert import package
+from mmforge.backend.convert.outpath import check_out_path, staging_error
 from mmforge.backend.convert.policy import refuse_unknown
 from mmforge.backend.diskspace import no_space, out_of_space
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.inspect import Profile, Sizes, profile_checkpoint
 from mmforge.backend.jobs import JobContext
+from mmforge.backend.localfiles import files_kept
 from mmforge.backend.memory import available_bytes, peak_rss_bytes
 from mmforge.backend.picture_sizing import Intake
-from mmforge.backend.source import resolve
+from mmforge.backend.source import parse_source, resolve
 from mmforge.backend.templates import check_folder_template
+from mmforge.backend.token_range import check_tokenizer, check_tokens_fit
 from mmforge.backend.units import human_bytes
 from mmforge.backend.vocabulary import EPS
 
@@ -150,6 +154,7 @@ def convert(
     _recover_interrupted_publish(out)
     _remove_stale_staging(out)
     check_output(out)
+    check_out_path(out, parse_source(spec).local_path)
     before = _identity(out)
     timings: dict[str, float] = {}
 
@@ -160,33 +165,50 @@ def convert(
         resolved = resolve(
             spec, ctx, purpose="convert", token=token, allow_pickle=allow_pickle, vet=vet
         )
-    with _timed(timings, "inspect"):
-        checkpoint = Checkpoint.read(
-            resolved.folder, trust_remote_code=trust_remote_code, config=resolved.config
+    with files_kept(resolved.folder):
+        with _timed(timings, "inspect"):
+            checkpoint = Checkpoint.read(
+                resolved.folder, trust_remote_code=trust_remote_code, config=resolved.config
+            )
+            profile = profile_checkpoint(checkpoint, resolved, token=token, ctx=ctx)
+        _check_convertible(checkpoint, dtype)
+        check_tokenizer(checkpoint.folder / "tokenizer.json", str(checkpoint.folder))
+        check_tokens_fit(
+            checkpoint.folder / "tokenizer.json",
+            vocab_size(checkpoint.written, checkpoint.folder / "config.json"),
+            str(checkpoint.folder),
         )
-        profile = profile_checkpoint(checkpoint, resolved, token=token, ctx=ctx)
-    _check_convertible(checkpoint, dtype)
-    check_folder_template(checkpoint.folder, ctx)
-    checkpoint.output_tied  # noqa: B018 - raises when transformers' output layer is random
-    _check_disk_space(out, profile.sizes.package_bytes.get(dtype, 0))
-    _check_memory(profile, dtype)
-    created = _make_parents(out)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.mmforge-{os.getpid()}-", dir=out.parent))
-    staging.chmod(0o755)  # mkdtemp makes it private; a package is an ordinary folder
-    try:
-        manifest = _build_into(staging, checkpoint, dtype, ep, ctx, timings, allow_pickle, encoders)
-        manifest.source = spec
-        manifest.commit = resolved.commit
-        with _timed(manifest.timings_s, "digest"):
-            manifest.checkpoint_digest = checkpoint_digest(checkpoint.folder, checkpoint.written)
-        package.write_json(staging / MANIFEST, manifest.to_dict())
-        ctx.check_cancel()
-        _publish(staging, out, before)
-    except BaseException as e:
-        _discard(staging, created)
-        if out_of_space(e):
-            raise no_space("the package", out) from None
-        raise
+        check_folder_template(checkpoint.folder, ctx)
+        checkpoint.output_tied  # noqa: B018 - raises when transformers' output layer is random
+        _check_disk_space(out, profile.sizes.package_bytes.get(dtype, 0))
+        _check_memory(profile, dtype)
+        created = _make_parents(out)
+        try:
+            staging = Path(
+                tempfile.mkdtemp(prefix=f".{out.name}.mmforge-{os.getpid()}-", dir=out.parent)
+            )
+        except OSError as e:
+            _discard(None, created)
+            raise staging_error(out, e) from None
+        staging.chmod(0o755)  # mkdtemp makes it private; a package is an ordinary folder
+        try:
+            manifest = _build_into(
+                staging, checkpoint, dtype, ep, ctx, timings, allow_pickle, encoders
+            )
+            manifest.source = spec
+            manifest.commit = resolved.commit
+            with _timed(manifest.timings_s, "digest"):
+                manifest.checkpoint_digest = checkpoint_digest(
+                    checkpoint.folder, checkpoint.written
+                )
+            package.write_json(staging / MANIFEST, manifest.to_dict())
+            ctx.check_cancel()
+            _publish(staging, out, before)
+        except BaseException as e:
+            _discard(staging, created)
+            if out_of_space(e):
+                raise no_space("the package", out) from None
+            raise
     ctx.report("done", 1, 1, message=f"package written to {out}", force=True)
     return manifest
 
@@ -408,9 +430,10 @@ def _remove_stale_staging(out: Path) -> None:
     remove_stale_staging(out.parent)
 
 
-def _discard(staging: Path, created: list[Path]) -> None:
+def _discard(staging: Path | None, created: list[Path]) -> None:
     """Remove the staging folder and the parents this run made (if still empty)."""
-    shutil.rmtree(staging, ignore_errors=True)
+    if staging is not None:
+        shutil.rmtree(staging, ignore_errors=True)
     for folder in reversed(created):
         with contextlib.suppress(OSError):
             folder.rmdir()

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from mmforge.backend import precisions
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.jobs import JobContext
+from mmforge.backend.untrusted import read_json_object
 from mmforge.backend.vocabulary import GENAI_SECTIONS
 
 if TYPE_CHECKING:
@@ -338,8 +339,6 @@ def _probe_arrays(staging: Path, encoders: list[str]) -> dict[str, Any]:
 
 def probe_encoder(package: Path, component: str, arrays: dict[str, Any]) -> Probe:
     """Run an encoder graph on the processor's arrays with every activation exposed."""
-    import json
-
     import numpy as np
     import onnx
     import onnxruntime as ort
@@ -347,7 +346,7 @@ def probe_encoder(package: Path, component: str, arrays: dict[str, Any]) -> Prob
     from mmforge.backend.convert.package import ONNX_FILES
 
     section, prefix = ENCODER_SECTIONS[component]
-    model_cfg = json.loads((package / "genai_config.json").read_text(encoding="utf-8"))["model"]
+    model_cfg = read_json_object(package / "genai_config.json", "package")["model"]
     mapping = model_cfg.get(section, {}).get("inputs", {})
     path = package / ONNX_FILES[component]
     graph = onnx.load(str(path), load_external_data=False)

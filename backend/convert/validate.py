@@ -51,10 +51,11 @@ def validate_package(
     import onnxruntime_genai as og
 
     from mmforge import resources
-    from mmforge.backend.runtime import package_messages
+    from mmforge.backend.runtime import package_messages, read_genai_config
     from mmforge.backend.templates import check_folder_template
 
     ctx.report("validate", 0, 3, message="loading the package in ONNX Runtime GenAI", force=True)
+    read_genai_config(folder)  # a model.type the runtime does not run is never published
     if ep == "cuda" and not og.is_cuda_available():
         return _check_without_cuda(folder, ctx)
     probe = [

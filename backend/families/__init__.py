@@ -88,6 +88,11 @@ def lookup(model_type: str | None) -> Family:
         MmforgeError: No model_type, a text-only model, or a type no entry knows; the
             message suggests the closest known types.
     """
+    if model_type is not None and not isinstance(model_type, str):
+        raise MmforgeError(
+            f"config.json: model_type is {type(model_type).__name__}, not a name",
+            "The config is malformed or hostile: fix it or download the model again",
+        )
     if not model_type:
         raise MmforgeError(
             "config.json has no model_type",

@@ -24,7 +24,6 @@ values. No name mapping between layouts is assumed.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import re
@@ -35,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from mmforge.backend.errors import LayoutError
+from mmforge.backend.untrusted import read_json_object
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ def _sources(package: Path, of: str = "decoder") -> dict[str, str]:
     lists under each of them) is also named, once per tensor, as `_FUSED` keys
     "initializer#tensor" (see `_parts`).
     """
-    report = json.loads((package / "weights_report.json").read_text(encoding="utf-8"))
+    report = read_json_object(package / "weights_report.json", "package")
     out: dict[str, str] = {}
     for entry in report.get("mapped", []):
         for target in entry.get("targets", []):
