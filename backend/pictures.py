@@ -200,13 +200,9 @@ def take(path: Path, intake: Intake | None) -> Taken:
                 f"transformers sizes it to {target[0]}×{target[1]} for this model, which the "
                 "package's processor would resize again"
             )
-        if target != (width, height):
+        if target != (width, height):  # what the model's processor does anyway: no note
             image = _resize(image, target, sizing)
             resized = True
-            changes.append(
-                f"resized from {width}×{height} to {target[0]}×{target[1]} as transformers "
-                "does for this model"
-            )
     return Taken(image, width, height, resized, "; ".join(changes))
 
 
@@ -216,11 +212,33 @@ def _resize(image: Any, target: tuple[int, int], sizing: Sizing) -> Any:
 
     if sizing.kernel == "pil":
         return image.resize(target, getattr(Image.Resampling, sizing.resample.upper()))
-    # The kernel mmforge's reference restates torchvision's processors with.
-    from mmforge.backend.families._hf_image import resize, to_uint8_chw
+    import numpy as np
+    import torch
 
-    out = resize(to_uint8_chw(image, on_white=False), target[1], target[0], sizing.resample)
+    chw = torch.from_numpy(np.asarray(image, dtype=np.uint8).copy()).permute(2, 0, 1)
+    out = torch_resize(chw, target[1], target[0], sizing.resample)
     return Image.fromarray(out.permute(1, 2, 0).contiguous().numpy())
+
+
+def torch_resize(image: Any, height: int, width: int, mode: str, antialias: bool = True) -> Any:
+    """Resize a [C, H, W] tensor the way torchvision's tensor `resize` does.
+
+    uint8 input stays uint8: bilinear runs natively on uint8 on the CPU; other modes run in
+    float and are rounded and clamped back, as torchvision does.
+    """
+    import torch
+    from torch.nn import functional as F
+
+    batch = image.unsqueeze(0)
+    if image.dtype == torch.uint8 and mode != "bilinear":
+        out = F.interpolate(
+            batch.float(), size=(height, width), mode=mode, antialias=antialias, align_corners=False
+        )
+        return out.clamp_(0, 255).round_().to(torch.uint8)[0]
+    align = None if mode in ("nearest",) else False
+    return F.interpolate(
+        batch, size=(height, width), mode=mode, antialias=antialias, align_corners=align
+    )[0]
 
 
 def save_lossless(image: Any, target: Path) -> None:

@@ -13,6 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from mmforge.backend.pictures import on_white as laid_on_white
+from mmforge.backend.pictures import torch_resize as resize
+
+__all__ = ["converts_rgb", "normalize", "resize", "to_uint8_chw"]
+
 
 def converts_rgb(settings: Any) -> bool:
     """The processor's `do_convert_rgb` (its class default, True, when the key is absent)."""
@@ -30,34 +35,11 @@ def to_uint8_chw(image: Any, on_white: bool = True) -> Any:
     """
     import torch
 
-    from mmforge.backend.pictures import on_white as laid_on_white
-
     if on_white:
         image = laid_on_white(image)
 
     rgb = np.asarray(image.convert("RGB"), dtype=np.uint8)
     return torch.from_numpy(rgb.copy()).permute(2, 0, 1).contiguous()
-
-
-def resize(image: Any, height: int, width: int, mode: str, antialias: bool = True) -> Any:
-    """Resize a [C, H, W] tensor the way torchvision's tensor `resize` does.
-
-    uint8 input stays uint8: bilinear runs natively on uint8 on the CPU; other modes run in
-    float and are rounded and clamped back, as torchvision does.
-    """
-    import torch
-    from torch.nn import functional as F
-
-    batch = image.unsqueeze(0)
-    if image.dtype == torch.uint8 and mode != "bilinear":
-        out = F.interpolate(
-            batch.float(), size=(height, width), mode=mode, antialias=antialias, align_corners=False
-        )
-        return out.clamp_(0, 255).round_().to(torch.uint8)[0]
-    align = None if mode in ("nearest",) else False
-    return F.interpolate(
-        batch, size=(height, width), mode=mode, antialias=antialias, align_corners=align
-    )[0]
 
 
 def normalize(image: Any, scale: float, mean: list[float], std: list[float]) -> Any:

@@ -11,10 +11,11 @@ EXIF orientation as well: `raw_file_note` says which of those this picture would
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from mmforge.backend import picture_sizing, pictures
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.untrusted import read_json_file
 
 if TYPE_CHECKING:
     from mmforge.backend.verify.stages import Setup
@@ -24,8 +25,8 @@ def _runtime_resize(setup: Setup) -> picture_sizing.Sizing | None:
     vision = setup.model.get("vision") or {}
     name = vision.get("config_filename", "processor_config.json")
     try:
-        data = json.loads((setup.package / str(name)).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json_file(setup.package / str(name), "package")
+    except MmforgeError:
         return None
     return picture_sizing.package_resize(data)
 

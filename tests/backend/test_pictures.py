@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from mmforge.backend import picture_sizing, pictures
-from mmforge.backend.attachments import IMAGE, AttachmentError, package_intake, prepare
+from mmforge.backend.attachments import IMAGE, AttachmentError, first_look, package_intake, prepare
 from mmforge.backend.picture_sizing import Intake, Sizing
 from tests.backend.families import TESTED
 from tests.images import user_pictures
@@ -148,23 +148,26 @@ def test_transformers_refusal_of_an_elongated_picture_is_the_files_fault(tmp_pat
         prepare(path, IMAGE, tmp_path / "out", Intake(True, sizing))
 
 
-@pytest.mark.parametrize(
-    "content",
-    [
-        b"BM" + b"\x00" * 60,  # a BMP header with nothing behind it
-        b"\x89PNG\r\n\x1a\n" + b"\x00" * 40,
-        b"\xff\xd8\xff\xe0" + b"\x00" * 40,
-        b"RIFF\x10\x00\x00\x00WEBPVP8 " + b"\x00" * 20,
-        b"\x00\x00\x01\x00\x01\x00" + b"\x00" * 30,  # ICO
-        b"P6\n4 4\n255\n" + b"\x00" * 5,  # PPM cut short
-    ],
-)
-def test_a_damaged_picture_is_named_as_the_files_fault(tmp_path, content):
-    path = tmp_path / "broken.img"
-    path.write_bytes(content)
-    with pytest.raises(AttachmentError, match=r"^Cannot attach broken\.img: ") as caught:
-        prepare(path, IMAGE, tmp_path / "out")
-    assert "Internal" not in str(caught.value)
+FORMATS = ["BMP", "PCX", "PPM", "SGI", "DDS", "ICO", "WEBP", "JPEG2000", "PNG", "JPEG", "TIFF"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_damaged_picture_is_named_as_the_files_fault(tmp_path, fmt):
+    import io
+
+    whole = io.BytesIO()
+    Image.effect_noise((64, 48), 60).convert("RGB").save(whole, format=fmt)
+    path = tmp_path / f"broken.{fmt.lower()}"
+    path.write_bytes(whole.getvalue()[: len(whole.getvalue()) * 6 // 10])  # cut short
+    for check in (lambda: first_look(path, IMAGE), lambda: prepare(path, IMAGE, tmp_path)):
+        try:
+            check()
+        except AttachmentError as e:
+            assert e.one_line().startswith(f"Cannot attach broken.{fmt.lower()}: ")
+            assert "Internal" not in e.one_line()
+            break
+    else:
+        raise AssertionError(f"a {fmt} file cut short was accepted")
 
 
 # The families whose pictures mmforge sizes itself to the last pixel (Phi-4 too, but its

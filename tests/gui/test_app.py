@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from PIL import Image
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QMessageBox
 
@@ -113,9 +114,11 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path, m
     # The picture is copied beside the Markdown and drawn from there, not named.
     assert "**You:**" in markdown and "**Model:**" in markdown
     assert "![probe.png](chat_files/1-probe.png)" in markdown
-    assert (tmp_path / "chat_files" / "1-probe.png").read_bytes() == (
-        resources.probe_image().read_bytes()
-    )
+    with (
+        Image.open(tmp_path / "chat_files" / "1-probe.png") as copied,
+        Image.open(resources.probe_image()) as original,
+    ):  # the picture sent: transformers' pixels, at the model's size
+        assert copied.size == (168, 112) and original.size == (160, 120)
     chat.export_to(tmp_path / "chat.json", as_json=True)
     exported = json.loads((tmp_path / "chat.json").read_text())
     assert [m["role"] for m in exported["messages"]] == ["user", "assistant"]
