@@ -28,3 +28,23 @@ VERDICT = {"gemma4": "AMBIGUOUS", "gemma4_unified": "AMBIGUOUS"}
 def verdict(family_key: str) -> str:
     """The verdict a good package of this family gets."""
     return VERDICT.get(family_key, "PASS")
+
+
+def agrees_but_for_decoder_prefill(report) -> bool:
+    """Whether a report is PASS, or AMBIGUOUS only at `decoder_prefill` with every token equal.
+
+    Random-weight decoders put some prompt position's two best logits within the
+    arithmetic's error of each other (a near-tie), or their f32 logits a little past the
+    elementwise bound on one processor's kernels and not another's: verify then rightly
+    cannot decide that stage (AMBIGUOUS, never FAIL). Measured on this workplace's
+    machines on main 37d202f too (Mistral-Small-3.1's release shape: a near-tie at
+    position 481; Qwen3.6 MoE with three images: 1.3× the bound at cosine 1.0000).
+    """
+    others = [c for c in report.components if c.name != "decoder_prefill"]
+    prefill = [c for c in report.components if c.name == "decoder_prefill"]
+    return (
+        all(c.verdict == "PASS" for c in others)
+        and all(c.verdict in ("PASS", "AMBIGUOUS") for c in prefill)
+        and report.verdict in ("PASS", "AMBIGUOUS")
+        and report.tokens["matched"] == report.tokens["total"]
+    )
