@@ -16,32 +16,19 @@ from typing import Any
 # transformers' smart_resize refuses pictures more elongated than this.
 MAX_ASPECT = 200
 
-
 SMART_RESIZE = "smart_resize"
-
-
 # LFM2-VL's smart resize: whole blocks at least, halves to even, then the pixel budget.
 WHOLE_BLOCKS = "smart_resize_whole_blocks"
-
-
 LONGEST_EDGE = "longest_edge"
-
-
 FIXED = "fixed"
-
-
 # Phi-4-multimodal's HD transform: a grid of square crops, the picture fitted into it.
 PHI4_HD = "phi4_hd"
-
-
-RULES = (SMART_RESIZE, WHOLE_BLOCKS, LONGEST_EDGE, FIXED, PHI4_HD)
-
-
+# Gemma 4: the largest size of whole blocks within a patch budget, aspect kept.
+ASPECT_BUDGET = "aspect_budget"
+RULES = (SMART_RESIZE, WHOLE_BLOCKS, LONGEST_EDGE, FIXED, PHI4_HD, ASPECT_BUDGET)
 # Who resizes: PIL (transformers' PIL processors) or torch (its torchvision processors,
 # which use torch's interpolation; mmforge's reference restates them with the same).
 KERNELS = ("pil", "torch")
-
-
 # PIL's resampling filters by name; the codes are PIL's (and preprocessor_config's).
 FILTERS = {0: "nearest", 1: "lanczos", 2: "bilinear", 3: "bicubic", 4: "box", 5: "hamming"}
 
@@ -102,6 +89,11 @@ class Sizing:
             return w, h
         if self.rule == PHI4_HD:
             return phi4_hd_fit(width, height, self.factor, self.max_crops)[0]
+        if self.rule == ASPECT_BUDGET:
+            h, w = aspect_budget_size(
+                height, width, self.factor, self.max_pixels, self.longest_edge
+            )
+            return w, h
         if max(width, height) / min(width, height) > MAX_ASPECT:
             raise PictureError(
                 f"{width}×{height} is more elongated than {MAX_ASPECT}:1, which this model's "
@@ -132,6 +124,8 @@ class Sizing:
         """
         if self.rule == FIXED:
             return (width, height) == (self.width, self.height)
+        if self.rule == ASPECT_BUDGET:  # the transform's own rule, applied again
+            return self.target(width, height) == (width, height)
         if self.rule == PHI4_HD:  # the transform fits a fitted picture to itself
             return phi4_hd_fit(width, height, self.factor, self.max_crops)[0] == (width, height)
         kept = runtime_smart_resize(height, width, self.factor, self.min_pixels, self.max_pixels)
@@ -141,6 +135,11 @@ class Sizing:
         """The sizing in words, for a package's README and `inspect`."""
         if self.rule == FIXED:
             return f"resized to {self.width}×{self.height} px ({self.resample})"
+        if self.rule == ASPECT_BUDGET:
+            return (
+                f"scaled, aspect kept, to the largest size of whole {self.factor} px blocks "
+                f"within {self.max_pixels:,} pixels ({self.resample})"
+            )
         if self.rule == PHI4_HD:
             return (
                 f"fitted into a grid of at most {self.max_crops} crops of {self.factor} px "
@@ -185,6 +184,8 @@ class Sizing:
             return self.factor > 0 and self.longest_edge >= self.factor
         if self.rule == PHI4_HD:
             return self.factor > 0 and self.max_crops > 0
+        if self.rule == ASPECT_BUDGET:
+            return self.factor > 0 and self.max_pixels > 0 and self.longest_edge > 0
         return self.factor > 0 and 0 < self.min_pixels <= self.max_pixels
 
 
@@ -265,6 +266,30 @@ def same_grid(sizing: Sizing, original: tuple[int, int], fitted: tuple[int, int]
     """Whether the HD transform fits `fitted` to itself, in the grid it chose for `original`."""
     grid = phi4_hd_fit(*original, sizing.factor, sizing.max_crops)[1]
     return phi4_hd_fit(*fitted, sizing.factor, sizing.max_crops) == (fitted, grid)
+
+
+def aspect_budget_size(
+    height: int, width: int, side: int, budget: int, longest: int
+) -> tuple[int, int]:
+    """Gemma 4's size as transformers has it: (height, width) in whole `side` blocks.
+
+    Scaled (up or down) to the pixel `budget`, aspect kept, each side floored to whole
+    blocks; a side that floors to nothing is one block, the other its ratio in blocks
+    (at most `longest`).
+
+    Raises:
+        PictureError: both sides floor to nothing (transformers refuses the picture).
+    """
+    factor = math.sqrt(budget / (height * width))
+    h = math.floor(factor * height / side) * side
+    w = math.floor(factor * width / side) * side
+    if h == 0 and w == 0:
+        raise PictureError(f"{width}×{height} resizes to nothing for this model's processor")
+    if h == 0:
+        h, w = side, min(math.floor(width / height) * side, longest)
+    elif w == 0:
+        h, w = min(math.floor(height / width) * side, longest), side
+    return h, w
 
 
 def runtime_round(value: float) -> int:

@@ -33,7 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend.picture_sizing import PHI4_HD, Intake, PictureError, Sizing, same_grid
+from mmforge.backend.picture_sizing import (
+    ASPECT_BUDGET,
+    PHI4_HD,
+    Intake,
+    PictureError,
+    Sizing,
+    same_grid,
+)
 
 # Beyond this many pixels a file is refused outright: its bitmap alone would take
 # gigabytes (a 250-megapixel RGB bitmap is 750 MB).
@@ -195,6 +202,8 @@ def take(path: Path, intake: Intake | None) -> Taken:
             # The transform would choose another grid for the fitted picture: it is left
             # to fit the picture itself (its resize kernel, not transformers').
             target = (width, height)
+        elif sizing.rule == ASPECT_BUDGET and not sizing.runtime_keeps(*target):
+            target = (width, height)  # likewise: the transform would grow it a block
         elif not sizing.runtime_keeps(*target):
             raise PictureError(
                 f"transformers sizes it to {target[0]}×{target[1]} for this model, which the "

@@ -23,7 +23,7 @@ from mmforge.backend.families.gemma import fields, reference, tiny
 from mmforge.backend.families.gemma.attention import bidirectional_image_attention
 from mmforge.backend.families.gemma.build import flat_head_dims, query_pre_attn_scalar
 from mmforge.backend.families.gemma.graph_fixes import gemma3_batched_images
-from mmforge.backend.picture_sizing import FIXED, Sizing, resample_name
+from mmforge.backend.picture_sizing import ASPECT_BUDGET, FIXED, Sizing, resample_name
 
 
 def _gemma3_projector(cfg: Cfg) -> Projector:
@@ -190,6 +190,26 @@ def _gemma4_image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     )
 
 
+def gemma4_sizing(cfg: Cfg, pre: Cfg, *, pooled: bool) -> Sizing:
+    """Gemma4ImageProcessor's aspect-kept size in whole patch × pooling blocks.
+
+    At most max_soft_tokens blocks. `pooled`: Gemma 4's transformers processor (PIL);
+    Gemma 4 unified's is the torchvision one (torch's kernel), with the same rule.
+    """
+    patch = int(pre.get("patch_size", cfg.get("vision_config.patch_size", 16)))
+    pool = int(pre.get("pooling_kernel_size", cfg.get("vision_config.pooling_kernel_size", 3)))
+    soft = int(pre.get("max_soft_tokens", 280))
+    side = patch * pool
+    return Sizing(
+        rule=ASPECT_BUDGET,
+        resample=resample_name(pre.get("resample"), "bicubic"),
+        factor=side,
+        max_pixels=soft * side * side,
+        longest_edge=soft * side,
+        kernel="pil" if pooled else "torch",
+    )
+
+
 def _gemma4_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     """The runtime's Gemma 4 transform (resize, patchify, position ids) in one op."""
     return {
@@ -258,6 +278,7 @@ GEMMA4_PACKAGE = PackageSpec(
     vision_fields=lambda cfg, pre: {},
     vision_inputs={"pixel_values": "pixel_values", "pixel_position_ids": "pixel_position_ids"},
     processor_json=_gemma4_processor,
+    picture_sizing=lambda cfg, pre: gemma4_sizing(cfg, pre, pooled=True),
     speech_inputs={"audio_embeds": "input_features", "attention_mask": "input_features_mask"},
     audio_processor_json=_gemma4_audio_processor,
     config_patch=flat_head_dims,

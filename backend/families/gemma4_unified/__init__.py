@@ -23,6 +23,7 @@ from mmforge.backend.families._base import (
     processor_op,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
+from mmforge.backend.families.gemma import gemma4_sizing
 from mmforge.backend.families.gemma.attention import bidirectional_image_attention
 from mmforge.backend.families.gemma.build import flat_head_dims
 from mmforge.backend.families.gemma4_unified import fields, reference, tiny
@@ -131,6 +132,7 @@ PACKAGE = PackageSpec(
     vision_fields=lambda cfg, pre: {},
     vision_inputs={"pixel_values": "pixel_values", "pixel_position_ids": "pixel_position_ids"},
     processor_json=_processor,
+    picture_sizing=lambda cfg, pre: gemma4_sizing(cfg, pre, pooled=False),
     speech_inputs={"audio_embeds": "input_features", "attention_mask": "input_features_mask"},
     audio_processor_json=_audio_processor,
     config_patch=flat_head_dims,
