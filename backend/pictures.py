@@ -123,8 +123,9 @@ def load(path: Path) -> Any:
     try:
         with pixels_unbounded(), Image.open(path) as image:
             image.load()
-            upright = ImageOps.exif_transpose(image)
-            rgb = upright.convert("RGB")
+            upright = ImageOps.exif_transpose(image)  # a copy, kept after the file closes
+            # convert("RGB") of an RGB picture is a plain copy: skip it (one bitmap less)
+            rgb = upright if upright.mode == "RGB" else upright.convert("RGB")
             rgb.load()
     except Exception as e:  # noqa: BLE001 - PIL raises many kinds for damaged data
         raise PictureError(f"the image is damaged or truncated ({_short(e)})") from None
