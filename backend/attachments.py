@@ -156,16 +156,7 @@ def _audio_info(path: Path) -> Any:
 
 def _picture_error(path: Path, error: picture_sizing.PictureError) -> AttachmentError:
     """The picture's fault in one line, with what to do."""
-    reason = str(error)
-    if "too large" in reason:
-        hint = f"Use an image under {MAX_IMAGE_PIXELS // 1_000_000} megapixels"
-    elif "not an image" in reason:
-        hint = "Attach a PNG, JPEG, WebP, BMP or GIF image"
-    elif "elongated" in reason or "resize again" in reason:
-        hint = "Crop the image closer to a square"
-    else:
-        hint = "Save the image again or pick another file"
-    return AttachmentError(f"Cannot attach {path.name}: {reason}", hint)
+    return AttachmentError(f"Cannot attach {path.name}: {error}", error.hint)
 
 
 def _not_audio(path: Path) -> AttachmentError:

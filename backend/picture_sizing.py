@@ -33,8 +33,19 @@ KERNELS = ("pil", "torch")
 FILTERS = {0: "nearest", 1: "lanczos", 2: "bilinear", 3: "bicubic", 4: "box", 5: "hamming"}
 
 
+_CROP = "Crop the image closer to a square"
+
+
 class PictureError(ValueError):
-    """A picture that cannot be read or sized; attachments turn it into its message."""
+    """A picture that cannot be read or sized; attachments turn it into its message.
+
+    Attributes:
+        hint: What the user can do about it.
+    """
+
+    def __init__(self, reason: str, hint: str = "Save the image again or pick another file"):
+        super().__init__(reason)
+        self.hint = hint
 
 
 @dataclass(frozen=True)
@@ -97,7 +108,8 @@ class Sizing:
         if max(width, height) / min(width, height) > MAX_ASPECT:
             raise PictureError(
                 f"{width}×{height} is more elongated than {MAX_ASPECT}:1, which this model's "
-                "processor refuses"
+                "processor refuses",
+                _CROP,
             )
         if self.rule == WHOLE_BLOCKS:
             h, w = smart_resize_whole_blocks(
@@ -284,7 +296,7 @@ def aspect_budget_size(
     h = math.floor(factor * height / side) * side
     w = math.floor(factor * width / side) * side
     if h == 0 and w == 0:
-        raise PictureError(f"{width}×{height} resizes to nothing for this model's processor")
+        raise PictureError(f"{width}×{height} resizes to nothing for this model's processor", _CROP)
     if h == 0:
         h, w = side, min(math.floor(width / height) * side, longest)
     elif w == 0:

@@ -79,7 +79,9 @@ def header(path: Path) -> tuple[int, int, int]:
             width, height = image.size
             orientation = _orientation(image)
     except Exception:  # noqa: BLE001 - any failure to parse a stranger's header is the file's
-        raise PictureError("it is not an image file") from None
+        raise PictureError(
+            "it is not an image file", "Attach a PNG, JPEG, WebP, BMP or GIF image"
+        ) from None
     _check_pixels(width, height)
     return width, height, orientation
 
@@ -98,7 +100,8 @@ def _check_pixels(width: int, height: int) -> None:
     if width * height > MAX_IMAGE_PIXELS:
         raise PictureError(
             f"{width}×{height} pixels is too large to open (the limit is "
-            f"{MAX_IMAGE_PIXELS // 1_000_000} megapixels)"
+            f"{MAX_IMAGE_PIXELS // 1_000_000} megapixels)",
+            f"Use an image under {MAX_IMAGE_PIXELS // 1_000_000} megapixels",
         )
 
 
@@ -197,7 +200,8 @@ def take(path: Path, intake: Intake | None) -> Taken:
         if sizing.tiles(width, height):
             raise PictureError(
                 f"at {width}×{height} this model's processor splits it into tiles, which "
-                "ONNX Runtime GenAI 0.18 cannot do (its lfm2_vl pipeline has no tiling)"
+                "ONNX Runtime GenAI 0.18 cannot do (its lfm2_vl pipeline has no tiling)",
+                "Send a smaller picture (or a crop of it), which it takes whole",
             )
         if sizing.rule == PHI4_HD and not same_grid(sizing, (width, height), target):
             # The transform would choose another grid for the fitted picture: it is left
@@ -208,7 +212,8 @@ def take(path: Path, intake: Intake | None) -> Taken:
         elif not sizing.runtime_keeps(*target):
             raise PictureError(
                 f"transformers sizes it to {target[0]}×{target[1]} for this model, which the "
-                "package's processor would resize again"
+                "package's processor would resize again",
+                "Crop the image closer to a square",
             )
         if target != (width, height):  # what the model's processor does anyway: no note
             image = _resize(image, target, sizing)

@@ -134,8 +134,8 @@ def verify(
             "Verify a package against the checkpoint it was converted from",
         )
     with tempfile.TemporaryDirectory(prefix="mmforge-verify-") as scratch:
-        intake = package_intake(package)
-        files = ([], []) if text_only else _inputs(model, images, audios, Path(scratch), intake)
+        recorded = package_intake(package)
+        files = ([], []) if text_only else _inputs(model, images, audios, Path(scratch), recorded)
         originals = [] if text_only else _pictures(images, audios)
         return _verify(
             package,
@@ -146,7 +146,7 @@ def verify(
             tokens,
             ctx,
             Path(scratch),
-            (tuple(originals), intake.sizing if intake is not None else None),
+            (tuple(originals), recorded.sizing if recorded is not None else None),
         )
 
 
@@ -159,7 +159,7 @@ def _verify(
     tokens: int,
     ctx: JobContext,
     scratch: Path,
-    intake: tuple[tuple[Path, ...], Sizing | None] = ((), None),
+    given: tuple[tuple[Path, ...], Sizing | None] = ((), None),
 ) -> VerifyReport:
     images, audios = files
     dtype = _package_dtype(package)
@@ -176,8 +176,8 @@ def _verify(
         else tol,
         n_images=len(images),
         n_audios=len(audios),
-        pictures=intake[0],
-        sizing=intake[1],
+        pictures=given[0],
+        sizing=given[1],
     )
     quantized = precisions.is_quantized(dtype)
     rounded = precision.prepare(setup, scratch, dtype) if quantized else None
@@ -197,7 +197,7 @@ def _inputs(
     images: Sequence[Path],
     audios: Sequence[Path],
     scratch: Path,
-    intake: Intake | None,
+    recorded: Intake | None,
 ) -> tuple[list[Path], list[Path]]:
     """The prompt's files, checked and prepared as chat prepares them, before any model loads.
 
@@ -218,7 +218,7 @@ def _inputs(
             "This package's model takes no audio",
             "Verify it without the audio file (on the command line, without --audio)",
         )
-    prepared = [prepare(Path(p), IMAGE, scratch / "images", intake).path for p in chosen]
+    prepared = [prepare(Path(p), IMAGE, scratch / "images", recorded).path for p in chosen]
     return prepared, [prepare(Path(p), AUDIO, scratch / "audio").path for p in clips]
 
 
