@@ -92,8 +92,11 @@ def test_sigterm_stops_chat_generation_at_once_like_ctrl_c(package, capsys, monk
     code, out, _ = _run(capsys, "chat", pkg, "--prompt", "hi", "--max-new-tokens", "4000", "--json")
     assert code == 130
     answer = json.loads(out)
+    # Stopped by the signal: unstopped, it ends on EOS after ~800 tokens ("eos"). How many
+    # tokens came first depends on the machine's load (the tiny model makes thousands a
+    # second; 540 were seen on a loaded 2-core machine), so no count is asserted.
     assert answer["stop_reason"] == "stopped"
-    assert answer["stats"]["new_tokens"] < 200  # unstopped, it runs on for ~800 tokens
+    assert answer["stats"]["new_tokens"] < 4000
 
 
 @pytest.mark.parametrize(
