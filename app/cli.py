@@ -232,7 +232,7 @@ def _inspect_package(folder: Path, *, as_json: bool) -> int:
     manifest = read_manifest(folder)
     intake = package_intake(folder)
     sizing = intake.sizing if intake is not None else None
-    advice = for_other_programs(sizing)
+    advice = for_other_programs(intake)
     family, dtype = str(manifest.get("family", "?")), str(manifest.get("dtype", "?"))
     if as_json:
         pictures = {"sizing": sizing.to_dict() if sizing else None, "other_programs": advice}
@@ -242,7 +242,7 @@ def _inspect_package(folder: Path, *, as_json: bool) -> int:
             )
         )
         return 0
-    print(f"{_printable(family)} package ({_printable(dtype)}) at {folder}")
+    print(escape(f"{family} package ({dtype}) at {folder}"))
     if sizing is not None:
         print(f"  pictures: {sizing.describe()}")
     elif "pictures" not in manifest:
@@ -252,11 +252,6 @@ def _inspect_package(folder: Path, *, as_json: bool) -> int:
         )
     print(f"  for programs that hand it picture files: {advice}")
     return 0
-
-
-def _printable(text: str) -> str:
-    """A manifest's words with control and bidi characters shown as escapes."""
-    return "".join(ch if ch.isprintable() else f"\\u{ord(ch):04x}" for ch in text)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:

@@ -364,21 +364,27 @@ class Intake:
         return cls(on_white=data["on_white"], sizing=sizing)
 
 
-def for_other_programs(sizing: Sizing | None) -> str:
+def for_other_programs(intake: Intake | None) -> str:
     """What a program that hands this package raw files must do to match transformers."""
     steps = (
         "Decode each picture as transformers' load_image does (PIL: apply the EXIF "
         "orientation, then convert to RGB) and hand the runtime a lossless PNG of those "
-        "pixels: ONNX Runtime GenAI 0.18 decodes JPEG with its own decoder (other pixels) "
-        "and ignores the EXIF orientation."
+        "pixels, with no transparency chunk: ONNX Runtime GenAI 0.18 decodes JPEG with its "
+        "own decoder (other pixels) and ignores the EXIF orientation."
     )
+    if intake is not None and intake.on_white:
+        steps += (
+            " Lay a palette picture's transparent colour on white first, as this model's "
+            "processor does (do_convert_rgb)."
+        )
+    sizing = intake.sizing if intake is not None else None
     if sizing is None:
         return steps
+    kernel = "torch's antialiased" if sizing.kernel == "torch" else "PIL's"
     return (
-        f"{steps} Then resize it with PIL's {sizing.resample} filter to transformers' size "
-        f"for this model ({sizing.describe()}) before handing it over: the runtime's "
-        "Resize leaves a picture at its target size as it is, and would otherwise round "
-        "some sizes differently."
+        f"{steps} Then resize it with {kernel} {sizing.resample} filter to transformers' "
+        f"size for this model ({sizing.describe()}) before handing it over: the runtime "
+        "leaves a picture at that size as it is, and would otherwise size it otherwise."
     )
 
 

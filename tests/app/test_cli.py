@@ -406,3 +406,17 @@ def test_a_hub_id_with_a_typo_gets_the_nearest_names(hub, capsys, tmp_path, monk
     # With --json the suggestion is in the hint too.
     code, out, _ = _run(capsys, "inspect", "--json", "Qwen/Qwen2.5-VL-3B-Instrcut")
     assert "Did you mean Qwen/Qwen2.5-VL-3B-Instruct" in json.loads(out)["error"]["hint"]
+
+
+def test_inspect_on_a_package_says_what_other_programs_must_do(package, capsys):
+    folder = package("qwen2_5_vl")
+    assert main(["inspect", str(folder), "--json"]) == 0
+    about = json.loads(capsys.readouterr().out)
+    assert about["family"] == "Qwen2.5-VL"
+    assert about["pictures"]["sizing"]["rule"] == "smart_resize"
+    advice = about["pictures"]["other_programs"]
+    assert "EXIF orientation" in advice and "lossless PNG" in advice
+    assert "halves rounded to even" in advice and "PIL's bicubic" in advice
+    assert main(["inspect", str(folder)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("Qwen2.5-VL package (f32) at ") and "pictures: each side" in text
