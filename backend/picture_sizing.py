@@ -208,8 +208,22 @@ def smart_resize(
     height: int, width: int, factor: int, min_pixels: int, max_pixels: int
 ) -> tuple[int, int]:
     """Qwen2-VL's `smart_resize` as transformers has it: (height, width), halves rounded to even."""
-    h_bar = round(height / factor) * factor
-    w_bar = round(width / factor) * factor
+    return _smart(height, width, factor, min_pixels, max_pixels, least=0)
+
+
+def smart_resize_whole_blocks(
+    height: int, width: int, block: int, min_pixels: int, max_pixels: int
+) -> tuple[int, int]:
+    """LFM2-VL's smart resize as transformers has it: (height, width), at least one block."""
+    return _smart(height, width, block, min_pixels, max_pixels, least=block)
+
+
+def _smart(
+    height: int, width: int, factor: int, min_pixels: int, max_pixels: int, least: int
+) -> tuple[int, int]:
+    """Multiples of `factor` (halves to even, at least `least`), then the pixel budget."""
+    h_bar = max(least, round(height / factor) * factor)
+    w_bar = max(least, round(width / factor) * factor)
     if h_bar * w_bar > max_pixels:
         beta = math.sqrt((height * width) / max_pixels)
         h_bar = max(factor, math.floor(height / beta / factor) * factor)
@@ -218,23 +232,6 @@ def smart_resize(
         beta = math.sqrt(min_pixels / (height * width))
         h_bar = math.ceil(height * beta / factor) * factor
         w_bar = math.ceil(width * beta / factor) * factor
-    return h_bar, w_bar
-
-
-def smart_resize_whole_blocks(
-    height: int, width: int, block: int, min_pixels: int, max_pixels: int
-) -> tuple[int, int]:
-    """LFM2-VL's smart resize as transformers has it: (height, width), at least one block."""
-    h_bar = max(block, round(height / block) * block)
-    w_bar = max(block, round(width / block) * block)
-    if h_bar * w_bar > max_pixels:
-        beta = math.sqrt(height * width / max_pixels)
-        h_bar = max(block, math.floor(height / beta / block) * block)
-        w_bar = max(block, math.floor(width / beta / block) * block)
-    elif h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
-        h_bar = math.ceil(height * beta / block) * block
-        w_bar = math.ceil(width * beta / block) * block
     return h_bar, w_bar
 
 
