@@ -24,8 +24,7 @@ from mmforge.backend.bounds import (
     vocab_size,
 )
 from mmforge.backend.errors import REMOTE_CODE, MmforgeError
-from mmforge.backend.families import Cfg, Family
-from mmforge.backend.families._fields import FieldReview, review
+from mmforge.backend.families import Cfg, Family, FieldReview, VariantRequest, review
 from mmforge.backend.source import read_json
 from mmforge.backend.tensors import TensorInfo, local_tensors
 from mmforge.backend.untrusted import text_field
@@ -50,7 +49,7 @@ class Checkpoint:
         written: config.json as written (for a remote-code layout read as data, `config`
             is the native config it maps to).
         remote_layout: Whether the folder is a remote-code layout mapped to the native
-            classes (`Family.remote_layout`), its code never run.
+            classes (`Recognition.remote_layout`), its code never run.
     """
 
     folder: Path
@@ -104,7 +103,7 @@ class Checkpoint:
         Remote-code configs are read as written; checkpoints of families without a table
         have nothing refused.
         """
-        return review(self.family.fields, self.config)
+        return review(self.family.profile.fields, self.config)
 
     def refuse_unsupported_fields(self) -> None:
         """Raise when a checked field has a value the family's graphs do not implement.
@@ -180,11 +179,13 @@ class Checkpoint:
         written = config if config is not None else read_json(folder / "config.json", "model")
         check_config_sizes(written, folder / "config.json")
         family = families.lookup(text_field(written, "model_type", str(folder / "config.json")))
-        family = family.variant(written, folder) or family
-        converted = family.package is not None and not family.not_converted
+        family = family.recognition.variant(VariantRequest(written, folder)) or family
+        converted = family.converts
         check_token_ids(written, folder / "config.json", converted)
-        raw, layout = written, family.remote_layout
-        mapped = layout is not None and written.get("model_type") in family.remote_code_types
+        raw, layout = written, family.recognition.remote_layout
+        mapped = (
+            layout is not None and written.get("model_type") in family.recognition.remote_code_types
+        )
         if mapped:
             assert layout is not None
             try:
@@ -228,7 +229,7 @@ def _transformers_config(
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING, CONFIG_MAPPING_NAMES
 
     model_type = raw.get("model_type")
-    if model_type not in CONFIG_MAPPING_NAMES or model_type in family.remote_code_types:
+    if model_type not in CONFIG_MAPPING_NAMES or model_type in family.recognition.remote_code_types:
         if not trust_remote_code:
             raise MmforgeError(
                 f"{family.name} (model_type '{model_type}') is defined only by code in its "

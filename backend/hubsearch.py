@@ -111,7 +111,7 @@ def _known_types() -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for family in ALL:
-        for model_type in family.model_types:
+        for model_type in family.recognition.model_types:
             out.setdefault(model_type, family)  # the first entry owns a type (registry)
     return out
 

@@ -151,9 +151,9 @@ def _tensors(
         if found is not None:
             return found, "hub safetensors headers", None
     family = checkpoint.family
-    if not checkpoint.remote_code and family.hf_class:
+    if not checkpoint.remote_code and family.profile.hf_class:
         try:
-            meta = tensors.meta_tensors(checkpoint.transformers_config(), family.hf_class)
+            meta = tensors.meta_tensors(checkpoint.transformers_config(), family.profile.hf_class)
         except (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError) as e:
             # transformers refuses configs whose values contradict each other (a hidden
             # size no head count divides); its words, bounded, say which.
@@ -396,7 +396,7 @@ def profile_checkpoint(
     model_type = checkpoint.model_type
     family = checkpoint.family
     tensors_found, tensor_source, why_unknown = _tensors(checkpoint, resolved, token, ctx)
-    token_ids = family.token_ids(cfg)
+    token_ids = family.profile.token_ids(cfg)
     token_strings = _token_strings(folder, token_ids)
     warnings: list[str] = []
     fields = checkpoint.field_review
@@ -419,9 +419,9 @@ def profile_checkpoint(
             f"data and mapped to transformers' native {family.name}; no code from the "
             "repository runs."
         )
-    if (folder / "tokenizer.json").is_file() and family.runtime_token_strings:
+    if (folder / "tokenizer.json").is_file() and family.profile.runtime_token_strings:
         vocab = _all_token_strings(folder)
-        absent = [s for s in family.runtime_token_strings if s not in vocab]
+        absent = [s for s in family.profile.runtime_token_strings if s not in vocab]
         if absent:
             warnings.append(
                 "The tokenizer lacks tokens the runtime looks for: " + ", ".join(absent)
@@ -443,19 +443,19 @@ def profile_checkpoint(
         runnable=family.pipeline_type is not None,
         runtime_reason=family.no_pipeline_reason,
         components=components,
-        projector=family.projector(cfg),
+        projector=family.profile.projector(cfg),
         token_ids=token_ids,
         token_strings=token_strings,
-        image_tokens=family.image_tokens(cfg, checkpoint.preprocessor),
+        image_tokens=family.profile.image_tokens(cfg, checkpoint.preprocessor),
         dtype=_dtype(cfg),
         remote_code=remote,
         sizes=estimate_sizes(tensors_found, tensor_source, cfg, family),
-        notes=family.notes,
+        notes=family.profile.notes,
         warnings=tuple(warnings),
         commit=resolved.commit,
         refused_fields=refused,
-        unlisted_fields=fields.unlisted if family.fields else (),
-        architecture=family.architecture(cfg),
+        unlisted_fields=fields.unlisted if family.profile.fields else (),
+        architecture=family.profile.architecture(cfg),
     )
 
 

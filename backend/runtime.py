@@ -138,7 +138,7 @@ def package_messages(
         family = families.by_pipeline(str(read_genai_config(folder)["model"]["type"]))
     if family is None:
         return conform(messages, form, None)
-    return conform(messages, form, family.text_placeholder, family.name)
+    return conform(messages, form, family.profile.text_placeholder, family.name)
 
 
 def _without_nul(value: Any) -> Any:

@@ -100,7 +100,7 @@ class Side:
 
     def reference_features(self, samples: Any) -> Any:
         """The feature extractor's features for 16 kHz samples, [frames, mels]."""
-        from mmforge.backend.families._reference import audio_features
+        from mmforge.backend.families import audio_features
 
         feats = audio_features(self.checkpoint, [(samples, 16000)])
         key = "input_features" if "input_features" in feats else "audio_input_features"

@@ -67,7 +67,7 @@ def main() -> None:
     from mmforge.backend.tiny.release import write_release
     from mmforge.backend.verify import hf_reference
 
-    released = {r.key: r for f in ALL for r in f.released}
+    released = {r.key: r for f in ALL for r in f.fixtures.released}
     for key in args.release:
         checkpoint = args.work / key
         if not (checkpoint / "config.json").is_file():

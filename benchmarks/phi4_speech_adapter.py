@@ -173,7 +173,7 @@ def main() -> int:
 
     transformers.utils.logging.set_verbosity_error()
     work = args.keep or Path(tempfile.mkdtemp(prefix="mmforge-speech-"))
-    spec = next(r for r in lookup("phi4mm").released if r.key == "phi4mm-native")
+    spec = next(r for r in lookup("phi4mm").fixtures.released if r.key == "phi4mm-native")
     checkpoint, package = work / "checkpoint", work / "package"
     write_release(spec, checkpoint)
     convert(str(checkpoint), package)

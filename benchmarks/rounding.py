@@ -95,8 +95,8 @@ def main() -> None:
     for family in ALL:
         if family.package is None or (keys is not None and family.key not in keys):
             continue
-        if family.released:
-            spec = family.released[0]  # one release per family
+        if family.fixtures.released:
+            spec = family.fixtures.released[0]  # one release per family
             name, folder = spec.key, args.work / f"released-{spec.key}"
             if not (folder / "config.json").is_file():
                 write_release(spec, folder)

@@ -28,11 +28,11 @@ def transformers_models() -> list[str]:
 
     names = {"auto", *VIA_AUTO_CONFIG}
     for family in ALL:
-        if family.package is None or not family.hf_class:
+        if family.package is None or not family.profile.hf_class:
             continue
-        model = getattr(transformers, family.hf_class)
+        model = getattr(transformers, family.profile.hf_class)
         found = [model, *getattr(model.config_class, "sub_configs", {}).values()]
-        tiny = family.tiny
+        tiny = family.fixtures.tiny
         for settings, key in (
             (tiny.preprocessor if tiny else None, "image_processor_type"),
             (tiny.audio_preprocessor if tiny else None, "feature_extractor_type"),

@@ -233,7 +233,7 @@ def _max_images(folder: Path, pipeline: str) -> int | None:
     notes = data.get("notes", [])
     if family is None or not isinstance(notes, list):
         return None
-    return family.old_package_max_images([str(n) for n in notes])
+    return family.profile.old_package_max_images([str(n) for n in notes])
 
 
 def available_eps() -> dict[str, str | None]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mmforge.backend.errors import LayoutError, MmforgeError
-from mmforge.backend.families._graphs import COMPONENT_NAMES, BuiltGraphs, quiet_library
+from mmforge.backend.families import COMPONENT_NAMES, BuildRequest, BuiltGraphs, quiet_library
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.precisions import graph_dtype
 
@@ -54,8 +54,7 @@ def build_graphs(
     if spec is not None and spec.build is not None:
         if work is None:
             raise LayoutError(f"The {checkpoint.family.name} build needs a scratch folder")
-        built: BuiltGraphs = spec.build(checkpoint, work, ctx or JobContext())
-        return built
+        return spec.build(BuildRequest(checkpoint, work, ctx or JobContext()))
     return _build_with_mobius(checkpoint, dtype, ep)
 
 

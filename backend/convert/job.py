@@ -43,7 +43,7 @@ from mmforge.backend.vocabulary import EPS
 
 if TYPE_CHECKING:
     from mmforge.backend.convert.weights import WeightPlan
-    from mmforge.backend.families._graphs import BuiltGraphs
+    from mmforge.backend.families import BuiltGraphs
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +233,8 @@ def _check_convertible(checkpoint: Checkpoint, dtype: str) -> None:
     # layout as data (Phi-3.5-Vision's); no code from the repository runs.
     own_builder = family.package is not None and family.package.build is not None
     if checkpoint.remote_code and not own_builder:
-        native = [t for t in family.model_types if t not in family.remote_code_types]
+        known = family.recognition
+        native = [t for t in known.model_types if t not in known.remote_code_types]
         why = f" ({family.name}: {family.not_converted})" if family.not_converted else ""
         raise MmforgeError(
             f"This {family.name} checkpoint is defined by remote code, which mmforge does "
@@ -287,8 +288,9 @@ def _build_into(
     with _timed(timings, "plan"):
         refs = checkpoint_refs(checkpoint.folder, allow_pickle=allow_pickle)
         if spec.prepare_weights is not None:
-            refs, prepared = spec.prepare_weights(checkpoint, refs)
-            fixes += [prepared] if prepared else []
+            prepared = spec.prepare_weights(families.WeightsRequest(checkpoint, refs))
+            refs = prepared.tensors
+            fixes += [prepared.note] if prepared.note else []
         plan = plan_weights(graphs, refs, spec.rename_checkpoint, spec.unused_ok(checkpoint.cfg))
     io_names = {name: package.GraphIO.of(model) for name, model in graphs.models.items()}
     files = _write_components(graphs, plan, dtype, staging, ctx, timings)
@@ -336,7 +338,7 @@ def _picture_intake(checkpoint: Checkpoint) -> dict[str, Any]:
     """The manifest's `pictures`: how transformers reads this model's pictures."""
     spec = checkpoint.family.package
     assert spec is not None
-    if not checkpoint.family.has_vision(checkpoint.cfg):
+    if not checkpoint.family.profile.has_vision(checkpoint.cfg):
         return {}
     pre = checkpoint.preprocessor
     # The processors' class default is True; a config's null turns it off.
@@ -357,7 +359,7 @@ def _build(
     graphs = build_graphs(checkpoint, dtype, build_ep, work=staging / ".build", ctx=ctx)
     fixes = [*graphs.notes]
     for fix in spec.graph_fixes:
-        note = fix(graphs.models, checkpoint.cfg)
+        note = fix(families.FixRequest(graphs.models, checkpoint.cfg))
         if note:
             fixes.append(note)
     ctx.report("build", 1, 1, message=", ".join(graphs.models))

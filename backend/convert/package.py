@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mmforge.backend.errors import LayoutError, MmforgeError
-from mmforge.backend.families import Cfg, Family
-from mmforge.backend.families._base import PackageSpec
+from mmforge.backend.families import Cfg, Family, PackageSpec
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.source import read_json
 from mmforge.backend.templates import template_of

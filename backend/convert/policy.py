@@ -30,7 +30,7 @@ from mmforge.backend.vocabulary import GENAI_SECTIONS
 
 if TYPE_CHECKING:
     from mmforge.backend.checkpoint import Checkpoint
-    from mmforge.backend.families._graphs import BuiltGraphs
+    from mmforge.backend.families import BuiltGraphs
 
 log = logging.getLogger(__name__)
 

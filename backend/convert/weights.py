@@ -23,7 +23,7 @@ from typing import Any
 
 from mmforge.backend.convert.graphs import fold_after_weights
 from mmforge.backend.errors import MmforgeError
-from mmforge.backend.families._graphs import BuiltGraphs
+from mmforge.backend.families import BuiltGraphs
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.tensors import TensorRef
 

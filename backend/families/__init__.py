@@ -1,11 +1,18 @@
-"""The family registry: one entry per Hugging Face model family.
+"""The family registry, and the public API the stages use to reach a family.
 
-`lookup(model_type)` returns the family's entry. Everything family-specific lives in the
-family's folder and is reached through its entry: projector choice, token ids, runtime
-pipeline type and limitations (`__init__.py`), the package it needs (`PackageSpec`: config
-fields, processor JSON, graph fixes in `graph_fixes.py`, builder adaptations in
-`build.py`), verify's HF side (`Reference`, in `reference.py`), and its tiny test
-checkpoint (`tiny.py`). No stage branches on a family key.
+`lookup(model_type)` returns the family's entry. A family is a typed plugin: one folder
+(and one line in `FOLDERS`) whose `__init__.py` exports `FAMILIES`, each a `Family` in
+its parts:
+- `Recognition`: which checkpoints it is (model types, remote-code types, variants);
+- `Profile`: what inspect and the Model card say (projector, token ids, fields, notes);
+- `PackageSpec`: the package it needs (config fields, processor JSON, graph fixes in
+  `graph_fixes.py`, builder adaptations in `build.py`);
+- `Reference`: verify's HF side (`reference.py`);
+- `Fixtures`: its tiny and release-shaped test checkpoints (`tiny.py`) and what the
+  tests expect of it (`expect.py`).
+Every hook takes one request object (`FixRequest`, `ReferenceRequest`, ...) and returns a
+concrete type. No stage branches on a family key, and no stage imports the private
+modules (`_base`, `_graphs`, ...): an import contract holds them to this module.
 """
 
 from __future__ import annotations
@@ -14,23 +21,89 @@ import difflib
 from importlib import import_module
 
 from mmforge.backend.errors import MmforgeError
-from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector, Reference
+from mmforge.backend.families._base import (
+    Cfg,
+    DefaultConfig,
+    Expectations,
+    Family,
+    Fixtures,
+    ImageTokens,
+    PackageSpec,
+    Profile,
+    Projector,
+    Recognition,
+    Reference,
+)
+from mmforge.backend.families._fields import FieldReview, review
+from mmforge.backend.families._graphs import COMPONENT_NAMES, BuiltGraphs, quiet_library
+from mmforge.backend.families._hooks import (
+    BuildRequest,
+    FixRequest,
+    LayoutCheck,
+    LayoutRequest,
+    LimitRequest,
+    PixelsRequest,
+    PreparedWeights,
+    ReferenceRequest,
+    RuntimeArrays,
+    VariantRequest,
+    WeightsRequest,
+)
+from mmforge.backend.families._reference import (
+    ReferenceInputs,
+    audio_features,
+    image_processor,
+    load_clip,
+)
 from mmforge.backend.runtime_types import SPEECH_MODEL_TYPES
 
+# The public API: the stages (convert, verify, chat, inspect) import these names from
+# `mmforge.backend.families` and nothing from its private modules (an import contract in
+# pyproject.toml holds them to it).
 __all__ = [
     "ALL",
+    "COMPONENT_NAMES",
+    "REGISTRY",
+    "BuildRequest",
+    "BuiltGraphs",
     "Cfg",
+    "DefaultConfig",
+    "Expectations",
     "Family",
+    "FieldReview",
+    "FixRequest",
+    "Fixtures",
     "ImageTokens",
+    "LayoutCheck",
+    "LayoutRequest",
+    "LimitRequest",
+    "PackageSpec",
+    "PixelsRequest",
+    "PreparedWeights",
+    "Profile",
     "Projector",
+    "Recognition",
     "Reference",
+    "ReferenceInputs",
+    "ReferenceRequest",
+    "Registry",
+    "RuntimeArrays",
+    "VariantRequest",
+    "WeightsRequest",
+    "audio_features",
     "by_pipeline",
+    "image_processor",
+    "load_clip",
     "lookup",
     "pipeline_name",
+    "quiet_library",
+    "review",
 ]
 
-# One line per family folder; each folder's __init__.py exports FAMILIES. The order
-# matters only where two entries share a model_type: the first owns it.
+# One line per family folder; each folder's __init__.py exports FAMILIES. Adding a family
+# is its folder and its line here (tests/backend/test_registry.py shows it with a
+# throwaway family). The order matters only where two entries share a model_type: the
+# first owns it.
 FOLDERS = (
     "qwen",
     "gemma",
@@ -41,17 +114,38 @@ FOLDERS = (
     "lfm2",
     "others",  # others.py: the families inspect names but the runtime cannot run
 )
-ALL: tuple[Family, ...] = tuple(
-    family for folder in FOLDERS for family in import_module(f"{__name__}.{folder}").FAMILIES
-)
 
-# The first entry of a model_type owns it; later ones (Fara, a Qwen2.5-VL variant) are
-# reached through its `variant`.
-_BY_TYPE: dict[str, Family] = {}
-for _family in ALL:
-    for _type in _family.model_types:
-        _BY_TYPE.setdefault(_type, _family)
-_BY_PIPELINE = {f.pipeline_type: f for f in ALL if f.package is not None}
+
+class Registry:
+    """The entries of some family folders, indexed by model_type and by pipeline type.
+
+    The first entry of a model_type owns it; later ones (Fara, a Qwen2.5-VL variant) are
+    reached through its `recognition.variant`.
+    """
+
+    def __init__(self, folders: tuple[str, ...]):
+        self.all: tuple[Family, ...] = tuple(
+            family
+            for folder in folders
+            for family in import_module(f"{__name__}.{folder}").FAMILIES
+        )
+        self.by_type: dict[str, Family] = {}
+        for family in self.all:
+            for model_type in family.recognition.model_types:
+                self.by_type.setdefault(model_type, family)
+        self.by_pipeline: dict[str | None, Family] = {}
+        for family in self.all:
+            if family.package is not None:
+                self.by_pipeline.setdefault(family.pipeline_type, family)
+
+    def lookup(self, model_type: str | None) -> Family:
+        """The family for a config's `model_type` (see the module's `lookup`)."""
+        return _lookup(self, model_type)
+
+
+REGISTRY = Registry(FOLDERS)
+ALL: tuple[Family, ...] = REGISTRY.all
+_BY_PIPELINE = REGISTRY.by_pipeline
 
 # Text-only relatives that people pick by mistake; they get a pointed message.
 _TEXT_ONLY = {
@@ -88,6 +182,16 @@ def lookup(model_type: str | None) -> Family:
         MmforgeError: No model_type, a text-only model, or a type no entry knows; the
             message suggests the closest known types.
     """
+    return REGISTRY.lookup(model_type)
+
+
+def _lookup(registry: Registry, model_type: str | None) -> Family:
+    """The family for a config's `model_type` in `registry`.
+
+    Raises:
+        MmforgeError: No model_type, a text-only model, or a type no entry knows; the
+            message suggests the closest known types.
+    """
     if model_type is not None and not isinstance(model_type, str):
         raise MmforgeError(
             f"config.json: model_type is {type(model_type).__name__}, not a name",
@@ -98,7 +202,7 @@ def lookup(model_type: str | None) -> Family:
             "config.json has no model_type",
             "Is this a transformers model folder? mmforge needs model_type to pick the family",
         )
-    family = _BY_TYPE.get(model_type)
+    family = registry.by_type.get(model_type)
     if family is not None:
         return family
     if model_type in SPEECH_MODEL_TYPES:
@@ -119,10 +223,10 @@ def lookup(model_type: str | None) -> Family:
             "mmforge converts vision/audio + language models; for text-only models use "
             "onnxruntime_genai.models.builder",
         )
-    close = difflib.get_close_matches(model_type, list(_BY_TYPE), n=3, cutoff=0.5)
+    close = difflib.get_close_matches(model_type, list(registry.by_type), n=3, cutoff=0.5)
     hint = (
         f"Did you mean {', '.join(close)}?"
         if close
-        else ("Supported families: " + ", ".join(sorted({f.name for f in ALL})))
+        else ("Supported families: " + ", ".join(sorted({f.name for f in registry.all})))
     )
     raise MmforgeError(f"Unknown model_type '{model_type}': no multimodal family matches", hint)

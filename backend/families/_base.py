@@ -22,6 +22,7 @@ from mmforge.backend.families._hooks import (
     PrepareReference,
     PrepareWeights,
     Variant,
+    no_variant,
 )
 from mmforge.backend.picture_sizing import Sizing
 
@@ -123,8 +124,8 @@ class PackageSpec:
             families with an audio encoder.
         audio_processor_json: The audio feature extraction JSON, for those families.
         graph_fixes: Surgery applied to the built graphs, in order (each family folder's
-            graph_fixes.py); each takes the component models and the config and returns
-            a line for the manifest, or None when it had nothing to do.
+            graph_fixes.py); each takes a `FixRequest` (the component models and the
+            config) and returns a line for the manifest, or None when it did nothing.
         rename_checkpoint: Maps a checkpoint tensor name to the layout the graph builder
             expects (transformers 5 saves some towers in a newer layout than the hub's).
         config_patch: Adapts (a private copy of) the transformers config before mobius
@@ -132,7 +133,7 @@ class PackageSpec:
         module_patch: Adapts mobius's module before it builds the graphs (the module and
             the transformers config it was made from).
         build: The family's own graph builder, for families mobius does not build
-            (checkpoint, scratch folder, job context -> BuiltGraphs); None: mobius.
+            (`BuildRequest` -> `BuiltGraphs`); None: mobius.
         builder_holds_model: Whether that builder loads the whole model at once (the
             conversion peak is then the model in f32, not the largest tensor).
         hidden_multiple: The decoder takes inputs_embeds this many times the hidden size
@@ -142,9 +143,9 @@ class PackageSpec:
             the portable Attention + RotaryEmbedding graph is built instead.
         decoder_fields: Extra `model.decoder.*` keys (LFM2's layer types and conv cache).
         dtypes: The package dtypes this family converts to.
-        prepare_weights: Adapts the checkpoint's tensors before they are mapped (checkpoint,
-            name -> TensorRef) -> (tensors, a line for the manifest or ""): Phi-4's vision
-            LoRA merged into its base weights.
+        prepare_weights: Adapts the checkpoint's tensors before they are mapped
+            (`WeightsRequest` -> `PreparedWeights`): Phi-4's vision LoRA merged into its
+            base weights.
         unused_ok: Patterns (regular expressions) of checkpoint tensors transformers holds
             but never computes with for this config (a pooling head, layers past the
             feature layer); any other tensor no graph uses stops the conversion.
@@ -211,20 +212,19 @@ class Reference:
     """How verify builds the Hugging Face side of a family and compares preprocessing.
 
     Attributes:
-        prepare: HF model inputs from the checkpoint's own processors (checkpoint,
-            tokenizer, templated prompt, PIL images, (samples, rate) clips).
+        prepare: HF model inputs from the checkpoint's own processors
+            (`ReferenceRequest` -> `ReferenceInputs`).
         from_runtime: Puts the runtime processor's arrays into HF inputs under HF's names
-            (config, arrays, inputs holding the runtime's ids, filled in place).
+            (`RuntimeArrays`: its inputs, holding the runtime's ids, filled in place).
         pixel_key: HF's name for the pixels.
         audio_key: HF's name for the audio features.
         channels_first: The pixels as [3, everything else], in HF's layout.
         pixel_outliers: The share of pixels that may differ by more than 0.02 (None:
             verify's documented bound).
-        hf_pixels: HF's pixels to compare with the runtime's (checkpoint, PIL images,
-            runtime arrays, HF pixels, runtime pixels); None: HF's as they are.
+        hf_pixels: HF's pixels to compare with the runtime's (`PixelsRequest` -> array);
+            None: HF's as they are.
         placeholder_layout: Checks the runtime's placeholder layout against its own image
-            sizes instead of against HF's ids (config, runtime ids, runtime arrays, image
-            token, tokenizer) -> (whether it holds, what was found).
+            sizes instead of against HF's ids (`LayoutRequest` -> `LayoutCheck`).
         preprocessing_note: A documented preprocessing difference, for the report.
         text_difference: Why the runtime's text tokens may differ from HF's.
         config_tokens: genai_config token fields verify checks against the checkpoint,
@@ -234,8 +234,8 @@ class Reference:
         adapt: Readies the loaded HF model as the released model runs (model,
             checkpoint): Phi-4's LoRAs loaded with PEFT, each active for its prompts.
         known_limit: A difference the package has from the released model by design, for
-            a prompt of this many images and audio clips (checkpoint, images, clips) ->
-            the sentence that names it, or None; verify puts it first in the cause of a
+            a prompt of this many images and audio clips (`LimitRequest` -> the sentence
+            that names it, or None); verify puts it first in the cause of a
             verdict other than PASS (Phi-4's speech LoRA for audio-only prompts, no
             LoRA for text-only ones).
         load: Builds the reference model itself (checkpoint -> model in eval mode), for a
@@ -263,83 +263,173 @@ class Reference:
 
 
 @dataclass(frozen=True)
-class Family:
-    """One model family: how to recognise it and what its package needs.
+class Recognition:
+    """How a checkpoint is recognised as this family.
 
     Attributes:
-        key: Stable identifier, e.g. "qwen2_5_vl".
-        name: Human name, e.g. "Qwen2.5-VL".
         model_types: Hugging Face `model_type` values of this family.
-        pipeline_type: The ORT GenAI `model.type`, or None when the runtime has none.
-        no_pipeline_reason: Why the runtime cannot run it, when `pipeline_type` is None.
-        hf_class: transformers class for building the model (None: remote code only).
+        remote_code_types: `model_type` values that exist only as remote code.
+        variant: Another entry for a checkpoint of this model_type that the runtime runs
+            under its own pipeline type, or None (Fara: a Qwen2.5-VL fine-tune the
+            runtime names `fara`).
+        remote_layout: How its remote-code layout is read without running the code.
+    """
+
+    model_types: tuple[str, ...]
+    remote_code_types: tuple[str, ...] = ()
+    variant: Variant = no_variant
+    remote_layout: RemoteLayout | None = None
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What inspect and the Model card say of a config of this family.
+
+    Attributes:
         projector: Picks the projector variant from the config.
         token_ids: Image, audio and boundary token ids from the config.
         image_tokens: Placeholder tokens per image from config and processor config.
+        hf_class: transformers class for building the model (None: remote code only).
         has_vision: Whether this config has a vision encoder.
         has_audio: Whether this config has an audio encoder.
         runtime_token_strings: Exact strings the runtime's processor looks for.
-        notes: Known limitations and fixes, shown to the user.
-        remote_code_types: `model_type` values that exist only as remote code.
-        package: How to package it for the runtime (None: conversion not supported yet).
-        reference: How verify builds its HF side (None: no parity checks yet).
-        old_package_max_images: Images a package of this family takes per conversation,
-            for packages written before the manifest's `max_images` field, from their
-            manifest notes (None: no limit known).
-        tiny: The spec of its tiny random-weight test checkpoint (tiny.py in its folder).
         fields: Every config field of the family, honoured, checked or inert (fields.py
             in its folder); checked fields with other values are refused.
-        released: Test checkpoints shaped like the family's hub releases (tiny.py).
-        remote_layout: How its remote-code layout is read without running the code.
-        remote_release: Writes a release-shaped test checkpoint of a remote-code-only
-            family (no transformers class builds it, so no `ReleaseSpec` can): folder in,
-            the checkpoint out.
-        architecture: What sets this config's architecture apart, in words, for inspect
-            and the model card (Qwen3.5's layer pattern and experts).
-        variant: Another entry for a checkpoint of this model_type that the runtime runs
-            under its own pipeline type (config.json as written, the folder), or None
-            (Fara: a Qwen2.5-VL fine-tune the runtime names `fara`).
+        architecture: What sets this config's architecture apart, in words (Qwen3.5's
+            layer pattern and experts).
         text_placeholder: What a user writes into a message's text for its n-th image or
             audio (kind, n from 1), as the runtime's processor expects it, for chat
             templates that take text only (Phi-4-multimodal's `<|image_1|>`); None: such
             a template cannot take attachments.
+        old_package_max_images: Images a package of this family takes per conversation,
+            for packages written before the manifest's `max_images` field, from their
+            manifest notes (None: no limit known).
+        notes: Known limitations and fixes, shown to the user.
+    """
+
+    projector: Callable[[Cfg], Projector]
+    token_ids: Callable[[Cfg], dict[str, int]]
+    image_tokens: Callable[[Cfg, Cfg], ImageTokens]
+    hf_class: str | None = None
+    has_vision: Callable[[Cfg], bool] = lambda cfg: True
+    has_audio: Callable[[Cfg], bool] = lambda cfg: False
+    runtime_token_strings: tuple[str, ...] = ()
+    fields: tuple[Rule, ...] = ()
+    architecture: Callable[[Cfg], tuple[str, ...]] = lambda cfg: ()
+    text_placeholder: Callable[[str, int], str] | None = None
+    old_package_max_images: Callable[[list[str]], int | None] = lambda notes: None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DefaultConfig:
+    """What inspect must report for transformers' default (full-size) config of a family.
+
+    Attributes:
+        config_class: The transformers config class, built with no arguments.
+        projector: The projector variant inspect names.
+        token_ids: Token ids inspect reads from it.
+        components: The components inspect lists.
+    """
+
+    config_class: str
+    projector: str
+    token_ids: dict[str, int]
+    components: tuple[str, ...] = ("vision_encoder", "embedding", "decoder")
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """What the test suite expects of a family, kept beside the family.
+
+    Attributes:
+        default_config: inspect on transformers' default config (None: transformers has
+            no config class for it).
+        tiny_components: The components inspect lists for the tiny checkpoint.
+        tiny_tokens: Token fields inspect must resolve to these strings on the tiny
+            checkpoint's tokenizer.
+        verdict: A good package's verify verdict where it is not PASS, and why.
+        verdict_reason: Why the verdict is not PASS (required when it is not).
+        honoured: Honoured config fields set away from the tiny values, together: each
+            changes transformers' output, and the package must still match it.
+        quantized: Precisions verify checks on the tiny checkpoint against the
+            package's own rounded weights.
+        released_rounded: (release-shaped checkpoint key, precision) pairs checked the
+            same way on a release-shaped checkpoint.
+    """
+
+    default_config: DefaultConfig | None = None
+    tiny_components: tuple[str, ...] = ("vision_encoder", "embedding", "decoder")
+    tiny_tokens: dict[str, str] = field(default_factory=dict)
+    verdict: str = "PASS"
+    verdict_reason: str = ""
+    honoured: dict[str, Any] = field(default_factory=dict)
+    quantized: tuple[str, ...] = ()
+    released_rounded: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Fixtures:
+    """A family's test checkpoints and what the tests expect of them.
+
+    Attributes:
+        tiny: The spec of its tiny random-weight test checkpoint (tiny.py in its folder).
+        released: Test checkpoints shaped like the family's hub releases (tiny.py).
+        remote_release: Writes a release-shaped test checkpoint of a remote-code-only
+            family (no transformers class builds it, so no `ReleaseSpec` can): folder in,
+            the checkpoint out.
+        expect: What the tests expect (expect.py in its folder).
+    """
+
+    tiny: TinySpec | None = None
+    released: tuple[ReleaseSpec, ...] = ()
+    remote_release: Callable[[Any], Any] | None = None
+    expect: Expectations = field(default_factory=Expectations)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family, in its parts: recognition, profile, package, reference, fixtures.
+
+    A variant (Gemma 4 unified, Qwen3.5 MoE, Fara) is another entry made from its base
+    with `dataclasses.replace`, so it states only what differs.
+
+    Attributes:
+        key: Stable identifier, e.g. "qwen2_5_vl".
+        name: Human name, e.g. "Qwen2.5-VL".
+        pipeline_type: The ORT GenAI `model.type`, or None when the runtime has none.
+        recognition: Which checkpoints are this family.
+        profile: What inspect and the Model card say of a config.
+        package: How to package it for the runtime (None: conversion not supported yet).
+        reference: How verify builds its HF side (None: no parity checks yet).
+        fixtures: Its test checkpoints and the tests' expectations.
+        no_pipeline_reason: Why the runtime cannot run it, when `pipeline_type` is None.
         not_converted: Why this version does not convert the family although the runtime
             runs it, measured (inspect warns with it; convert refuses with it).
     """
 
     key: str
     name: str
-    model_types: tuple[str, ...]
     pipeline_type: str | None
-    projector: Callable[[Cfg], Projector]
-    token_ids: Callable[[Cfg], dict[str, int]]
-    image_tokens: Callable[[Cfg, Cfg], ImageTokens]
-    hf_class: str | None = None
-    no_pipeline_reason: str | None = None
-    has_vision: Callable[[Cfg], bool] = lambda cfg: True
-    has_audio: Callable[[Cfg], bool] = lambda cfg: False
-    runtime_token_strings: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-    remote_code_types: tuple[str, ...] = ()
+    recognition: Recognition
+    profile: Profile
     package: PackageSpec | None = None
     reference: Reference | None = None
-    old_package_max_images: Callable[[list[str]], int | None] = lambda notes: None
-    tiny: TinySpec | None = None
-    fields: tuple[Rule, ...] = ()
-    released: tuple[ReleaseSpec, ...] = ()
-    remote_layout: RemoteLayout | None = None
-    remote_release: Callable[[Any], Any] | None = None
-    architecture: Callable[[Cfg], tuple[str, ...]] = lambda cfg: ()
-    variant: Variant = lambda config, folder: None
+    fixtures: Fixtures = field(default_factory=Fixtures)
+    no_pipeline_reason: str | None = None
     not_converted: str | None = None
-    text_placeholder: Callable[[str, int], str] | None = None
+
+    @property
+    def converts(self) -> bool:
+        """Whether this version converts the family."""
+        return self.package is not None and not self.not_converted
 
     def components(self, cfg: Cfg) -> tuple[str, ...]:
         """The ONNX models to build, in the seeds' I/O contract names."""
         parts = []
-        if self.has_vision(cfg):
+        if self.profile.has_vision(cfg):
             parts.append("vision_encoder")
-        if self.has_audio(cfg):
+        if self.profile.has_audio(cfg):
             parts.append("audio_encoder")
         return (*parts, "embedding", "decoder")
 

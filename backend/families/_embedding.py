@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 
 from mmforge.backend.errors import LayoutError
-from mmforge.backend.families._base import Cfg
 from mmforge.backend.families._graph_edit import initializer
+from mmforge.backend.families._hooks import FixRequest
 
 
-def text_embedding_without_features(models: dict[str, Any], cfg: Cfg) -> str | None:
+def text_embedding_without_features(request: FixRequest) -> str | None:
     """Keep the token embedding for placeholder ids when no features come with them.
 
     mobius's InputMixer writes zero vectors at every placeholder id when the feature input
@@ -19,6 +19,7 @@ def text_embedding_without_features(models: dict[str, Any], cfg: Cfg) -> str | N
     (or audio) are given, so a generated placeholder token embeds as text there. Each
     replacement condition gets "and its feature input is not empty" added.
     """
+    models = request.models
     import onnx_ir as ir
 
     graph = models["embedding"].graph

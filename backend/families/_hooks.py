@@ -1,127 +1,209 @@
-"""The family hooks' signatures, named.
+"""The family hooks: each takes one request object and returns a concrete type.
 
-These type the fields of `PackageSpec`, `Reference` and `Family` (_base.py) that hold a
-family's functions. Parameters are positional-only: the stages call the hooks
-positionally, and a family's function may name its parameters as it likes.
+These type the fields of `PackageSpec`, `Reference` and `Recognition` (_base.py) that hold
+a family's functions. A stage builds the request; a family's function reads what it needs
+from it by name, so a hook that later needs one more fact gains a field, not a parameter
+that every family's function must change for.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import numpy as np
+    from PIL import Image
+    from transformers import PreTrainedTokenizerBase
+
     from mmforge.backend.checkpoint import Checkpoint
     from mmforge.backend.families._base import Cfg, Family
+    from mmforge.backend.families._graphs import BuiltGraphs
+    from mmforge.backend.families._reference import ReferenceInputs
     from mmforge.backend.jobs import JobContext
+    from mmforge.backend.tensors import TensorRef
+
+
+# --- convert -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """What a family's own graph builder gets: the checkpoint, a scratch folder, the job."""
+
+    checkpoint: Checkpoint
+    work: Path
+    ctx: JobContext
 
 
 class BuildGraphs(Protocol):
-    """A family's own graph builder.
+    """A family's own graph builder (for families mobius does not build)."""
 
-    The checkpoint, a scratch folder and the job context in; the built graphs
-    (convert.graphs.BuiltGraphs) out.
-    """
+    def __call__(self, request: BuildRequest, /) -> BuiltGraphs: ...
 
-    def __call__(self, checkpoint: Checkpoint, work: Path, ctx: JobContext, /) -> Any: ...
+
+@dataclass(frozen=True)
+class WeightsRequest:
+    """The checkpoint and its tensors (name -> TensorRef), before they are mapped."""
+
+    checkpoint: Checkpoint
+    tensors: dict[str, TensorRef]
+
+
+@dataclass(frozen=True)
+class PreparedWeights:
+    """The tensors the weight stage maps, and a line for the manifest ("" for none)."""
+
+    tensors: dict[str, TensorRef]
+    note: str = ""
 
 
 class PrepareWeights(Protocol):
-    """Adapts the checkpoint's tensors (name -> TensorRef) before they are mapped.
+    """Adapts the checkpoint's tensors before they are mapped (Phi-4's vision LoRA)."""
 
-    Returns the tensors and a line for the manifest ("" for none).
-    """
+    def __call__(self, request: WeightsRequest, /) -> PreparedWeights: ...
 
-    def __call__(
-        self, checkpoint: Checkpoint, tensors: dict[str, Any], /
-    ) -> tuple[dict[str, Any], str]: ...
+
+@dataclass(frozen=True)
+class FixRequest:
+    """The built component models (name -> onnx_ir.Model) and the config they came from."""
+
+    models: dict[str, Any]
+    cfg: Cfg
 
 
 class GraphFix(Protocol):
-    """Surgery on the built component models (name -> model) for this config.
+    """Surgery on the built graphs; a line for the manifest, or None when nothing was done."""
 
-    Returns a line for the manifest, or None when it had nothing to do.
-    """
-
-    def __call__(self, models: dict[str, Any], cfg: Cfg, /) -> str | None: ...
+    def __call__(self, request: FixRequest, /) -> str | None: ...
 
 
-class PrepareReference(Protocol):
-    """HF model inputs from the checkpoint's own processors.
-
-    From the checkpoint, its tokenizer, the templated prompt, PIL images and
-    (samples, rate) clips.
-    """
-
-    def __call__(
-        self,
-        checkpoint: Checkpoint,
-        tokenizer: Any,
-        prompt: str,
-        images: list[Any],
-        clips: list[Any],
-        /,
-    ) -> Any: ...
+# --- recognition ---------------------------------------------------------------------
 
 
-class FromRuntime(Protocol):
-    """Puts the runtime processor's arrays into HF inputs under HF's names.
+@dataclass(frozen=True)
+class VariantRequest:
+    """config.json as written and the checkpoint's folder."""
 
-    Fills `inputs` (which holds the runtime's ids) in place.
-    """
-
-    def __call__(self, cfg: Cfg, arrays: dict[str, Any], inputs: Any, /) -> None: ...
-
-
-class HfPixels(Protocol):
-    """HF's pixels to compare with the runtime's.
-
-    From the checkpoint, PIL images, the runtime's arrays, HF's pixels and the runtime
-    evidence.
-    """
-
-    def __call__(
-        self,
-        checkpoint: Checkpoint,
-        images: list[Any],
-        arrays: dict[str, Any],
-        hf_pixels: Any,
-        runtime: Any,
-        /,
-    ) -> Any: ...
-
-
-class PlaceholderLayout(Protocol):
-    """Checks the runtime's placeholder layout against its own image sizes.
-
-    From the config, the runtime's ids and arrays, the image token and the tokenizer;
-    returns (whether it holds, what was found).
-    """
-
-    def __call__(
-        self,
-        cfg: Cfg,
-        ids: list[int],
-        arrays: dict[str, Any],
-        image_token: int | None,
-        tokenizer: Any,
-        /,
-    ) -> Any: ...
-
-
-class KnownLimit(Protocol):
-    """Names a difference the package has by design, for a prompt's images and clips.
-
-    Returns the sentence, or None.
-    """
-
-    def __call__(self, checkpoint: Checkpoint, images: int, clips: int, /) -> str | None: ...
+    config: dict[str, Any]
+    folder: Path
 
 
 class Variant(Protocol):
-    """Another entry for a checkpoint of this model_type, or None.
+    """Another entry for a checkpoint of this model_type, or None."""
 
-    From config.json as written and the folder.
+    def __call__(self, request: VariantRequest, /) -> Family | None: ...
+
+
+def no_variant(request: VariantRequest, /) -> Family | None:
+    """Every checkpoint of the model_type is the entry itself."""
+    return None
+
+
+# --- verify --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReferenceRequest:
+    """What the HF side of verify builds its inputs from.
+
+    Attributes:
+        checkpoint: The checkpoint, with its processors' settings.
+        tokenizer: Its tokenizer.
+        prompt: The templated prompt, placeholders not yet expanded.
+        images: The pictures as transformers loads them.
+        clips: Clip files, or (samples, rate) pairs.
     """
 
-    def __call__(self, config: dict[str, Any], folder: Path, /) -> Family | None: ...
+    checkpoint: Checkpoint
+    tokenizer: PreTrainedTokenizerBase
+    prompt: str
+    images: list[Image.Image]
+    clips: list[Any]
+
+
+class PrepareReference(Protocol):
+    """HF model inputs from the checkpoint's own processors."""
+
+    def __call__(self, request: ReferenceRequest, /) -> ReferenceInputs: ...
+
+
+@dataclass(frozen=True)
+class RuntimeArrays:
+    """The runtime processor's arrays, and HF inputs (holding the runtime's ids) to fill."""
+
+    cfg: Cfg
+    arrays: dict[str, np.ndarray]
+    inputs: ReferenceInputs
+
+
+class FromRuntime(Protocol):
+    """Puts the runtime processor's arrays into `request.inputs` under HF's names."""
+
+    def __call__(self, request: RuntimeArrays, /) -> None: ...
+
+
+@dataclass(frozen=True)
+class PixelsRequest:
+    """Both sides' pixels, for a family whose HF pixels must be made comparable.
+
+    Attributes:
+        checkpoint: The checkpoint.
+        images: The pictures as transformers loads them.
+        arrays: The runtime processor's arrays.
+        hf: HF's pixels as [3, everything else].
+        runtime: The runtime's pixels as [3, everything else].
+    """
+
+    checkpoint: Checkpoint
+    images: list[Image.Image]
+    arrays: dict[str, np.ndarray]
+    hf: np.ndarray
+    runtime: np.ndarray
+
+
+class HfPixels(Protocol):
+    """HF's pixels to compare with the runtime's, as [3, everything else]."""
+
+    def __call__(self, request: PixelsRequest, /) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class LayoutRequest:
+    """The runtime's prompt ids and arrays, checked against its own image sizes."""
+
+    cfg: Cfg
+    ids: list[int]
+    arrays: dict[str, np.ndarray]
+    image_token: int | None
+    tokenizer: PreTrainedTokenizerBase
+
+
+@dataclass(frozen=True)
+class LayoutCheck:
+    """Whether the runtime's placeholder layout holds, and what was found."""
+
+    holds: bool
+    found: str
+
+
+class PlaceholderLayout(Protocol):
+    """Checks the runtime's placeholder layout against its own image sizes."""
+
+    def __call__(self, request: LayoutRequest, /) -> LayoutCheck: ...
+
+
+@dataclass(frozen=True)
+class LimitRequest:
+    """A prompt's shape: the checkpoint and how many images and clips it holds."""
+
+    checkpoint: Checkpoint
+    images: int
+    clips: int
+
+
+class KnownLimit(Protocol):
+    """The sentence naming a difference the package has by design for this prompt, or None."""
+
+    def __call__(self, request: LimitRequest, /) -> str | None: ...

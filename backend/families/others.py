@@ -6,7 +6,19 @@ may come later, but the runtime has no pipeline type for any of them.
 
 from __future__ import annotations
 
-from mmforge.backend.families._base import Cfg, Family, ImageTokens, Projector, as_int, ids
+from mmforge.backend.families._base import (
+    Cfg,
+    DefaultConfig,
+    Expectations,
+    Family,
+    Fixtures,
+    ImageTokens,
+    Profile,
+    Projector,
+    Recognition,
+    as_int,
+    ids,
+)
 from mmforge.backend.runtime_types import multimodal_list
 
 _NO_TYPE = (
@@ -14,6 +26,13 @@ _NO_TYPE = (
     + multimodal_list().replace("{", "{{").replace("}", "}}")
     + ")"
 )
+
+
+def _inspected(config_class: str, projector: str, token_ids: dict[str, int]) -> Fixtures:
+    """What inspect must report for transformers' default config of an inspect-only family."""
+    return Fixtures(
+        expect=Expectations(default_config=DefaultConfig(config_class, projector, token_ids))
+    )
 
 
 def _mlp(cfg: Cfg, who: str) -> Projector:
@@ -52,15 +71,18 @@ _CLIP_NOTE = (
 
 LLAVA = Family(
     key="llava",
+    fixtures=_inspected("LlavaConfig", "MLPMultiModalProjector", {"image_token_id": 32000}),
     name="LLaVA",
-    model_types=("llava",),
     pipeline_type=None,
+    recognition=Recognition(model_types=("llava",)),
+    profile=Profile(
+        projector=lambda cfg: _mlp(cfg, "LLaVA"),
+        token_ids=_llava_ids,
+        image_tokens=_clip_tokens,
+        hf_class="LlavaForConditionalGeneration",
+        notes=(_CLIP_NOTE,),
+    ),
     no_pipeline_reason=_NO_TYPE.format(t="llava"),
-    hf_class="LlavaForConditionalGeneration",
-    projector=lambda cfg: _mlp(cfg, "LLaVA"),
-    token_ids=_llava_ids,
-    image_tokens=_clip_tokens,
-    notes=(_CLIP_NOTE,),
 )
 
 
@@ -78,44 +100,57 @@ def _next_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
 
 LLAVA_NEXT = Family(
     key="llava_next",
+    fixtures=_inspected("LlavaNextConfig", "MLPMultiModalProjector", {"image_token_id": 32000}),
     name="LLaVA-NeXT",
-    model_types=("llava_next", "llava_onevision"),
     pipeline_type=None,
+    recognition=Recognition(model_types=("llava_next", "llava_onevision")),
+    profile=Profile(
+        projector=lambda cfg: _mlp(cfg, "LLaVA-NeXT"),
+        token_ids=_llava_ids,
+        image_tokens=_next_tokens,
+        hf_class="LlavaNextForConditionalGeneration",
+        notes=(_CLIP_NOTE,),
+    ),
     no_pipeline_reason=_NO_TYPE.format(t="llava_next"),
-    hf_class="LlavaNextForConditionalGeneration",
-    projector=lambda cfg: _mlp(cfg, "LLaVA-NeXT"),
-    token_ids=_llava_ids,
-    image_tokens=_next_tokens,
-    notes=(_CLIP_NOTE,),
 )
 
 VIDEO_LLAVA = Family(
     key="video_llava",
-    name="Video-LLaVA",
-    model_types=("video_llava",),
-    pipeline_type=None,
-    no_pipeline_reason=_NO_TYPE.format(t="video_llava"),
-    hf_class="VideoLlavaForConditionalGeneration",
-    projector=lambda cfg: _mlp(cfg, "Video-LLaVA"),
-    token_ids=lambda cfg: ids(
-        cfg,
-        image_token_id=("image_token_index", "image_token_id"),
-        video_token_id=("video_token_index", "video_token_id"),
+    fixtures=_inspected(
+        "VideoLlavaConfig",
+        "MLPMultiModalProjector",
+        {"image_token_id": 32000, "video_token_id": 32001},
     ),
-    image_tokens=_clip_tokens,
-    notes=(_CLIP_NOTE,),
+    name="Video-LLaVA",
+    pipeline_type=None,
+    recognition=Recognition(model_types=("video_llava",)),
+    profile=Profile(
+        projector=lambda cfg: _mlp(cfg, "Video-LLaVA"),
+        token_ids=lambda cfg: ids(
+            cfg,
+            image_token_id=("image_token_index", "image_token_id"),
+            video_token_id=("video_token_index", "video_token_id"),
+        ),
+        image_tokens=_clip_tokens,
+        hf_class="VideoLlavaForConditionalGeneration",
+        notes=(_CLIP_NOTE,),
+    ),
+    no_pipeline_reason=_NO_TYPE.format(t="video_llava"),
 )
 
 VIPLLAVA = Family(
     key="vipllava",
+    fixtures=_inspected("VipLlavaConfig", "MLPMultiModalProjector", {"image_token_id": 32000}),
     name="VipLLaVA",
-    model_types=("vipllava",),
     pipeline_type=None,
+    recognition=Recognition(model_types=("vipllava",)),
+    profile=Profile(
+        projector=lambda cfg: _mlp(cfg, "VipLLaVA"),
+        token_ids=_llava_ids,
+        image_tokens=_clip_tokens,
+        hf_class="VipLlavaForConditionalGeneration",
+    ),
     no_pipeline_reason=_NO_TYPE.format(t="vipllava"),
-    hf_class="VipLlavaForConditionalGeneration",
-    projector=lambda cfg: _mlp(cfg, "VipLLaVA"),
-    token_ids=_llava_ids,
-    image_tokens=_clip_tokens,
 )
 
 
@@ -130,29 +165,35 @@ def _linear(cfg: Cfg, who: str, field: str, value: object) -> Projector:
 
 PALIGEMMA = Family(
     key="paligemma",
+    fixtures=_inspected("PaliGemmaConfig", "LinearMultiModalProjector", {"image_token_id": 256000}),
     name="PaliGemma",
-    model_types=("paligemma",),
     pipeline_type=None,
-    no_pipeline_reason=_NO_TYPE.format(t="paligemma"),
-    hf_class="PaliGemmaForConditionalGeneration",
-    projector=lambda cfg: _linear(
-        cfg, "PaliGemma", "vision_config.projection_dim", cfg.get("vision_config.projection_dim")
-    ),
-    token_ids=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
-    image_tokens=lambda cfg, pre: ImageTokens(
-        fixed=int(
-            cfg.first(
-                "text_config.num_image_tokens",
-                default=(
-                    as_int(cfg.get("vision_config.image_size", 224))
-                    // as_int(cfg.get("vision_config.patch_size", 14))
-                )
-                ** 2,
-            )
+    recognition=Recognition(model_types=("paligemma",)),
+    profile=Profile(
+        projector=lambda cfg: _linear(
+            cfg,
+            "PaliGemma",
+            "vision_config.projection_dim",
+            cfg.get("vision_config.projection_dim"),
         ),
-        rule="(image_size/patch_size)², all prefix tokens",
+        token_ids=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
+        image_tokens=lambda cfg, pre: ImageTokens(
+            fixed=int(
+                cfg.first(
+                    "text_config.num_image_tokens",
+                    default=(
+                        as_int(cfg.get("vision_config.image_size", 224))
+                        // as_int(cfg.get("vision_config.patch_size", 14))
+                    )
+                    ** 2,
+                )
+            ),
+            rule="(image_size/patch_size)², all prefix tokens",
+        ),
+        hf_class="PaliGemmaForConditionalGeneration",
+        notes=("The image prefix attends bidirectionally (prefix-LM mask).",),
     ),
-    notes=("The image prefix attends bidirectionally (prefix-LM mask).",),
+    no_pipeline_reason=_NO_TYPE.format(t="paligemma"),
 )
 
 
@@ -181,40 +222,47 @@ def _internvl_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
 
 INTERNVL = Family(
     key="internvl",
+    fixtures=_inspected("InternVLConfig", "MLPMultiModalProjector", {"image_token_id": 151667}),
     name="InternVL",
-    model_types=("internvl", "internvl_chat"),
-    remote_code_types=("internvl_chat",),
     pipeline_type=None,
+    recognition=Recognition(
+        model_types=("internvl", "internvl_chat"), remote_code_types=("internvl_chat",)
+    ),
+    profile=Profile(
+        projector=_internvl_projector,
+        token_ids=lambda cfg: ids(cfg, image_token_id=("image_token_id", "img_context_token_id")),
+        image_tokens=_internvl_tokens,
+        hf_class="InternVLForConditionalGeneration",
+    ),
     no_pipeline_reason=_NO_TYPE.format(t="internvl"),
-    hf_class="InternVLForConditionalGeneration",
-    projector=_internvl_projector,
-    token_ids=lambda cfg: ids(cfg, image_token_id=("image_token_id", "img_context_token_id")),
-    image_tokens=_internvl_tokens,
 )
 
 IDEFICS2 = Family(
     key="idefics2",
+    fixtures=_inspected("Idefics2Config", "LinearMultiModalProjector", {"image_token_id": 32001}),
     name="Idefics2",
-    model_types=("idefics2",),
     pipeline_type=None,
+    recognition=Recognition(model_types=("idefics2",)),
+    profile=Profile(
+        projector=lambda cfg: Projector(
+            "LinearMultiModalProjector",
+            "MLP modality projection → perceiver resampler",
+            "Idefics2 projects with its modality projection, then a perceiver resampler to "
+            f"resampler_n_latents={cfg.get('perceiver_config.resampler_n_latents', 64)}",
+            {
+                "perceiver_config.resampler_n_latents": cfg.get(
+                    "perceiver_config.resampler_n_latents", 64
+                )
+            },
+        ),
+        token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
+        image_tokens=lambda cfg, pre: ImageTokens(
+            fixed=int(cfg.get("perceiver_config.resampler_n_latents", 64)),
+            rule="resampler_n_latents per image (per split when do_image_splitting)",
+        ),
+        hf_class="Idefics2ForConditionalGeneration",
+    ),
     no_pipeline_reason=_NO_TYPE.format(t="idefics2"),
-    hf_class="Idefics2ForConditionalGeneration",
-    projector=lambda cfg: Projector(
-        "LinearMultiModalProjector",
-        "MLP modality projection → perceiver resampler",
-        "Idefics2 projects with its modality projection, then a perceiver resampler to "
-        f"resampler_n_latents={cfg.get('perceiver_config.resampler_n_latents', 64)}",
-        {
-            "perceiver_config.resampler_n_latents": cfg.get(
-                "perceiver_config.resampler_n_latents", 64
-            )
-        },
-    ),
-    token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
-    image_tokens=lambda cfg, pre: ImageTokens(
-        fixed=int(cfg.get("perceiver_config.resampler_n_latents", 64)),
-        rule="resampler_n_latents per image (per split when do_image_splitting)",
-    ),
 )
 
 
@@ -231,50 +279,61 @@ def _idefics3_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
 
 IDEFICS3 = Family(
     key="idefics3",
+    fixtures=_inspected("Idefics3Config", "LinearMultiModalProjector", {"image_token_id": 128257}),
     name="Idefics3 / SmolVLM",
-    model_types=("idefics3", "smolvlm"),
     pipeline_type=None,
+    recognition=Recognition(model_types=("idefics3", "smolvlm")),
+    profile=Profile(
+        projector=lambda cfg: _linear(cfg, "Idefics3", "scale_factor", cfg.get("scale_factor", 2)),
+        token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
+        image_tokens=_idefics3_tokens,
+        hf_class="Idefics3ForConditionalGeneration",
+    ),
     no_pipeline_reason=_NO_TYPE.format(t="idefics3"),
-    hf_class="Idefics3ForConditionalGeneration",
-    projector=lambda cfg: _linear(cfg, "Idefics3", "scale_factor", cfg.get("scale_factor", 2)),
-    token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
-    image_tokens=_idefics3_tokens,
 )
 
 MOLMO = Family(
     key="molmo",
+    fixtures=_inspected("Molmo2Config", "MLPMultiModalProjector", {"image_token_id": 151938}),
     name="Molmo",
-    model_types=("molmo", "molmo2"),
-    remote_code_types=("molmo",),
     pipeline_type=None,
-    no_pipeline_reason=_NO_TYPE.format(t="molmo"),
-    hf_class="Molmo2ForConditionalGeneration",
-    projector=lambda cfg: _mlp(cfg, "Molmo"),
-    token_ids=lambda cfg: ids(
-        cfg,
-        image_token_id=("image_patch_id", "image_token_id"),
-        image_start_token_id="image_start_token_id",
-        image_end_token_id="image_end_token_id",
+    recognition=Recognition(model_types=("molmo", "molmo2"), remote_code_types=("molmo",)),
+    profile=Profile(
+        projector=lambda cfg: _mlp(cfg, "Molmo"),
+        token_ids=lambda cfg: ids(
+            cfg,
+            image_token_id=("image_patch_id", "image_token_id"),
+            image_start_token_id="image_start_token_id",
+            image_end_token_id="image_end_token_id",
+        ),
+        image_tokens=lambda cfg, pre: ImageTokens(rule="multi-crop with pooled patches (dynamic)"),
+        hf_class="Molmo2ForConditionalGeneration",
     ),
-    image_tokens=lambda cfg, pre: ImageTokens(rule="multi-crop with pooled patches (dynamic)"),
+    no_pipeline_reason=_NO_TYPE.format(t="molmo"),
 )
 
 FLORENCE2 = Family(
     key="florence2",
+    fixtures=_inspected("Florence2Config", "LinearMultiModalProjector", {"image_token_id": 51289}),
     name="Florence-2",
-    model_types=("florence2",),
     pipeline_type=None,
+    recognition=Recognition(model_types=("florence2",)),
+    profile=Profile(
+        projector=lambda cfg: _linear(
+            cfg,
+            "Florence-2",
+            "vision_config.projection_dim",
+            cfg.get("vision_config.projection_dim"),
+        ),
+        token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
+        image_tokens=lambda cfg, pre: ImageTokens(
+            rule="DaViT features of the 768px image plus a pooled token"
+        ),
+        hf_class="Florence2ForConditionalGeneration",
+    ),
     no_pipeline_reason=(
         "Florence-2 is an encoder-decoder (BART) model; ONNX Runtime GenAI 0.18 runs "
         "decoder-only multimodal pipelines"
-    ),
-    hf_class="Florence2ForConditionalGeneration",
-    projector=lambda cfg: _linear(
-        cfg, "Florence-2", "vision_config.projection_dim", cfg.get("vision_config.projection_dim")
-    ),
-    token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
-    image_tokens=lambda cfg, pre: ImageTokens(
-        rule="DaViT features of the 768px image plus a pooled token"
     ),
 )
 
@@ -283,17 +342,18 @@ FLORENCE2 = Family(
 LFM2_AUDIO = Family(
     key="lfm2_audio",
     name="LFM2-Audio",
-    model_types=("lfm2_audio",),
-    remote_code_types=("lfm2_audio",),
     pipeline_type="lfm2_audio",
-    hf_class=None,
-    projector=lambda cfg: Projector(
-        "MLP", "audio encoder → MLP → LFM2", "LFM2-Audio projects its audio encoder into LFM2"
+    recognition=Recognition(model_types=("lfm2_audio",), remote_code_types=("lfm2_audio",)),
+    profile=Profile(
+        projector=lambda cfg: Projector(
+            "MLP", "audio encoder → MLP → LFM2", "LFM2-Audio projects its audio encoder into LFM2"
+        ),
+        token_ids=lambda cfg: {},
+        image_tokens=lambda cfg, pre: ImageTokens(rule="audio only: no images"),
+        hf_class=None,
+        has_vision=lambda cfg: False,
+        has_audio=lambda cfg: True,
     ),
-    token_ids=lambda cfg: {},
-    image_tokens=lambda cfg, pre: ImageTokens(rule="audio only: no images"),
-    has_vision=lambda cfg: False,
-    has_audio=lambda cfg: True,
     # The pipeline is in the 0.18 wheel's compiled code (its messages name an
     # Lfm2AudioProcessor, a speech state, a depthformer and an audio-output model) but not
     # in the runtime's public source (microsoft/onnxruntime-genai a0c04eb1, 2026-08-22,
@@ -313,15 +373,20 @@ LFM2_AUDIO = Family(
 VIDEOCHAT_FLASH = Family(
     key="videochat_flash_qwen",
     name="VideoChat-Flash",
-    model_types=("videochat_flash_qwen",),
-    remote_code_types=("videochat_flash_qwen",),
     pipeline_type="videochat_flash_qwen",
-    hf_class=None,
-    projector=lambda cfg: Projector(
-        "MLP", "vision tower → token compression → MLP → Qwen2", "VideoChat-Flash's connector"
+    recognition=Recognition(
+        model_types=("videochat_flash_qwen",), remote_code_types=("videochat_flash_qwen",)
     ),
-    token_ids=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
-    image_tokens=lambda cfg, pre: ImageTokens(rule="video frames compressed to few tokens each"),
+    profile=Profile(
+        projector=lambda cfg: Projector(
+            "MLP", "vision tower → token compression → MLP → Qwen2", "VideoChat-Flash's connector"
+        ),
+        token_ids=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
+        image_tokens=lambda cfg, pre: ImageTokens(
+            rule="video frames compressed to few tokens each"
+        ),
+        hf_class=None,
+    ),
     # The runtime's input, read in VideoChatFlashProcessor (src/models/
     # videochat_flash_processor.cpp, microsoft/onnxruntime-genai a0c04eb1) and measured on
     # the 0.18 wheel (tests/backend/test_runtime_types.py): no video type, a clip is its

@@ -20,7 +20,7 @@ def specs() -> dict[str, TinySpec]:
     """Every family's tiny spec, by family key."""
     from mmforge.backend.families import ALL  # the families' specs import this package
 
-    return {f.key: f.tiny for f in ALL if f.tiny is not None}
+    return {f.key: f.fixtures.tiny for f in ALL if f.fixtures.tiny is not None}
 
 
 def __getattr__(name: str) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.errors import MmforgeError
-from mmforge.backend.families._reference import ReferenceInputs
+from mmforge.backend.families import ReferenceInputs
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.verify import hf_reference
 
@@ -249,7 +249,7 @@ def until_placeholder(checkpoint: Checkpoint, tokens: list[int]) -> list[int]:
     """
     placeholders = {
         v
-        for name, v in checkpoint.family.token_ids(checkpoint.cfg).items()
+        for name, v in checkpoint.family.profile.token_ids(checkpoint.cfg).items()
         if name in ("image_token_id", "audio_token_id", "video_token_id")
     }
     out: list[int] = []
@@ -291,7 +291,7 @@ def _generated_placeholder(
     if k is None:
         return None
     placeholders = {
-        v for name, v in checkpoint.family.token_ids(checkpoint.cfg).items()
+        v for name, v in checkpoint.family.profile.token_ids(checkpoint.cfg).items()
         if name in ("image_token_id", "audio_token_id", "video_token_id")
     }  # fmt: skip
     return next(((i, t) for i, t in enumerate(hf_tokens[:k]) if t in placeholders), None)

@@ -13,9 +13,8 @@ from typing import Any
 
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.errors import MmforgeError
-from mmforge.backend.families import Reference
-from mmforge.backend.families import _reference as family_reference
-from mmforge.backend.families._reference import ReferenceInputs
+from mmforge.backend.families import Reference, ReferenceInputs, ReferenceRequest, RuntimeArrays
+from mmforge.backend.families import image_processor as family_image_processor
 
 __all__ = [
     "ReferenceInputs",
@@ -52,7 +51,7 @@ def load_model(source: Checkpoint | Path) -> Any:
     family = checkpoint.family
     if family.reference is not None and family.reference.load is not None:
         return family.reference.load(checkpoint)
-    if family.hf_class is None:
+    if family.profile.hf_class is None:
         raise MmforgeError(
             f"{family.name} has no transformers class to compare against",
             "Parity checks need a family that transformers implements natively",
@@ -62,7 +61,7 @@ def load_model(source: Checkpoint | Path) -> Any:
             f"{checkpoint.folder} has no safetensors weights to compare against",
             "Pass the checkpoint folder the package was converted from",
         )
-    cls = getattr(transformers, family.hf_class)
+    cls = getattr(transformers, family.profile.hf_class)
     transformers.utils.logging.disable_progress_bar()  # progress is ours to report
     # Its advice (Qwen3.5's "falling back to its reference PyTorch implementation ...
     # install causal_conv1d") is about training speed, not about this comparison: errors only.
@@ -117,7 +116,7 @@ def _from_remote_layout(cls: Any, checkpoint: Checkpoint) -> Any:
 
     from mmforge.backend.tensors import checkpoint_refs
 
-    layout = checkpoint.family.remote_layout
+    layout = checkpoint.family.recognition.remote_layout
     assert layout is not None
     from transformers.initialization import no_init_weights
 
@@ -163,7 +162,7 @@ def load_tokenizer(source: Checkpoint | Path) -> Any:
 
 def image_processor(source: Checkpoint | Path) -> Any:
     """The checkpoint's HF image processor (the PIL implementation without torchvision)."""
-    return family_reference.image_processor(_checkpoint(source))
+    return family_image_processor(_checkpoint(source))
 
 
 def messages_for(text: str, n_images: int = 0, n_audios: int = 0) -> list[dict[str, Any]]:
@@ -188,7 +187,7 @@ def template_messages(
     checkpoint = _checkpoint(source)
     family = checkpoint.family
     form = check_folder_template(checkpoint.folder)
-    return conform(messages, form, family.text_placeholder, family.name)
+    return conform(messages, form, family.profile.text_placeholder, family.name)
 
 
 def prepare(
@@ -214,7 +213,7 @@ def prepare(
     messages = template_messages(checkpoint, messages)
     prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     result: ReferenceInputs = reference.prepare(
-        checkpoint, tokenizer, prompt, list(images), list(audios)
+        ReferenceRequest(checkpoint, tokenizer, prompt, list(images), list(audios))
     )
     return result
 
@@ -235,7 +234,7 @@ def from_runtime(source: Checkpoint | Path, prompt: str, arrays: dict[str, Any])
         input_ids=[int(t) for t in ids[0]],
         tensors={"input_ids": ids, "attention_mask": torch.ones_like(ids)},
     )
-    reference.from_runtime(checkpoint.cfg, arrays, result)
+    reference.from_runtime(RuntimeArrays(checkpoint.cfg, arrays, result))
     return result
 
 

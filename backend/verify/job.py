@@ -393,7 +393,9 @@ def _known_limit(setup: Setup) -> str | None:
     reference = setup.checkpoint.family.reference
     if reference is None or reference.known_limit is None:
         return None
-    return reference.known_limit(setup.checkpoint, setup.n_images, setup.n_audios)
+    return reference.known_limit(
+        families.LimitRequest(setup.checkpoint, setup.n_images, setup.n_audios)
+    )
 
 
 def _processor_failed(
@@ -408,7 +410,7 @@ def _processor_failed(
     hf_prompt = tokenizer.apply_chat_template(
         hf_messages, add_generation_prompt=True, tokenize=False
     )
-    strings = setup.checkpoint.family.runtime_token_strings
+    strings = setup.checkpoint.family.profile.runtime_token_strings
     missing = [s for s in strings if s in hf_prompt and s not in rt.prompt]
     reason = f"the runtime's processor rejects the prompt: {rt.processor_error}"
     cause = reason

@@ -21,6 +21,7 @@ from typing import Any
 
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.errors import LayoutError
+from mmforge.backend.families import WeightsRequest
 from mmforge.backend.verify import hf_reference, rounding
 from mmforge.backend.verify.evidence import (
     ReferenceEvidence,
@@ -79,7 +80,9 @@ def as_converted(checkpoint: Checkpoint) -> dict[str, Any] | None:
     spec = checkpoint.family.package
     if spec is None or spec.prepare_weights is None:
         return None
-    return spec.prepare_weights(checkpoint, checkpoint_refs(checkpoint.folder))[0]
+    return spec.prepare_weights(
+        WeightsRequest(checkpoint, checkpoint_refs(checkpoint.folder))
+    ).tensors
 
 
 def prepare(setup: Setup, scratch: Path, dtype: str) -> Rounded:

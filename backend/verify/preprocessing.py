@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mmforge.backend.families import LayoutRequest, PixelsRequest
 from mmforge.backend.verify import hf_reference, intake
 from mmforge.backend.verify.evidence import ReferenceEvidence, RuntimeEvidence
 from mmforge.backend.verify.parity import AMBIGUOUS, FAIL, PASS, Comparison, cosine
@@ -35,10 +36,12 @@ def check(
     assert reference is not None
     parts: list[tuple[str, str]] = []
     if reference.placeholder_layout is not None:
-        holds, found = reference.placeholder_layout(
-            setup.checkpoint.cfg, list(rt.ids), rt.arrays, setup.image_token, tokenizer
+        layout = reference.placeholder_layout(
+            LayoutRequest(
+                setup.checkpoint.cfg, list(rt.ids), rt.arrays, setup.image_token, tokenizer
+            )
         )
-        parts.append((PASS if holds else FAIL, found))
+        parts.append((PASS if layout.holds else FAIL, layout.found))
     else:
         parts.append(_ids(setup, rt, ref, tokenizer, reference.text_difference))
     runtime = hf_reference.from_runtime(setup.checkpoint, rt.prompt, rt.arrays).tensors
@@ -144,7 +147,9 @@ def _pixels(
     rt = rt_all[key].float().numpy()
     hf = ref.inputs.tensors[key].float().numpy()
     if reference.hf_pixels is not None:
-        hf = reference.hf_pixels(setup.checkpoint, ref.images, runtime.arrays, hf, rt)
+        hf = reference.hf_pixels(
+            PixelsRequest(setup.checkpoint, ref.images, runtime.arrays, hf, rt)
+        )
     if rt.shape != hf.shape:
         return (
             FAIL,

@@ -10,24 +10,29 @@ from mmforge.backend.families import ALL, Family, lookup
 
 
 def _owns_its_model_type(family: Family) -> bool:
-    return lookup(family.model_types[0]) is family
+    return lookup(family.recognition.model_types[0]) is family
 
 
 # Families with a tiny checkpoint and a verify reference: convert, verify and chat run.
 TESTED: list[str] = [
-    f.key for f in ALL if f.tiny is not None and f.reference is not None and _owns_its_model_type(f)
+    f.key
+    for f in ALL
+    if f.fixtures.tiny is not None and f.reference is not None and _owns_its_model_type(f)
 ]
 # Those whose tiny checkpoint takes audio.
-AUDIO: set[str] = {f.key for f in ALL if f.tiny is not None and f.tiny.audio_preprocessor}
-# A good package's verdict where it is not PASS: Gemma 4's runtime wraps image and audio
-# blocks in blank lines (documented), so preprocessing is AMBIGUOUS while every graph and
-# token matches; Gemma 4 unified uses the same runtime processor.
-VERDICT = {"gemma4": "AMBIGUOUS", "gemma4_unified": "AMBIGUOUS"}
+AUDIO: set[str] = {
+    f.key for f in ALL if f.fixtures.tiny is not None and f.fixtures.tiny.audio_preprocessor
+}
 
 
 def verdict(family_key: str) -> str:
-    """The verdict a good package of this family gets."""
-    return VERDICT.get(family_key, "PASS")
+    """The verdict a good package of this family gets (its expect.py says where not PASS)."""
+    return lookup_key(family_key).fixtures.expect.verdict
+
+
+def lookup_key(family_key: str) -> Family:
+    """The registry entry with this key."""
+    return next(f for f in ALL if f.key == family_key)
 
 
 def agrees_but_for_decoder_prefill(report) -> bool:

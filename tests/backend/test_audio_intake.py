@@ -13,7 +13,7 @@ import soundfile as sf
 
 from mmforge.backend import audio
 from mmforge.backend.attachments import AUDIO, AttachmentError, first_look, prepare
-from mmforge.backend.families._reference import load_clip
+from mmforge.backend.families import load_clip
 
 # (name, soundfile format, subtype): every clip format chat accepts.
 FORMATS = [
@@ -114,7 +114,7 @@ BOUNDS = {"gemma4": (1e-5, 1e-6), "phi4mm": (5e-2, 2.5e-3)}
 def front_end(package, tiny):
     """front_end(family) -> (runtime features of a file, HF features of samples)."""
     from mmforge.backend.checkpoint import Checkpoint
-    from mmforge.backend.families._reference import audio_features
+    from mmforge.backend.families import audio_features
     from mmforge.backend.runtime import Runtime
 
     prompts = {"gemma4": "<|audio|>Transcribe.", "phi4mm": "<|audio_1|>Transcribe."}

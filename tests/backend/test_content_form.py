@@ -35,7 +35,7 @@ def test_text_form_numbers_attachments_across_the_conversation():
             "content": [{"type": "image"}, {"type": "audio"}, {"type": "text", "text": "And?"}],
         },
     ]
-    out = conform(messages, TEXT, PHI.text_placeholder, PHI.name)
+    out = conform(messages, TEXT, PHI.profile.text_placeholder, PHI.name)
     assert [m["content"] for m in out] == [
         "Be brief.",
         "<|image_1|>What?",
@@ -57,13 +57,13 @@ def test_a_text_only_template_without_the_familys_placeholder_is_refused():
 @pytest.mark.parametrize("family", [f for f in ALL if f.package is not None], ids=lambda f: f.key)
 def test_every_converted_familys_templates_take_a_form_mmforge_handles(family):
     """The tiny spec's template and each release's: a form, and placeholders if text."""
-    templates = {family.tiny.chat_template} if family.tiny else set()
-    templates |= {r.chat_template or r.tiny.chat_template for r in family.released}
+    templates = {family.fixtures.tiny.chat_template} if family.fixtures.tiny else set()
+    templates |= {r.chat_template or r.tiny.chat_template for r in family.fixtures.released}
     for template in templates:
         form = check_template(template, family.key)
         assert form in (LIST, TEXT), family.key
         if form == TEXT:
-            assert family.text_placeholder is not None, family.key
+            assert family.profile.text_placeholder is not None, family.key
 
 
 def test_qwen_writes_its_vision_markers_into_text():
@@ -73,6 +73,6 @@ def test_qwen_writes_its_vision_markers_into_text():
 
     qwen = lookup("qwen2_5_vl")
     messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Hi"}]}]
-    out = conform(messages, TEXT, qwen.text_placeholder, qwen.name)
+    out = conform(messages, TEXT, qwen.profile.text_placeholder, qwen.name)
     assert out[0]["content"] == "<|vision_start|><|image_pad|><|vision_end|>Hi"
-    assert all(f.text_placeholder is not None for f in ALL if f.key.startswith("qwen"))
+    assert all(f.profile.text_placeholder is not None for f in ALL if f.key.startswith("qwen"))

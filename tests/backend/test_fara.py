@@ -17,7 +17,7 @@ from mmforge.backend.attachments import IMAGE
 from mmforge.backend.chat import ChatSession, GenerationOptions
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.convert import convert
-from mmforge.backend.families import lookup
+from mmforge.backend.families import VariantRequest, lookup
 from mmforge.backend.families.qwen.fara import names_fara
 from mmforge.backend.inspect import inspect_source
 from mmforge.backend.tiny.release import write_release
@@ -30,7 +30,9 @@ _built: dict[str, Path] = {}
 def fara(tiny_root: Path, tmp_path_factory) -> tuple[Path, Path]:
     """(the release-shaped Fara-7B checkpoint, its f32 package), built once."""
     if "fara" not in _built:
-        (spec,) = lookup("qwen2_5_vl").variant({}, Path("Fara-7B")).released  # type: ignore[union-attr]
+        entry = lookup("qwen2_5_vl").recognition.variant(VariantRequest({}, Path("Fara-7B")))
+        assert entry is not None
+        (spec,) = entry.fixtures.released
         _built["fara"] = write_release(spec, tiny_root / "released-fara-7b").folder
         out = tmp_path_factory.mktemp("fara") / "pkg"
         convert(str(_built["fara"]), out)

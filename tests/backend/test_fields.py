@@ -14,22 +14,21 @@ import pytest
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.convert import convert
 from mmforge.backend.errors import MmforgeError
-from mmforge.backend.families import ALL
-from mmforge.backend.families._base import Cfg
+from mmforge.backend.families import ALL, Cfg
 from mmforge.backend.families._fields import flatten, review
 from mmforge.backend.tiny.build import with_config, write_tiny
 from mmforge.backend.verify import verify
-from tests.backend.families import TESTED, verdict
+from tests.backend.families import verdict
 
 # (Phi-3.5-Vision is remote code only: its table is read against its release-shaped
 # checkpoint in tests/backend/test_phi3v.py, as it has no transformers config class.)
-CONVERTED = [f for f in ALL if f.package is not None and f.tiny is not None]
+CONVERTED = [f for f in ALL if f.package is not None and f.fixtures.tiny is not None]
 
 
 def test_every_converted_family_has_a_tiny_or_a_release_shaped_checkpoint():
     for family in ALL:
         if family.package is not None:
-            has = family.tiny or family.released or family.remote_release
+            has = family.fixtures.tiny or family.fixtures.released or family.fixtures.remote_release
             assert has, family.key
 
 
@@ -51,10 +50,10 @@ def _tiny_config_of(family_key: str) -> dict[str, Any]:
 def test_every_field_of_the_config_class_is_in_the_table(family):
     import transformers
 
-    config_class = type(transformers.AutoConfig.for_model(family.model_types[0]))
-    defaults = review(family.fields, config_class().to_dict())
+    config_class = type(transformers.AutoConfig.for_model(family.recognition.model_types[0]))
+    defaults = review(family.profile.fields, config_class().to_dict())
     assert defaults.unlisted == ()  # (a default may be refused: Pixtral's GELU for Mistral 3)
-    tiny = review(family.fields, _tiny_config(family))
+    tiny = review(family.profile.fields, _tiny_config(family))
     assert tiny.unlisted == ()
     assert tiny.refused == (), [r.sentence() for r in tiny.refused]
     assert tiny.honoured > 10
@@ -77,7 +76,7 @@ def _checked_cases():
     for family in CONVERTED:
         config = _tiny_config(family)
         for path, _value in flatten(config):
-            rule = next((r for r in family.fields if r.path == path), None)
+            rule = next((r for r in family.profile.fields if r.path == path), None)
             if rule is not None and rule.kind == "checked":
                 yield pytest.param(family, path, id=f"{family.key}:{path}")
 
@@ -85,12 +84,12 @@ def _checked_cases():
 @pytest.mark.parametrize(("family", "path"), list(_checked_cases()))
 def test_each_checked_field_with_another_value_is_refused_naming_it(family, path):
     config = _tiny_config(family)
-    rule = next(r for r in family.fields if r.path == path)
+    rule = next(r for r in family.profile.fields if r.path == path)
     current = dict(flatten(config))[path]
     bad = _unsupported(rule, current, Cfg(config))
     changed = copy.deepcopy(config)
     _set(changed, path, bad)
-    refused = review(family.fields, changed).refused
+    refused = review(family.profile.fields, changed).refused
     assert [r.path for r in refused] == [path]
     sentence = refused[0].sentence()
     assert path in sentence and repr(bad) in sentence and rule.supported in sentence
@@ -124,93 +123,9 @@ def test_a_refused_field_stops_convert_before_any_graph_and_inspect_lists_it(tin
     assert profile.warnings[0].startswith("Cannot convert")
 
 
-# Per family, honoured fields set away from the tiny values, together. Each set changes
-# transformers' output (checked below), and the package must still match it.
-HONOURED = {
-    "qwen2_5_vl": {
-        "text_config.hidden_act": "gelu_pytorch_tanh",
-        "text_config.rms_norm_eps": 0.05,
-        "text_config.rope_parameters.rope_theta": 500.0,
-        "text_config.rope_parameters.mrope_section": [4, 2, 2],
-        "vision_config.window_size": 28,
-        "vision_config.fullatt_block_indexes": [0],
-    },
-    "qwen3_vl": {
-        "text_config.hidden_act": "gelu_pytorch_tanh",
-        "text_config.rope_parameters.rope_theta": 500.0,
-        "text_config.attention_bias": True,
-        "vision_config.deepstack_visual_indexes": [0],
-    },
-    "qwen3_5": {
-        "text_config.rms_norm_eps": 0.05,
-        "text_config.rope_parameters.rope_theta": 500.0,
-        "text_config.rope_parameters.partial_rotary_factor": 0.5,
-        "text_config.rope_parameters.mrope_section": [4, 2, 2],
-        "text_config.attention_bias": True,
-        "text_config.layer_types": [
-            "full_attention",
-            "linear_attention",
-            "full_attention",
-            "linear_attention",
-            "linear_attention",
-        ],
-    },
-    "qwen3_5_moe": {
-        "text_config.num_experts_per_tok": 3,
-        "text_config.rms_norm_eps": 0.05,
-        "text_config.layer_types": [
-            "linear_attention",
-            "linear_attention",
-            "full_attention",
-            "linear_attention",
-            "full_attention",
-        ],
-    },
-    "gemma3": {
-        "text_config.hidden_activation": "silu",
-        "text_config.rope_parameters.sliding_attention.rope_theta": 50.0,
-        "text_config.query_pre_attn_scalar": 64,
-        "text_config.sliding_window": 3,
-        "text_config.layer_types": ["full_attention", "sliding_attention"],
-        "vision_config.layer_norm_eps": 0.05,
-    },
-    "gemma4": {
-        "text_config.hidden_activation": "silu",
-        "text_config.final_logit_softcapping": 3.0,
-        "text_config.sliding_window": 3,
-        "text_config.rope_parameters.full_attention.partial_rotary_factor": 0.5,
-    },
-    # Gemma 4 unified's text model is Gemma 4's: the same fields, built by the same decoder.
-    "gemma4_unified": {
-        "text_config.hidden_activation": "silu",
-        "text_config.final_logit_softcapping": 3.0,
-        "text_config.sliding_window": 3,
-    },
-    "mistral3": {
-        "text_config.hidden_act": "gelu_pytorch_tanh",
-        "text_config.rms_norm_eps": 0.05,
-        "text_config.sliding_window": 3,
-        "vision_config.rope_parameters.rope_theta": 500.0,
-        # transformers' default; mobius 0.1 built the Pixtral MLP with a fixed SiLU.
-        "vision_config.hidden_act": "gelu",
-    },
-    "phi4mm": {
-        "hidden_act": "gelu_pytorch_tanh",
-        "rope_parameters.partial_rotary_factor": 0.75,
-        "vision_config.layer_norm_eps": 0.05,
-    },
-    "lfm2_vl": {
-        "text_config.norm_eps": 0.05,
-        "text_config.conv_bias": True,
-        "projector_use_layernorm": False,
-        "vision_config.hidden_act": "gelu",
-    },
-}
-
-
-def test_every_family_has_honoured_fields_varied():
-    """A family added to the registry needs its honoured fields varied here."""
-    assert set(HONOURED) == set(TESTED)
+# Per family (its expect.py), honoured fields set away from the tiny values, together. Each
+# set changes transformers' output (checked below), and the package must still match it.
+HONOURED = {f.key: f.fixtures.expect.honoured for f in ALL if f.fixtures.expect.honoured}
 
 
 @pytest.mark.parametrize("family_key", list(HONOURED))

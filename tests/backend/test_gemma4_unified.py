@@ -7,8 +7,7 @@ import json
 import numpy as np
 from PIL import Image
 
-from mmforge.backend.families import lookup
-from mmforge.backend.families._base import Cfg
+from mmforge.backend.families import Cfg, lookup
 from mmforge.backend.families.gemma4_unified.preprocess import preprocess, target_size
 from mmforge.backend.inspect import inspect_source
 from mmforge.backend.verify import verify
@@ -19,7 +18,9 @@ def test_inspect_names_the_pipeline_and_the_embedders(tiny):
     assert profile.family_key == "gemma4_unified"
     assert profile.pipeline_type == "gemma4_unified"
     assert profile.components == ("vision_encoder", "audio_encoder", "embedding", "decoder")
-    assert lookup("gemma4_unified").projector(Cfg({})).variant == "Gemma4UnifiedVisionEmbedder"
+    assert (
+        lookup("gemma4_unified").profile.projector(Cfg({})).variant == "Gemma4UnifiedVisionEmbedder"
+    )
 
 
 def _merged_like_hf(x, patch: int, k: int):

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from mmforge.backend.errors import MmforgeError
+from mmforge.backend.families import ALL
 from mmforge.backend.inspect import inspect_source
+from tests.backend.families import TESTED
 
 V, A, E, D = "vision_encoder", "audio_encoder", "embedding", "decoder"
 
@@ -28,130 +30,12 @@ def _gemma4(vision: bool, audio: bool):
     )
 
 
-# config factory, family key, pipeline type, components, projector variant, token ids
+# From each family's expect.py: config class, family key, pipeline type, components,
+# projector variant, token ids.
 CASES = [
-    (
-        "Qwen2_5_VLConfig",
-        "qwen2_5_vl",
-        "qwen2_5_vl",
-        (V, E, D),
-        "PatchMerger",
-        {"image_token_id": 151655, "vision_start_token_id": 151652, "video_token_id": 151656},
-    ),
-    (
-        "Qwen3VLConfig",
-        "qwen3_vl",
-        "qwen3_vl",
-        (V, E, D),
-        "PatchMerger",
-        {"image_token_id": 151655, "vision_start_token_id": 151652},
-    ),
-    (
-        "Gemma3Config",
-        "gemma3",
-        "gemma3",
-        (V, E, D),
-        "Gemma3MultiModalProjector",
-        {"image_token_id": 262144, "boi_token_id": 255999, "eoi_token_id": 256000},
-    ),
-    (
-        "Mistral3Config",
-        "mistral3",
-        "mistral3",
-        (V, E, D),
-        "Mistral3MultiModalProjector",
-        {"image_token_id": 10},
-    ),
-    (
-        "Phi4MultimodalConfig",
-        "phi4mm",
-        "phi4mm",
-        (V, A, E, D),
-        "MLPMultiModalProjector",
-        {"image_token_id": 200010, "audio_token_id": 200011},
-    ),
-    (
-        "Lfm2VlConfig",
-        "lfm2_vl",
-        "lfm2_vl",
-        (V, E, D),
-        "MLPMultiModalProjector",
-        {"image_token_id": 396},
-    ),
-    ("LlavaConfig", "llava", None, (V, E, D), "MLPMultiModalProjector", {"image_token_id": 32000}),
-    (
-        "LlavaNextConfig",
-        "llava_next",
-        None,
-        (V, E, D),
-        "MLPMultiModalProjector",
-        {"image_token_id": 32000},
-    ),
-    (
-        "VideoLlavaConfig",
-        "video_llava",
-        None,
-        (V, E, D),
-        "MLPMultiModalProjector",
-        {"image_token_id": 32000, "video_token_id": 32001},
-    ),
-    (
-        "PaliGemmaConfig",
-        "paligemma",
-        None,
-        (V, E, D),
-        "LinearMultiModalProjector",
-        {"image_token_id": 256000},
-    ),
-    (
-        "InternVLConfig",
-        "internvl",
-        None,
-        (V, E, D),
-        "MLPMultiModalProjector",
-        {"image_token_id": 151667},
-    ),
-    (
-        "Idefics2Config",
-        "idefics2",
-        None,
-        (V, E, D),
-        "LinearMultiModalProjector",
-        {"image_token_id": 32001},
-    ),
-    (
-        "Idefics3Config",
-        "idefics3",
-        None,
-        (V, E, D),
-        "LinearMultiModalProjector",
-        {"image_token_id": 128257},
-    ),
-    (
-        "Florence2Config",
-        "florence2",
-        None,
-        (V, E, D),
-        "LinearMultiModalProjector",
-        {"image_token_id": 51289},
-    ),
-    (
-        "Molmo2Config",
-        "molmo",
-        None,
-        (V, E, D),
-        "MLPMultiModalProjector",
-        {"image_token_id": 151938},
-    ),
-    ("Qwen3_5Config", "qwen3_5", "qwen3_5", (V, E, D), "PatchMerger", {"image_token_id": 248056}),
-    (
-        "Qwen3_5MoeConfig",
-        "qwen3_5_moe",
-        "qwen3_5_moe",
-        (V, E, D),
-        "PatchMerger",
-        {"image_token_id": 248056},
-    ),
+    (c.config_class, f.key, f.pipeline_type, c.components, c.projector, c.token_ids)
+    for f in ALL
+    if (c := f.fixtures.expect.default_config) is not None
 ]
 
 
@@ -216,35 +100,11 @@ def test_gemma3_projector_reason_names_the_pool_kernel(tmp_path):
     assert p.image_tokens.fixed == 256
 
 
+# From each family's expect.py: pipeline type, components, token strings.
 EXPECTED_TINY = {
-    "qwen2_5_vl": (
-        "qwen2_5_vl",
-        (V, E, D),
-        {"image_token_id": "<|image_pad|>", "vision_start_token_id": "<|vision_start|>"},
-    ),
-    "qwen3_vl": ("qwen3_vl", (V, E, D), {"image_token_id": "<|image_pad|>"}),
-    "gemma3": (
-        "gemma3",
-        (V, E, D),
-        {"image_token_id": "<image_soft_token>", "boi_token_id": "<start_of_image>"},
-    ),
-    "gemma4": (
-        "gemma4",
-        (V, A, E, D),
-        {
-            "image_token_id": "<|image|>",
-            "boi_token_id": "<|image>",
-            "audio_token_id": "<|audio|>",
-            "eoa_token_id": "<audio|>",
-        },
-    ),
-    "mistral3": ("mistral3", (V, E, D), {"image_token_id": "[IMG]"}),
-    "phi4mm": (
-        "phi4mm",
-        (V, A, E, D),
-        {"image_token_id": "<|endoftext10|>", "audio_token_id": "<|endoftext11|>"},
-    ),
-    "lfm2_vl": ("lfm2_vl", (V, E, D), {"image_token_id": "<image>"}),
+    f.key: (f.pipeline_type, f.fixtures.expect.tiny_components, f.fixtures.expect.tiny_tokens)
+    for f in ALL
+    if f.key in TESTED
 }
 
 

@@ -17,6 +17,7 @@ from PIL import Image
 
 from mmforge.backend import picture_sizing, pictures
 from mmforge.backend.attachments import IMAGE, AttachmentError, first_look, package_intake, prepare
+from mmforge.backend.families import PixelsRequest
 from mmforge.backend.picture_sizing import Intake, Sizing
 from tests.backend.families import TESTED
 from tests.images import user_pictures
@@ -215,7 +216,8 @@ def test_the_runtime_gets_transformers_pixels_for_every_picture(family, package,
         rt = rt_all[reference.pixel_key].float().numpy()
         hf = ref.tensors[reference.pixel_key].float().numpy()
         if reference.hf_pixels is not None:  # as verify compares them
-            hf = reference.hf_pixels(checkpoint, [pictures.load(sent[kind])], arrays, hf, rt)
+            loaded = [pictures.load(sent[kind])]
+            hf = reference.hf_pixels(PixelsRequest(checkpoint, loaded, arrays, hf, rt))
         assert rt.shape == hf.shape, (kind, rt.shape, hf.shape)
         rt_c, hf_c = reference.channels_first(rt), reference.channels_first(hf)
         largest = float(np.abs(rt_c - hf_c).max())

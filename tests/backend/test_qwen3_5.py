@@ -28,7 +28,7 @@ from mmforge.backend.verify import verify
 from tests.backend.families import agrees_but_for_decoder_prefill
 
 HYBRID = ["qwen3_5", "qwen3_5_moe"]
-RELEASES = {r.key: r for key in HYBRID for r in lookup(key).released}
+RELEASES = {r.key: r for key in HYBRID for r in lookup(key).fixtures.released}
 _built: dict[str, Path] = {}
 _converted: dict[str, Path] = {}
 

@@ -18,13 +18,10 @@ from mmforge.backend.convert import convert
 from mmforge.backend.families import ALL
 from mmforge.backend.tiny.release import write_release
 from mmforge.backend.verify import verify
-from tests.backend.families import agrees_but_for_decoder_prefill
+from tests.backend.families import agrees_but_for_decoder_prefill, verdict
 from tests.images import user_pictures
 
-RELEASED = {r.key: r for f in ALL for r in f.released}
-# Gemma 4's runtime wraps image and audio blocks in blank lines (documented): preprocessing
-# is AMBIGUOUS while every graph and all 32 tokens match.
-VERDICT = {"gemma4": "AMBIGUOUS"}
+RELEASED = {r.key: r for f in ALL for r in f.fixtures.released}
 # On the probe at transformers' exact pixels, Gemma 4's random release-shaped model
 # generates its own image placeholder at step 5 (verify: AMBIGUOUS at end_to_end, since
 # nothing after an imageless placeholder means anything); a photo shows the 32 tokens.
@@ -49,7 +46,7 @@ NO_RELEASED_CONFIG = {"gemma4_unified"}
 
 
 def test_every_converted_family_has_a_release_shaped_checkpoint():
-    converted = {f.key for f in ALL if f.package is not None and f.remote_release is None}
+    converted = {f.key for f in ALL if f.package is not None and f.fixtures.remote_release is None}
     covered = {r.tiny.family_key for r in RELEASED.values()}
     assert converted - NO_RELEASED_CONFIG <= covered
     assert converted - covered >= NO_RELEASED_CONFIG  # (an entry here that gains one goes)
@@ -87,18 +84,20 @@ def test_a_release_shaped_checkpoint_matches_transformers_over_32_tokens(release
     images = [user_pictures(tmp_path / "pictures", big=(900, 600))["jpeg"]] if key in PHOTO else []
     report = verify(tmp_path / "pkg", str(folder), images=images, tokens=32)
     stages = [(c.name, c.verdict, c.reason) for c in report.components]
-    if key in VERDICT:
-        assert report.verdict == VERDICT[key], stages
+    usual = verdict(RELEASED[key].tiny.family_key)  # the family's expect.py
+    if usual != "PASS":
+        assert report.verdict == usual, stages
         assert all(c.verdict == "PASS" for c in report.components if c.name != "preprocessing")
     else:
         assert agrees_but_for_decoder_prefill(report), stages
     assert report.tokens["matched"] == report.tokens["total"] == 32
 
 
-# One release per way the package's weights are made: the graph builder's (Qwen), ONNX
-# Runtime GenAI's builder with q/k/v fused under one name (LFM2-VL), and base weights with
-# a LoRA merged in (Phi-4, native and remote layout).
-ROUNDED = [("lfm2_vl-450m", "int4"), ("phi4mm-native", "int4"), ("phi4mm-remote", "int8")]
+# Release-shaped checkpoints checked against their own rounded weights, from each family's
+# expect.py: one per way the package's weights are made beyond the graph builder's (LFM2-VL:
+# ONNX Runtime GenAI's builder with q/k/v fused under one name; Phi-4: base weights with a
+# LoRA merged in, native and remote layout).
+ROUNDED = [pair for f in ALL for pair in f.fixtures.expect.released_rounded]
 
 
 @pytest.mark.parametrize(("key", "dtype"), ROUNDED)
@@ -110,7 +109,7 @@ def test_a_quantized_release_is_exact_against_its_own_rounded_weights(
     folder = released(key)
     convert(str(folder), tmp_path / "pkg", dtype=dtype)
     report = verify(tmp_path / "pkg", str(folder), tokens=32)
-    assert report.verdict == VERDICT.get(key, "PASS"), [
+    assert report.verdict == verdict(RELEASED[key].tiny.family_key), [
         (c.name, c.verdict, c.reason) for c in report.components
     ]
     assert not any("no rounded reference" in n or "not the rounding" in n for n in report.notes)

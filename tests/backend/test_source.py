@@ -326,7 +326,7 @@ def test_convert_fetches_the_lora_adapter_folders_beside_the_weights(hub, tmp_pa
     from mmforge.backend.families import lookup
     from mmforge.backend.tiny.release import write_release
 
-    spec = next(r for r in lookup("phi4mm").released if r.key == "phi4mm-native")
+    spec = next(r for r in lookup("phi4mm").fixtures.released if r.key == "phi4mm-native")
     folder = write_release(spec, tmp_path / "phi").folder
     repo = hub.state.add_folder(REPO, folder)
     repo.files["other-lora/adapter_model.safetensors"] = b"never fetched"
@@ -347,7 +347,7 @@ def test_phi4_remote_layout_from_the_hub_inspects_on_metadata_and_converts(hub, 
     from mmforge.backend.inspect import inspect_source
     from mmforge.backend.tiny.release import write_release
 
-    spec = next(r for r in lookup("phi4mm").released if r.key == "phi4mm-remote")
+    spec = next(r for r in lookup("phi4mm").fixtures.released if r.key == "phi4mm-remote")
     hub.state.add_folder(REPO, write_release(spec, tmp_path / "phi").folder)
     profile = inspect_source(REPO)
     assert profile.family_key == "phi4mm" and not profile.remote_code

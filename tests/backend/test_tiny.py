@@ -55,7 +55,7 @@ def test_tiny_checkpoint_generates_with_attachments(tiny, family):
     from mmforge.backend import families
 
     family_entry = families.lookup(config["model_type"])
-    token_ids = family_entry.token_ids(families.Cfg(config))
+    token_ids = family_entry.profile.token_ids(families.Cfg(config))
     vocab = {int(k): v["content"] for k, v in tok_config["added_tokens_decoder"].items()}
     assert token_ids, "the family names no token ids"
     for name, token_id in token_ids.items():

@@ -60,10 +60,10 @@ def test_the_spec_collects_every_familys_transformers_models():
     for name in models:
         assert importlib.util.find_spec(f"transformers.models.{name}") is not None, name
     for family in ALL:
-        if family.package is None or family.tiny is None:
+        if family.package is None or family.fixtures.tiny is None:
             continue
-        tok = train_tokenizer(family.tiny.specials, pinned=family.tiny.pinned)
-        config = family.tiny.make_config(tok.special_ids, tok.vocab_size).to_dict()
+        tok = train_tokenizer(family.fixtures.tiny.specials, pinned=family.fixtures.tiny.pinned)
+        config = family.fixtures.tiny.make_config(tok.special_ids, tok.vocab_size).to_dict()
         types = {config["model_type"]} | {
             v["model_type"] for v in config.values() if isinstance(v, dict) and "model_type" in v
         }

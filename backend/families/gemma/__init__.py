@@ -9,9 +9,12 @@ from mmforge.backend.families._base import (
     RESAMPLE,
     Cfg,
     Family,
+    Fixtures,
     ImageTokens,
     PackageSpec,
+    Profile,
     Projector,
+    Recognition,
     Reference,
     as_int,
     ids,
@@ -19,7 +22,8 @@ from mmforge.backend.families._base import (
     rescale_and_normalize,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
-from mmforge.backend.families.gemma import fields, reference, tiny
+from mmforge.backend.families._hooks import FixRequest, PixelsRequest
+from mmforge.backend.families.gemma import expect, fields, reference, tiny
 from mmforge.backend.families.gemma.attention import bidirectional_image_attention
 from mmforge.backend.families.gemma.build import flat_head_dims, query_pre_attn_scalar
 from mmforge.backend.families.gemma.graph_fixes import gemma3_batched_images
@@ -88,12 +92,11 @@ def _siglip_hub_layout(name: str) -> str:
     return name
 
 
-def _gemma4_vision_bidirectional(models: dict[str, Any], cfg: Cfg) -> str | None:
-    # The larger Gemma 4 checkpoints let an image's tokens attend both ways
-    # (use_bidirectional_attention="vision"); the small ones are causal.
+def _gemma4_vision_bidirectional(request: FixRequest) -> str | None:
+    cfg = request.cfg
     if cfg.get("text_config.use_bidirectional_attention") != "vision":
         return None
-    return bidirectional_image_attention(models, cfg)
+    return bidirectional_image_attention(request)
 
 
 def _gemma3_sizing(cfg: Cfg, pre: Cfg) -> Sizing:
@@ -138,31 +141,32 @@ GEMMA3_PACKAGE = PackageSpec(
 GEMMA3 = Family(
     key="gemma3",
     name="Gemma 3",
-    model_types=("gemma3",),
     pipeline_type="gemma3",
-    hf_class="Gemma3ForConditionalGeneration",
-    projector=_gemma3_projector,
-    token_ids=lambda cfg: ids(
-        cfg,
-        image_token_id=("image_token_index", "image_token_id"),
-        boi_token_id=("boi_token_index", "boi_token_id"),
-        eoi_token_id=("eoi_token_index", "eoi_token_id"),
+    recognition=Recognition(model_types=("gemma3",)),
+    profile=Profile(
+        projector=_gemma3_projector,
+        token_ids=lambda cfg: ids(
+            cfg,
+            image_token_id=("image_token_index", "image_token_id"),
+            boi_token_id=("boi_token_index", "boi_token_id"),
+            eoi_token_id=("eoi_token_index", "eoi_token_id"),
+        ),
+        image_tokens=_gemma3_image_tokens,
+        hf_class="Gemma3ForConditionalGeneration",
+        runtime_token_strings=("<start_of_image>", "<image_soft_token>", "<end_of_image>"),
+        fields=fields.GEMMA3,
+        text_placeholder=lambda kind, n: "<start_of_image>",
+        notes=(
+            "Image tokens attend to each other bidirectionally in HF; the decoder must build "
+            "that mask from input_ids, since token_type_ids never reach it in the runtime.",
+            "The runtime hard-codes 256 tokens per image.",
+        ),
     ),
-    image_tokens=_gemma3_image_tokens,
-    runtime_token_strings=("<start_of_image>", "<image_soft_token>", "<end_of_image>"),
-    text_placeholder=lambda kind, n: "<start_of_image>",
     package=GEMMA3_PACKAGE,
     reference=Reference(
         prepare=reference.gemma3_prepare, from_runtime=reference.gemma3_from_runtime
     ),
-    fields=fields.GEMMA3,
-    released=tiny.RELEASED_GEMMA3,
-    tiny=tiny.GEMMA3,
-    notes=(
-        "Image tokens attend to each other bidirectionally in HF; the decoder must build "
-        "that mask from input_ids, since token_type_ids never reach it in the runtime.",
-        "The runtime hard-codes 256 tokens per image.",
-    ),
+    fixtures=Fixtures(tiny=tiny.GEMMA3, released=tiny.RELEASED_GEMMA3, expect=expect.GEMMA3),
 )
 
 
@@ -297,9 +301,9 @@ def _gemma4_channels_first(pixels: Any) -> Any:
     return pixels.reshape(-1, 3).T
 
 
-def _gemma4_hf_pixels(
-    checkpoint: Any, images: list[Any], arrays: dict[str, Any], hf: Any, runtime: Any
-) -> Any:
+def _gemma4_hf_pixels(request: PixelsRequest) -> Any:
+    hf = request.hf
+    runtime = request.runtime
     return hf[:, : runtime.shape[1]]  # HF pads every image to the largest patch count
 
 
@@ -317,49 +321,50 @@ GEMMA4_REFERENCE = Reference(
 GEMMA4 = Family(
     key="gemma4",
     name="Gemma 4",
-    model_types=("gemma4",),
     pipeline_type="gemma4",
-    hf_class="Gemma4ForConditionalGeneration",
-    projector=_gemma4_projector,
-    token_ids=lambda cfg: ids(
-        cfg,
-        image_token_id="image_token_id",
-        boi_token_id="boi_token_id",
-        eoi_token_id="eoi_token_id",
-        audio_token_id="audio_token_id",
-        boa_token_id="boa_token_id",
-        eoa_token_id=("eoa_token_id", "eoa_token_index"),
-        video_token_id="video_token_id",
+    recognition=Recognition(model_types=("gemma4",)),
+    profile=Profile(
+        projector=_gemma4_projector,
+        token_ids=lambda cfg: ids(
+            cfg,
+            image_token_id="image_token_id",
+            boi_token_id="boi_token_id",
+            eoi_token_id="eoi_token_id",
+            audio_token_id="audio_token_id",
+            boa_token_id="boa_token_id",
+            eoa_token_id=("eoa_token_id", "eoa_token_index"),
+            video_token_id="video_token_id",
+        ),
+        image_tokens=_gemma4_image_tokens,
+        hf_class="Gemma4ForConditionalGeneration",
+        has_vision=lambda cfg: cfg.has("vision_config"),
+        has_audio=lambda cfg: cfg.has("audio_config"),
+        runtime_token_strings=(
+            "<|image>",
+            "<|image|>",
+            "<image|>",
+            "<|audio>",
+            "<|audio|>",
+            "<audio|>",
+        ),
+        fields=fields.GEMMA4,
+        text_placeholder=lambda kind, n: f"<|{kind}|>",
+        notes=(
+            "The audio encoder exists only on the small sizes (config.audio_config set); "
+            "a config without vision_config is text-only.",
+            "The embedding also outputs per_layer_inputs, listed in embedding.outputs and "
+            "decoder.inputs.",
+            "The runtime resizes images slightly differently from HF; vision parity is measured "
+            "on the runtime's own pixels.",
+            "The runtime's processor wraps each image and audio block in blank lines that HF's "
+            "processor does not add, so its prompt ids differ from HF's in those text tokens "
+            "(verify reports preprocessing as AMBIGUOUS for this reason); parity feeds both "
+            "sides the runtime's ids.",
+        ),
     ),
-    image_tokens=_gemma4_image_tokens,
-    has_vision=lambda cfg: cfg.has("vision_config"),
-    has_audio=lambda cfg: cfg.has("audio_config"),
     package=GEMMA4_PACKAGE,
     reference=GEMMA4_REFERENCE,
-    fields=fields.GEMMA4,
-    released=tiny.RELEASED_GEMMA4,
-    tiny=tiny.GEMMA4,
-    runtime_token_strings=(
-        "<|image>",
-        "<|image|>",
-        "<image|>",
-        "<|audio>",
-        "<|audio|>",
-        "<audio|>",
-    ),
-    text_placeholder=lambda kind, n: f"<|{kind}|>",
-    notes=(
-        "The audio encoder exists only on the small sizes (config.audio_config set); "
-        "a config without vision_config is text-only.",
-        "The embedding also outputs per_layer_inputs, listed in embedding.outputs and "
-        "decoder.inputs.",
-        "The runtime resizes images slightly differently from HF; vision parity is measured "
-        "on the runtime's own pixels.",
-        "The runtime's processor wraps each image and audio block in blank lines that HF's "
-        "processor does not add, so its prompt ids differ from HF's in those text tokens "
-        "(verify reports preprocessing as AMBIGUOUS for this reason); parity feeds both "
-        "sides the runtime's ids.",
-    ),
+    fixtures=Fixtures(tiny=tiny.GEMMA4, released=tiny.RELEASED_GEMMA4, expect=expect.GEMMA4),
 )
 
 FAMILIES = (GEMMA3, GEMMA4)

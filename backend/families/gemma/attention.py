@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 
 from mmforge.backend.errors import LayoutError
-from mmforge.backend.families._base import Cfg
 from mmforge.backend.families._graph_edit import GraphEdit, is_constant
+from mmforge.backend.families._hooks import FixRequest
 
 
-def bidirectional_image_attention(models: dict[str, Any], cfg: Cfg) -> str:
+def bidirectional_image_attention(request: FixRequest) -> str:
     """Gemma 3 and 4: image tokens of one image attend to each other in both directions.
 
     HF builds this from token_type_ids, which the runtime never passes to the decoder. The
@@ -22,6 +22,8 @@ def bidirectional_image_attention(models: dict[str, Any], cfg: Cfg) -> str:
     text, which is exact while the multimodal prefill runs in one pass (search.chunk_size
     unset).
     """
+    models = request.models
+    cfg = request.cfg
     import onnx_ir as ir
 
     graph = models["decoder"].graph

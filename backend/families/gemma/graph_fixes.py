@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from mmforge.backend.errors import LayoutError
-from mmforge.backend.families._base import Cfg
 from mmforge.backend.families._graph_edit import initializer
+from mmforge.backend.families._hooks import FixRequest
 
 
-def gemma3_batched_images(models: dict[str, Any], cfg: Cfg) -> str:
+def gemma3_batched_images(request: FixRequest) -> str:
     """Gemma 3: several images per prompt.
 
     The runtime sizes the vision output by its rank: rank 3 is [images, 256, hidden]; rank
@@ -19,6 +17,8 @@ def gemma3_batched_images(models: dict[str, Any], cfg: Cfg) -> str:
     vision graph keeps the image axis (mobius squeezes it), and the embedding flattens
     [images, 256, hidden] to rows before the placeholder replacement.
     """
+    models = request.models
+    cfg = request.cfg
     import onnx_ir as ir
 
     vision = models["vision_encoder"].graph

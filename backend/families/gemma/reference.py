@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mmforge.backend.families._base import Cfg
+from mmforge.backend.families._hooks import ReferenceRequest, RuntimeArrays
 from mmforge.backend.families._reference import (
     ReferenceInputs,
     audio_features,
@@ -14,14 +14,13 @@ from mmforge.backend.families._reference import (
     token_types,
 )
 
-if TYPE_CHECKING:
-    from mmforge.backend.checkpoint import Checkpoint
 
-
-def gemma3_prepare(
-    checkpoint: Checkpoint, tokenizer: Any, prompt: str, images: list[Any], audios: list[Any]
-) -> ReferenceInputs:
+def gemma3_prepare(request: ReferenceRequest) -> ReferenceInputs:
     """Gemma3Processor's inputs: fixed image blocks and token_type_ids for image tokens."""
+    checkpoint = request.checkpoint
+    tokenizer = request.tokenizer
+    prompt = request.prompt
+    images = request.images
     cfg = checkpoint.cfg
     boi, eoi, soft = "<start_of_image>", "<end_of_image>", "<image_soft_token>"
     tensors: dict[str, Any] = {}
@@ -38,8 +37,11 @@ def gemma3_prepare(
     return result
 
 
-def gemma3_from_runtime(cfg: Cfg, arrays: dict[str, Any], result: ReferenceInputs) -> None:
+def gemma3_from_runtime(request: RuntimeArrays) -> None:
     """The runtime's pixels, and token_type_ids marking the image tokens."""
+    cfg = request.cfg
+    arrays = request.arrays
+    result = request.inputs
     import torch
 
     if "pixel_values" in arrays:
@@ -49,10 +51,13 @@ def gemma3_from_runtime(cfg: Cfg, arrays: dict[str, Any], result: ReferenceInput
     result.tensors["token_type_ids"] = (ids == int(cfg.get("image_token_index"))).long()
 
 
-def gemma4_prepare(
-    checkpoint: Checkpoint, tokenizer: Any, prompt: str, images: list[Any], audios: list[Any]
-) -> ReferenceInputs:
+def gemma4_prepare(request: ReferenceRequest) -> ReferenceInputs:
     """Gemma4Processor's inputs: image and audio blocks sized by their soft tokens."""
+    checkpoint = request.checkpoint
+    tokenizer = request.tokenizer
+    prompt = request.prompt
+    images = request.images
+    audios = request.clips
     cfg = checkpoint.cfg
     tensors: dict[str, Any] = {}
     image_reps: list[str] = []
@@ -82,8 +87,11 @@ def gemma4_prepare(
     return result
 
 
-def gemma4_from_runtime(cfg: Cfg, arrays: dict[str, Any], result: ReferenceInputs) -> None:
+def gemma4_from_runtime(request: RuntimeArrays) -> None:
     """The runtime's patches, position ids and audio features under HF's names."""
+    cfg = request.cfg
+    arrays = request.arrays
+    result = request.inputs
     import torch
 
     if "pixel_values" in arrays:

@@ -10,23 +10,25 @@ when use_bidirectional_attention is "vision".
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from mmforge.backend.families._base import (
     Cfg,
-    Family,
+    Fixtures,
     ImageTokens,
     PackageSpec,
     Projector,
-    Reference,
+    Recognition,
     ids,
     processor_op,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
-from mmforge.backend.families.gemma import gemma4_sizing
+from mmforge.backend.families._hooks import FixRequest
+from mmforge.backend.families.gemma import GEMMA4, GEMMA4_REFERENCE, gemma4_sizing
 from mmforge.backend.families.gemma.attention import bidirectional_image_attention
 from mmforge.backend.families.gemma.build import flat_head_dims
-from mmforge.backend.families.gemma4_unified import fields, reference, tiny
+from mmforge.backend.families.gemma4_unified import expect, fields, reference, tiny
 
 
 def _model_patch(cfg: Cfg, pre: Cfg) -> int:
@@ -56,11 +58,11 @@ def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     )
 
 
-def _vision_bidirectional(models: dict[str, Any], cfg: Cfg) -> str | None:
-    # HF: AND(window, OR(causal, same image)) on sliding layers, causal on global ones.
+def _vision_bidirectional(request: FixRequest) -> str | None:
+    cfg = request.cfg
     if cfg.get("text_config.use_bidirectional_attention") != "vision":
         return None
-    return bidirectional_image_attention(models, cfg)
+    return bidirectional_image_attention(request)
 
 
 def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
@@ -148,53 +150,36 @@ PACKAGE = PackageSpec(
     ),
 )
 
-GEMMA4_UNIFIED = Family(
+# Gemma 4 with other encoders: the token ids, strings, placeholders and the runtime's
+# processor framing are Gemma 4's, so the entry is Gemma 4's with what differs replaced.
+GEMMA4_UNIFIED = dataclasses.replace(
+    GEMMA4,
     key="gemma4_unified",
     name="Gemma 4 unified",
-    model_types=("gemma4_unified",),
     pipeline_type="gemma4_unified",
-    hf_class="Gemma4UnifiedForConditionalGeneration",
-    projector=_projector,
-    token_ids=lambda cfg: ids(
-        cfg,
-        image_token_id="image_token_id",
-        boi_token_id="boi_token_id",
-        eoi_token_id="eoi_token_id",
-        audio_token_id="audio_token_id",
-        boa_token_id="boa_token_id",
-        eoa_token_id=("eoa_token_id", "eoa_token_index"),
-        video_token_id="video_token_id",
+    recognition=Recognition(model_types=("gemma4_unified",)),
+    profile=dataclasses.replace(
+        GEMMA4.profile,
+        projector=_projector,
+        image_tokens=_image_tokens,
+        hf_class="Gemma4UnifiedForConditionalGeneration",
+        fields=fields.GEMMA4_UNIFIED,
+        notes=(
+            "Encoder-free: the 'vision encoder' and 'audio encoder' graphs are the patch and "
+            "frame embedders, with no transformer layers.",
+            "Image tokens of one image attend both ways on the sliding layers (global layers "
+            "stay causal), the mask built from input_ids in the decoder.",
+        ),
     ),
-    image_tokens=_image_tokens,
-    has_vision=lambda cfg: cfg.has("vision_config"),
-    has_audio=lambda cfg: cfg.has("audio_config"),
     package=PACKAGE,
-    reference=Reference(
+    reference=dataclasses.replace(
+        GEMMA4_REFERENCE,
         prepare=reference.prepare,
         from_runtime=reference.from_runtime,
-        channels_first=lambda pixels: pixels.reshape(-1, 3).T,
-        pixel_outliers=1.0,
-        hf_pixels=lambda checkpoint, images, arrays, hf, runtime: hf[:, : runtime.shape[1]],
         text_difference="the runtime wraps each image and audio block in blank lines",
         audio_extractor="Gemma4UnifiedAudioFeatureExtractor",
     ),
-    fields=fields.GEMMA4_UNIFIED,
-    tiny=tiny.TINY,
-    runtime_token_strings=(
-        "<|image>",
-        "<|image|>",
-        "<image|>",
-        "<|audio>",
-        "<|audio|>",
-        "<audio|>",
-    ),
-    text_placeholder=lambda kind, n: f"<|{kind}|>",
-    notes=(
-        "Encoder-free: the 'vision encoder' and 'audio encoder' graphs are the patch and "
-        "frame embedders, with no transformer layers.",
-        "Image tokens of one image attend both ways on the sliding layers (global layers "
-        "stay causal), the mask built from input_ids in the decoder.",
-    ),
+    fixtures=Fixtures(tiny=tiny.TINY, expect=expect.GEMMA4_UNIFIED),
 )
 
 FAMILIES = (GEMMA4_UNIFIED,)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mmforge.backend.families._base import Cfg
+from mmforge.backend.families._hooks import ReferenceRequest, RuntimeArrays
 from mmforge.backend.families._reference import (
     ReferenceInputs,
     audio_features,
@@ -14,14 +14,14 @@ from mmforge.backend.families._reference import (
 )
 from mmforge.backend.families.gemma4_unified.preprocess import preprocess
 
-if TYPE_CHECKING:
-    from mmforge.backend.checkpoint import Checkpoint
 
-
-def prepare(
-    checkpoint: Checkpoint, tokenizer: Any, prompt: str, images: list[Any], audios: list[Any]
-) -> ReferenceInputs:
+def prepare(request: ReferenceRequest) -> ReferenceInputs:
     """Gemma4UnifiedProcessor's inputs: one soft token per merged patch or audio frame."""
+    checkpoint = request.checkpoint
+    tokenizer = request.tokenizer
+    prompt = request.prompt
+    images = request.images
+    audios = request.clips
     cfg = checkpoint.cfg
     tensors: dict[str, Any] = {}
     image_reps: list[str] = []
@@ -49,8 +49,11 @@ def prepare(
     return result
 
 
-def from_runtime(cfg: Cfg, arrays: dict[str, Any], result: ReferenceInputs) -> None:
+def from_runtime(request: RuntimeArrays) -> None:
     """The runtime's merged patches, their positions and audio frames under HF's names."""
+    cfg = request.cfg
+    arrays = request.arrays
+    result = request.inputs
     import torch
 
     if "pixel_values" in arrays:

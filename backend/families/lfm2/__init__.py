@@ -8,15 +8,18 @@ from mmforge.backend.families._base import (
     RESAMPLE,
     Cfg,
     Family,
+    Fixtures,
     ImageTokens,
     PackageSpec,
+    Profile,
     Projector,
+    Recognition,
     Reference,
     ids,
     image_sizes_pipeline,
     rescale_and_normalize,
 )
-from mmforge.backend.families.lfm2 import fields, reference, tiny
+from mmforge.backend.families.lfm2 import expect, fields, reference, tiny
 from mmforge.backend.families.lfm2.build import build
 from mmforge.backend.families.lfm2.decoder import layer_kinds
 from mmforge.backend.families.lfm2.preprocess import lfm2_sizing
@@ -138,20 +141,21 @@ LFM2_VL_PACKAGE = PackageSpec(
 LFM2_VL = Family(
     key="lfm2_vl",
     name="LFM2-VL",
-    model_types=("lfm2_vl",),
     pipeline_type="lfm2_vl",
-    hf_class="Lfm2VlForConditionalGeneration",
-    projector=_projector,
-    token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
-    image_tokens=_image_tokens,
-    runtime_token_strings=("<|image_start|>", "<image>", "<|image_end|>"),
-    text_placeholder=lambda kind, n: "<image>",
+    recognition=Recognition(model_types=("lfm2_vl",)),
+    profile=Profile(
+        projector=_projector,
+        token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
+        image_tokens=_image_tokens,
+        hf_class="Lfm2VlForConditionalGeneration",
+        runtime_token_strings=("<|image_start|>", "<image>", "<|image_end|>"),
+        fields=fields.LFM2_VL,
+        text_placeholder=lambda kind, n: "<image>",
+        notes=("The runtime does not tile large images, so they differ from HF by design.",),
+    ),
     package=LFM2_VL_PACKAGE,
-    fields=fields.LFM2_VL,
-    released=tiny.RELEASED_LFM2_VL,
-    tiny=tiny.LFM2_VL,
     reference=Reference(prepare=reference.prepare, from_runtime=reference.from_runtime),
-    notes=("The runtime does not tile large images, so they differ from HF by design.",),
+    fixtures=Fixtures(tiny=tiny.LFM2_VL, released=tiny.RELEASED_LFM2_VL, expect=expect.LFM2_VL),
 )
 
 FAMILIES = (LFM2_VL,)

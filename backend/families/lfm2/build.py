@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING
-
 from mmforge.backend.families._graphs import BuiltGraphs
+from mmforge.backend.families._hooks import BuildRequest
 from mmforge.backend.families.lfm2 import decoder
 from mmforge.backend.families.lfm2.vision import embedding_graph, vision_graph
-from mmforge.backend.jobs import JobContext
-
-if TYPE_CHECKING:
-    from mmforge.backend.checkpoint import Checkpoint
 
 
-def build(checkpoint: Checkpoint, work: Path, ctx: JobContext) -> BuiltGraphs:
+def build(request: BuildRequest) -> BuiltGraphs:
     """LFM2-VL: our vision and embedding graphs, the ORT GenAI builder's decoder."""
+    checkpoint = request.checkpoint
+    work = request.work
+    ctx = request.ctx
     import onnx_ir as ir
 
     cfg, folder = checkpoint.cfg, checkpoint.folder

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mmforge.backend.errors import MmforgeError
-from mmforge.backend.families._base import Cfg
+from mmforge.backend.families._hooks import ReferenceRequest, RuntimeArrays
 from mmforge.backend.families._reference import (
     ReferenceInputs,
     finish,
@@ -13,14 +13,13 @@ from mmforge.backend.families._reference import (
 )
 from mmforge.backend.families.lfm2.preprocess import lfm2_vl_images
 
-if TYPE_CHECKING:
-    from mmforge.backend.checkpoint import Checkpoint
 
-
-def prepare(
-    checkpoint: Checkpoint, tokenizer: Any, prompt: str, images: list[Any], audios: list[Any]
-) -> ReferenceInputs:
+def prepare(request: ReferenceRequest) -> ReferenceInputs:
     """Lfm2VlProcessor's inputs for images it does not tile (the runtime never tiles)."""
+    checkpoint = request.checkpoint
+    tokenizer = request.tokenizer
+    prompt = request.prompt
+    images = request.images
     tensors: dict[str, Any] = {}
     reps: list[str] = []
     if images:
@@ -36,8 +35,10 @@ def prepare(
     return finish(tokenizer, prompt, expanded, tensors)
 
 
-def from_runtime(cfg: Cfg, arrays: dict[str, Any], result: ReferenceInputs) -> None:
+def from_runtime(request: RuntimeArrays) -> None:
     """The runtime's arrays under HF's names: patches, their mask and patch grid sizes."""
+    arrays = request.arrays
+    result = request.inputs
     import torch
 
     if "pixel_values" in arrays:

@@ -10,9 +10,12 @@ from mmforge.backend.families._base import (
     CLIP_STD,
     Cfg,
     Family,
+    Fixtures,
     ImageTokens,
     PackageSpec,
+    Profile,
     Projector,
+    Recognition,
     Reference,
     as_int,
     ids,
@@ -20,7 +23,7 @@ from mmforge.backend.families._base import (
     rescale_and_normalize,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
-from mmforge.backend.families.mistral import fields, reference, tiny
+from mmforge.backend.families.mistral import expect, fields, reference, tiny
 from mmforge.backend.families.mistral.build import vision_activation
 from mmforge.backend.families.mistral.graph_fixes import pixtral_rope_any_grid
 from mmforge.backend.picture_sizing import LONGEST_EDGE, Sizing, resample_name
@@ -133,23 +136,28 @@ MISTRAL3_PACKAGE = PackageSpec(
 MISTRAL3 = Family(
     key="mistral3",
     name="Mistral 3",
-    model_types=("mistral3",),
     pipeline_type="mistral3",
-    hf_class="Mistral3ForConditionalGeneration",
-    projector=_projector,
-    token_ids=lambda cfg: ids(
-        cfg,
-        image_token_id=("image_token_index", "image_token_id"),
-        image_break_token_id=("image_break_token_id",),
-        image_end_token_id=("image_end_token_id",),
+    recognition=Recognition(model_types=("mistral3",)),
+    profile=Profile(
+        projector=_projector,
+        token_ids=lambda cfg: ids(
+            cfg,
+            image_token_id=("image_token_index", "image_token_id"),
+            image_break_token_id=("image_break_token_id",),
+            image_end_token_id=("image_end_token_id",),
+        ),
+        image_tokens=_image_tokens,
+        hf_class="Mistral3ForConditionalGeneration",
+        runtime_token_strings=("[IMG]", "[IMG_BREAK]", "[IMG_END]", "[INST]"),
+        fields=fields.MISTRAL3,
+        text_placeholder=lambda kind, n: "[IMG]",
+        notes=(
+            "The runtime resizes Qwen-style (multiples of patch·merge within a pixel budget), "
+            "not with Pixtral's longest-edge rule: the vision encoder must take any patch grid.",
+            "genai_config must carry model.vision.patch_size; the runtime defaults to 14.",
+        ),
     ),
-    image_tokens=_image_tokens,
-    runtime_token_strings=("[IMG]", "[IMG_BREAK]", "[IMG_END]", "[INST]"),
-    text_placeholder=lambda kind, n: "[IMG]",
     package=MISTRAL3_PACKAGE,
-    fields=fields.MISTRAL3,
-    released=tiny.RELEASED_MISTRAL3,
-    tiny=tiny.MISTRAL3,
     reference=Reference(
         prepare=reference.prepare,
         from_runtime=reference.from_runtime,
@@ -162,11 +170,7 @@ MISTRAL3 = Family(
             "runtime's size)"
         ),
     ),
-    notes=(
-        "The runtime resizes Qwen-style (multiples of patch·merge within a pixel budget), "
-        "not with Pixtral's longest-edge rule: the vision encoder must take any patch grid.",
-        "genai_config must carry model.vision.patch_size; the runtime defaults to 14.",
-    ),
+    fixtures=Fixtures(tiny=tiny.MISTRAL3, released=tiny.RELEASED_MISTRAL3, expect=expect.MISTRAL3),
 )
 
 FAMILIES = (MISTRAL3,)

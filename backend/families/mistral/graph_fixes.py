@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from mmforge.backend.errors import LayoutError
-from mmforge.backend.families._base import Cfg
 from mmforge.backend.families._graph_edit import GraphEdit, drop_dead
+from mmforge.backend.families._hooks import FixRequest
 
 
-def pixtral_rope_any_grid(models: dict[str, Any], cfg: Cfg) -> str:
+def pixtral_rope_any_grid(request: FixRequest) -> str:
     """Mistral 3: compute the vision 2-D RoPE angles from the patch grid itself.
 
     mobius gathers cos/sin from a table indexed by `h * (image_size // patch) + w`, which
@@ -19,6 +17,8 @@ def pixtral_rope_any_grid(models: dict[str, Any], cfg: Cfg) -> str:
     budget, so a wide image has more columns than that and rows alias each other. HF
     (transformers 5) computes the angles from (h, w) directly: h·f[0::2] ‖ w·f[1::2].
     """
+    models = request.models
+    cfg = request.cfg
     import onnx_ir as ir
 
     graph = models["vision_encoder"].graph

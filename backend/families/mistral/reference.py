@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mmforge.backend.families._base import Cfg
+from mmforge.backend.families._hooks import (
+    LayoutCheck,
+    LayoutRequest,
+    PixelsRequest,
+    ReferenceRequest,
+    RuntimeArrays,
+)
 from mmforge.backend.families._reference import (
     ReferenceInputs,
     finish,
@@ -12,14 +18,13 @@ from mmforge.backend.families._reference import (
     replace_each,
 )
 
-if TYPE_CHECKING:
-    from mmforge.backend.checkpoint import Checkpoint
 
-
-def prepare(
-    checkpoint: Checkpoint, tokenizer: Any, prompt: str, images: list[Any], audios: list[Any]
-) -> ReferenceInputs:
+def prepare(request: ReferenceRequest) -> ReferenceInputs:
     """PixtralProcessor's inputs: rows of [IMG] closed by [IMG_BREAK], then [IMG_END]."""
+    checkpoint = request.checkpoint
+    tokenizer = request.tokenizer
+    prompt = request.prompt
+    images = request.images
     cfg = checkpoint.cfg
     tensors: dict[str, Any] = {}
     reps: list[str] = []
@@ -36,27 +41,31 @@ def prepare(
     return finish(tokenizer, prompt, expanded, tensors)
 
 
-def from_runtime(cfg: Cfg, arrays: dict[str, Any], result: ReferenceInputs) -> None:
+def from_runtime(request: RuntimeArrays) -> None:
     """The runtime's pixels and image sizes."""
+    arrays = request.arrays
+    result = request.inputs
     import torch
 
     if "pixel_values" in arrays:
         pixels = torch.from_numpy(arrays["pixel_values"].astype("float32"))
         result.tensors["pixel_values"] = pixels
-        sizes = arrays.get("image_sizes")
-        if sizes is None:
-            sizes = [list(pixels.shape[-2:])] * pixels.shape[0]
+        given = arrays.get("image_sizes")
+        sizes = [list(pixels.shape[-2:])] * pixels.shape[0] if given is None else given
         result.tensors["image_sizes"] = torch.as_tensor(sizes, dtype=torch.int64).reshape(-1, 2)
 
 
-def placeholder_layout(
-    cfg: Cfg, ids: list[int], arrays: dict[str, Any], image_token: int | None, tokenizer: Any
-) -> tuple[bool, str]:
+def placeholder_layout(request: LayoutRequest) -> LayoutCheck:
     """Whether the runtime's [IMG] layout follows its own image sizes, and what was found.
 
     The runtime sizes images by a pixel budget where HF uses the longest edge, so its
     placeholders are checked against the sizes it chose rather than against HF's ids.
     """
+    cfg = request.cfg
+    ids = request.ids
+    arrays = request.arrays
+    image_token = request.image_token
+    tokenizer = request.tokenizer
     block = int(cfg.get("vision_config.patch_size", 14)) * int(cfg.get("spatial_merge_size", 2))
     sizes = [(int(h), int(w)) for h, w in arrays.get("image_sizes", [])]
     want_img = sum((h // block) * (w // block) for h, w in sizes)
@@ -66,19 +75,19 @@ def placeholder_layout(
     got = (sum(t == image_token for t in ids), ids.count(img_break), ids.count(img_end))
     want = (want_img, want_break, len(sizes))
     if got[0] != want[0]:
-        return (
+        return LayoutCheck(
             False,
             f"image token count mismatch: {got[0]} [IMG] tokens for image sizes {sizes} "
             f"(expected {want[0]})",
         )
     if got != want:
-        return False, f"boundary markers differ: [IMG_BREAK]/[IMG_END] {got[1:]} for {want[1:]}"
-    return True, f"{want_img} image tokens laid out for the runtime's {sizes}"
+        return LayoutCheck(
+            False, f"boundary markers differ: [IMG_BREAK]/[IMG_END] {got[1:]} for {want[1:]}"
+        )
+    return LayoutCheck(True, f"{want_img} image tokens laid out for the runtime's {sizes}")
 
 
-def pixels_at_runtime_size(
-    checkpoint: Checkpoint, images: list[Any], arrays: dict[str, Any], hf: Any, runtime: Any
-) -> Any:
+def pixels_at_runtime_size(request: PixelsRequest) -> Any:
     """HF's pixels for the images resized to the runtime's sizes (its resize differs).
 
     mmforge hands the runtime pictures already at HF's size (pictures.py): then HF's own
@@ -86,6 +95,11 @@ def pixels_at_runtime_size(
     rule) HF's steps are repeated at the runtime's size: transparency laid on white first,
     as the processor's convert_to_rgb does before it resizes.
     """
+    checkpoint = request.checkpoint
+    images = request.images
+    arrays = request.arrays
+    hf = request.hf
+    runtime = request.runtime
     from PIL import Image
 
     from mmforge.backend.pictures import on_white

@@ -7,9 +7,12 @@ from typing import Any
 from mmforge.backend.families._base import (
     Cfg,
     Family,
+    Fixtures,
     ImageTokens,
     PackageSpec,
+    Profile,
     Projector,
+    Recognition,
     Reference,
     RemoteLayout,
     as_int,
@@ -17,7 +20,7 @@ from mmforge.backend.families._base import (
     processor_op,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
-from mmforge.backend.families.phi import fields, layout, reference, tiny
+from mmforge.backend.families.phi import expect, fields, layout, reference, tiny
 from mmforge.backend.families.phi.adapters import (
     activate_adapters,
     adapter_limit,
@@ -211,26 +214,44 @@ PHI4MM_PACKAGE = PackageSpec(
 PHI4MM = Family(
     key="phi4mm",
     name="Phi-4-multimodal",
-    model_types=("phi4_multimodal", "phi4mm"),
-    remote_code_types=("phi4mm",),
     pipeline_type="phi4mm",
-    hf_class="Phi4MultimodalForCausalLM",
-    projector=_phi4_projector,
-    token_ids=_phi4_tokens,
-    image_tokens=_phi4_image_tokens,
-    has_audio=lambda cfg: cfg.has("audio_config") or cfg.has("embd_layer.audio_embd_layer"),
-    runtime_token_strings=("<|endoftext10|>", "<|endoftext11|>"),
-    # The released template takes text only: attachments are written <|image_1|>, ...
-    text_placeholder=lambda kind, n: f"<|{kind}_{n}|>",
-    package=PHI4MM_PACKAGE,
-    fields=fields.PHI4MM,
-    remote_layout=RemoteLayout(
-        config=layout.native_config,
-        tensor_name=layout.native_tensor_name,
-        processor_classes=layout.PROCESSOR_CLASSES,
+    recognition=Recognition(
+        model_types=("phi4_multimodal", "phi4mm"),
+        remote_code_types=("phi4mm",),
+        remote_layout=RemoteLayout(
+            config=layout.native_config,
+            tensor_name=layout.native_tensor_name,
+            processor_classes=layout.PROCESSOR_CLASSES,
+        ),
     ),
-    released=tiny.RELEASED_PHI4MM,
-    tiny=tiny.PHI4MM,
+    profile=Profile(
+        projector=_phi4_projector,
+        token_ids=_phi4_tokens,
+        image_tokens=_phi4_image_tokens,
+        hf_class="Phi4MultimodalForCausalLM",
+        has_audio=lambda cfg: cfg.has("audio_config") or cfg.has("embd_layer.audio_embd_layer"),
+        runtime_token_strings=("<|endoftext10|>", "<|endoftext11|>"),
+        fields=fields.PHI4MM,
+        # The released template takes text only: attachments are written <|image_1|>, ...
+        text_placeholder=lambda kind, n: f"<|{kind}_{n}|>",
+        # Packages made before mmforge ran the vision graph once per image take one image
+        # in a whole conversation; those after it say so in their manifest notes (and
+        # newer ones carry the manifest's max_images field).
+        old_package_max_images=lambda notes: None if any(PER_IMAGE_NOTE in n for n in notes) else 1,
+        notes=(
+            "The runtime rewrites <|image_N|> and <|audio_N|> in the prompt to the tokens at "
+            "ids 200010 and 200011 (<|endoftext10|>, <|endoftext11|>).",
+            "mobius 0.1 builds the HD transform for one image; mmforge runs that graph once per "
+            "image in a Loop, so a prompt can hold several.",
+            "The released model is a mixture of LoRAs (vision-lora/ and speech-lora/ beside "
+            "native weights, inline in the remote-code layout): the vision adapter is merged "
+            "into the decoder; ONNX Runtime GenAI 0.18 cannot switch adapters, so audio-only "
+            "turns run with the vision one where the release runs the speech adapter, and "
+            "text-only turns with it where the release runs none (verify names each "
+            "difference; verify --text-only checks a text-only prompt).",
+        ),
+    ),
+    package=PHI4MM_PACKAGE,
     reference=Reference(
         adapt=activate_adapters,
         known_limit=adapter_limit,
@@ -240,22 +261,7 @@ PHI4MM = Family(
         audio_key="audio_input_features",
         audio_extractor="Phi4MultimodalFeatureExtractor",
     ),
-    # Packages made before mmforge ran the vision graph once per image take one image in
-    # a whole conversation; those after it say so in their manifest notes (and newer ones
-    # carry the manifest's max_images field).
-    old_package_max_images=lambda notes: None if any(PER_IMAGE_NOTE in n for n in notes) else 1,
-    notes=(
-        "The runtime rewrites <|image_N|> and <|audio_N|> in the prompt to the tokens at "
-        "ids 200010 and 200011 (<|endoftext10|>, <|endoftext11|>).",
-        "mobius 0.1 builds the HD transform for one image; mmforge runs that graph once per "
-        "image in a Loop, so a prompt can hold several.",
-        "The released model is a mixture of LoRAs (vision-lora/ and speech-lora/ beside "
-        "native weights, inline in the remote-code layout): the vision adapter is merged "
-        "into the decoder; ONNX Runtime GenAI 0.18 cannot switch adapters, so audio-only "
-        "turns run with the vision one where the release runs the speech adapter, and "
-        "text-only turns with it where the release runs none (verify names each "
-        "difference; verify --text-only checks a text-only prompt).",
-    ),
+    fixtures=Fixtures(tiny=tiny.PHI4MM, released=tiny.RELEASED_PHI4MM, expect=expect.PHI4MM),
 )
 
 

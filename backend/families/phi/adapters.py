@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mmforge.backend.errors import MmforgeError
+from mmforge.backend.families._hooks import LimitRequest, PreparedWeights, WeightsRequest
 from mmforge.backend.tensors import TensorRef, checkpoint_refs
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ def _complete(name: str, pairs: dict[str, dict[str, str]]) -> dict[str, tuple[st
     return out
 
 
-def merge_vision_lora(checkpoint: Checkpoint, refs: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def merge_vision_lora(request: WeightsRequest) -> PreparedWeights:
     """The checkpoint's tensors with the vision adapter merged into its base weights.
 
     The merged base keeps its name (`<module>.weight`, or `<module>.base_layer.weight` in
@@ -160,12 +161,14 @@ def merge_vision_lora(checkpoint: Checkpoint, refs: dict[str, Any]) -> tuple[dic
     Returns:
         The tensors, and a line for the manifest (empty when there is no vision adapter).
     """
+    checkpoint = request.checkpoint
+    refs = request.tensors
     adapters = find_adapters(
         checkpoint.folder, checkpoint.written, list(refs), inline_first=checkpoint.remote_layout
     )
     vision = adapters.get("vision")
     if vision is None:
-        return refs, ""
+        return PreparedWeights(refs)
     sources = _adapter_refs(vision, refs)
     out = dict(refs)
     for module, (a_name, b_name) in vision.pairs.items():
@@ -204,7 +207,7 @@ def merge_vision_lora(checkpoint: Checkpoint, refs: dict[str, Any]) -> tuple[dic
             f"; the speech LoRA ({_where(speech)}, r={speech.rank}) is not in the package: "
             "the decoder runs with the vision adapter for every turn"
         )
-    return out, line
+    return PreparedWeights(out, line)
 
 
 def _where(adapter: Adapter) -> str:
@@ -330,12 +333,15 @@ def _continues(cache: Any) -> bool:
         return True
 
 
-def adapter_limit(checkpoint: Checkpoint, n_images: int, n_audios: int) -> str | None:
+def adapter_limit(request: LimitRequest) -> str | None:
     """Verify's named limit for a prompt the released model runs without the vision LoRA.
 
     An audio-only prompt runs the speech LoRA, a text-only one no LoRA at all; the
     package's decoder always has the vision LoRA merged in.
     """
+    checkpoint = request.checkpoint
+    n_images = request.images
+    n_audios = request.clips
     if n_images:
         return None
     names = [t.name for t in checkpoint.tensors or ()]

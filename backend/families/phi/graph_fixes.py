@@ -7,20 +7,21 @@ from typing import Any
 import numpy as np
 
 from mmforge.backend.errors import LayoutError
-from mmforge.backend.families._base import Cfg
 from mmforge.backend.families._graph_edit import initializer
+from mmforge.backend.families._hooks import FixRequest
 
 # The manifest note that tells chat a package takes several images (older ones take one).
 PER_IMAGE_NOTE = "runs once per image"
 
 
-def phi4mm_audio_sizes_input(models: dict[str, Any], cfg: Cfg) -> str | None:
+def phi4mm_audio_sizes_input(request: FixRequest) -> str | None:
     """Phi-4-multimodal: the runtime always binds `audio_sizes` to the speech graph.
 
     mobius's speech graph derives the lengths from the features and has no such input,
     so ORT GenAI 0.18 fails with "Model input was not found: audio_sizes". The graph
     gets the input (one length per clip); its value is not needed.
     """
+    models = request.models
     import onnx_ir as ir
 
     speech = models.get("audio_encoder")
@@ -36,7 +37,7 @@ def phi4mm_audio_sizes_input(models: dict[str, Any], cfg: Cfg) -> str | None:
     return "Phi-4 speech graph: an audio_sizes input for the runtime to bind"
 
 
-def phi4mm_images_one_at_a_time(models: dict[str, Any], cfg: Cfg) -> str:
+def phi4mm_images_one_at_a_time(request: FixRequest) -> str:
     """Phi-4-multimodal: run mobius's one-image vision graph once per image, in a Loop.
 
     The runtime passes every image of a prompt at once: pixel_values [images, crops, 3,
@@ -47,6 +48,7 @@ def phi4mm_images_one_at_a_time(models: dict[str, Any], cfg: Cfg) -> str:
     becomes the body of a Loop over images; each turn takes its image's slices and the
     features are concatenated, as HF concatenates each image's tokens.
     """
+    models = request.models
     import onnx_ir as ir
 
     graph = models["vision_encoder"].graph
@@ -144,13 +146,14 @@ def phi4mm_images_one_at_a_time(models: dict[str, Any], cfg: Cfg) -> str:
     return f"Phi-4 vision: mobius's one-image graph {PER_IMAGE_NOTE} in a Loop"
 
 
-def phi4mm_projection_mode(models: dict[str, Any], cfg: Cfg) -> str | None:
+def phi4mm_projection_mode(request: FixRequest) -> str | None:
     """Phi-4-multimodal: pick the audio projection branch by the runtime's mode codes.
 
     ORT GenAI 0.18 passes audio_projection_mode 2 for speech alone and 3 for speech with
     an image; mobius's graph takes the vision-speech branch only for 1. With an image,
     HF projects audio through the vision-speech branch, so the test becomes `mode == 3`.
     """
+    models = request.models
     speech = models.get("audio_encoder")
     if speech is None:
         return None

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mmforge.backend.families._base import Cfg
+from mmforge.backend.families._hooks import ReferenceRequest, RuntimeArrays
 from mmforge.backend.families._reference import (
     ReferenceInputs,
     audio_features,
@@ -14,14 +14,14 @@ from mmforge.backend.families._reference import (
 )
 from mmforge.backend.families.phi.preprocess import phi4mm_images
 
-if TYPE_CHECKING:
-    from mmforge.backend.checkpoint import Checkpoint
 
-
-def prepare(
-    checkpoint: Checkpoint, tokenizer: Any, prompt: str, images: list[Any], audios: list[Any]
-) -> ReferenceInputs:
+def prepare(request: ReferenceRequest) -> ReferenceInputs:
     """Phi4MultimodalProcessor's inputs: HD crops, audio features, numbered placeholders."""
+    checkpoint = request.checkpoint
+    tokenizer = request.tokenizer
+    prompt = request.prompt
+    images = request.images
+    audios = request.clips
     cfg = checkpoint.cfg
     tensors: dict[str, Any] = {}
     image_reps: list[str] = []
@@ -47,8 +47,10 @@ def prepare(
     return finish(tokenizer, prompt, expanded, tensors)
 
 
-def from_runtime(cfg: Cfg, arrays: dict[str, Any], result: ReferenceInputs) -> None:
+def from_runtime(request: RuntimeArrays) -> None:
     """The runtime's arrays under HF's names: pixels, masks, image and audio sizes."""
+    arrays = request.arrays
+    result = request.inputs
     import torch
 
     if "pixel_values" in arrays:

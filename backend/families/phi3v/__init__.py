@@ -15,9 +15,12 @@ from typing import Any
 from mmforge.backend.families._base import (
     Cfg,
     Family,
+    Fixtures,
     ImageTokens,
     PackageSpec,
+    Profile,
     Projector,
+    Recognition,
     Reference,
     processor_op,
 )
@@ -111,15 +114,30 @@ def _write_release(folder: Any) -> Any:
 PHI3V = Family(
     key="phi3v",
     name="Phi-3 / Phi-3.5-Vision",
-    model_types=("phi3_v",),
-    remote_code_types=("phi3_v",),
     pipeline_type="phi3v",
-    projector=_projector,
-    token_ids=lambda cfg: {},
-    image_tokens=_image_tokens,
-    fields=fields.PHI3V,
-    architecture=_architecture,
-    remote_release=_write_release,
+    recognition=Recognition(model_types=("phi3_v",), remote_code_types=("phi3_v",)),
+    profile=Profile(
+        projector=_projector,
+        token_ids=lambda cfg: {},
+        image_tokens=_image_tokens,
+        fields=fields.PHI3V,
+        architecture=_architecture,
+        text_placeholder=lambda kind, n: f"<|image_{n}|>" if kind == "image" else "",
+        notes=(
+            "Defined only as remote code; there is no transformers class for the whole model. "
+            "mmforge reads its layout as data and maps it onto native parts (Phi-3, CLIP); "
+            "no code from the repository runs.",
+            "Prompts write images as <|image_1|>, <|image_2|>, …; the runtime's processor "
+            "turns each into that many negative ids (-1, -2, …), so no image token id sits in "
+            "the config.",
+            "ONNX Runtime GenAI 0.18's Phi3ImageTransform allows 16 crops whatever num_crops "
+            "says (measured): an image takes the tokens of HF's processor at num_crops=16, and "
+            "the vision graph remakes the global view from the crops as HF does (the runtime's "
+            "own is resampled differently).",
+            "ONNX Runtime GenAI 0.18 cannot rewind a phi3v generator (RewindTo refuses the "
+            "type): every chat turn would prefill afresh.",
+        ),
+    ),
     package=PackageSpec(
         # The runtime writes image N's placeholders as -N and reads no image token id for
         # phi3v; -1 names the first image's, which verify and validation look for.
@@ -143,21 +161,7 @@ PHI3V = Family(
         placeholder_layout=reference.placeholder_layout,
         preprocessing_note=reference.PREPROCESSING_NOTE,
     ),
-    text_placeholder=lambda kind, n: f"<|image_{n}|>" if kind == "image" else "",
-    notes=(
-        "Defined only as remote code; there is no transformers class for the whole model. "
-        "mmforge reads its layout as data and maps it onto native parts (Phi-3, CLIP); "
-        "no code from the repository runs.",
-        "Prompts write images as <|image_1|>, <|image_2|>, …; the runtime's processor "
-        "turns each into that many negative ids (-1, -2, …), so no image token id sits in "
-        "the config.",
-        "ONNX Runtime GenAI 0.18's Phi3ImageTransform allows 16 crops whatever num_crops "
-        "says (measured): an image takes the tokens of HF's processor at num_crops=16, and "
-        "the vision graph remakes the global view from the crops as HF does (the runtime's "
-        "own is resampled differently).",
-        "ONNX Runtime GenAI 0.18 cannot rewind a phi3v generator (RewindTo refuses the "
-        "type): every chat turn would prefill afresh.",
-    ),
+    fixtures=Fixtures(remote_release=_write_release),
 )
 
 FAMILIES = (PHI3V,)

@@ -10,13 +10,12 @@ transform and projector (`hd_graph.py`).
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._graphs import BuiltGraphs, quiet_library
+from mmforge.backend.families._hooks import BuildRequest
 from mmforge.backend.families.phi3v import hd_graph, layout
-from mmforge.backend.jobs import JobContext
 
 if TYPE_CHECKING:
     from mmforge.backend.checkpoint import Checkpoint
@@ -51,8 +50,9 @@ def mobius_config(checkpoint: Checkpoint) -> Any:
     return hf_config
 
 
-def build(checkpoint: Checkpoint, work: Path, ctx: JobContext) -> BuiltGraphs:
+def build(request: BuildRequest) -> BuiltGraphs:
     """Mobius's phi3_v graphs in float32, the vision graph completed for the runtime."""
+    checkpoint = request.checkpoint
     with quiet_library():
         from mobius._builder import build_from_module, resolve_dtype
         from mobius._config_resolver import _config_from_hf, _default_task_for_model

@@ -12,7 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mmforge.backend.errors import MmforgeError
-from mmforge.backend.families._base import Cfg
+from mmforge.backend.families._hooks import (
+    LayoutCheck,
+    LayoutRequest,
+    PixelsRequest,
+    ReferenceRequest,
+    RuntimeArrays,
+)
 from mmforge.backend.families._reference import ReferenceInputs, encode
 from mmforge.backend.families.phi3v import layout
 from mmforge.backend.families.phi3v.preprocess import CROP, phi3v_images, with_hf_global_view
@@ -83,10 +89,12 @@ def _derived(part: str, name: str, checkpoint: Checkpoint) -> bool:
     )
 
 
-def prepare(
-    checkpoint: Checkpoint, tokenizer: Any, prompt: str, images: list[Any], audios: list[Any]
-) -> ReferenceInputs:
+def prepare(request: ReferenceRequest) -> ReferenceInputs:
     """Phi3VProcessor's inputs: HD crops, and each <|image_N|> as N's negative id repeated."""
+    checkpoint = request.checkpoint
+    tokenizer = request.tokenizer
+    prompt = request.prompt
+    images = request.images
     import re
 
     import torch
@@ -115,12 +123,14 @@ def prepare(
     return ReferenceInputs(prompt=prompt, input_ids=ids, tensors=tensors)
 
 
-def from_runtime(cfg: Cfg, arrays: dict[str, Any], result: ReferenceInputs) -> None:
+def from_runtime(request: RuntimeArrays) -> None:
     """The runtime's pixels and image sizes under the reference's names.
 
     The global view is made from the runtime's crops as HF's processor makes it (see
     `with_hf_global_view`); the package's vision graph does the same.
     """
+    arrays = request.arrays
+    result = request.inputs
     import torch
 
     if "pixel_values" in arrays:
@@ -130,14 +140,15 @@ def from_runtime(cfg: Cfg, arrays: dict[str, Any], result: ReferenceInputs) -> N
         result.tensors["image_sizes"] = sizes
 
 
-def placeholder_layout(
-    cfg: Cfg, ids: list[int], arrays: dict[str, Any], image_token: int | None, tokenizer: Any
-) -> tuple[bool, str]:
+def placeholder_layout(request: LayoutRequest) -> LayoutCheck:
     """Whether image N's placeholders (-N, in one run) follow the runtime's own image sizes.
 
     The runtime's crop budget is fixed (see `PREPROCESSING_NOTE`), so its placeholders are
     checked against the HD sizes it chose rather than against HF's ids.
     """
+    cfg = request.cfg
+    ids = request.ids
+    arrays = request.arrays
     per_crop = int(cfg.get("img_processor.num_img_tokens", 144))
     sizes = [(int(h), int(w)) for h, w in arrays.get("image_sizes", [])]
     found = []
@@ -146,21 +157,25 @@ def placeholder_layout(
         at = [i for i, t in enumerate(ids) if t == -n]
         got = len(at)
         if got != want or (at and at[-1] - at[0] + 1 != got):
-            return False, (
-                f"image token count mismatch: image {n} ({height}×{width}) has {got} "
-                f"placeholders, {want} expected"
+            return LayoutCheck(
+                False,
+                (
+                    f"image token count mismatch: image {n} ({height}×{width}) has {got} "
+                    f"placeholders, {want} expected"
+                ),
             )
         found.append(want)
     stray = sum(1 for t in ids if t < -len(sizes))
     if stray:
-        return False, f"{stray} placeholders name an image that is not attached"
-    return True, f"image tokens {found} laid out for the runtime's HD sizes {sizes}"
+        return LayoutCheck(False, f"{stray} placeholders name an image that is not attached")
+    return LayoutCheck(True, f"image tokens {found} laid out for the runtime's HD sizes {sizes}")
 
 
-def pixels_at_runtime_budget(
-    checkpoint: Checkpoint, images: list[Any], arrays: dict[str, Any], hf: Any, runtime: Any
-) -> Any:
+def pixels_at_runtime_budget(request: PixelsRequest) -> Any:
     """HF's pixels with the runtime's crop budget (its num_crops is fixed at 16)."""
+    checkpoint = request.checkpoint
+    images = request.images
+    arrays = request.arrays
     budget = int(arrays["pixel_values"].shape[1]) - 1
     out = phi3v_images(images, dict(checkpoint.preprocessor.data), num_crops=budget)
     return out["pixel_values"].float().numpy()

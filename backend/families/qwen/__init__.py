@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 from mmforge.backend.families._base import (
@@ -11,9 +10,12 @@ from mmforge.backend.families._base import (
     CLIP_STD,
     Cfg,
     Family,
+    Fixtures,
     ImageTokens,
     PackageSpec,
+    Profile,
     Projector,
+    Recognition,
     Reference,
     dynamic_tokens,
     ids,
@@ -21,7 +23,8 @@ from mmforge.backend.families._base import (
     rescale_and_normalize,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
-from mmforge.backend.families.qwen import fara, fields, reference, tiny, tiny_qwen3_5
+from mmforge.backend.families._hooks import VariantRequest
+from mmforge.backend.families.qwen import expect, fara, fields, reference, tiny, tiny_qwen3_5
 from mmforge.backend.families.qwen.build import deepstack_vision_output
 from mmforge.backend.families.qwen.graph_fixes import qwen3_deepstack, qwen_unpad_images
 from mmforge.backend.picture_sizing import SMART_RESIZE, Sizing, resample_name
@@ -208,23 +211,27 @@ def _qwen_placeholder(kind: str, n: int) -> str:
 QWEN2_5_VL = Family(
     key="qwen2_5_vl",
     name="Qwen2.5-VL",
-    model_types=("qwen2_5_vl",),
     pipeline_type="qwen2_5_vl",
-    hf_class="Qwen2_5_VLForConditionalGeneration",
-    projector=_merger,
-    token_ids=_qwen_tokens,
-    image_tokens=_qwen_image_tokens,
-    runtime_token_strings=QWEN_STRINGS,
-    text_placeholder=_qwen_placeholder,
+    recognition=Recognition(
+        model_types=("qwen2_5_vl",), variant=lambda request: _fara_variant(request)
+    ),
+    profile=Profile(
+        projector=_merger,
+        token_ids=_qwen_tokens,
+        image_tokens=_qwen_image_tokens,
+        hf_class="Qwen2_5_VLForConditionalGeneration",
+        runtime_token_strings=QWEN_STRINGS,
+        fields=fields.QWEN2_5_VL,
+        text_placeholder=_qwen_placeholder,
+        notes=(
+            "genai_config must name vision_start_token_id and image_token_id, or the runtime "
+            "silently falls back to 1-D positions.",
+        ),
+    ),
     package=QWEN_PACKAGE,
     reference=QWEN_REFERENCE,
-    fields=fields.QWEN2_5_VL,
-    released=tiny.RELEASED_QWEN2_5_VL,
-    tiny=tiny.QWEN2_5_VL,
-    variant=lambda config, folder: _fara_variant(config, folder),
-    notes=(
-        "genai_config must name vision_start_token_id and image_token_id, or the runtime "
-        "silently falls back to 1-D positions.",
+    fixtures=Fixtures(
+        tiny=tiny.QWEN2_5_VL, released=tiny.RELEASED_QWEN2_5_VL, expect=expect.QWEN2_5_VL
     ),
 )
 
@@ -251,23 +258,24 @@ QWEN3_PACKAGE = dataclasses.replace(
 QWEN3_VL = Family(
     key="qwen3_vl",
     name="Qwen3-VL",
-    model_types=("qwen3_vl",),
     pipeline_type="qwen3_vl",
-    hf_class="Qwen3VLForConditionalGeneration",
-    projector=_merger,
-    token_ids=_qwen_tokens,
-    image_tokens=_qwen_image_tokens,
-    runtime_token_strings=QWEN_STRINGS,
-    text_placeholder=_qwen_placeholder,
+    recognition=Recognition(model_types=("qwen3_vl",)),
+    profile=Profile(
+        projector=_merger,
+        token_ids=_qwen_tokens,
+        image_tokens=_qwen_image_tokens,
+        hf_class="Qwen3VLForConditionalGeneration",
+        runtime_token_strings=QWEN_STRINGS,
+        fields=fields.QWEN3_VL,
+        text_placeholder=_qwen_placeholder,
+        notes=(
+            "The runtime has no DeepStack: the vision output carries the DeepStack levels as "
+            "extra feature slots and the decoder adds them after the first layers.",
+        ),
+    ),
     package=QWEN3_PACKAGE,
     reference=QWEN_REFERENCE,
-    fields=fields.QWEN3_VL,
-    released=tiny.RELEASED_QWEN3_VL,
-    tiny=tiny.QWEN3_VL,
-    notes=(
-        "The runtime has no DeepStack: the vision output carries the DeepStack levels as "
-        "extra feature slots and the decoder adds them after the first layers.",
-    ),
+    fixtures=Fixtures(tiny=tiny.QWEN3_VL, released=tiny.RELEASED_QWEN3_VL, expect=expect.QWEN3_VL),
 )
 
 
@@ -336,21 +344,24 @@ _QWEN3_5_NOTES = (
 QWEN3_5 = Family(
     key="qwen3_5",
     name="Qwen3.5 / Qwen3.6",
-    model_types=("qwen3_5",),
     pipeline_type="qwen3_5",
-    hf_class="Qwen3_5ForConditionalGeneration",
-    projector=_merger,
-    token_ids=_qwen_tokens,
-    image_tokens=_qwen_image_tokens,
-    runtime_token_strings=QWEN_STRINGS,
-    text_placeholder=_qwen_placeholder,
+    recognition=Recognition(model_types=("qwen3_5",)),
+    profile=Profile(
+        projector=_merger,
+        token_ids=_qwen_tokens,
+        image_tokens=_qwen_image_tokens,
+        hf_class="Qwen3_5ForConditionalGeneration",
+        runtime_token_strings=QWEN_STRINGS,
+        fields=fields.QWEN3_5,
+        architecture=_hybrid_architecture,
+        text_placeholder=_qwen_placeholder,
+        notes=_QWEN3_5_NOTES,
+    ),
     package=QWEN3_5_PACKAGE,
     reference=QWEN_REFERENCE,
-    fields=fields.QWEN3_5,
-    released=tiny_qwen3_5.RELEASED_QWEN3_5,
-    tiny=tiny_qwen3_5.QWEN3_5,
-    architecture=_hybrid_architecture,
-    notes=_QWEN3_5_NOTES,
+    fixtures=Fixtures(
+        tiny=tiny_qwen3_5.QWEN3_5, released=tiny_qwen3_5.RELEASED_QWEN3_5, expect=expect.QWEN3_5
+    ),
 )
 
 # The same family with experts: only its names, transformers class, fields and test
@@ -359,12 +370,16 @@ QWEN3_5_MOE = dataclasses.replace(
     QWEN3_5,
     key="qwen3_5_moe",
     name="Qwen3.5 / Qwen3.6 MoE",
-    model_types=("qwen3_5_moe",),
     pipeline_type="qwen3_5_moe",
-    hf_class="Qwen3_5MoeForConditionalGeneration",
-    fields=fields.QWEN3_5_MOE,
-    released=tiny_qwen3_5.RELEASED_QWEN3_5_MOE,
-    tiny=tiny_qwen3_5.QWEN3_5_MOE,
+    recognition=Recognition(model_types=("qwen3_5_moe",)),
+    profile=dataclasses.replace(
+        QWEN3_5.profile, hf_class="Qwen3_5MoeForConditionalGeneration", fields=fields.QWEN3_5_MOE
+    ),
+    fixtures=Fixtures(
+        tiny=tiny_qwen3_5.QWEN3_5_MOE,
+        released=tiny_qwen3_5.RELEASED_QWEN3_5_MOE,
+        expect=expect.QWEN3_5_MOE,
+    ),
 )
 
 # --- Fara: a Qwen2.5-VL fine-tune the runtime runs as `fara` (see fara.py) -----------
@@ -377,22 +392,24 @@ FARA: Family = dataclasses.replace(
     key="fara",
     name="Fara",
     pipeline_type="fara",
-    tiny=_FARA_TINY,
-    released=fara.fara_released(_FARA_TINY),
-    variant=lambda config, folder: None,
-    notes=(
-        "Fara (microsoft/Fara-7B) is a Qwen2.5-VL fine-tune: its config.json says "
-        "model_type qwen2_5_vl, and mmforge recognises it by its name (hub repository, "
-        "folder or _name_or_path). The package is Qwen2.5-VL's with model.type 'fara'; "
-        "ONNX Runtime GenAI 0.18 runs 'fara' exactly as 'qwen2_5_vl' (same image "
-        "processor, same 3-D M-RoPE positions, same pipeline).",
-        *QWEN2_5_VL.notes,
+    recognition=Recognition(model_types=QWEN2_5_VL.recognition.model_types),
+    profile=dataclasses.replace(
+        QWEN2_5_VL.profile,
+        notes=(
+            "Fara (microsoft/Fara-7B) is a Qwen2.5-VL fine-tune: its config.json says "
+            "model_type qwen2_5_vl, and mmforge recognises it by its name (hub repository, "
+            "folder or _name_or_path). The package is Qwen2.5-VL's with model.type 'fara'; "
+            "ONNX Runtime GenAI 0.18 runs 'fara' exactly as 'qwen2_5_vl' (same image "
+            "processor, same 3-D M-RoPE positions, same pipeline).",
+            *QWEN2_5_VL.profile.notes,
+        ),
     ),
+    fixtures=Fixtures(tiny=_FARA_TINY, released=fara.fara_released(_FARA_TINY)),
 )
 
 
-def _fara_variant(config: dict[str, Any], folder: Path) -> Family | None:
-    return FARA if fara.names_fara(config, folder) else None
+def _fara_variant(request: VariantRequest) -> Family | None:
+    return FARA if fara.names_fara(request.config, request.folder) else None
 
 
 # --- end Fara ------------------------------------------------------------------------

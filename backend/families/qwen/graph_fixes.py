@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 
 from mmforge.backend.errors import LayoutError
-from mmforge.backend.families._base import Cfg
 from mmforge.backend.families._graph_edit import GraphEdit, initializer
+from mmforge.backend.families._hooks import FixRequest
 
 
-def qwen_unpad_images(models: dict[str, Any], cfg: Cfg) -> str:
+def qwen_unpad_images(request: FixRequest) -> str:
     """Qwen-VL: several images of different sizes in one prompt.
 
     The runtime stacks the patches of each image padded to the largest image
@@ -19,6 +19,7 @@ def qwen_unpad_images(models: dict[str, Any], cfg: Cfg) -> str:
     right after those of image i-1. The graph now first keeps, per image, the rows its
     grid (t·h·w) accounts for, in order, and drops the padding.
     """
+    models = request.models
     graph = models["vision_encoder"].graph
     inputs = {v.name: v for v in graph.inputs}
     pixels, grid = inputs.get("pixel_values"), inputs.get("image_grid_thw")
@@ -47,7 +48,7 @@ def qwen_unpad_images(models: dict[str, Any], cfg: Cfg) -> str:
     return "Qwen vision: per-image padding of the runtime's stacked patches is removed"
 
 
-def qwen3_deepstack(models: dict[str, Any], cfg: Cfg) -> str:
+def qwen3_deepstack(request: FixRequest) -> str:
     """Qwen3-VL: carry the DeepStack levels from the vision encoder to the decoder.
 
     ORT GenAI 0.18 passes one image_features tensor to the embedding and one
@@ -58,6 +59,8 @@ def qwen3_deepstack(models: dict[str, Any], cfg: Cfg) -> str:
     HF adds deepstack_visual_embeds[k-1] at image positions. decoder.hidden_size in
     genai_config becomes (1 + K)·H; the KV cache is unaffected.
     """
+    models = request.models
+    cfg = request.cfg
     import onnx_ir as ir
 
     levels = len(cfg.get("vision_config.deepstack_visual_indexes") or [])

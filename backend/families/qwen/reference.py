@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mmforge.backend.families._base import Cfg
+from mmforge.backend.families._hooks import ReferenceRequest, RuntimeArrays
 from mmforge.backend.families._reference import (
     ReferenceInputs,
     finish,
@@ -13,14 +13,13 @@ from mmforge.backend.families._reference import (
     token_types,
 )
 
-if TYPE_CHECKING:
-    from mmforge.backend.checkpoint import Checkpoint
 
-
-def prepare(
-    checkpoint: Checkpoint, tokenizer: Any, prompt: str, images: list[Any], audios: list[Any]
-) -> ReferenceInputs:
+def prepare(request: ReferenceRequest) -> ReferenceInputs:
     """Qwen2VLProcessor's inputs: one <|image_pad|> per merged patch, and token types."""
+    checkpoint = request.checkpoint
+    tokenizer = request.tokenizer
+    prompt = request.prompt
+    images = request.images
     cfg = checkpoint.cfg
     pad = "<|image_pad|>"
     tensors: dict[str, Any] = {}
@@ -38,8 +37,11 @@ def prepare(
     return result
 
 
-def from_runtime(cfg: Cfg, arrays: dict[str, Any], result: ReferenceInputs) -> None:
+def from_runtime(request: RuntimeArrays) -> None:
     """The runtime's patches without its padding, the image grids and token types."""
+    cfg = request.cfg
+    arrays = request.arrays
+    result = request.inputs
     import numpy as np
     import torch
 

@@ -13,6 +13,7 @@ from onnx import numpy_helper
 
 from mmforge import resources
 from mmforge.backend.errors import MmforgeError
+from mmforge.backend.families import ALL
 from mmforge.backend.runtime import read_genai_config
 from mmforge.backend.verify import verify
 from tests.backend.families import TESTED, verdict
@@ -276,12 +277,8 @@ def test_f16_packages_are_judged_with_their_own_bounds(tiny, package, tmp_path):
     assert "f16 itself changes" in f16.summary()
 
 
-QUANTIZED = [
-    *((f, "int4") for f in ("qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe", "gemma3")),
-    ("mistral3", "int4"),
-    ("qwen3_5", "int8"),
-    ("gemma3", "int8"),
-]
+# Each family's expect.py names the precisions verified on its tiny checkpoint.
+QUANTIZED = [(f.key, d) for f in ALL for d in f.fixtures.expect.quantized]
 
 
 @pytest.mark.parametrize(("family", "dtype"), QUANTIZED)
@@ -291,7 +288,9 @@ def test_a_quantized_package_is_exact_against_its_own_rounded_weights(tiny, pack
     while the rounding's own cost is measured apart (the random tiny decoders do not
     survive 4-bit weights, so it is far from zero)."""
     report = verify(package(family, dtype), str(tiny(family)), tokens=32)
-    assert report.verdict == "PASS", [(c.name, c.verdict, c.reason) for c in report.components]
+    stages_seen = [(c.name, c.verdict, c.reason) for c in report.components]
+    assert report.verdict == verdict(family), stages_seen  # Gemma 4's: AMBIGUOUS, documented
+    assert all(c.verdict == "PASS" for c in report.components if c.name != "preprocessing")
     assert report.dtype == dtype
     stages = {c.name: c for c in report.components}
     assert "rtol 0.02" in stages["decoder_prefill"].reason  # the f32 bound
@@ -304,8 +303,9 @@ def test_a_quantized_package_is_exact_against_its_own_rounded_weights(tiny, pack
     assert cost is not None and cost.weights > 0
     assert cost.mean_kl > 0 and 0 <= cost.top1_agreement <= 1
     assert cost.grade in ("good", "fair", "poor")
-    assert report.summary().startswith(f"PASS: the {dtype} package computes exactly")
-    assert f"{dtype} itself changes" in report.summary()
+    if report.verdict == "PASS":  # (an AMBIGUOUS summary names its cause instead)
+        assert report.summary().startswith(f"PASS: the {dtype} package computes exactly")
+        assert f"{dtype} itself changes" in report.summary()
     assert json.loads(json.dumps(report.to_dict()))["rounding"]["weights"] == cost.weights
 
 

@@ -1,0 +1,101 @@
+"""The family list as users read it, made from the registry.
+
+docs/families.md holds `table()` between its two markers; a test checks it is current, and
+`python -m mmforge.backend.families.catalog --write docs/families.md` rewrites it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from mmforge.backend.families import ALL, Family
+
+BEGIN = "<!-- families: generated from the registry by mmforge.backend.families.catalog -->"
+END = "<!-- families: end -->"
+
+EXACT = "converts exactly"
+CONSENT = "converts with your consent"
+CANNOT = "cannot convert"
+
+
+@dataclass(frozen=True)
+class Standing:
+    """What this version does with a family, and why, in the user's words."""
+
+    kind: str  # EXACT, CONSENT or CANNOT
+    why: str
+
+
+def standing(family: Family) -> Standing:
+    """Whether a family converts exactly, only with the user's consent, or not, and why."""
+    if family.pipeline_type is None:
+        return Standing(CANNOT, family.no_pipeline_reason or "no runtime pipeline")
+    if family.not_converted:
+        return Standing(CANNOT, family.not_converted)
+    if family.package is None:
+        return Standing(CANNOT, "not converted by this version")
+    if family.recognition.remote_code_types and set(family.recognition.model_types) <= set(
+        family.recognition.remote_code_types
+    ):
+        return Standing(
+            CONSENT,
+            "defined by remote code: convert asks for --trust-remote-code (its config and "
+            "weights are read as data; no code from the repository runs)",
+        )
+    return Standing(EXACT, f"ONNX Runtime GenAI pipeline '{family.pipeline_type}'")
+
+
+def counts(entries: tuple[Family, ...] = ALL) -> dict[str, int]:
+    """How many families of each standing the registry holds."""
+    out = {EXACT: 0, CONSENT: 0, CANNOT: 0}
+    for family in entries:
+        out[standing(family).kind] += 1
+    return out
+
+
+def table(entries: tuple[Family, ...] = ALL) -> str:
+    """The Markdown table of every family, with the counts above it."""
+    n = counts(entries)
+    lines = [
+        BEGIN,
+        "",
+        f"{n[EXACT]} families convert exactly, {n[CONSENT]} with your consent, and "
+        f"{n[CANNOT]} cannot convert (inspect describes them and says why).",
+        "",
+        "| Family | model_type | Converts | Why |",
+        "|---|---|---|---|",
+    ]
+    for family in entries:
+        s = standing(family)
+        types = ", ".join(f"`{t}`" for t in family.recognition.model_types)
+        why = s.why.replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
+        lines.append(f"| {family.name} | {types} | {s.kind} | {why} |")
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def rewrite(text: str) -> str:
+    """`text` with the part between the markers replaced by the current table."""
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError("the document has no family-table markers")
+    return text[:start] + table() + text[end + len(END) :]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the table, or rewrite a document's table in place."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", type=Path, help="the document to rewrite in place")
+    args = parser.parse_args(argv)
+    if args.write is None:
+        sys.stdout.write(table() + "\n")
+        return 0
+    args.write.write_text(rewrite(args.write.read_text(encoding="utf-8")), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""What the test suite expects of the Qwen entries (read by tests through the registry)."""
+
+from __future__ import annotations
+
+from mmforge.backend.families._base import DefaultConfig, Expectations
+
+_QWEN_IDS = {"image_token_id": 151655, "vision_start_token_id": 151652}
+
+QWEN2_5_VL = Expectations(
+    default_config=DefaultConfig(
+        "Qwen2_5_VLConfig", "PatchMerger", {**_QWEN_IDS, "video_token_id": 151656}
+    ),
+    tiny_tokens={"image_token_id": "<|image_pad|>", "vision_start_token_id": "<|vision_start|>"},
+    honoured={
+        "text_config.hidden_act": "gelu_pytorch_tanh",
+        "text_config.rms_norm_eps": 0.05,
+        "text_config.rope_parameters.rope_theta": 500.0,
+        "text_config.rope_parameters.mrope_section": [4, 2, 2],
+        "vision_config.window_size": 28,
+        "vision_config.fullatt_block_indexes": [0],
+    },
+    quantized=("int4",),
+)
+
+QWEN3_VL = Expectations(
+    default_config=DefaultConfig("Qwen3VLConfig", "PatchMerger", _QWEN_IDS),
+    tiny_tokens={"image_token_id": "<|image_pad|>"},
+    honoured={
+        "text_config.hidden_act": "gelu_pytorch_tanh",
+        "text_config.rope_parameters.rope_theta": 500.0,
+        "text_config.attention_bias": True,
+        "vision_config.deepstack_visual_indexes": [0],
+    },
+    quantized=("int4",),
+)
+
+QWEN3_5 = Expectations(
+    default_config=DefaultConfig("Qwen3_5Config", "PatchMerger", {"image_token_id": 248056}),
+    tiny_tokens={"image_token_id": "<|image_pad|>"},
+    honoured={
+        "text_config.rms_norm_eps": 0.05,
+        "text_config.rope_parameters.rope_theta": 500.0,
+        "text_config.rope_parameters.partial_rotary_factor": 0.5,
+        "text_config.rope_parameters.mrope_section": [4, 2, 2],
+        "text_config.attention_bias": True,
+        "text_config.layer_types": [
+            "full_attention",
+            "linear_attention",
+            "full_attention",
+            "linear_attention",
+            "linear_attention",
+        ],
+    },
+    quantized=("int4", "int8"),
+)
+
+QWEN3_5_MOE = Expectations(
+    default_config=DefaultConfig("Qwen3_5MoeConfig", "PatchMerger", {"image_token_id": 248056}),
+    tiny_tokens={"image_token_id": "<|image_pad|>"},
+    honoured={
+        "text_config.num_experts_per_tok": 3,
+        "text_config.rms_norm_eps": 0.05,
+        "text_config.layer_types": [
+            "linear_attention",
+            "linear_attention",
+            "full_attention",
+            "linear_attention",
+            "full_attention",
+        ],
+    },
+    quantized=("int4",),
+)
