@@ -108,6 +108,12 @@ def render_profile(p: Any) -> str:
         lines.append(f"  runtime      ONNX Runtime GenAI pipeline '{p.pipeline_type}'")
     else:
         lines.append(f"  runtime      not runnable: {p.runtime_reason}")
+    if p.converts:  # (a profile saved before this field has none)
+        from mmforge.backend.families.catalog import CANNOT, CONSENT, EXACT
+
+        said = {EXACT: "exactly", CONSENT: "with your consent", CANNOT: "no"}[p.converts]
+        why = "" if p.converts == EXACT else f": {p.converts_reason}"
+        lines.append(f"  converts     {said}{why}")
     lines.append(f"  components   {' + '.join(p.components)}")
     lines.append(f"  projector    {p.projector.variant}: {p.projector.architecture}")
     lines.append(f"               {p.projector.reason}")

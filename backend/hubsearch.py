@@ -37,7 +37,7 @@ OFFLINE = (
     "possible now; the known models below still work."
 )
 
-Verdict = Literal["converts", "not converted", "unknown"]
+Verdict = Literal["converts", "converts with consent", "not converted", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -46,9 +46,10 @@ class Mark:
 
     Attributes:
         family: The family's name, or "" when unknown.
-        verdict: "converts", "not converted" (named, with `reason`) or "unknown" (until
+        verdict: "converts", "converts with consent" (named, with `reason`: what the
+            user consents to), "not converted" (named, with `reason`) or "unknown" (until
             inspected).
-        reason: Why a named family is not converted.
+        reason: Why a named family is not converted, or what converting asks of the user.
     """
 
     family: str = ""
@@ -59,6 +60,8 @@ class Mark:
         """The mark in words: "Qwen2.5-VL: converts"."""
         if self.verdict == "converts":
             return f"{self.family}: converts"
+        if self.verdict == "converts with consent":
+            return f"{self.family}: converts with your consent ({self.reason})"
         if self.verdict == "not converted":
             named = f"{self.family}: " if self.family else ""
             return f"{named}named but not converted ({self.reason})"
@@ -107,13 +110,9 @@ def valid_repo_id(text: str) -> bool:
 
 
 def _known_types() -> dict[str, Any]:
-    from mmforge.backend.families import ALL
+    from mmforge.backend.families import REGISTRY
 
-    out: dict[str, Any] = {}
-    for family in ALL:
-        for model_type in family.recognition.model_types:
-            out.setdefault(model_type, family)  # the first entry owns a type (registry)
-    return out
+    return REGISTRY.by_type  # the first entry owns a type
 
 
 def mark_for(model_type: str | None, tags: tuple[str, ...] = ()) -> Mark:
@@ -123,16 +122,19 @@ def mark_for(model_type: str | None, tags: tuple[str, ...] = ()) -> Mark:
     registry knows by name is "not converted", saying why; anything else is "unknown".
     """
     from mmforge.backend.families import lookup
+    from mmforge.backend.families.catalog import CONSENT, EXACT, standing
 
     known = _known_types()
     family = known.get(model_type or "")
     if family is None:
         family = next((known[t] for t in tags if t in known), None)
     if family is not None:
-        if family.package is not None and not family.not_converted:
+        said = standing(family)  # the family table's words (docs/families.md)
+        if said.kind == EXACT:
             return Mark(family.name, "converts")
-        reason = family.not_converted or family.no_pipeline_reason or "not supported yet"
-        return Mark(family.name, "not converted", _first_sentence(reason))
+        if said.kind == CONSENT:
+            return Mark(family.name, "converts with consent", _first_sentence(said.why))
+        return Mark(family.name, "not converted", _first_sentence(said.why))
     if model_type:
         try:
             lookup(model_type)

@@ -17,6 +17,7 @@ from typing import Any
 from mmforge.backend import precisions, tensors, typed
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.families import Cfg, Family, ImageTokens, Projector
+from mmforge.backend.families.catalog import CANNOT, Standing, standing
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.source import ResolvedSource, read_json, resolve
 from mmforge.backend.tensors import TensorInfo
@@ -115,6 +116,8 @@ class Profile:
     refused_fields: tuple[str, ...] = ()
     unlisted_fields: tuple[str, ...] = ()
     architecture: tuple[str, ...] = ()
+    converts: str = ""
+    converts_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -427,6 +430,9 @@ def profile_checkpoint(
                 "The tokenizer lacks tokens the runtime looks for: " + ", ".join(absent)
             )
     components = family.components(cfg)
+    said = standing(family)
+    if refused:
+        said = Standing(CANNOT, "config.json sets fields the converted graphs would not follow")
     if not {"vision_encoder", "audio_encoder"} & set(components):
         warnings.append("This config has no vision or audio encoder: it is a text-only model.")
     if why_unknown is not None:
@@ -456,6 +462,8 @@ def profile_checkpoint(
         refused_fields=refused,
         unlisted_fields=fields.unlisted if family.profile.fields else (),
         architecture=family.profile.architecture(cfg),
+        converts=said.kind,
+        converts_reason=said.why,
     )
 
 

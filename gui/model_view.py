@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from mmforge.backend import precisions
 from mmforge.backend.errors import REMOTE_CODE
+from mmforge.backend.families.catalog import CONSENT
 from mmforge.backend.inspect import Profile
 from mmforge.backend.tiny.demo import is_demo_source
 from mmforge.backend.units import human_bytes, human_count
@@ -70,6 +71,11 @@ def profile_html(p: Profile, c: Colours, machine: Machine | None = None) -> str:
     if not p.runnable:
         parts.append(
             f"<p style='color:{c.bad}'><b>Not runnable:</b> {esc(str(p.runtime_reason))}</p>"
+        )
+    if p.converts == CONSENT:
+        parts.append(
+            f"<p style='color:{c.warn}'><b>Converts with your consent:</b> "
+            f"{esc(p.converts_reason)}</p>"
         )
     sizes = p.sizes
     if machine is not None and p.runnable:

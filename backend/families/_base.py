@@ -356,6 +356,8 @@ class Expectations:
             package's own rounded weights.
         released_rounded: (release-shaped checkpoint key, precision) pairs checked the
             same way on a release-shaped checkpoint.
+        held_out: Config fields (dotted paths) of a tiny checkpoint the suite never builds,
+            at other sizes, for benchmarks/heldout.py (built with another seed).
     """
 
     default_config: DefaultConfig | None = None
@@ -366,6 +368,7 @@ class Expectations:
     honoured: dict[str, Any] = field(default_factory=dict)
     quantized: tuple[str, ...] = ()
     released_rounded: tuple[tuple[str, str], ...] = ()
+    held_out: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,9 @@ def standing(family: Family) -> Standing:
     ):
         return Standing(
             CONSENT,
-            "defined by remote code: convert asks for --trust-remote-code (its config and "
-            "weights are read as data; no code from the repository runs)",
+            "converting asks you to trust remote code, since the model is defined by its "
+            "repository's code (mmforge reads its config and weights as data and runs none "
+            "of that code)",
         )
     return Standing(EXACT, f"ONNX Runtime GenAI pipeline '{family.pipeline_type}'")
 

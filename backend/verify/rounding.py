@@ -465,9 +465,14 @@ def _row_blocks(target: Any, shape: tuple[int, ...], source: str = "") -> list[A
     views = [target] if target.ndim == 2 else [target[e] for e in range(target.shape[0])]
     out = []
     for view in views:
-        if view.shape[-1] != k or view.shape[0] % n:
+        rows = view.shape[0]
+        if view.shape[-1] != k or rows < n:
             continue
-        out += [view[i : i + n] for i in range(0, view.shape[0], n)]
+        # Fused parts need not be one size (q, k and v rows differ under grouped-query
+        # attention: 64 + 16 + 16), so a part may start at any multiple of the largest
+        # step both sizes share, not only at multiples of its own.
+        step = math.gcd(n, rows)
+        out += [view[i : i + n] for i in range(0, rows - n + 1, step)]
     if not out:
         raise LayoutError(f"No rows of shape {list(shape)} in a tensor of {list(target.shape)}")
     return out

@@ -103,6 +103,7 @@ def test_inspect_json_prints_one_object(tiny, capsys):
     assert data["pipeline_type"] == "gemma3"
     assert data["components"] == ["vision_encoder", "embedding", "decoder"]
     assert data["projector"]["variant"] == "Gemma3MultiModalProjector"
+    assert data["converts"] == "converts exactly" and "gemma3" in data["converts_reason"]
 
 
 def test_inspect_text_output(tiny, capsys):
@@ -110,6 +111,7 @@ def test_inspect_text_output(tiny, capsys):
     assert code == 0
     assert "Gemma 4" in out and "vision_encoder + audio_encoder + embedding + decoder" in out
     assert "Gemma4MultimodalEmbedder" in out
+    assert "  converts     exactly\n" in out
 
 
 def test_verify_writes_json_and_html_and_exits_by_verdict(tiny, package, capsys, tmp_path):
@@ -372,6 +374,7 @@ def test_inspect_lists_a_refused_field_and_convert_exits_2_naming_it(tiny, tmp_p
     assert code == 0
     refusal = "refused field: vision_config.hidden_act = 'silu' (supported: 'gelu_pytorch_tanh')"
     assert refusal in out
+    assert "  converts     no: config.json sets fields the converted graphs would not" in out
     code, _, err = _run(capsys, "convert", str(folder), "-o", str(tmp_path / "out"))
     assert code == 2
     assert "vision_config.hidden_act = 'silu'" in err and "Traceback" not in err

@@ -61,6 +61,11 @@ def test_marks_from_tags_text_only_and_speech_types():
     assert mark_for("whisper").verdict == "not converted"
     assert mark_for("lfm2_audio").verdict == "not converted"
     assert mark_for("no_such_type").verdict == "unknown"
+    # Remote code converts only with the user's consent, and the mark says so.
+    phi3v = mark_for("phi3_v")
+    assert phi3v.verdict == "converts with consent" and phi3v.family.startswith("Phi-3")
+    assert phi3v.words().startswith(f"{phi3v.family}: converts with your consent (converting")
+    assert "trust remote code" in phi3v.reason
     # The reason is short: the runtime's list of types is left out.
     assert mark_for("llava").reason == "ONNX Runtime GenAI 0.18 has no llava model type"
 

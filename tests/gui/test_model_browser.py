@@ -155,6 +155,8 @@ def test_a_remote_code_model_is_asked_about_once_and_converts(qtbot, window, tmp
         model.inspect_button.click()
     assert asked == ["Read a model defined by its repository's code?"]
     assert window.state.profile.family_key == "phi3v"
+    card = model.card.toPlainText()  # the Model card says what converting it asks
+    assert "Converts with your consent: converting asks you to trust remote code" in card
     started: list[dict] = []
     convert = window.convert_view
     monkeypatch.setattr(convert.runner, "start", lambda job, args: started.append(args))

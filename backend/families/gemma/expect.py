@@ -5,6 +5,7 @@ from __future__ import annotations
 from mmforge.backend.families._base import DefaultConfig, Expectations
 
 GEMMA3 = Expectations(
+    held_out={"text_config.intermediate_size": 96, "text_config.num_key_value_heads": 1},
     default_config=DefaultConfig(
         "Gemma3Config",
         "Gemma3MultiModalProjector",
@@ -41,6 +42,7 @@ GEMMA4_DEFAULT = DefaultConfig(
 )
 
 GEMMA4 = Expectations(
+    held_out={"text_config.intermediate_size": 96, "text_config.num_key_value_heads": 1},
     default_config=GEMMA4_DEFAULT,
     tiny_components=("vision_encoder", "audio_encoder", "embedding", "decoder"),
     tiny_tokens={

@@ -8,6 +8,7 @@ from mmforge.backend.families._base import Expectations
 from mmforge.backend.families.gemma.expect import BLANK_LINES, GEMMA4_DEFAULT
 
 GEMMA4_UNIFIED = Expectations(
+    held_out={"text_config.intermediate_size": 96, "text_config.num_key_value_heads": 1},
     default_config=dataclasses.replace(
         GEMMA4_DEFAULT, config_class="Gemma4UnifiedConfig", projector="Gemma4UnifiedVisionEmbedder"
     ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from mmforge.backend.families._base import DefaultConfig, Expectations
 
 MISTRAL3 = Expectations(
+    held_out={"text_config.intermediate_size": 96, "text_config.num_key_value_heads": 1},
     default_config=DefaultConfig(
         "Mistral3Config", "Mistral3MultiModalProjector", {"image_token_id": 10}
     ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from mmforge.backend.families._base import DefaultConfig, Expectations
 
 PHI4MM = Expectations(
+    held_out={"intermediate_size": 96, "num_key_value_heads": 1},
     default_config=DefaultConfig(
         "Phi4MultimodalConfig",
         "MLPMultiModalProjector",

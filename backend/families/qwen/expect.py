@@ -7,6 +7,7 @@ from mmforge.backend.families._base import DefaultConfig, Expectations
 _QWEN_IDS = {"image_token_id": 151655, "vision_start_token_id": 151652}
 
 QWEN2_5_VL = Expectations(
+    held_out={"text_config.intermediate_size": 96, "text_config.num_key_value_heads": 1},
     default_config=DefaultConfig(
         "Qwen2_5_VLConfig", "PatchMerger", {**_QWEN_IDS, "video_token_id": 151656}
     ),
@@ -23,6 +24,7 @@ QWEN2_5_VL = Expectations(
 )
 
 QWEN3_VL = Expectations(
+    held_out={"text_config.intermediate_size": 96, "text_config.num_key_value_heads": 1},
     default_config=DefaultConfig("Qwen3VLConfig", "PatchMerger", _QWEN_IDS),
     tiny_tokens={"image_token_id": "<|image_pad|>"},
     honoured={
@@ -35,6 +37,7 @@ QWEN3_VL = Expectations(
 )
 
 QWEN3_5 = Expectations(
+    held_out={"text_config.intermediate_size": 96, "text_config.num_key_value_heads": 1},
     default_config=DefaultConfig("Qwen3_5Config", "PatchMerger", {"image_token_id": 248056}),
     tiny_tokens={"image_token_id": "<|image_pad|>"},
     honoured={
@@ -55,6 +58,7 @@ QWEN3_5 = Expectations(
 )
 
 QWEN3_5_MOE = Expectations(
+    held_out={"text_config.num_key_value_heads": 1, "text_config.num_experts": 6},
     default_config=DefaultConfig("Qwen3_5MoeConfig", "PatchMerger", {"image_token_id": 248056}),
     tiny_tokens={"image_token_id": "<|image_pad|>"},
     honoured={

@@ -141,3 +141,21 @@ def test_end_to_end_calls_a_flip_a_near_tie_by_the_decoder_stages_own_bound():
     assert end_to_end(rt, ref, 0.06, F32).verdict == AMBIGUOUS  # the measured error decides
     wide = ReferenceEvidence(inputs=None, images=[], tokens=[5, 9, 9], near_tie=(1, 2.0, 1.0))
     assert end_to_end(rt, wide, 0.01, tolerance("f16")).verdict == FAIL
+
+
+def test_a_fused_weight_s_parts_are_found_at_any_offset_under_grouped_query_attention():
+    """q, k and v rows fused under grouped-query attention are 64 + 16 + 16 rows: the q
+    part (64 rows) does not divide the 96 and was not found, so an int4 Phi-4 package with
+    one KV head had no rounded reference (measured on benchmarks/heldout.py's checkpoint)."""
+    import torch
+
+    from mmforge.backend.errors import LayoutError
+    from mmforge.backend.verify.rounding import _row_blocks
+
+    fused = torch.arange(96 * 8, dtype=torch.float32).reshape(96, 8)
+    q, k, v = fused[:64], fused[64:80], fused[80:]
+    assert any(torch.equal(c, q) for c in _row_blocks(fused, (64, 8)))
+    for part in (k, v):
+        assert any(torch.equal(c, part) for c in _row_blocks(fused, (16, 8)))
+    with pytest.raises(LayoutError, match="No rows of shape"):
+        _row_blocks(fused, (97, 8))
