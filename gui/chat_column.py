@@ -68,7 +68,10 @@ class ChatColumn(QWidget):
         self.stop_button.setObjectName("stopButton")
         self.stop_button.setToolTip("Stop the answer (Esc)")
         self.regen_button = QPushButton("Regenerate")
-        self.regen_button.setToolTip("Answer the last message again")
+        self.regen_button.setToolTip(
+            "Another answer to the last message (varied with the answer settings' "
+            "temperature, top-p and top-k, a new random seed each time)"
+        )
         self.edit_button = QPushButton("Edit last")
         self.edit_button.setToolTip("Put your last message back in the box to change it")
         self.settings_button = QPushButton("Settings")

@@ -38,32 +38,30 @@ CONTEXT_CHOICES = (
 
 
 def _sampling_words(box: ChatSettings) -> tuple[tuple[str, QWidget, str], ...]:
-    """Each varied-answer setting: its plain label, its box, and what it does."""
+    """Each varied-answer setting: its label (chat apps' name), its box, what it does."""
     return (
         (
-            "Adventurousness",
+            "Temperature",
             box.temperature,
             "How adventurous the word choice is: low keeps to the likeliest words, high "
-            "gives more surprising (and more often wrong) answers. Technical name: "
-            "temperature.",
+            "gives more surprising (and more often wrong) answers.",
         ),
         (
-            "Likely words kept",
+            "Top P",
             box.top_p,
             "Choose only among the likeliest next words that together make up this share "
-            "of the chances: 1.0 keeps them all, 0.9 leaves out the unlikely tenth. "
-            "Technical name: top-p (nucleus sampling).",
+            "of the chances: 1.0 keeps them all, 0.9 leaves out the unlikely tenth.",
         ),
         (
-            "Candidates",
+            "Top K",
             box.top_k,
-            "Consider only this many of the most likely next words. Technical name: top-k.",
+            "Consider only this many of the most likely next words.",
         ),
         (
-            "Repeat number",
+            "Seed",
             box.seed,
             "The same number with the same settings and message gives the same answer "
-            'again; "random" gives a new one each time. Technical name: seed.',
+            'again; "random" gives a new one each time.',
         ),
     )
 
@@ -126,7 +124,7 @@ class ChatSettings(QGroupBox):
         # Two pairs a row: four in one row made the page wider than a 1024 px screen.
         sampling = QGridLayout()
         for i, (label, widget, tip) in enumerate(_sampling_words(self)):
-            # Plain words on the page; the technical name is in the tooltip.
+            # The names chat apps use on the page; what each does in its tooltip.
             widget.setAccessibleName(label)
             widget.setToolTip(tip)
             shown = QLabel(label)
@@ -177,4 +175,21 @@ class ChatSettings(QGroupBox):
                 top_k=self.top_k.value(),
                 seed=None if self.seed.value() < 0 else self.seed.value(),
             )
+        return options
+
+    def another_answer(self) -> dict[str, Any]:
+        """Regenerate's options: another answer, as chat apps give one.
+
+        Sampled with the settings' temperature, top-p and top-k and a new random seed,
+        whether or not "Vary the answers" is on: the most likely words again would repeat
+        the last answer token for token.
+        """
+        options = self.options()
+        options.update(
+            do_sample=True,
+            temperature=self.temperature.value(),
+            top_p=self.top_p.value(),
+            top_k=self.top_k.value(),
+            seed=None,
+        )
         return options

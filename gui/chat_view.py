@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QTimer, QUrl, Slot
+from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Slot
 from PySide6.QtGui import QDesktopServices, QImage, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
@@ -171,6 +171,8 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
     @Slot()
     def _pick(self) -> None:
         self._add_files(pick_files(self))
+        # Back to the message: left on Attach…, the first space typed reopened the dialog.
+        self.input.setFocus(Qt.FocusReason.OtherFocusReason)
 
     @Slot(list)
     def _add_files(self, files: list[str]) -> None:
@@ -252,7 +254,7 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
             return
         self._draft = None
         self._begin_turn(1 if messages[-1].role == "assistant" else 0, None, [])
-        self.bridge.regenerate(self.settings_box.options(), self._system())
+        self.bridge.regenerate(self.settings_box.another_answer(), self._system())
 
     @Slot()
     def edit_last(self) -> None:

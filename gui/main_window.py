@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from mmforge.gui import wheel_guard
 from mmforge.gui.chat_view import ChatView
 from mmforge.gui.compare_view import CompareView
 from mmforge.gui.convert_view import ConvertView
@@ -46,6 +47,9 @@ class MainWindow(QMainWindow):
     def __init__(self, settings: QSettings):
         super().__init__()
         self.setWindowTitle("Multimodal Forge")
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            wheel_guard.install(app)  # the wheel scrolls pages, not the settings on them
         self.state = AppState(settings, self)
         self.model_view = ModelView(self.state)
         self.convert_view = ConvertView(self.state)

@@ -254,22 +254,22 @@ def test_12_each_page_leads_with_a_plain_sentence_and_keeps_details_collapsed(qt
 # -- item 12 (settings) and item 3 (a full context's other choices) ----------------------
 
 
-def test_12_the_answer_settings_speak_plainly_and_name_the_technical_terms_in_tooltips(window):
+def test_12_the_answer_settings_use_the_chat_apps_names_and_say_what_each_does(window):
+    """Issue 31 item 9: every chat app says Temperature, Top P, Top K and Seed; the plain
+    names ("Adventurousness", ...) made the settings unrecognisable."""
     from PySide6.QtWidgets import QLabel
 
     box = window.chat_view.settings_box
     named = {
-        box.temperature: ("Adventurousness", "temperature"),
-        box.top_p: ("Likely words kept", "top-p"),
-        box.top_k: ("Candidates", "top-k"),
-        box.seed: ("Repeat number", "seed"),
+        box.temperature: ("Temperature", "adventurous"),
+        box.top_p: ("Top P", "share of the chances"),
+        box.top_k: ("Top K", "most likely next words"),
+        box.seed: ("Seed", "same answer again"),
     }
     shown = {label.buddy(): label.text() for label in box.findChildren(QLabel) if label.buddy()}
-    for widget, (plain, technical) in named.items():
-        assert widget.accessibleName() == shown[widget] == plain
-        assert f"Technical name: {technical}" in widget.toolTip()
-    words = " ".join(shown.values()).lower()
-    assert not any(term in words for term in ("top-p", "top-k", "temperature", "seed"))
+    for widget, (name, plain) in named.items():
+        assert widget.accessibleName() == shown[widget] == name
+        assert plain in widget.toolTip()
 
 
 def test_3_a_full_context_can_go_on_in_a_new_conversation_said_plainly(window):

@@ -1,0 +1,112 @@
+"""Issue 31: the review of the real window (each test names its item)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QWheelEvent
+from PySide6.QtWidgets import QApplication, QPushButton
+
+
+def _wheel(widget, notches: int = -1) -> None:
+    """A real wheel turn over the middle of `widget` (negative: down, towards the user)."""
+    at = QPointF(widget.rect().center())
+    event = QWheelEvent(
+        at,
+        QPointF(widget.mapToGlobal(at.toPoint())),
+        QPoint(),
+        QPoint(0, 120 * notches),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
+    QApplication.sendEvent(widget, event)
+
+
+def _value(widget):
+    return widget.currentIndex() if hasattr(widget, "currentIndex") else widget.value()
+
+
+def test_1_the_wheel_scrolls_the_settings_and_changes_none_of_them(qtbot, window):
+    """At 1024×600 with Settings open, wheeling over "When the conversation gets too long"
+    (and the other drop-downs and number boxes) changed the value instead of scrolling."""
+    window.resize(1024, 600)
+    window.show_page(window.chat_view)
+    window.chat_view.settings_button.setChecked(True)
+    settings = window.chat_view.settings_box
+    settings.sample.setChecked(True)  # the sampling boxes take input only then
+    QApplication.processEvents()
+    bar = window.pages.currentWidget().verticalScrollBar()
+    assert bar.maximum() > 0  # the page is taller than the screen: it must scroll
+    window.setFocus()
+    for widget in (
+        settings.context_full,
+        settings.max_tokens,
+        settings.temperature,
+        settings.top_k,
+        settings.seed,
+    ):
+        before = _value(widget)
+        bar.setValue(0)
+        _wheel(widget, -1)
+        assert _value(widget) == before, widget.accessibleName()
+        assert bar.value() > 0, widget.accessibleName()  # the page scrolled instead
+    # A field the user clicked into takes the wheel, as everywhere.
+    field = settings.max_tokens
+    field.setFocus()
+    QApplication.processEvents()
+    before = field.value()
+    _wheel(field, 1)
+    assert field.value() == before + 1
+
+
+def test_5_after_attaching_the_keys_go_to_the_message(qtbot, window, monkeypatch):
+    """Focus stayed on Attach… after a file was attached, so the first space typed
+    reopened the file dialog."""
+    from mmforge import resources
+    from mmforge.gui import chat_view
+
+    chat = window.chat_view
+    window.show_page(chat)
+    opened: list[int] = []
+
+    def pick(parent):
+        opened.append(1)
+        return [str(resources.probe_image())]
+
+    monkeypatch.setattr(chat_view, "pick_files", pick)
+    button = next(b for b in chat.findChildren(QPushButton) if b.text() == "Attach…")
+    button.setFocus()
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert opened == [1] and len(chat.strip.files) == 1
+    qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Space)
+    assert opened == [1]  # the space went into the message, not to Attach…
+    assert chat.input.hasFocus() and chat.input.toPlainText() == " "
+
+
+def test_3_regenerate_gives_another_answer_even_with_varied_answers_off(window, monkeypatch):
+    """Regenerate repeated the same answer (898 identical tokens): "Vary the answers" is
+    off by default, so it asked for the most likely words again."""
+    from mmforge.gui import chat_view
+
+    chat = window.chat_view
+    settings = chat.settings_box
+    assert not settings.sample.isChecked()  # the default
+    assert "do_sample" not in settings.options()  # a plain Send stays greedy
+    asked: list[dict] = []
+    monkeypatch.setattr(chat, "_ready", lambda: True)
+    monkeypatch.setattr(chat, "_begin_turn", lambda *args: None)
+    monkeypatch.setattr(chat.bridge, "regenerate", lambda options, system: asked.append(options))
+    monkeypatch.setattr(chat_view, "messages_of", lambda conversation: [_Said()])
+    chat.regenerate()
+    chat.regenerate()
+    assert [o["do_sample"] for o in asked] == [True, True]
+    assert all(o["seed"] is None for o in asked)  # a new random seed each time
+    assert asked[0]["temperature"] == settings.temperature.value()
+    assert (
+        asked[0]["top_p"] == settings.top_p.value() and asked[0]["top_k"] == settings.top_k.value()
+    )
+
+
+class _Said:
+    role = "assistant"
