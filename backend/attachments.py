@@ -122,6 +122,7 @@ def first_look(path: Path, kind: str) -> None:
         raise AttachmentError(
             f"Cannot attach {path.name}: it is not a regular file", f"Check the path {path}"
         )
+    _refuse_empty(path)
     if kind == IMAGE:
         try:
             pictures.header(path)
@@ -131,6 +132,19 @@ def first_look(path: Path, kind: str) -> None:
         info = _audio_info(path)
         if info.duration < MIN_AUDIO_SECONDS:
             raise _too_short(path, info.duration)
+
+
+def _refuse_empty(path: Path) -> None:
+    """An empty file is said to be empty, not to be of the wrong kind (a 0-byte .wav)."""
+    try:
+        empty = path.stat().st_size == 0
+    except OSError:
+        return  # the reading that follows says what is wrong
+    if empty:
+        raise AttachmentError(
+            f"Cannot attach {path.name}: the file is empty (0 bytes)",
+            "It holds nothing: pick the file again, or another one",
+        )
 
 
 def _audio_info(path: Path) -> Any:
@@ -193,6 +207,7 @@ def prepare(
         raise AttachmentError(
             f"Unknown attachment kind {kind!r}", "Attach an image or an audio file"
         )
+    _refuse_empty(path)
     dest.mkdir(parents=True, exist_ok=True, mode=0o700)
     before = set(dest.iterdir())
     try:

@@ -27,6 +27,8 @@ from mmforge.gui.verify_view import VerifyView
 
 PAGES = ("1  Model", "2  Convert", "3  Verify", "4  Chat", "5  Compare")
 DEFAULT_SIZE = (1180, 780)
+# The least a window reopens at where the screen has room (a 1024×600 screen has).
+REOPEN_AT_LEAST = (960, 540)
 SHORTCUTS = (
     ("Ctrl+1 … Ctrl+5", "Model, Convert, Verify, Chat, Compare"),
     ("Ctrl+O", "Open a package to chat with"),
@@ -103,8 +105,12 @@ class MainWindow(QMainWindow):
             return
         free = screen.availableGeometry()
         # The frame (title bar, borders) is not in the window's size: leave room for it.
-        width = min(self.width(), free.width() - 16)
-        height = min(self.height(), free.height() - 40)
+        room = (free.width() - 16, free.height() - 40)
+        # Nor smaller than a page needs: a size saved on a larger screen came back from
+        # Qt as 678×373 on a 1024×600 one, hiding Load and Send until maximised.
+        least = (min(REOPEN_AT_LEAST[0], room[0]), min(REOPEN_AT_LEAST[1], room[1]))
+        width = max(min(self.width(), room[0]), least[0])
+        height = max(min(self.height(), room[1]), least[1])
         if (width, height) != (self.width(), self.height()):
             self.resize(width, height)
             self.move(free.topLeft())

@@ -137,6 +137,8 @@ def test_the_first_look_refuses_at_once_what_send_would(tmp_path):
     fake.write_text("hello, I am text")
     empty = tmp_path / "empty.wav"
     empty.write_bytes(b"")
+    blank_png = tmp_path / "blank.png"
+    blank_png.write_bytes(b"")
     silent = tmp_path / "silent.wav"
     sf.write(silent, np.zeros((0,), dtype=np.float32), 16000)
     click = tmp_path / "click.wav"
@@ -145,7 +147,8 @@ def test_the_first_look_refuses_at_once_what_send_would(tmp_path):
     os.mkfifo(fifo)  # opened, it would block: it is not opened
     for path, kind, said in (
         (fake, IMAGE, "it is not an image file"),
-        (empty, AUDIO, "not an audio file"),
+        (empty, AUDIO, "the file is empty (0 bytes)"),  # issue 31: a WAV, and empty
+        (blank_png, IMAGE, "the file is empty (0 bytes)"),
         (silent, AUDIO, "holds no sound"),
         (click, AUDIO, "too short"),
         (fifo, IMAGE, "not a regular file"),

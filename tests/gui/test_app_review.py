@@ -110,3 +110,29 @@ def test_3_regenerate_gives_another_answer_even_with_varied_answers_off(window, 
 
 class _Said:
     role = "assistant"
+
+
+def test_4_the_window_reopens_at_a_usable_size(qtbot, tmp_path, monkeypatch):
+    """Geometry saved at 1366×768 came back as 678×373 on a 1024×600 screen, Load and
+    Send hidden until the window was maximised."""
+    from PySide6.QtCore import QSettings
+
+    from mmforge.gui.main_window import REOPEN_AT_LEAST, MainWindow
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    path = str(tmp_path / "settings.ini")
+    first = MainWindow(QSettings(path, QSettings.Format.IniFormat))
+    qtbot.addWidget(first)
+    first.show()
+    first.resize(678, 373)  # what the restore gave
+    first.close()
+    again = MainWindow(QSettings(path, QSettings.Format.IniFormat))
+    qtbot.addWidget(again)
+    again.show()
+    free = again.screen().availableGeometry()
+    assert again.width() >= min(REOPEN_AT_LEAST[0], free.width() - 16)
+    assert again.height() >= min(REOPEN_AT_LEAST[1], free.height() - 40)
+    assert again.width() <= free.width() and again.height() <= free.height()
+    again.close()
