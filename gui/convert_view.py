@@ -169,9 +169,15 @@ class ConvertView(QWidget):
 
     @Slot()
     def _follow_choice(self) -> None:
-        """A default folder follows the precision and target; one the user typed stays."""
+        """A default folder follows the precision and target; one the user typed stays.
+
+        The last run's "finished … at f32" goes too: it said f32 after int4 was chosen
+        (the package it made stays in the library).
+        """
         if self._name and self.output.text() == self._offered:
             self._offer_default()
+        if not self.runner.running:
+            self._clear_result()
 
     def _clear_result(self) -> None:
         """Forget the previous run: its progress, "finished", summary and buttons."""

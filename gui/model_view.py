@@ -158,6 +158,7 @@ class ModelView(QWidget):
         self.source.setObjectName("sourceEdit")
         self.source.setAccessibleName("Model: hub id or folder")
         self.source.returnPressed.connect(self.inspect)
+        self.source.textEdited.connect(self._source_edited)
         browse = QPushButton("Folder…")
         browse.clicked.connect(self.browse)
         self.find_button = QPushButton("Find a model…")
@@ -179,7 +180,9 @@ class ModelView(QWidget):
         self.known = QListWidget()
         self.known.setAccessibleName("Recent and cached models")
         self.known.setMaximumWidth(320)
-        self.known.itemActivated.connect(self._pick_known)
+        # One click picks, as in any list of choices (a double click did, a click nothing).
+        self.known.itemClicked.connect(self._pick_known)
+        self.known.itemActivated.connect(self._pick_known)  # Enter
         self.card = SafeBrowser()
         self.card.setAccessibleName("What the model is")
         self.card.setObjectName("profileCard")
@@ -197,6 +200,7 @@ class ModelView(QWidget):
         self.details.setVisible(False)
         self._machine: Machine | None = None
         self._inspecting = ""  # the source being inspected while the card shows another
+        self._typed = ""  # another model typed over the card, not yet inspected
         self.status = plain_label()
         self.status.setObjectName("modelStatus")
         self.progress = QProgressBar()
@@ -320,7 +324,7 @@ class ModelView(QWidget):
         self._pending = "inspect"
         self.status.setText(f"Inspecting {source}…")
         # The card is the previous model's until this one is read: no Convert → to it.
-        self._inspecting = source
+        self._inspecting, self._typed = source, ""
         self.next_button.setEnabled(False)
         self._draw_card()
         self._busy(True)
@@ -379,6 +383,16 @@ class ModelView(QWidget):
         self.status.setText("Inspected." if profile.runnable else "Inspected: not runnable.")
         self.refresh_known()
 
+    @Slot(str)
+    def _source_edited(self, text: str) -> None:
+        """Another model typed over the card: Convert → must not take the card's model."""
+        typed = text.strip()
+        stale = self._profile is not None and typed != self.state.source
+        self._typed = typed if stale else ""
+        if self._profile is not None and not self._inspecting:
+            self.next_button.setEnabled(not stale and self._profile.runnable)
+            self._draw_card()
+
     def _draw_card(self) -> None:
         profile = self._profile
         if profile is None:
@@ -393,6 +407,13 @@ class ModelView(QWidget):
                 "<b>The built-in demo model.</b> "
                 "A tiny Qwen2.5-VL with random weights, built offline: it talks nonsense by "
                 "design, while its conversion, parity and chat are real and exact."
+                "</td></tr></table>" + card
+            )
+        if self._typed and not self._inspecting:
+            card = (
+                f"<table width='100%' cellpadding='8'><tr><td bgcolor='{c.note}'>"
+                f"<b>You typed {html.escape(self._typed)}.</b> Press <b>Inspect</b> to read "
+                "it. Below is the model inspected before; Convert → waits for the new one."
                 "</td></tr></table>" + card
             )
         if self._inspecting:

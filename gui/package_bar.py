@@ -109,7 +109,10 @@ class PackageBar(QWidget):
     @Slot()
     def choose_package(self) -> None:
         """Pick a package folder and load it."""
-        folder = QFileDialog.getExistingDirectory(self, "Package folder")
+        # It opens in the library, where converted packages are (not the working folder).
+        start = self.state.packages_folder()
+        where = str(start) if start.is_dir() else ""
+        folder = QFileDialog.getExistingDirectory(self, "Package folder", where)
         if folder:
             self.package.setText(folder)
             self.load_requested.emit()

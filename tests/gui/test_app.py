@@ -817,5 +817,5 @@ def test_a_file_that_cannot_be_attached_is_refused_when_added(window, tmp_path):
         add([str(fake), str(empty)])
         said = [d.text() for d in _dialogs(window) if d not in before]
         assert any("notes.png: it is not an image file" in t for t in said), said
-        assert any("empty.wav: it is not an audio file" in t for t in said), said
+        assert any("empty.wav: the file is empty (0 bytes)" in t for t in said), said
         assert strip.files == []

@@ -136,3 +136,74 @@ def test_4_the_window_reopens_at_a_usable_size(qtbot, tmp_path, monkeypatch):
     assert again.height() >= min(REOPEN_AT_LEAST[1], free.height() - 40)
     assert again.width() <= free.width() and again.height() <= free.height()
     again.close()
+
+
+def test_7_ctrl_o_opens_the_library(qtbot, window, monkeypatch):
+    """Ctrl+O opened the working directory, not the library where packages are."""
+    from PySide6.QtWidgets import QFileDialog
+
+    window.state.packages_folder().mkdir(parents=True, exist_ok=True)
+    asked: list[str] = []
+
+    def dialog(parent, title, where="", *args):
+        asked.append(where)
+        return ""
+
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", dialog)
+    window.activateWindow()
+    window.setFocus()
+    qtbot.keyClick(window, Qt.Key.Key_O, Qt.KeyboardModifier.ControlModifier)
+    assert asked == [str(window.state.packages_folder())]
+
+
+def test_7_one_click_on_a_recent_model_picks_it(qtbot, window, monkeypatch):
+    """A single click on a recent model did nothing (only a double click inspected it)."""
+    model = window.model_view
+    model.known.clear()
+    model.known.addItem("org/some-vlm")
+    started: list[tuple] = []
+    monkeypatch.setattr(model.runner, "start", lambda job, args: started.append((job, args)))
+    item = model.known.item(0)
+    rect = model.known.visualItemRect(item)
+    qtbot.mouseClick(model.known.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert model.source.text() == "org/some-vlm"
+    assert started and started[0][0] == "inspect" and started[0][1]["source"] == "org/some-vlm"
+
+
+def test_2_a_model_typed_over_the_card_is_not_converted_as_the_card_s(qtbot, window, tiny):
+    """Typing Qwen/Qwen2.5-VL-3B-Instruct over the demo's card and pressing Convert →
+    converted the demo."""
+    model = window.model_view
+    model.source.setText(str(tiny("qwen2_5_vl")))
+    with qtbot.waitSignal(window.state.profile_changed, timeout=120_000):
+        model.inspect_button.click()
+    assert model.next_button.isEnabled()
+    model.source.selectAll()
+    qtbot.keyClicks(model.source, "Qwen/Qwen2.5-VL-3B-Instruct")
+    assert not model.next_button.isEnabled()
+    assert "You typed Qwen/Qwen2.5-VL-3B-Instruct. Press Inspect" in model.card.toPlainText()
+    # Typed back as it was: the card is that model's again.
+    model.source.selectAll()
+    qtbot.keyClicks(model.source, str(tiny("qwen2_5_vl")))
+    assert model.next_button.isEnabled()
+    assert "You typed" not in model.card.toPlainText()
+
+
+def test_2_convert_forgets_its_finished_line_when_the_precision_changes(
+    qtbot, window, tiny, tmp_path
+):
+    """Convert still said "finished … at f32" after int4 was chosen."""
+    model, convert = window.model_view, window.convert_view
+    model.source.setText(str(tiny("qwen2_5_vl")))
+    with qtbot.waitSignal(window.state.profile_changed, timeout=120_000):
+        model.inspect_button.click()
+    model.next_button.click()
+    convert.output.setText(str(tmp_path / "pkg"))
+    with qtbot.waitSignals(
+        [window.state.package_changed, convert.runner.finished], timeout=300_000
+    ):
+        convert.convert_button.click()
+    assert "at f32" in convert.summary.text() and convert.chat_button.isEnabled()
+    convert.dtype.setCurrentText("int4")
+    assert "f32" not in convert.summary.text() and not convert.chat_button.isEnabled()
+    assert (tmp_path / "pkg" / "genai_config.json").is_file()  # the package stays
