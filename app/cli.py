@@ -626,3 +626,7 @@ def _run(args: argparse.Namespace) -> int:
         )
         hint = f"Please report it with {log_path}"
         return failed(as_json, "internal", message, hint, EXIT_INTERNAL)
+
+
+if __name__ == "__main__":  # `python -m mmforge.app.cli` runs it too, not only `-m mmforge.app`
+    raise SystemExit(main())

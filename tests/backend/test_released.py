@@ -355,12 +355,14 @@ def test_inspect_says_native_phi4_checkpoints_carry_their_loras(released):
 # Google's Gemma 4 template found (which release it came from is not named);
 # mistral3-small-3.1 the text transformers' processor test uses with that release's
 # processor; lfm2_vl-450m the first revision's; fara-7b Qwen2.5-VL's, which Fara-7B ships
-# unchanged (each family's tiny.py names the source).
+# unchanged; qwen2_vl-2b the Qwen2-VL Instruct text (each family's tiny.py, or
+# qwen/qwen2_vl.py, names the source).
 WITH_RELEASED_TEMPLATE = {
     "phi4mm-native",
     "phi4mm-remote",
     "gemma3-4b",
     "qwen2_5_vl-3b",
+    "qwen2_vl-2b",
     "qwen3_vl-2b",
     "ministral3-3b",
     "gemma4",
@@ -393,9 +395,9 @@ def test_release_shaped_checkpoints_carry_their_releases_template(released):
     assert not any((RELEASED[key].chat_template or "") in stored for key in NOT_FOUND)
 
 
-@pytest.mark.parametrize("key", ["mistral3-small-3.1", "lfm2_vl-450m", "fara-7b"])
+@pytest.mark.parametrize("key", ["mistral3-small-3.1", "lfm2_vl-450m", "fara-7b", "qwen2_vl-2b"])
 def test_chat_renders_the_releases_template_as_transformers_does(released, tmp_path, key):
-    """The three releases whose template text was found last: chat's prompt, system
+    """The releases whose template text was found last: chat's prompt, system
     prompt and image included, is transformers' rendering of the same messages."""
     from transformers import AutoTokenizer
 

@@ -24,7 +24,15 @@ from mmforge.backend.families._base import (
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
 from mmforge.backend.families._hooks import VariantRequest
-from mmforge.backend.families.qwen import expect, fara, fields, reference, tiny, tiny_qwen3_5
+from mmforge.backend.families.qwen import (
+    expect,
+    fara,
+    fields,
+    qwen2_vl,
+    reference,
+    tiny,
+    tiny_qwen3_5,
+)
 from mmforge.backend.families.qwen.build import deepstack_vision_output
 from mmforge.backend.families.qwen.graph_fixes import qwen3_deepstack, qwen_unpad_images
 from mmforge.backend.picture_sizing import SMART_RESIZE, Sizing, resample_name
@@ -414,4 +422,28 @@ def _fara_variant(request: VariantRequest) -> Family | None:
 
 # --- end Fara ------------------------------------------------------------------------
 
-FAMILIES = (QWEN2_5_VL, QWEN3_VL, QWEN3_5, QWEN3_5_MOE, FARA)
+# Qwen2-VL runs on the runtime's qwen2_5_vl pipeline (see qwen2_vl.py): the same package
+# files and reference inputs; its graphs differ, and mobius builds them for `qwen2_vl`.
+QWEN2_VL = dataclasses.replace(
+    QWEN2_5_VL,
+    key="qwen2_vl",
+    name="Qwen2-VL",
+    recognition=Recognition(model_types=("qwen2_vl",)),
+    profile=dataclasses.replace(
+        QWEN2_5_VL.profile,
+        projector=qwen2_vl.merger,
+        hf_class="Qwen2VLForConditionalGeneration",
+        fields=qwen2_vl.FIELDS,
+        architecture=qwen2_vl.architecture,
+        notes=(
+            "ONNX Runtime GenAI 0.18 has no qwen2_vl type: the package says qwen2_5_vl, whose "
+            "image processor, framing and 3-D positions are Qwen2-VL's; genai_config has no "
+            "vision.window_size, so nothing windows the tower (it attends fully in every "
+            "block).",
+            *QWEN2_5_VL.profile.notes,
+        ),
+    ),
+    fixtures=Fixtures(tiny=qwen2_vl.TINY, released=qwen2_vl.RELEASED, expect=expect.QWEN2_VL),
+)
+
+FAMILIES = (QWEN2_5_VL, QWEN3_VL, QWEN3_5, QWEN3_5_MOE, FARA, QWEN2_VL)

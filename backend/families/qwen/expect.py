@@ -23,6 +23,38 @@ QWEN2_5_VL = Expectations(
     quantized=("int4",),
 )
 
+QWEN2_VL = Expectations(
+    held_out={
+        "text_config.hidden_size": 96,
+        "text_config.num_attention_heads": 6,
+        "text_config.num_key_value_heads": 3,
+        "text_config.num_hidden_layers": 3,
+        "text_config.layer_types": ["full_attention"] * 3,
+        "text_config.intermediate_size": 160,
+        "text_config.rope_parameters.mrope_section": [2, 2, 4],
+        "vision_config.embed_dim": 48,
+        "vision_config.num_heads": 3,
+        "vision_config.depth": 3,
+        "vision_config.mlp_ratio": 3,
+        "vision_config.hidden_size": 96,
+        "tie_word_embeddings": True,
+        "text_config.tie_word_embeddings": True,
+    },
+    default_config=DefaultConfig(
+        "Qwen2VLConfig", "PatchMerger", {**_QWEN_IDS, "video_token_id": 151656}
+    ),
+    tiny_tokens={"image_token_id": "<|image_pad|>", "vision_start_token_id": "<|vision_start|>"},
+    honoured={
+        "text_config.hidden_act": "gelu_pytorch_tanh",
+        "text_config.rms_norm_eps": 0.05,
+        "text_config.rope_parameters.rope_theta": 500.0,
+        "text_config.rope_parameters.mrope_section": [4, 2, 2],
+        "vision_config.mlp_ratio": 3,
+    },
+    quantized=("int4",),
+    released_rounded=(("qwen2_vl-2b", "int4"),),
+)
+
 QWEN3_VL = Expectations(
     held_out={"text_config.intermediate_size": 96, "text_config.num_key_value_heads": 1},
     default_config=DefaultConfig("Qwen3VLConfig", "PatchMerger", _QWEN_IDS),
