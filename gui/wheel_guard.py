@@ -29,7 +29,7 @@ def _value_widget(obj: QObject) -> QWidget | None:
     A scroll bar keeps the wheel (that is what it is for), and so does anything inside a
     scroll area of its own (an open drop-down's list).
     """
-    node = obj
+    node: QObject | None = obj
     while isinstance(node, QWidget):
         if isinstance(node, QScrollBar | QAbstractScrollArea):
             return None
