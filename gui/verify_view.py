@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from mmforge.backend.attachments import AUDIO, kind_of
+from mmforge.backend.library import packages, read_manifest
 from mmforge.backend.verify import VerifyReport
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.chat_attachments import FILE_TYPES
@@ -238,8 +239,34 @@ class VerifyView(QWidget):
         self.runner.failed.connect(self._on_failed)
         self.runner.cancelled.connect(self._on_cancelled)
         self.runner.finished.connect(self._on_finished)
-        state.package_changed.connect(self.package.setText)
-        state.source_changed.connect(self.reference.setText)
+        state.package_changed.connect(self._on_package)
+        state.source_changed.connect(self._on_source)
+        self._on_source(state.source)  # a package and a model from another run must pair
+
+    @Slot(str)
+    def _on_package(self, package: str) -> None:
+        """A package names the model it was converted from: that is the reference."""
+        self.package.setText(package)
+        converted_from = _source_of(package)
+        if converted_from:
+            self.reference.setText(converted_from)
+
+    @Slot(str)
+    def _on_source(self, source: str) -> None:
+        """Another model picked: the package must be one converted from it.
+
+        After a restart the page paired the last-loaded Phi-4 package with the demo just
+        picked, and Verify failed on the pair. The package field now takes the newest
+        library package converted from the model, or empties.
+        """
+        self.reference.setText(source)
+        package = self.package.text().strip()
+        converted_from = _source_of(package)
+        if not source or not package or not converted_from or converted_from == source:
+            return
+        mine = [e for e in packages(self.state.packages_folder()) if e.source == source]
+        newest = max(mine, key=lambda e: e.converted, default=None)
+        self.package.setText(str(newest.folder) if newest is not None else "")
 
     @Slot()
     def pick_files(self) -> None:
@@ -378,3 +405,10 @@ class VerifyView(QWidget):
     def _on_finished(self) -> None:
         self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
+
+
+def _source_of(package: str) -> str:
+    """The model a package was converted from, as its manifest names it ("" if none)."""
+    if not package:
+        return ""
+    return str(read_manifest(Path(package)).get("source", "") or "")

@@ -207,3 +207,33 @@ def test_2_convert_forgets_its_finished_line_when_the_precision_changes(
     convert.dtype.setCurrentText("int4")
     assert "f32" not in convert.summary.text() and not convert.chat_button.isEnabled()
     assert (tmp_path / "pkg" / "genai_config.json").is_file()  # the package stays
+
+
+def _copy_package(package, folder, source: str):
+    import json
+    import shutil
+
+    shutil.copytree(package, folder)
+    manifest = folder / "mmforge_manifest.json"
+    data = json.loads(manifest.read_text())
+    data["source"] = source
+    manifest.write_text(json.dumps(data))
+    return folder
+
+
+def test_2_verify_pairs_a_package_with_the_model_it_was_converted_from(window, package):
+    """After a restart, Verify paired the last-loaded Phi-4 package with the demo just
+    picked and failed ("The package is a 'phi4mm' package but the reference is
+    Qwen2.5-VL")."""
+    library = window.state.packages_folder()
+    library.mkdir(parents=True, exist_ok=True)
+    phi = _copy_package(package("qwen2_5_vl"), library / "phi-f32", "/models/phi-4")
+    verify = window.verify_view
+    window.state.set_package(str(phi))
+    assert verify.reference.text() == "/models/phi-4"  # the package says what it came from
+    window.state.set_source("/models/demo")  # a model nothing was converted from yet
+    assert verify.reference.text() == "/models/demo" and verify.package.text() == ""
+    demo = _copy_package(package("qwen2_5_vl"), library / "demo-f32", "/models/demo")
+    window.state.set_package(str(phi))
+    window.state.set_source("/models/demo")
+    assert verify.package.text() == str(demo)
