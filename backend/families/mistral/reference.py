@@ -16,6 +16,14 @@ if TYPE_CHECKING:
     from mmforge.backend.checkpoint import Checkpoint
 
 
+def merge_size(cfg: Cfg) -> int:
+    """The patch merge of the projector: Mistral 3's `spatial_merge_size`; none (1) for
+    Pixtral-12B's LLaVA projector, whose config has no such field."""
+    if cfg.get("model_type") == "llava":
+        return 1
+    return int(cfg.get("spatial_merge_size", 2))
+
+
 def prepare(
     checkpoint: Checkpoint, tokenizer: Any, prompt: str, images: list[Any], audios: list[Any]
 ) -> ReferenceInputs:
@@ -24,7 +32,7 @@ def prepare(
     tensors: dict[str, Any] = {}
     reps: list[str] = []
     if images:
-        block = int(cfg.get("vision_config.patch_size", 14)) * int(cfg.get("spatial_merge_size", 2))
+        block = int(cfg.get("vision_config.patch_size", 14)) * merge_size(cfg)
         out = image_processor(checkpoint)(
             images=images, patch_size={"height": block, "width": block}, return_tensors="pt"
         )
@@ -57,7 +65,7 @@ def placeholder_layout(
     The runtime sizes images by a pixel budget where HF uses the longest edge, so its
     placeholders are checked against the sizes it chose rather than against HF's ids.
     """
-    block = int(cfg.get("vision_config.patch_size", 14)) * int(cfg.get("spatial_merge_size", 2))
+    block = int(cfg.get("vision_config.patch_size", 14)) * merge_size(cfg)
     sizes = [(int(h), int(w)) for h, w in arrays.get("image_sizes", [])]
     want_img = sum((h // block) * (w // block) for h, w in sizes)
     want_break = sum(h // block - 1 for h, _ in sizes)
