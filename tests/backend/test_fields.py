@@ -194,6 +194,15 @@ HONOURED = {
         # transformers' default; mobius 0.1 built the Pixtral MLP with a fixed SiLU.
         "vision_config.hidden_act": "gelu",
     },
+    # Pixtral-12B: the tiny tower is GELU as released, so SiLU is the other value here.
+    "pixtral": {
+        "text_config.hidden_act": "gelu_pytorch_tanh",
+        "text_config.rms_norm_eps": 0.05,
+        "text_config.sliding_window": 3,
+        "vision_config.rope_parameters.rope_theta": 500.0,
+        "vision_config.hidden_act": "silu",
+        "multimodal_projector_bias": False,
+    },
     "phi4mm": {
         "hidden_act": "gelu_pytorch_tanh",
         "rope_parameters.partial_rotary_factor": 0.75,

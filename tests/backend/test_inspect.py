@@ -206,6 +206,28 @@ def test_gemma4_audio_encoder_only_when_the_config_has_audio(tmp_path, vision, a
     assert p.token_ids["boi_token_id"] == 255999 and p.token_ids["eoa_token_id"] == 258883
 
 
+def test_llava_with_a_pixtral_tower_is_pixtral_on_mistral3_and_other_llava_stays_inspect_only(
+    tmp_path,
+):
+    import transformers as T
+
+    cfg = T.LlavaConfig(
+        vision_config={"model_type": "pixtral", "patch_size": 16, "image_size": 1024},
+        text_config={"model_type": "mistral", "hidden_size": 5120, "head_dim": 128},
+        image_token_index=10,
+        vision_feature_select_strategy="full",
+    )
+    p = inspect_source(str(_save(tmp_path, "pixtral", cfg)))
+    assert (p.family_key, p.pipeline_type, p.runnable) == ("pixtral", "mistral3", True)
+    assert p.projector.variant == "LlavaMultiModalProjector"
+    assert p.projector.fields["spatial_merge_size"] == 1
+    assert p.token_ids["image_token_id"] == 10
+    # 1024 px at 16 px patches, no merge: 64 rows of 64 [IMG] and one break or end each.
+    assert p.image_tokens.maximum == 64 * 64 + 64
+    clip = inspect_source(str(_save(tmp_path, "llava", T.LlavaConfig())))
+    assert (clip.family_key, clip.pipeline_type) == ("llava", None)
+
+
 def test_gemma3_projector_reason_names_the_pool_kernel(tmp_path):
     import transformers as T
 
@@ -239,6 +261,7 @@ EXPECTED_TINY = {
         },
     ),
     "mistral3": ("mistral3", (V, E, D), {"image_token_id": "[IMG]"}),
+    "pixtral": ("mistral3", (V, E, D), {"image_token_id": "[IMG]"}),
     "phi4mm": (
         "phi4mm",
         (V, A, E, D),
