@@ -80,6 +80,14 @@ CASES = [
     ),
     ("LlavaConfig", "llava", None, (V, E, D), "MLPMultiModalProjector", {"image_token_id": 32000}),
     (
+        "LightOnOcrConfig",
+        "lighton_ocr",
+        None,
+        (V, E, D),
+        "Mistral3MultiModalProjector",
+        {"image_token_id": 151655},
+    ),
+    (
         "LlavaNextConfig",
         "llava_next",
         None,
@@ -226,6 +234,15 @@ def test_llava_with_a_pixtral_tower_is_pixtral_on_mistral3_and_other_llava_stays
     assert p.image_tokens.maximum == 64 * 64 + 64
     clip = inspect_source(str(_save(tmp_path, "llava", T.LlavaConfig())))
     assert (clip.family_key, clip.pipeline_type) == ("llava", None)
+
+
+def test_lightonocr_is_refused_naming_the_runtime_code_that_frames_its_pictures(tmp_path):
+    import transformers as T
+
+    p = inspect_source(str(_save(tmp_path, "lighton", T.LightOnOcrConfig())))
+    assert (p.family_key, p.pipeline_type, p.runnable) == ("lighton_ocr", None, False)
+    assert "mistral3_image_processor.cpp" in p.runtime_reason
+    assert "BuildImageTokenSequence" in p.runtime_reason
 
 
 def test_gemma3_projector_reason_names_the_pool_kernel(tmp_path):

@@ -20,7 +20,7 @@ from mmforge.backend.families._base import (
     rescale_and_normalize,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
-from mmforge.backend.families.mistral import fields, pixtral, reference, tiny
+from mmforge.backend.families.mistral import fields, lightonocr, pixtral, reference, tiny
 from mmforge.backend.families.mistral.reference import merge_size
 from mmforge.backend.families.mistral.build import vision_activation
 from mmforge.backend.families.mistral.graph_fixes import pixtral_rope_any_grid
@@ -174,4 +174,4 @@ MISTRAL3 = Family(
 # before MISTRAL3 so that MISTRAL3 stays the family of `mistral3` packages by pipeline.
 PIXTRAL = pixtral.make(MISTRAL3)
 
-FAMILIES = (PIXTRAL, MISTRAL3)
+FAMILIES = (PIXTRAL, MISTRAL3, lightonocr.LIGHTONOCR)
