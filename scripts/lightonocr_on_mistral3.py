@@ -103,6 +103,7 @@ def lightonocr_with_markers() -> dict[str, float]:
 
 
 def main() -> None:
+    """Print both measurements."""
     work = Path(sys.argv[1])
     sizes, counts = runtime_markers(work)
     rows = sum(h // 8 for h, _ in sizes)  # the tiny package: 8 px patches, no merge

@@ -21,9 +21,9 @@ from mmforge.backend.families._base import (
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
 from mmforge.backend.families.mistral import fields, lightonocr, pixtral, reference, tiny
-from mmforge.backend.families.mistral.reference import merge_size
 from mmforge.backend.families.mistral.build import vision_activation
 from mmforge.backend.families.mistral.graph_fixes import pixtral_rope_any_grid
+from mmforge.backend.families.mistral.reference import merge_size
 from mmforge.backend.picture_sizing import LONGEST_EDGE, Sizing, resample_name
 
 

@@ -52,8 +52,7 @@ def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     return ImageTokens(
         minimum=1,
         maximum=side * side,
-        rule=f"rows × cols of {patch * merge}px blocks (longest edge ≤ {edge}px), no row "
-        "markers",
+        rule=f"rows × cols of {patch * merge}px blocks (longest edge ≤ {edge}px), no row markers",
     )
 
 

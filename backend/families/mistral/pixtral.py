@@ -62,7 +62,7 @@ def llava_projector(module: Any, hf_config: Any) -> None:
     width = hf_config.vision_config.hidden_size
     text = hf_config.text_config.hidden_size
 
-    class LlavaProjector(nn.Module):
+    class LlavaProjector(nn.Module):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
             self.linear_1 = Linear(width, text, bias=bias)

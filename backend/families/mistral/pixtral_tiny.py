@@ -6,7 +6,6 @@ import dataclasses
 from typing import Any
 
 from mmforge.backend.families.mistral.tiny import MISTRAL3
-from mmforge.backend.tiny.build import TinySpec
 from mmforge.backend.tiny.release import ReleaseSpec
 from mmforge.backend.tiny.sizes import CLIP_MEAN, CLIP_STD, TEXT, VISION
 
@@ -108,7 +107,7 @@ def _pixtral_12b_release(s: dict[str, int], vocab: int) -> dict[str, Any]:
 
 
 def _release_names(name: str) -> str:
-    """transformers 5's Llava tensor names as transformers 4.47 wrote them (the release)."""
+    """Transformers 5's Llava tensor names as transformers 4.47 wrote them (the release)."""
     for new, old in (
         ("model.language_model.", "language_model.model."),
         ("model.vision_tower.", "vision_tower."),

@@ -17,8 +17,10 @@ if TYPE_CHECKING:
 
 
 def merge_size(cfg: Cfg) -> int:
-    """The patch merge of the projector: Mistral 3's `spatial_merge_size`; none (1) for
-    Pixtral-12B's LLaVA projector, whose config has no such field."""
+    """The projector's patch merge: Mistral 3's `spatial_merge_size`, or 1 (none).
+
+    Pixtral-12B's LLaVA projector has no merge and its config no such field.
+    """
     if cfg.get("model_type") == "llava":
         return 1
     return int(cfg.get("spatial_merge_size", 2))
