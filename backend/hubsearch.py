@@ -13,6 +13,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, Literal
 
 from mmforge.backend.errors import Cancelled, MmforgeError
@@ -129,6 +130,10 @@ def mark_for(model_type: str | None, tags: tuple[str, ...] = ()) -> Mark:
     if family is None:
         family = next((known[t] for t in tags if t in known), None)
     if family is not None:
+        # An entry that shares its model_type with another (Pixtral-12B's `llava`) tells
+        # them apart by the config; the listing holds only the type, which leaves the
+        # entry's answer for a config that says no more (other llava: LLaVA).
+        family = family.variant({"model_type": model_type}, Path()) or family
         if family.package is not None and not family.not_converted:
             return Mark(family.name, "converts")
         reason = family.not_converted or family.no_pipeline_reason or "not supported yet"
