@@ -55,12 +55,16 @@ PIXTRAL = dataclasses.replace(
 def _pixtral_12b_release(s: dict[str, int], vocab: int) -> dict[str, Any]:
     """mistral-community/pixtral-12b's config.json (transformers 4.47), shrunk.
 
-    The text was not found offline; it is reconstructed from documented facts of the
-    release (the model card, transformers' Pixtral docs, mobius's registry entry): a
-    `mistral` text model 5120 wide with head_dim 128, rope_theta 1e9, no sliding window,
-    131,072 tokens; a Pixtral tower (head_dim 64, GELU, 1024 px, 16 px patches,
-    rope_theta 1e4); [IMG] at id 10 in the release; GELU projector; every patch feature
-    of the last layer ("full", -1). Widths and depths shrunk; vocabulary and ids ours.
+    The file itself was not found offline. Its values come from the script that wrote it,
+    huggingface/transformers src/transformers/models/pixtral/convert_pixtral_weights_to_hf.py
+    (read through the stored-code index, commit 069accfaddef5025acc104b4545c0de3b71802be):
+    a `mistral` text model (head_dim 128, hidden 5120, 1,024,000 positions, rope_theta
+    1e9, no sliding window, untied, 131,072 tokens, is_composition), LlavaConfig with
+    vision_feature_layer -1, image_token_index 10, strategy "full", image_seq_length 1;
+    the tower from the release's params.json (1024 px, 16 px patches, rope_theta 1e4,
+    GELU by PixtralVisionConfig's default). That script dumps `to_dict()`, so the real
+    file also lists every default; those are left out here. Widths and depths shrunk;
+    vocabulary and token ids ours.
     """
     return {
         "architectures": ["LlavaForConditionalGeneration"],
