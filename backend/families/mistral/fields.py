@@ -21,6 +21,17 @@ from mmforge.backend.families._fields import (
 )
 
 MISTRAL3: tuple[Rule, ...] = (
+    # Before COMMON_INERT, which leaves model_type inert: lightonai/LightOnOCR-1B-1025's
+    # config.json says model_type mistral3 with a qwen3 text model, and its processor puts
+    # no [IMG_BREAK] / [IMG_END] where the runtime always does (see lightonocr.py).
+    only(
+        "text_config.model_type",
+        "mistral",
+        "ministral3",
+        note="Mistral 3's text models; a qwen3 one is LightOnOCR, which the runtime's "
+        "mistral3 framing cannot host (src/models/mistral3_image_processor.cpp, "
+        "BuildImageTokenSequence, adds row markers its processor never puts)",
+    ),
     *COMMON_INERT,
     *shapes("text_config.", *TEXT_SIZES),
     honoured("text_config.hidden_act", "the decoder MLP's activation (measured)"),
@@ -105,7 +116,7 @@ PIXTRAL_LLAVA: tuple[Rule, ...] = (
         "mistral",
         note="Pixtral-12B's text model (Mistral Nemo); a Llama one was not measured",
     ),
-    *(r for r in MISTRAL3 if r.path not in _MISTRAL3_TOP),
+    *(r for r in MISTRAL3 if r.path not in (*_MISTRAL3_TOP, "text_config.model_type")),
     only(
         "projector_hidden_act",
         "gelu",

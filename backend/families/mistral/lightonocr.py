@@ -1,7 +1,9 @@
 """LightOnOCR: a Pixtral tower and Mistral 3's projector before a Qwen3 text model.
 
-lightonai/LightOnOCR-1B-1025 is model_type `lighton_ocr` (transformers 5:
-LightOnOcrForConditionalGeneration). Its tower and projector are Mistral 3's, so the
+transformers 5 names it model_type `lighton_ocr` (LightOnOcrForConditionalGeneration);
+lightonai/LightOnOCR-1B-1025's config.json as first released says `mistral3` with a
+`qwen3` text model instead, and the Mistral 3 entry refuses that text model (fields.py)
+for the reason below. Its tower and projector are Mistral 3's, so the
 runtime's `mistral3` pipeline is the natural host, but that pipeline frames every picture
 with a row marker the model was never given, so it is refused there (measured:
 scripts/lightonocr_on_mistral3.py):
