@@ -13,6 +13,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, Literal
 
 from mmforge.backend.errors import Cancelled, MmforgeError
@@ -121,7 +122,7 @@ def mark_for(model_type: str | None, tags: tuple[str, ...] = ()) -> Mark:
     A type the registry names maps to its family; a text-only or speech-to-text type the
     registry knows by name is "not converted", saying why; anything else is "unknown".
     """
-    from mmforge.backend.families import lookup
+    from mmforge.backend.families import VariantRequest, lookup
     from mmforge.backend.families.catalog import CONSENT, EXACT, standing
 
     known = _known_types()
@@ -129,6 +130,11 @@ def mark_for(model_type: str | None, tags: tuple[str, ...] = ()) -> Mark:
     if family is None:
         family = next((known[t] for t in tags if t in known), None)
     if family is not None:
+        # An entry that shares its model_type with another (Pixtral-12B's `llava`) tells
+        # them apart by the config; the listing holds only the type, which leaves the
+        # entry's answer for a config that says no more (other llava: LLaVA).
+        request = VariantRequest({"model_type": model_type}, Path())
+        family = family.recognition.variant(request) or family
         said = standing(family)  # the family table's words (docs/families.md)
         if said.kind == EXACT:
             return Mark(family.name, "converts")

@@ -90,6 +90,37 @@ def test_gemma4_audio_encoder_only_when_the_config_has_audio(tmp_path, vision, a
     assert p.token_ids["boi_token_id"] == 255999 and p.token_ids["eoa_token_id"] == 258883
 
 
+def test_llava_with_a_pixtral_tower_is_pixtral_on_mistral3_and_other_llava_stays_inspect_only(
+    tmp_path,
+):
+    import transformers as T
+
+    cfg = T.LlavaConfig(
+        vision_config={"model_type": "pixtral", "patch_size": 16, "image_size": 1024},
+        text_config={"model_type": "mistral", "hidden_size": 5120, "head_dim": 128},
+        image_token_index=10,
+        vision_feature_select_strategy="full",
+    )
+    p = inspect_source(str(_save(tmp_path, "pixtral", cfg)))
+    assert (p.family_key, p.pipeline_type, p.runnable) == ("pixtral", "mistral3", True)
+    assert p.projector.variant == "LlavaMultiModalProjector"
+    assert p.projector.fields["spatial_merge_size"] == 1
+    assert p.token_ids["image_token_id"] == 10
+    # 1024 px at 16 px patches, no merge: 64 rows of 64 [IMG] and one break or end each.
+    assert p.image_tokens.maximum == 64 * 64 + 64
+    clip = inspect_source(str(_save(tmp_path, "llava", T.LlavaConfig())))
+    assert (clip.family_key, clip.pipeline_type) == ("llava", None)
+
+
+def test_lightonocr_is_refused_naming_the_runtime_code_that_frames_its_pictures(tmp_path):
+    import transformers as T
+
+    p = inspect_source(str(_save(tmp_path, "lighton", T.LightOnOcrConfig())))
+    assert (p.family_key, p.pipeline_type, p.runnable) == ("lighton_ocr", None, False)
+    assert "mistral3_image_processor.cpp" in p.runtime_reason
+    assert "BuildImageTokenSequence" in p.runtime_reason
+
+
 def test_gemma3_projector_reason_names_the_pool_kernel(tmp_path):
     import transformers as T
 
@@ -250,3 +281,77 @@ def test_a_config_transformers_cannot_build_is_named_not_a_crash(tmp_path, monke
     assert not profile.sizes.parameters
     said = [w for w in profile.warnings if "transformers cannot build a model" in w]
     assert said and "embed_dim must be divisible" in said[0]
+
+
+# lightonai/LightOnOCR-1B-1025's config.json (transformers 4.57.0.dev0), from a copy of the
+# release in nikolay-grudanov/Team_5_AI_Tutor, models/LightOnOCR-1B-1025/config.json at
+# ab9ec7bdae6a3482c3837098d07cb3bc0a6b43fc (stored-code index): model_type mistral3 with a
+# qwen3 text model.
+LIGHTONOCR_1B_1025 = {
+    "architectures": ["LightOnOCRForConditionalGeneration"],
+    "dtype": "bfloat16",
+    "image_token_id": 151655,
+    "model_type": "mistral3",
+    "multimodal_projector_bias": False,
+    "projector_hidden_act": "gelu",
+    "spatial_merge_size": 2,
+    "text_config": {
+        "architectures": ["Qwen3ForCausalLM"],
+        "attention_bias": False,
+        "attention_dropout": 0,
+        "head_dim": 128,
+        "hidden_act": "silu",
+        "hidden_size": 1024,
+        "initializer_range": 0.02,
+        "intermediate_size": 3072,
+        "layer_types": ["full_attention"] * 28,
+        "max_position_embeddings": 8192,
+        "max_window_layers": 28,
+        "model_type": "qwen3",
+        "num_attention_heads": 16,
+        "num_hidden_layers": 28,
+        "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 1000000,
+        "sliding_window": None,
+        "use_cache": True,
+        "use_sliding_window": False,
+        "tie_word_embeddings": True,
+        "vocab_size": 151936,
+    },
+    "transformers_version": "4.57.0.dev0",
+    "vision_config": {
+        "attention_dropout": 0,
+        "head_dim": 64,
+        "hidden_act": "silu",
+        "hidden_size": 1024,
+        "image_size": 1540,
+        "initializer_range": 0.02,
+        "intermediate_size": 4096,
+        "model_type": "pixtral",
+        "num_attention_heads": 16,
+        "num_channels": 3,
+        "num_hidden_layers": 24,
+        "patch_size": 14,
+        "rope_theta": 10000,
+    },
+    "vision_feature_layer": -1,
+}
+
+
+def test_lightonocr_released_as_mistral3_is_refused_by_its_qwen3_text_model(tmp_path):
+    folder = tmp_path / "lightonocr"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(LIGHTONOCR_1B_1025))
+    p = inspect_source(str(folder))
+    assert p.family_key == "mistral3"
+    [refused] = p.refused_fields
+    assert "text_config.model_type = 'qwen3'" in refused
+    assert "mistral3_image_processor.cpp" in refused
+    from mmforge.backend.convert import convert
+
+    with pytest.raises(MmforgeError) as e:
+        convert(str(folder), tmp_path / "out")
+    assert "text_config.model_type = 'qwen3'" in e.value.user_message
+    assert not (tmp_path / "out").exists()

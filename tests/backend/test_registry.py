@@ -19,9 +19,23 @@ def test_every_family_folder_is_in_the_registry():
         assert (here / name / "__init__.py").is_file() or (here / f"{name}.py").is_file()
 
 
+def _owns_the_default_config(family: families.Family) -> bool:
+    """Whether transformers' default config of the family's model_type is this family's.
+
+    Pixtral-12B shares `llava` with LLaVA-1.5, whose CLIP tower the default config has.
+    """
+    import transformers
+
+    model_type = family.recognition.model_types[0]
+    if model_type not in transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES:
+        return False
+    config = transformers.AutoConfig.for_model(model_type).to_dict()
+    request = families.VariantRequest(config, Path())
+    return (family.recognition.variant(request) or family) is family
+
+
 def _unstated(family: families.Family) -> list[str]:
     """What a tested family's expect.py leaves unsaid."""
-    import transformers
 
     expect = family.fixtures.expect
     missing = []
@@ -29,8 +43,7 @@ def _unstated(family: families.Family) -> list[str]:
         missing.append(f"{family.key}: tiny_tokens (inspect on its tiny checkpoint)")
     if not expect.honoured:
         missing.append(f"{family.key}: honoured (fields set away from the tiny values)")
-    mapping = transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES
-    if expect.default_config is None and family.recognition.model_types[0] in mapping:
+    if expect.default_config is None and _owns_the_default_config(family):
         missing.append(f"{family.key}: default_config (inspect on transformers' config)")
     if expect.verdict not in ("PASS", "AMBIGUOUS"):
         missing.append(f"{family.key}: a good package's verdict is {expect.verdict}")

@@ -23,14 +23,15 @@ from mmforge.backend.families._base import (
     rescale_and_normalize,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
-from mmforge.backend.families.mistral import expect, fields, reference, tiny
+from mmforge.backend.families.mistral import expect, fields, lightonocr, pixtral, reference, tiny
 from mmforge.backend.families.mistral.build import vision_activation
 from mmforge.backend.families.mistral.graph_fixes import pixtral_rope_any_grid
+from mmforge.backend.families.mistral.reference import merge_size
 from mmforge.backend.picture_sizing import LONGEST_EDGE, Sizing, resample_name
 
 
 def _projector(cfg: Cfg) -> Projector:
-    merge = cfg.get("spatial_merge_size", 2)
+    merge = merge_size(cfg)
     act = cfg.get("projector_hidden_act", "gelu")
     return Projector(
         "Mistral3MultiModalProjector",
@@ -47,7 +48,7 @@ def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
             "patch_size.height", "patch_size", default=cfg.get("vision_config.patch_size", 14)
         )
     )
-    merge = int(cfg.get("spatial_merge_size", 2))
+    merge = merge_size(cfg)
     edge = int(pre.first("size.longest_edge", default=cfg.get("vision_config.image_size", 1540)))
     side = math.ceil(edge / (patch * merge))
     return ImageTokens(
@@ -71,7 +72,7 @@ def _vision_fields(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     # defaults it to 14 (ORT GenAI 0.18).
     return {
         "patch_size": _patch(cfg, pre),
-        "spatial_merge_size": int(cfg.get("spatial_merge_size", 2)),
+        "spatial_merge_size": merge_size(cfg),
     }
 
 
@@ -82,14 +83,14 @@ def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     does that). The runtime resizes Qwen-style within a pixel budget; the budget is the
     square of HF's longest edge.
     """
-    block = _patch(cfg, pre) * int(cfg.get("spatial_merge_size", 2))
+    block = _patch(cfg, pre) * merge_size(cfg)
     edge = int(pre.first("size.longest_edge", default=cfg.get("vision_config.image_size", 1540)))
     return image_sizes_pipeline(
         "pixtral_image_processor",
         min_pixels=block * block,
         max_pixels=edge * edge,
         patch=_patch(cfg, pre),
-        merge=int(cfg.get("spatial_merge_size", 2)),
+        merge=merge_size(cfg),
         interpolation="CUBIC",
         normalize=rescale_and_normalize(pre, CLIP_MEAN, CLIP_STD),
     )
@@ -101,7 +102,7 @@ def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
     The runtime resizes within the pixel budget `_processor` writes; a picture already
     at Pixtral's size is a multiple of the block within that budget, which it keeps.
     """
-    block = _patch(cfg, pre) * int(cfg.get("spatial_merge_size", 2))
+    block = _patch(cfg, pre) * merge_size(cfg)
     edge = int(pre.first("size.longest_edge", default=cfg.get("vision_config.image_size", 1540)))
     return Sizing(
         rule=LONGEST_EDGE,
@@ -173,4 +174,8 @@ MISTRAL3 = Family(
     fixtures=Fixtures(tiny=tiny.MISTRAL3, released=tiny.RELEASED_MISTRAL3, expect=expect.MISTRAL3),
 )
 
-FAMILIES = (MISTRAL3,)
+# Pixtral-12B (llava with a Pixtral tower) on the same pipeline: pixtral.py. It comes
+# before MISTRAL3 so that MISTRAL3 stays the family of `mistral3` packages by pipeline.
+PIXTRAL = pixtral.make(MISTRAL3)
+
+FAMILIES = (PIXTRAL, MISTRAL3, lightonocr.LIGHTONOCR)

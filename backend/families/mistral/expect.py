@@ -20,3 +20,19 @@ MISTRAL3 = Expectations(
     },
     quantized=("int4",),
 )
+
+# Pixtral-12B (llava with a Pixtral tower): its tiny tower is GELU as released, so SiLU is
+# the other value here.
+PIXTRAL = Expectations(
+    tiny_tokens={"image_token_id": "[IMG]"},
+    honoured={
+        "text_config.hidden_act": "gelu_pytorch_tanh",
+        "text_config.rms_norm_eps": 0.05,
+        "text_config.sliding_window": 3,
+        "vision_config.rope_parameters.rope_theta": 500.0,
+        "vision_config.hidden_act": "silu",
+        "multimodal_projector_bias": False,
+    },
+    quantized=("int4",),
+    held_out={"text_config.intermediate_size": 96, "text_config.num_key_value_heads": 1},
+)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mmforge.backend.families._base import Cfg
 from mmforge.backend.families._hooks import (
     LayoutCheck,
     LayoutRequest,
@@ -19,6 +20,16 @@ from mmforge.backend.families._reference import (
 )
 
 
+def merge_size(cfg: Cfg) -> int:
+    """The projector's patch merge: Mistral 3's `spatial_merge_size`, or 1 (none).
+
+    Pixtral-12B's LLaVA projector has no merge and its config no such field.
+    """
+    if cfg.get("model_type") == "llava":
+        return 1
+    return int(cfg.get("spatial_merge_size", 2))
+
+
 def prepare(request: ReferenceRequest) -> ReferenceInputs:
     """PixtralProcessor's inputs: rows of [IMG] closed by [IMG_BREAK], then [IMG_END]."""
     checkpoint = request.checkpoint
@@ -29,7 +40,7 @@ def prepare(request: ReferenceRequest) -> ReferenceInputs:
     tensors: dict[str, Any] = {}
     reps: list[str] = []
     if images:
-        block = int(cfg.get("vision_config.patch_size", 14)) * int(cfg.get("spatial_merge_size", 2))
+        block = int(cfg.get("vision_config.patch_size", 14)) * merge_size(cfg)
         out = image_processor(checkpoint)(
             images=images, patch_size={"height": block, "width": block}, return_tensors="pt"
         )
@@ -66,7 +77,7 @@ def placeholder_layout(request: LayoutRequest) -> LayoutCheck:
     arrays = request.arrays
     image_token = request.image_token
     tokenizer = request.tokenizer
-    block = int(cfg.get("vision_config.patch_size", 14)) * int(cfg.get("spatial_merge_size", 2))
+    block = int(cfg.get("vision_config.patch_size", 14)) * merge_size(cfg)
     sizes = [(int(h), int(w)) for h, w in arrays.get("image_sizes", [])]
     want_img = sum((h // block) * (w // block) for h, w in sizes)
     want_break = sum(h // block - 1 for h, _ in sizes)
