@@ -61,8 +61,10 @@ def test_marks_from_tags_text_only_and_speech_types():
     assert mark_for("whisper").verdict == "not converted"
     assert mark_for("lfm2_audio").verdict == "not converted"
     assert mark_for("no_such_type").verdict == "unknown"
-    # The reason is short: the runtime's list of types is left out.
-    assert mark_for("llava").reason == "ONNX Runtime GenAI 0.18 has no llava model type"
+    # The reason is short: its first clause, the details left out.
+    assert mark_for("llava_next").reason == (
+        "ONNX Runtime GenAI 0.18 has no pipeline that gives its number of ids per picture"
+    )
 
 
 def test_hostile_entries_are_dropped_or_cut(hub):
