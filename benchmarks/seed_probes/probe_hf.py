@@ -291,4 +291,60 @@ for n in (1, 2):
     dst, new = package(G, f"gemma3n-{n}", tok, [], lambda c: None)
     rt, nf = runtime(dst, text, n)
     ok &= report(f"gemma3n x{n} on gemma3", hf, rt, {}, nf)
+
+
+def idefics3_without_splitting() -> bool:
+    """Idefics3 without image splitting: a constant layout."""
+    from transformers import Idefics3ImageProcessor, Idefics3Processor
+
+    good = True
+    tok = hf_tokenizer(Q)
+    rows = [f"<row_{i + 1}_col_{j + 1}>" for i in range(6) for j in range(6)]
+    tok.add_special_tokens(
+        {
+            "additional_special_tokens": [
+                "<fake_token_around_image>",
+                "<image>",
+                "<end_of_utterance>",
+                "<global-img>",
+                *rows,
+            ]
+        }
+    )
+    proc = Idefics3Processor(
+        image_processor=Idefics3ImageProcessor(do_image_splitting=False),
+        tokenizer=tok,
+        image_seq_len=169,
+    )
+    fake, image, glob = (
+        tok.convert_tokens_to_ids(t)
+        for t in ("<fake_token_around_image>", "<image>", "<global-img>")
+    )
+    pad = tok.convert_tokens_to_ids("<|image_pad|>")
+    start, end = (tok.convert_tokens_to_ids(t) for t in ("<|vision_start|>", "<|vision_end|>"))
+    for n in (1, 2):
+        text = "User:" + "<image>" * n + "What is it?<end_of_utterance>\nAssistant:"
+        hf = proc(text=text, images=[[pil] * n])["input_ids"]
+        # unlike Idefics2, adjacent pictures keep both fake tokens: nothing to absorb
+        dst, _ = package(Q, f"idefics3-{n}", tok, [], videochat(170))
+        frames(dst)
+        rt, nf = runtime(dst, text.replace("<image>", "<|vision_start|>"), n)
+        mapped, run = [], 0
+        for i in rt:
+            if i == pad:
+                mapped.append(glob if run == 0 else image)
+                run += 1
+            else:
+                run = 0
+                mapped.append(fake if i in (start, end) else i)
+        good &= report(
+            f"idefics3 no splitting x{n} on videochat_flash_qwen K=170", hf, mapped, {}, nf
+        )
+    return good
+
+
+try:
+    ok &= idefics3_without_splitting()
+except (ImportError, ValueError, TypeError, AttributeError) as e:
+    print("idefics3 probe could not build transformers' processor:", str(e)[:200])
 print("ALL OK" if ok else "DIFFERENCES")
