@@ -157,6 +157,15 @@ def _tensors(
     if not checkpoint.remote_code and family.profile.hf_class:
         try:
             meta = tensors.meta_tensors(checkpoint.transformers_config(), family.profile.hf_class)
+        except ImportError as e:
+            # A class built on an optional library (Gemma 3n's vision tower needs timm).
+            said = " ".join(str(e).split())[:200] or type(e).__name__
+            return (
+                None,
+                "unknown",
+                f"transformers needs a library this environment lacks to build "
+                f"{family.profile.hf_class} ({said})",
+            )
         except (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError) as e:
             # transformers refuses configs whose values contradict each other (a hidden
             # size no head count divides); its words, bounded, say which.

@@ -244,8 +244,9 @@ def _check_convertible(checkpoint: Checkpoint, dtype: str) -> None:
             else "transformers has no native version of it to convert from",
         )
     if family.package is None:
+        why = f": {family.not_converted}" if family.not_converted else ""
         raise MmforgeError(
-            f"Converting {family.name} is not supported yet in this version of mmforge",
+            f"Converting {family.name} is not supported yet in this version of mmforge{why}",
             "Supported now: " + ", ".join(f.name for f in families.ALL if f.package),
         )
     if dtype not in family.package.dtypes:

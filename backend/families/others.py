@@ -1,7 +1,11 @@
-"""Families the seeds name that ONNX Runtime GenAI 0.18 cannot chat with.
+"""Families the seeds name that mmforge inspects but does not convert.
 
-`inspect` describes them fully; conversion and per-component parity on plain ONNX Runtime
-may come later, but the runtime has no pipeline type for any of them.
+Each entry says, measured, whether one of ONNX Runtime GenAI 0.18's pipelines could feed the
+model exactly what transformers feeds it (then `pipeline_type` is that pipeline and
+`not_converted` says what is missing), or which runtime code rules it out
+(`no_pipeline_reason`). The long form, with the source lines (microsoft/onnxruntime-genai
+a0c04eb1) and the measurements on the 0.18 wheel, is docs/seed-families.md; the two verdicts
+that rest on the runtime's processors are held by tests/backend/test_seed_hosts.py.
 """
 
 from __future__ import annotations
@@ -19,19 +23,33 @@ from mmforge.backend.families._base import (
     as_int,
     ids,
 )
-from mmforge.backend.runtime_types import multimodal_list
 
-_NO_TYPE = (
-    "ONNX Runtime GenAI 0.18 has no {t} model type (its multimodal chat types are "
-    + multimodal_list().replace("{", "{{").replace("}", "}}")
-    + ")"
+_SEE = "; docs/seed-families.md has the details"
+
+# The host for families with a constant number of ids per picture:
+# VideoChatFlashProcessor (src/models/videochat_flash_processor.cpp, BuildPromptTokens)
+# gives every picture vision.num_visual_tokens ids, a number the package chooses, framed by
+# <|vision_start|> … <|vision_end|> text that the package's own tokenizer absorbs into the
+# first and last ids (measured on the 0.18 wheel).
+_VIDEOCHAT = (
+    "ONNX Runtime GenAI 0.18 could run it exactly through its 'videochat_flash_qwen' "
+    "pipeline: VideoChatFlashProcessor (videochat_flash_processor.cpp, BuildPromptTokens) "
+    "gives every picture a constant number of ids, vision.num_visual_tokens = {k}, and the "
+    "package's own tokenizer absorbs the <|vision_start|>/<|vision_end|> text it splices in"
 )
 
 
-def _inspected(config_class: str, projector: str, token_ids: dict[str, int]) -> Fixtures:
+def _inspected(
+    config_class: str,
+    projector: str,
+    token_ids: dict[str, int],
+    components: tuple[str, ...] = ("vision_encoder", "embedding", "decoder"),
+) -> Fixtures:
     """What inspect must report for transformers' default config of an inspect-only family."""
     return Fixtures(
-        expect=Expectations(default_config=DefaultConfig(config_class, projector, token_ids))
+        expect=Expectations(
+            default_config=DefaultConfig(config_class, projector, token_ids, components)
+        )
     )
 
 
@@ -73,7 +91,7 @@ LLAVA = Family(
     key="llava",
     fixtures=_inspected("LlavaConfig", "MLPMultiModalProjector", {"image_token_id": 32000}),
     name="LLaVA",
-    pipeline_type=None,
+    pipeline_type="videochat_flash_qwen",
     recognition=Recognition(model_types=("llava",)),
     profile=Profile(
         projector=lambda cfg: _mlp(cfg, "LLaVA"),
@@ -82,7 +100,12 @@ LLAVA = Family(
         hf_class="LlavaForConditionalGeneration",
         notes=(_CLIP_NOTE,),
     ),
-    no_pipeline_reason=_NO_TYPE.format(t="llava"),
+    not_converted=(
+        _VIDEOCHAT.format(k=576)
+        + " (measured on the 0.18 wheel: the same ids as transformers' LlavaProcessor). "
+        "mmforge does not build LLaVA's graphs yet (a CLIP tower read at layer -2 without its "
+        "class token)" + _SEE
+    ),
 )
 
 
@@ -111,7 +134,14 @@ LLAVA_NEXT = Family(
         hf_class="LlavaNextForConditionalGeneration",
         notes=(_CLIP_NOTE,),
     ),
-    no_pipeline_reason=_NO_TYPE.format(t="llava_next"),
+    no_pipeline_reason=(
+        "ONNX Runtime GenAI 0.18 has no pipeline that gives its number of ids per picture: a "
+        "base view plus anyres tiles unpadded to the picture's aspect ratio, with a newline "
+        "per row (576 + h'·(w'+1)), where every 0.18 processor's count is a constant (gemma3, "
+        "videochat_flash_qwen), a smart-resized grid product (qwen2_5_vl_image_processor.cpp, "
+        "ProcessImagePrompt), one Pixtral grid (mistral3_image_processor.cpp, "
+        "ProcessPixtralPrompt) or Phi's, Gemma 4's or LFM2-VL's own formula" + _SEE
+    ),
 )
 
 VIDEO_LLAVA = Family(
@@ -122,7 +152,7 @@ VIDEO_LLAVA = Family(
         {"image_token_id": 32000, "video_token_id": 32001},
     ),
     name="Video-LLaVA",
-    pipeline_type=None,
+    pipeline_type="videochat_flash_qwen",
     recognition=Recognition(model_types=("video_llava",)),
     profile=Profile(
         projector=lambda cfg: _mlp(cfg, "Video-LLaVA"),
@@ -135,14 +165,19 @@ VIDEO_LLAVA = Family(
         hf_class="VideoLlavaForConditionalGeneration",
         notes=(_CLIP_NOTE,),
     ),
-    no_pipeline_reason=_NO_TYPE.format(t="video_llava"),
+    not_converted=(
+        _VIDEOCHAT.format(k=256)
+        + " for pictures; a video's 8 frames would need 257 per frame, another package "
+        "config, and one prompt with both cannot be exact (BuildPromptTokens gives every "
+        "picture one count). mmforge does not build its graphs yet" + _SEE
+    ),
 )
 
 VIPLLAVA = Family(
     key="vipllava",
     fixtures=_inspected("VipLlavaConfig", "MLPMultiModalProjector", {"image_token_id": 32000}),
     name="VipLLaVA",
-    pipeline_type=None,
+    pipeline_type="videochat_flash_qwen",
     recognition=Recognition(model_types=("vipllava",)),
     profile=Profile(
         projector=lambda cfg: _mlp(cfg, "VipLLaVA"),
@@ -150,7 +185,11 @@ VIPLLAVA = Family(
         image_tokens=_clip_tokens,
         hf_class="VipLlavaForConditionalGeneration",
     ),
-    no_pipeline_reason=_NO_TYPE.format(t="vipllava"),
+    not_converted=(
+        _VIDEOCHAT.format(k=576)
+        + " (it uses LLaVA's processor, measured on the 0.18 wheel). mmforge does not build "
+        "its graphs yet (a CLIP tower whose five feature layers are concatenated)" + _SEE
+    ),
 )
 
 
@@ -167,7 +206,7 @@ PALIGEMMA = Family(
     key="paligemma",
     fixtures=_inspected("PaliGemmaConfig", "LinearMultiModalProjector", {"image_token_id": 256000}),
     name="PaliGemma",
-    pipeline_type=None,
+    pipeline_type="videochat_flash_qwen",
     recognition=Recognition(model_types=("paligemma",)),
     profile=Profile(
         projector=lambda cfg: _linear(
@@ -193,7 +232,13 @@ PALIGEMMA = Family(
         hf_class="PaliGemmaForConditionalGeneration",
         notes=("The image prefix attends bidirectionally (prefix-LM mask).",),
     ),
-    no_pipeline_reason=_NO_TYPE.format(t="paligemma"),
+    not_converted=(
+        _VIDEOCHAT.format(k="(image_size/patch_size)²")
+        + " (at 224 px 'gemma3' fits too: GemmaImageProcessor's 256); measured on the 0.18 "
+        "wheel: the same ids as transformers' PaliGemmaProcessor, <bos> and the final newline "
+        "included. Its decoder must read input_ids to let the whole prompt attend both ways "
+        "at prefill, with positions counted from 1. mmforge does not build its graphs yet" + _SEE
+    ),
 )
 
 
@@ -224,7 +269,7 @@ INTERNVL = Family(
     key="internvl",
     fixtures=_inspected("InternVLConfig", "MLPMultiModalProjector", {"image_token_id": 151667}),
     name="InternVL",
-    pipeline_type=None,
+    pipeline_type="videochat_flash_qwen",
     recognition=Recognition(
         model_types=("internvl", "internvl_chat"), remote_code_types=("internvl_chat",)
     ),
@@ -234,14 +279,21 @@ INTERNVL = Family(
         image_tokens=_internvl_tokens,
         hf_class="InternVLForConditionalGeneration",
     ),
-    no_pipeline_reason=_NO_TYPE.format(t="internvl"),
+    not_converted=(
+        _VIDEOCHAT.format(k=256)
+        + " when the processor does not tile (crop_to_patches false, transformers' default: "
+        "<img>, 256 <IMG_CONTEXT>, </img>, which the runtime's markers can be). Tiled "
+        "pictures (crop_to_patches true, as the original remote code always does) take "
+        "256 × (tiles + thumbnail) ids, a count no 0.18 processor gives. mmforge does not "
+        "build its graphs yet" + _SEE
+    ),
 )
 
 IDEFICS2 = Family(
     key="idefics2",
     fixtures=_inspected("Idefics2Config", "LinearMultiModalProjector", {"image_token_id": 32001}),
     name="Idefics2",
-    pipeline_type=None,
+    pipeline_type="videochat_flash_qwen",
     recognition=Recognition(model_types=("idefics2",)),
     profile=Profile(
         projector=lambda cfg: Projector(
@@ -262,7 +314,13 @@ IDEFICS2 = Family(
         ),
         hf_class="Idefics2ForConditionalGeneration",
     ),
-    no_pipeline_reason=_NO_TYPE.format(t="idefics2"),
+    not_converted=(
+        _VIDEOCHAT.format(k="64 (324 with image splitting)")
+        + ", the markers becoming its <fake_token_around_image> (measured on the 0.18 wheel: "
+        "the same ids as transformers' Idefics2Processor, with and without splitting). "
+        "mmforge does not build its graphs yet (SigLIP on the picture's own size, a perceiver "
+        "resampler), and a prompt's pictures would have to share one size" + _SEE
+    ),
 )
 
 
@@ -289,7 +347,15 @@ IDEFICS3 = Family(
         image_tokens=_idefics3_tokens,
         hf_class="Idefics3ForConditionalGeneration",
     ),
-    no_pipeline_reason=_NO_TYPE.format(t="idefics3"),
+    no_pipeline_reason=(
+        "ONNX Runtime GenAI 0.18 has no pipeline for its image splitting (the default): "
+        "each picture becomes rows × cols tiles of <fake_token_around_image><row_r_col_c> "
+        "and 169 (SmolVLM 64) image ids, with a newline per row, a count and layout that "
+        "follow the picture, where the 0.18 processors give a constant count (gemma3, "
+        "videochat_flash_qwen) or one id per grid cell and one break per row "
+        "(mistral3_image_processor.cpp, BuildImageTokenSequence). Without splitting it would "
+        "be exact on videochat_flash_qwen" + _SEE
+    ),
 )
 
 MOLMO = Family(
@@ -309,7 +375,14 @@ MOLMO = Family(
         image_tokens=lambda cfg, pre: ImageTokens(rule="multi-crop with pooled patches (dynamic)"),
         hf_class="Molmo2ForConditionalGeneration",
     ),
-    no_pipeline_reason=_NO_TYPE.format(t="molmo"),
+    no_pipeline_reason=(
+        "ONNX Runtime GenAI 0.18 has no pipeline that gives its layout: a low-resolution "
+        "grid and high-resolution crops chosen by select_tiling from the picture's size, each "
+        "row ended by <im_col>, where the 0.18 processors give a constant count (gemma3, "
+        "videochat_flash_qwen) or a single Pixtral grid with one id per cell "
+        "(mistral3_image_processor.cpp, BuildImageTokenSequence); only a processor pinned to "
+        "one crop, not the released one, would fit" + _SEE
+    ),
 )
 
 FLORENCE2 = Family(
@@ -332,10 +405,122 @@ FLORENCE2 = Family(
         hf_class="Florence2ForConditionalGeneration",
     ),
     no_pipeline_reason=(
-        "Florence-2 is an encoder-decoder (BART) model; ONNX Runtime GenAI 0.18 runs "
-        "decoder-only multimodal pipelines"
+        "Florence-2 is an encoder-decoder (a BART encoder over the picture's features and the "
+        "prompt, a decoder with cross-attention); ONNX Runtime GenAI 0.18's multimodal "
+        "pipeline (multi_modal.cpp, MultiModalPipelineState::Run) runs vision, embedding and a "
+        "decoder with self-attention caches only, and its one encoder-decoder pipeline, "
+        "whisper, takes audio only" + _SEE
     ),
 )
+
+
+def _gemma3n_projector(cfg: Cfg) -> Projector:
+    vision = cfg.get("vision_config.hidden_size", 2048)
+    text = cfg.get("text_config.hidden_size", 2048)
+    return Projector(
+        "Gemma3nMultimodalEmbedder",
+        "RMSNorm → Linear → RMSNorm",
+        f"Gemma 3n embeds soft vision tokens with RMSNorm, a Linear from "
+        f"vision_config.hidden_size={vision} to text_config.hidden_size={text} and a "
+        "post-projection RMSNorm; its hard tokens have their own embedding table",
+        {"vision_config.hidden_size": vision, "text_config.hidden_size": text},
+    )
+
+
+GEMMA3N = Family(
+    key="gemma3n",
+    fixtures=_inspected(
+        "Gemma3nConfig",
+        "Gemma3nMultimodalEmbedder",
+        {
+            "image_token_id": 262145,
+            "audio_token_id": 262273,
+            "boi_token_id": 255999,
+            "eoi_token_id": 262144,
+            "boa_token_id": 256000,
+            "eoa_token_id": 262272,
+        },
+        components=("vision_encoder", "audio_encoder", "embedding", "decoder"),
+    ),
+    name="Gemma 3n",
+    pipeline_type="gemma3",
+    recognition=Recognition(model_types=("gemma3n",)),
+    profile=Profile(
+        projector=_gemma3n_projector,
+        token_ids=lambda cfg: ids(
+            cfg,
+            image_token_id="image_token_id",
+            audio_token_id="audio_token_id",
+            boi_token_id="boi_token_id",
+            eoi_token_id="eoi_token_id",
+            boa_token_id="boa_token_id",
+            eoa_token_id="eoa_token_id",
+        ),
+        image_tokens=lambda cfg, pre: ImageTokens(
+            fixed=int(cfg.get("vision_soft_tokens_per_image", 256)),
+            rule="a 768 px picture through MobileNetV5, framed by <start_of_image> … "
+            "<end_of_image> with a blank line either side",
+        ),
+        hf_class="Gemma3nForConditionalGeneration",
+        has_audio=lambda cfg: cfg.get("audio_config") is not None,
+        notes=(
+            "Audio: 188 <audio_soft_token> per clip, whatever its length.",
+            "transformers builds its MobileNetV5 vision tower with timm.",
+        ),
+    ),
+    # GemmaImageProcessor (src/models/gemma_image_processor.cpp, ProcessImagePrompt,
+    # a0c04eb1 L16-19, L54) splices exactly the text Gemma3nProcessor writes; measured
+    # token-identical on the 0.18 wheel (tests/backend/test_seed_hosts.py).
+    not_converted=(
+        "ONNX Runtime GenAI 0.18 could run its pictures and text exactly through 'gemma3': "
+        "GemmaImageProcessor (gemma_image_processor.cpp, ProcessImagePrompt) splices in the "
+        "very text Gemma 3n's processor writes, 256 <image_soft_token> between "
+        "<start_of_image> and <end_of_image> (measured on the 0.18 wheel: the same ids as "
+        "transformers' Gemma3nProcessor). Its audio fits no pipeline: gemma3 takes none, and "
+        "gemma4 (gemma4_multimodal_processor.cpp, Gemma4MultiModalProcessor::Process) counts "
+        "a clip's ids from its length where Gemma 3n always uses 188. mmforge does not build "
+        "its graphs yet (a MobileNetV5 vision tower, AltUp and per-layer inputs in the "
+        "decoder)" + _SEE
+    ),
+)
+
+QWEN2_AUDIO = Family(
+    key="qwen2_audio",
+    fixtures=_inspected(
+        "Qwen2AudioConfig",
+        "LinearMultiModalProjector",
+        {"audio_token_id": 151646},
+        components=("audio_encoder", "embedding", "decoder"),
+    ),
+    name="Qwen2-Audio",
+    pipeline_type=None,
+    recognition=Recognition(model_types=("qwen2_audio",)),
+    profile=Profile(
+        projector=lambda cfg: _linear(
+            cfg, "Qwen2-Audio", "audio_config.d_model", cfg.get("audio_config.d_model", 1280)
+        ),
+        token_ids=lambda cfg: ids(cfg, audio_token_id=("audio_token_id", "audio_token_index")),
+        image_tokens=lambda cfg, pre: ImageTokens(rule="audio only: no images"),
+        hf_class="Qwen2AudioForConditionalGeneration",
+        has_vision=lambda cfg: False,
+        has_audio=lambda cfg: True,
+        notes=(
+            "A clip is Whisper features (128 mel bins) padded to 30 s; it becomes "
+            "<|audio_bos|>, ⌊⌈L/2⌉/2⌋ <|AUDIO|> for L real frames, <|audio_eos|>.",
+        ),
+    ),
+    # Measured with the gemma4 tiny package's Gemma4LogMel chain
+    # (benchmarks/seed_probes/probe_audio.py): 1.02 s gives 26 ids in the runtime and 25 in
+    # transformers, 2.5 s 63 and 62.
+    no_pipeline_reason=(
+        "ONNX Runtime GenAI 0.18 has no audio pipeline that gives its count, ⌊⌈L/2⌉/2⌋ "
+        "<|AUDIO|> ids for L mel frames: gemma4 (gemma4_multimodal_processor.cpp, "
+        "Gemma4MultiModalProcessor::Process) computes ⌈⌈T/2⌉/2⌉ from the features it hands "
+        "over (measured on the 0.18 wheel: one id off for 2 of 10 clip lengths), and phi4mm "
+        "counts with Phi-4's audio_sizes and its hard-coded id 200011" + _SEE
+    ),
+)
+
 
 # Runtime pipelines mmforge names but does not convert yet (measured against the 0.18
 # wheel's own strings and the runtime's source; neither has a transformers class).
@@ -393,20 +578,17 @@ VIDEOCHAT_FLASH = Family(
     # frames given as og.Images, each wrapped in <|vision_start|> … <|vision_end|>. The
     # model's own code (OpenGVLab/VideoChat-Flash 2f8e2f57, llava/mm_utils.py
     # tokenizer_image_token and llava/model/llava_arch.py with mm_newline_position
-    # "nothing"; OpenVINO GenAI does the same) puts a video's frame features, with nothing
-    # between them, where one <image> placeholder stood.
+    # "nothing") puts a video's frame features, with nothing between them, where one
+    # <image> placeholder stood. A package's own tokenizer can absorb the markers (added
+    # tokens "<|vision_start|><|image_pad|>" and "<|image_pad|><|vision_end|>", measured in
+    # tests/backend/test_seed_hosts.py), so they no longer rule it out.
     not_converted=(
-        "ONNX Runtime GenAI 0.18 runs it as 'videochat_flash_qwen', but not as the model "
-        "was trained: the runtime wraps every video frame in <|vision_start|> … "
-        "<|vision_end|> (measured on the 0.18 wheel: a frame becomes <|vision_start|>, "
-        "vision.num_visual_tokens <|image_pad|> tokens, <|vision_end|>), while "
-        "VideoChat-Flash's own code puts a video's frame features, with nothing between "
-        "them, where one <image> placeholder stood. A package would feed the model two "
-        "tokens per frame it never saw, so no conversion could match the original token "
-        "for token, and mmforge does not make packages it cannot verify. The model is "
-        "also remote code only (a UMT or InternVideo2 video tower and a token-merging "
-        "projector, no transformers class); run it with its own code until the runtime "
-        "feeds it as trained"
+        "ONNX Runtime GenAI 0.18 runs it as 'videochat_flash_qwen'. The <|vision_start|> … "
+        "<|vision_end|> it wraps every frame in need not reach the model (a package's own "
+        "tokenizer can absorb them, measured on the 0.18 wheel), but the model is remote code "
+        "only (a UMT or InternVideo2 video tower and a token-merging projector, no "
+        "transformers class), so mmforge has nothing to verify a conversion against; run it "
+        "with its own code" + _SEE
     ),
 )
 
@@ -421,6 +603,8 @@ FAMILIES = (
     IDEFICS3,
     MOLMO,
     FLORENCE2,
+    GEMMA3N,
+    QWEN2_AUDIO,
     LFM2_AUDIO,
     VIDEOCHAT_FLASH,
 )

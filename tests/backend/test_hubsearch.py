@@ -66,8 +66,10 @@ def test_marks_from_tags_text_only_and_speech_types():
     assert phi3v.verdict == "converts with consent" and phi3v.family.startswith("Phi-3")
     assert phi3v.words().startswith(f"{phi3v.family}: converts with your consent (converting")
     assert "trust remote code" in phi3v.reason
-    # The reason is short: the runtime's list of types is left out.
-    assert mark_for("llava").reason == "ONNX Runtime GenAI 0.18 has no llava model type"
+    # The reason is short: its first clause, the details left out.
+    assert mark_for("llava_next").reason == (
+        "ONNX Runtime GenAI 0.18 has no pipeline that gives its number of ids per picture"
+    )
 
 
 def test_hostile_entries_are_dropped_or_cut(hub):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -61,6 +62,12 @@ def test_inspect_full_size_default_configs(
     assert p.projector.reason and p.projector.fields
     for name, value in token_ids.items():
         assert p.token_ids[name] == value, name
+    if key == "gemma3n" and importlib.util.find_spec("timm") is None:
+        # transformers builds Gemma 3n's MobileNetV5 tower with timm, absent here: inspect
+        # says so instead of failing.
+        assert p.sizes.source == "unknown"
+        assert any("timm" in w and "Parameter count unknown" in w for w in p.warnings)
+        return
     # No weights in the folder: the parameter count comes from the config on the meta device.
     assert p.sizes.source == "config (meta device)"
     assert p.sizes.parameters["total"] > 100_000_000

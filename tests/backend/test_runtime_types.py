@@ -108,11 +108,12 @@ def test_runtime_pipelines_not_converted_yet_are_named_with_the_reason(tmp_path,
 def test_the_runtime_wraps_each_videochat_flash_frame_in_markers_the_model_never_saw(
     package, tmp_path
 ):
-    """VideoChat-Flash's refusal rests on this: ONNX Runtime GenAI's `videochat_flash_qwen`
-    processor turns every frame into <|vision_start|>, vision.num_visual_tokens
-    <|image_pad|> tokens and <|vision_end|>, where the model's own code puts a video's frame
-    features, with nothing between them, in place of one <image> placeholder. A runtime
-    that stops adding the markers fails here, and the refusal is to be revisited."""
+    """ONNX Runtime GenAI's `videochat_flash_qwen` processor turns every frame into
+    <|vision_start|>, vision.num_visual_tokens <|image_pad|> tokens and <|vision_end|>, where
+    the model's own code puts a video's frame features, with nothing between them, in place
+    of one <image> placeholder. A package's tokenizer can absorb the markers
+    (tests/backend/test_seed_hosts.py); VideoChat-Flash's entry names them, and a runtime
+    that stops adding them fails here, for the entry to be revisited."""
     import onnxruntime_genai as og
     from PIL import Image
 

@@ -451,10 +451,17 @@ def test_unsupported_family_exits_2(tmp_path, capsys):
 
     from mmforge.app.cli import main
 
+    transformers.LlavaNextConfig().save_pretrained(tmp_path / "llava_next")
+    assert main(["convert", str(tmp_path / "llava_next"), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "LLaVA-NeXT cannot be converted" in err[0]
+    assert not (tmp_path / "out").exists()
+    # A family a runtime pipeline could host but mmforge does not build: refused, saying which.
     transformers.LlavaConfig().save_pretrained(tmp_path / "llava")
     assert main(["convert", str(tmp_path / "llava"), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "LLaVA cannot be converted" in err[0]
+    assert len(err) == 1 and "Converting LLaVA is not supported yet" in err[0]
+    assert "videochat_flash_qwen" in err[0]
     assert not (tmp_path / "out").exists()
 
 
@@ -673,9 +680,10 @@ def test_lfm2_vl_builder_weights_that_differ_from_the_checkpoint_fail(tiny, tmp_
 
 
 def test_a_remote_code_only_checkpoint_is_refused_saying_why(tmp_path):
-    """InternVL's chat checkpoints exist only as remote code and the runtime has no
-    pipeline for them: refused up front, saying so. (Phi-3.5-Vision, remote code too, now
-    converts: its layout is read as data, tests/backend/test_phi3v.py.)"""
+    """InternVL's chat checkpoints exist only as remote code, which mmforge does not
+    convert: refused up front, naming the native model_type and why InternVL is not
+    converted. (Phi-3.5-Vision, remote code too, converts: its layout is read as data,
+    tests/backend/test_phi3v.py.)"""
     folder = tmp_path / "remote"
     folder.mkdir()
     (folder / "config.json").write_text(
@@ -690,8 +698,9 @@ def test_a_remote_code_only_checkpoint_is_refused_saying_why(tmp_path):
     )
     with pytest.raises(MmforgeError) as e:
         convert(str(folder), tmp_path / "out", trust_remote_code=True)
-    assert "cannot be converted for ONNX Runtime GenAI" in e.value.one_line()
-    assert "has no internvl" in e.value.one_line()
+    assert "defined by remote code, which mmforge does not convert" in e.value.one_line()
+    assert "model_type internvl" in e.value.one_line()
+    assert "crop_to_patches" in e.value.one_line()  # InternVL's own reason, named
     assert not (tmp_path / "out").exists()
 
 
