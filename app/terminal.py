@@ -107,11 +107,16 @@ def render_profile(p: Any) -> str:
     if p.runnable:
         lines.append(f"  runtime      ONNX Runtime GenAI pipeline '{p.pipeline_type}'")
     else:
-        lines.append(f"  runtime      not runnable: {p.runtime_reason}")
+        lines.append(f"  runtime      no pipeline of its own: {p.runtime_reason}")
     if p.converts:  # (a profile saved before this field has none)
-        from mmforge.backend.families.catalog import CANNOT, CONSENT, EXACT
+        from mmforge.backend.families.catalog import CANNOT, CONSENT, EXACT, NOT_YET
 
-        said = {EXACT: "exactly", CONSENT: "with your consent", CANNOT: "no"}[p.converts]
+        said = {
+            EXACT: "exactly",
+            CONSENT: "with your consent",
+            NOT_YET: "not yet",
+            CANNOT: "no",
+        }[p.converts]
         why = "" if p.converts == EXACT else f": {p.converts_reason}"
         lines.append(f"  converts     {said}{why}")
     lines.append(f"  components   {' + '.join(p.components)}")

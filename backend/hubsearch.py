@@ -140,7 +140,7 @@ def mark_for(model_type: str | None, tags: tuple[str, ...] = ()) -> Mark:
             return Mark(family.name, "converts")
         if said.kind == CONSENT:
             return Mark(family.name, "converts with consent", _first_sentence(said.why))
-        return Mark(family.name, "not converted", _first_sentence(said.why))
+        return Mark(family.name, "not converted", _first_sentence(said.why))  # (or not yet)
     if model_type:
         try:
             lookup(model_type)

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from mmforge.backend import precisions
 from mmforge.backend.errors import REMOTE_CODE
-from mmforge.backend.families.catalog import CONSENT
+from mmforge.backend.families.catalog import CONSENT, NOT_YET
 from mmforge.backend.inspect import Profile
 from mmforge.backend.tiny.demo import is_demo_source
 from mmforge.backend.units import human_bytes, human_count
@@ -69,9 +69,10 @@ def profile_html(p: Profile, c: Colours, machine: Machine | None = None) -> str:
     esc = html.escape
     parts = [f"<h2>{esc(p.family)}</h2><p style='font-size:large'>{esc(plain_sentence(p))}</p>"]
     if not p.runnable:
-        parts.append(
-            f"<p style='color:{c.bad}'><b>Not runnable:</b> {esc(str(p.runtime_reason))}</p>"
-        )
+        # Said as what this app can do with it: not built yet (a runtime pipeline could
+        # run it exactly), or cannot convert (the runtime code that rules it out).
+        title = "Not converted yet" if p.converts == NOT_YET else "Cannot convert"
+        parts.append(f"<p style='color:{c.bad}'><b>{title}:</b> {esc(str(p.runtime_reason))}</p>")
     if p.converts == CONSENT:
         parts.append(
             f"<p style='color:{c.warn}'><b>Converts with your consent:</b> "
@@ -380,7 +381,7 @@ class ModelView(QWidget):
         self._machine = this_machine(self.state.packages_folder())
         self._draw_card()
         self.next_button.setEnabled(profile.runnable)
-        self.status.setText("Inspected." if profile.runnable else "Inspected: not runnable.")
+        self.status.setText("Inspected." if profile.runnable else "Inspected: cannot convert.")
         self.refresh_known()
 
     @Slot(str)

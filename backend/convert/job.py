@@ -223,7 +223,7 @@ def _check_choices(dtype: str, ep: str) -> None:
 def _check_convertible(checkpoint: Checkpoint, dtype: str) -> None:
     """Refuse, before any heavy work, what this version cannot convert."""
     family = checkpoint.family
-    if family.pipeline_type is None:
+    if family.pipeline_type is None and family.exact_host is None:
         raise MmforgeError(
             f"{family.name} cannot be converted for ONNX Runtime GenAI: "
             f"{family.no_pipeline_reason}",
@@ -235,7 +235,8 @@ def _check_convertible(checkpoint: Checkpoint, dtype: str) -> None:
     if checkpoint.remote_code and not own_builder:
         known = family.recognition
         native = [t for t in known.model_types if t not in known.remote_code_types]
-        why = f" ({family.name}: {family.not_converted})" if family.not_converted else ""
+        said = family.not_converted or (family.exact_host and family.no_pipeline_reason)
+        why = f" ({family.name}: {said})" if said else ""
         raise MmforgeError(
             f"This {family.name} checkpoint is defined by remote code, which mmforge does "
             f"not convert{why}",
@@ -244,7 +245,8 @@ def _check_convertible(checkpoint: Checkpoint, dtype: str) -> None:
             else "transformers has no native version of it to convert from",
         )
     if family.package is None:
-        why = f": {family.not_converted}" if family.not_converted else ""
+        said = family.not_converted or family.no_pipeline_reason
+        why = f": {said}" if said else ""
         raise MmforgeError(
             f"Converting {family.name} is not supported yet in this version of mmforge{why}",
             "Supported now: " + ", ".join(f.name for f in families.ALL if f.package),

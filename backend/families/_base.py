@@ -409,6 +409,9 @@ class Family:
         no_pipeline_reason: Why the runtime cannot run it, when `pipeline_type` is None.
         not_converted: Why this version does not convert the family although the runtime
             runs it, measured (inspect warns with it; convert refuses with it).
+        exact_host: The runtime pipeline that could run this family exactly although the
+            runtime has no type of its name, where mmforge does not build its graphs yet
+            (`no_pipeline_reason` says how, measured); None: no pipeline can.
     """
 
     key: str
@@ -421,6 +424,7 @@ class Family:
     fixtures: Fixtures = field(default_factory=Fixtures)
     no_pipeline_reason: str | None = None
     not_converted: str | None = None
+    exact_host: str | None = None
 
     @property
     def converts(self) -> bool:

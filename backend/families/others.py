@@ -91,7 +91,8 @@ LLAVA = Family(
     key="llava",
     fixtures=_inspected("LlavaConfig", "MLPMultiModalProjector", {"image_token_id": 32000}),
     name="LLaVA",
-    pipeline_type="videochat_flash_qwen",
+    pipeline_type=None,
+    exact_host="videochat_flash_qwen",
     recognition=Recognition(model_types=("llava",)),
     profile=Profile(
         projector=lambda cfg: _mlp(cfg, "LLaVA"),
@@ -100,7 +101,7 @@ LLAVA = Family(
         hf_class="LlavaForConditionalGeneration",
         notes=(_CLIP_NOTE,),
     ),
-    not_converted=(
+    no_pipeline_reason=(
         _VIDEOCHAT.format(k=576)
         + " (measured on the 0.18 wheel: the same ids as transformers' LlavaProcessor). "
         "mmforge does not build LLaVA's graphs yet (a CLIP tower read at layer -2 without its "
@@ -152,7 +153,8 @@ VIDEO_LLAVA = Family(
         {"image_token_id": 32000, "video_token_id": 32001},
     ),
     name="Video-LLaVA",
-    pipeline_type="videochat_flash_qwen",
+    pipeline_type=None,
+    exact_host="videochat_flash_qwen",
     recognition=Recognition(model_types=("video_llava",)),
     profile=Profile(
         projector=lambda cfg: _mlp(cfg, "Video-LLaVA"),
@@ -165,7 +167,7 @@ VIDEO_LLAVA = Family(
         hf_class="VideoLlavaForConditionalGeneration",
         notes=(_CLIP_NOTE,),
     ),
-    not_converted=(
+    no_pipeline_reason=(
         _VIDEOCHAT.format(k=256)
         + " for pictures; a video's 8 frames would need 257 per frame, another package "
         "config, and one prompt with both cannot be exact (BuildPromptTokens gives every "
@@ -177,7 +179,8 @@ VIPLLAVA = Family(
     key="vipllava",
     fixtures=_inspected("VipLlavaConfig", "MLPMultiModalProjector", {"image_token_id": 32000}),
     name="VipLLaVA",
-    pipeline_type="videochat_flash_qwen",
+    pipeline_type=None,
+    exact_host="videochat_flash_qwen",
     recognition=Recognition(model_types=("vipllava",)),
     profile=Profile(
         projector=lambda cfg: _mlp(cfg, "VipLLaVA"),
@@ -185,7 +188,7 @@ VIPLLAVA = Family(
         image_tokens=_clip_tokens,
         hf_class="VipLlavaForConditionalGeneration",
     ),
-    not_converted=(
+    no_pipeline_reason=(
         _VIDEOCHAT.format(k=576)
         + " (it uses LLaVA's processor, measured on the 0.18 wheel). mmforge does not build "
         "its graphs yet (a CLIP tower whose five feature layers are concatenated)" + _SEE
@@ -206,7 +209,8 @@ PALIGEMMA = Family(
     key="paligemma",
     fixtures=_inspected("PaliGemmaConfig", "LinearMultiModalProjector", {"image_token_id": 256000}),
     name="PaliGemma",
-    pipeline_type="videochat_flash_qwen",
+    pipeline_type=None,
+    exact_host="videochat_flash_qwen",
     recognition=Recognition(model_types=("paligemma",)),
     profile=Profile(
         projector=lambda cfg: _linear(
@@ -232,7 +236,7 @@ PALIGEMMA = Family(
         hf_class="PaliGemmaForConditionalGeneration",
         notes=("The image prefix attends bidirectionally (prefix-LM mask).",),
     ),
-    not_converted=(
+    no_pipeline_reason=(
         _VIDEOCHAT.format(k="(image_size/patch_size)²")
         + " (at 224 px 'gemma3' fits too: GemmaImageProcessor's 256); measured on the 0.18 "
         "wheel: the same ids as transformers' PaliGemmaProcessor, <bos> and the final newline "
@@ -269,7 +273,8 @@ INTERNVL = Family(
     key="internvl",
     fixtures=_inspected("InternVLConfig", "MLPMultiModalProjector", {"image_token_id": 151667}),
     name="InternVL",
-    pipeline_type="videochat_flash_qwen",
+    pipeline_type=None,
+    exact_host="videochat_flash_qwen",
     recognition=Recognition(
         model_types=("internvl", "internvl_chat"), remote_code_types=("internvl_chat",)
     ),
@@ -279,7 +284,7 @@ INTERNVL = Family(
         image_tokens=_internvl_tokens,
         hf_class="InternVLForConditionalGeneration",
     ),
-    not_converted=(
+    no_pipeline_reason=(
         _VIDEOCHAT.format(k=256)
         + " when the processor does not tile (crop_to_patches false, transformers' default: "
         "<img>, 256 <IMG_CONTEXT>, </img>, which the runtime's markers can be). Tiled "
@@ -293,7 +298,8 @@ IDEFICS2 = Family(
     key="idefics2",
     fixtures=_inspected("Idefics2Config", "LinearMultiModalProjector", {"image_token_id": 32001}),
     name="Idefics2",
-    pipeline_type="videochat_flash_qwen",
+    pipeline_type=None,
+    exact_host="videochat_flash_qwen",
     recognition=Recognition(model_types=("idefics2",)),
     profile=Profile(
         projector=lambda cfg: Projector(
@@ -314,7 +320,7 @@ IDEFICS2 = Family(
         ),
         hf_class="Idefics2ForConditionalGeneration",
     ),
-    not_converted=(
+    no_pipeline_reason=(
         _VIDEOCHAT.format(k="64 (324 with image splitting)")
         + ", the markers becoming its <fake_token_around_image> (measured on the 0.18 wheel: "
         "the same ids as transformers' Idefics2Processor, with and without splitting). "
@@ -443,7 +449,8 @@ GEMMA3N = Family(
         components=("vision_encoder", "audio_encoder", "embedding", "decoder"),
     ),
     name="Gemma 3n",
-    pipeline_type="gemma3",
+    pipeline_type=None,
+    exact_host="gemma3",
     recognition=Recognition(model_types=("gemma3n",)),
     profile=Profile(
         projector=_gemma3n_projector,
@@ -471,7 +478,7 @@ GEMMA3N = Family(
     # GemmaImageProcessor (src/models/gemma_image_processor.cpp, ProcessImagePrompt,
     # a0c04eb1 L16-19, L54) splices exactly the text Gemma3nProcessor writes; measured
     # token-identical on the 0.18 wheel (tests/backend/test_seed_hosts.py).
-    not_converted=(
+    no_pipeline_reason=(
         "ONNX Runtime GenAI 0.18 could run its pictures and text exactly through 'gemma3': "
         "GemmaImageProcessor (gemma_image_processor.cpp, ProcessImagePrompt) splices in the "
         "very text Gemma 3n's processor writes, 256 <image_soft_token> between "

@@ -237,3 +237,23 @@ def test_2_verify_pairs_a_package_with_the_model_it_was_converted_from(window, p
     window.state.set_package(str(phi))
     window.state.set_source("/models/demo")
     assert verify.package.text() == str(demo)
+
+
+def test_the_card_says_not_yet_or_cannot_with_the_runtime_code(qtbot, window, tmp_path):
+    """Issue 30: a family a runtime pipeline could run exactly is "not converted yet",
+    one the runtime rules out "cannot convert", each with its measured reason."""
+    import transformers
+
+    model = window.model_view
+    for config, title, named in (
+        (transformers.LlavaConfig(), "Not converted yet:", "videochat_flash_processor.cpp"),
+        (transformers.LlavaNextConfig(), "Cannot convert:", ".cpp"),
+    ):
+        folder = tmp_path / type(config).__name__
+        config.save_pretrained(folder)
+        model.source.setText(str(folder))
+        with qtbot.waitSignal(window.state.profile_changed, timeout=120_000):
+            model.inspect_button.click()
+        card = model.card.toPlainText()
+        assert title in card and named in card, card
+        assert not model.next_button.isEnabled()
