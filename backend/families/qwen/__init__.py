@@ -21,7 +21,14 @@ from mmforge.backend.families._base import (
     rescale_and_normalize,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
-from mmforge.backend.families.qwen import fara, fields, reference, tiny, tiny_qwen3_5
+from mmforge.backend.families.qwen import (
+    fara,
+    fields,
+    qwen3_vl_moe,
+    reference,
+    tiny,
+    tiny_qwen3_5,
+)
 from mmforge.backend.families.qwen.build import deepstack_vision_output
 from mmforge.backend.families.qwen.graph_fixes import qwen3_deepstack, qwen_unpad_images
 from mmforge.backend.picture_sizing import SMART_RESIZE, Sizing, resample_name
@@ -397,4 +404,7 @@ def _fara_variant(config: dict[str, Any], folder: Path) -> Family | None:
 
 # --- end Fara ------------------------------------------------------------------------
 
-FAMILIES = (QWEN2_5_VL, QWEN3_VL, QWEN3_5, QWEN3_5_MOE, FARA)
+# Qwen3-VL MoE: Qwen3-VL with sparse expert layers (qwen3_vl_moe.py).
+QWEN3_VL_MOE = qwen3_vl_moe.family(QWEN3_VL, QWEN3_PACKAGE)
+
+FAMILIES = (QWEN2_5_VL, QWEN3_VL, QWEN3_VL_MOE, QWEN3_5, QWEN3_5_MOE, FARA)
