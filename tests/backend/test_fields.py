@@ -141,6 +141,11 @@ HONOURED = {
         "text_config.attention_bias": True,
         "vision_config.deepstack_visual_indexes": [0],
     },
+    "qwen3_vl_moe": {  # layer 1 sparse, 0 and 2 dense; 3 of 6 experts per token
+        "text_config.num_experts_per_tok": 3,
+        "text_config.decoder_sparse_step": 2,
+        "text_config.mlp_only_layers": [0, 2],
+    },
     "qwen3_5": {
         "text_config.rms_norm_eps": 0.05,
         "text_config.rope_parameters.rope_theta": 500.0,

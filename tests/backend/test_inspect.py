@@ -47,6 +47,14 @@ CASES = [
         {"image_token_id": 151655, "vision_start_token_id": 151652},
     ),
     (
+        "Qwen3VLMoeConfig",
+        "qwen3_vl_moe",
+        "qwen3_vl",
+        (V, E, D),
+        "PatchMerger",
+        {"image_token_id": 151655, "vision_start_token_id": 151652},
+    ),
+    (
         "Gemma3Config",
         "gemma3",
         "gemma3",
@@ -223,6 +231,7 @@ EXPECTED_TINY = {
         {"image_token_id": "<|image_pad|>", "vision_start_token_id": "<|vision_start|>"},
     ),
     "qwen3_vl": ("qwen3_vl", (V, E, D), {"image_token_id": "<|image_pad|>"}),
+    "qwen3_vl_moe": ("qwen3_vl", (V, E, D), {"image_token_id": "<|image_pad|>"}),
     "gemma3": (
         "gemma3",
         (V, E, D),

@@ -99,6 +99,8 @@ def test_a_release_shaped_checkpoint_matches_transformers_over_32_tokens(release
 # Runtime GenAI's builder with q/k/v fused under one name (LFM2-VL), and base weights with
 # a LoRA merged in (Phi-4, native and remote layout).
 ROUNDED = [("lfm2_vl-450m", "int4"), ("phi4mm-native", "int4"), ("phi4mm-remote", "int8")]
+# And experts stored transposed ([E, H, 2I]) as Qwen3-VL MoE's releases store them.
+ROUNDED.append(("qwen3_vl_moe-30b-a3b", "int4"))
 
 
 @pytest.mark.parametrize(("key", "dtype"), ROUNDED)
@@ -363,6 +365,7 @@ WITH_RELEASED_TEMPLATE = {
     "gemma3-4b",
     "qwen2_5_vl-3b",
     "qwen3_vl-2b",
+    "qwen3_vl_moe-30b-a3b",
     "ministral3-3b",
     "gemma4",
     "qwen3_5-0.8b",

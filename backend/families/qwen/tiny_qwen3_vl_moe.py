@@ -175,6 +175,7 @@ RELEASED_QWEN3_VL_MOE = (
         tiny=QWEN3_VL_MOE,
         config_json=release_config,
         adjust_weights=released_experts,
+        seed=1,  # seed 0's int4 answer reaches a near-tie at token 7 (verify AMBIGUOUS)
         # The Qwen3-VL Instruct releases' shared template, stored from a copy of
         # Qwen3-VL-30B-A3B-Instruct's own (resources/qwen3_vl_chat_template.jinja).
         chat_template=released_template("qwen3_vl"),

@@ -278,6 +278,7 @@ def test_f16_packages_are_judged_with_their_own_bounds(tiny, package, tmp_path):
 
 QUANTIZED = [
     *((f, "int4") for f in ("qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe", "gemma3")),
+    ("qwen3_vl_moe", "int4"),
     ("mistral3", "int4"),
     ("qwen3_5", "int8"),
     ("gemma3", "int8"),
