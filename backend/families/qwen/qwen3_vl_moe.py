@@ -86,7 +86,10 @@ def moe_decoder(module: Any, hf_config: Any) -> None:
 
     class MoeSplit(base):  # type: ignore[misc, valid-type]
         def preprocess_weights(self, state_dict: dict[str, Any]) -> dict[str, Any]:
-            return base.preprocess_weights(self, split_experts(state_dict, experts, hidden))
+            renamed: dict[str, Any] = base.preprocess_weights(
+                self, split_experts(state_dict, experts, hidden)
+            )
+            return renamed
 
     module.__class__ = MoeSplit
 
