@@ -285,7 +285,7 @@ def round_like_package(
                 index[_digest(data)] = (name, p)
                 # A checkpoint may store them transposed, [E, K, rows] (Qwen3-VL MoE's
                 # releases; transformers transposes them on load).
-                index[_digest(data.transpose(0, 2, 1))] = (name, p)
+                index.setdefault(_digest(data.transpose(0, 2, 1)), (name, p))
                 half = data.shape[1] // 2
                 for e in range(data.shape[0]):
                     index[_digest(data[e])] = (f"{name}[{e}]", p[e])
