@@ -184,7 +184,8 @@ def _tensors(
 
 def _active_parameters(by_comp: dict[str, list[TensorInfo]], text: Cfg) -> int | None:
     """Parameters one token runs through in a mixture of experts (None: not one)."""
-    experts, top_k = text.get("num_experts"), text.get("num_experts_per_tok")
+    experts = text.first("num_experts", "num_local_experts")
+    top_k = text.get("num_experts_per_tok")
     if not isinstance(experts, int) or not isinstance(top_k, int) or experts <= 0:
         return None
     converted = [t for ts in by_comp.values() for t in ts]

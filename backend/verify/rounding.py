@@ -283,6 +283,9 @@ def round_like_package(
                 # Fused experts [E, rows, K]: each expert, and each half of it (gate and
                 # up stacked, as transformers fuses a one-tensor-per-expert checkpoint).
                 index[_digest(data)] = (name, p)
+                # A checkpoint may store them transposed, [E, K, rows] (Qwen3-VL MoE's
+                # releases; transformers transposes them on load).
+                index.setdefault(_digest(data.transpose(0, 2, 1)), (name, p))
                 half = data.shape[1] // 2
                 for e in range(data.shape[0]):
                     index[_digest(data[e])] = (f"{name}[{e}]", p[e])

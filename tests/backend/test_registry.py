@@ -143,3 +143,11 @@ def test_inspect_only_families_state_what_inspect_finds():
     for family in families.ALL:
         if family.package is None and family.recognition.model_types[0] in mapping:
             assert family.fixtures.expect.default_config is not None, family.key
+
+
+def test_the_readme_counts_the_families_as_the_registry_does():
+    from mmforge.backend.families import catalog
+
+    for name in ("README.md", "resources/user_guide.md"):
+        text = (Path(__file__).parents[2] / name).read_text(encoding="utf-8")
+        assert f"<!-- families: count -->\n{catalog.sentence()}\n" in text, name

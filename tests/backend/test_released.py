@@ -364,6 +364,7 @@ WITH_RELEASED_TEMPLATE = {
     "qwen2_5_vl-3b",
     "qwen2_vl-2b",
     "qwen3_vl-2b",
+    "qwen3_vl_moe-30b-a3b",
     "ministral3-3b",
     "gemma4",
     "qwen3_5-0.8b",

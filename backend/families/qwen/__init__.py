@@ -29,6 +29,7 @@ from mmforge.backend.families.qwen import (
     fara,
     fields,
     qwen2_vl,
+    qwen3_vl_moe,
     reference,
     tiny,
     tiny_qwen3_5,
@@ -446,4 +447,7 @@ QWEN2_VL = dataclasses.replace(
     fixtures=Fixtures(tiny=qwen2_vl.TINY, released=qwen2_vl.RELEASED, expect=expect.QWEN2_VL),
 )
 
-FAMILIES = (QWEN2_5_VL, QWEN3_VL, QWEN3_5, QWEN3_5_MOE, FARA, QWEN2_VL)
+# Qwen3-VL MoE: Qwen3-VL with sparse expert layers (qwen3_vl_moe.py).
+QWEN3_VL_MOE = qwen3_vl_moe.family(QWEN3_VL, QWEN3_PACKAGE)
+
+FAMILIES = (QWEN2_5_VL, QWEN3_VL, QWEN3_VL_MOE, QWEN3_5, QWEN3_5_MOE, FARA, QWEN2_VL)

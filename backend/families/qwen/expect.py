@@ -106,3 +106,19 @@ QWEN3_5_MOE = Expectations(
     },
     quantized=("int4",),
 )
+
+# Qwen3-VL MoE's tiny checkpoint: layer 1 sparse, 0 and 2 dense; 3 of 6 experts per token
+# under the honoured fields.
+QWEN3_VL_MOE = Expectations(
+    default_config=DefaultConfig("Qwen3VLMoeConfig", "PatchMerger", _QWEN_IDS),
+    tiny_tokens={"image_token_id": "<|image_pad|>"},
+    honoured={
+        "text_config.num_experts_per_tok": 3,
+        "text_config.decoder_sparse_step": 2,
+        "text_config.mlp_only_layers": [0, 2],
+    },
+    quantized=("int4",),
+    # Experts stored transposed ([E, H, 2I]), as the releases store them.
+    released_rounded=(("qwen3_vl_moe-30b-a3b", "int4"),),
+    held_out={"text_config.num_key_value_heads": 1, "text_config.num_experts": 5},
+)
