@@ -21,8 +21,9 @@ from mmforge.backend.families._base import (
 from mmforge.backend.families._embedding import text_embedding_without_features
 from mmforge.backend.families.gemma import fields, reference, tiny
 from mmforge.backend.families.gemma.attention import bidirectional_image_attention
-from mmforge.backend.families.gemma.build import flat_head_dims, query_pre_attn_scalar
+from mmforge.backend.families.gemma.build import query_pre_attn_scalar
 from mmforge.backend.families.gemma.graph_fixes import gemma3_batched_images
+from mmforge.backend.families.gemma.moe import expert_blocks, gemma4_config, router_scale_name
 from mmforge.backend.picture_sizing import ASPECT_BUDGET, FIXED, Sizing, resample_name
 
 
@@ -281,7 +282,9 @@ GEMMA4_PACKAGE = PackageSpec(
     picture_sizing=lambda cfg, pre: gemma4_sizing(cfg, pre, pooled=True),
     speech_inputs={"audio_embeds": "input_features", "attention_mask": "input_features_mask"},
     audio_processor_json=_gemma4_audio_processor,
-    config_patch=flat_head_dims,
+    config_patch=gemma4_config,
+    rename_checkpoint=router_scale_name,
+    module_patch=expert_blocks,
     graph_fixes=(_gemma4_vision_bidirectional, text_embedding_without_features),
     fused_attention=lambda cfg: False,
     notes=(
