@@ -23,6 +23,7 @@ from mmforge.backend.families.gemma import fields, reference, tiny
 from mmforge.backend.families.gemma.attention import bidirectional_image_attention
 from mmforge.backend.families.gemma.build import query_pre_attn_scalar
 from mmforge.backend.families.gemma.graph_fixes import gemma3_batched_images
+from mmforge.backend.families.gemma.standardize import vision_standardize
 from mmforge.backend.families.gemma.moe import expert_blocks, gemma4_config, router_scale_name
 from mmforge.backend.picture_sizing import ASPECT_BUDGET, FIXED, Sizing, resample_name
 
@@ -90,11 +91,11 @@ def _siglip_hub_layout(name: str) -> str:
 
 
 def _gemma4_vision_bidirectional(models: dict[str, Any], cfg: Cfg) -> str | None:
-    # The larger Gemma 4 checkpoints let an image's tokens attend both ways
-    # (use_bidirectional_attention="vision"); the small ones are causal.
+    # The larger Gemma 4 checkpoints let an image's tokens attend both ways on the sliding
+    # layers (use_bidirectional_attention="vision"); the small ones are causal.
     if cfg.get("text_config.use_bidirectional_attention") != "vision":
         return None
-    return bidirectional_image_attention(models, cfg)
+    return bidirectional_image_attention(models, cfg, sliding_only=True)
 
 
 def _gemma3_sizing(cfg: Cfg, pre: Cfg) -> Sizing:
@@ -285,7 +286,11 @@ GEMMA4_PACKAGE = PackageSpec(
     config_patch=gemma4_config,
     rename_checkpoint=router_scale_name,
     module_patch=expert_blocks,
-    graph_fixes=(_gemma4_vision_bidirectional, text_embedding_without_features),
+    graph_fixes=(
+        _gemma4_vision_bidirectional,
+        vision_standardize,
+        text_embedding_without_features,
+    ),
     fused_attention=lambda cfg: False,
     notes=(
         "genai_config gets a flat global head size (transformers 5 keeps it in "

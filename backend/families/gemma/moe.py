@@ -49,6 +49,11 @@ def gemma4_config(hf_config: Any) -> None:
         raise LayoutError(f"Several global KV head counts in per_layer_config: {sorted(heads)}")
     if heads:
         object.__setattr__(text, "num_global_key_value_heads", heads.pop())
+    # mobius 0.1 opens image blocks on the global layers too, where transformers keeps
+    # them causal; the decoder is built causal and `bidirectional_image_attention` opens
+    # them on the sliding layers only (the checkpoint's config still says "vision").
+    if getattr(text, "use_bidirectional_attention", None) == "vision":
+        object.__setattr__(text, "use_bidirectional_attention", None)
 
 
 def expert_blocks(module: Any, hf_config: Any) -> None:
