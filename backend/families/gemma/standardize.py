@@ -33,9 +33,19 @@ def vision_standardize(models: dict[str, Any], cfg: Cfg) -> str | None:
         value = ir.Value(name=name, type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([hidden]))
         graph.initializers[name] = value  # filled from the checkpoint like any weight
         vectors.append(value)
-    centred = ir.node("Sub", inputs=[pooled, vectors[0]])
-    scaled = ir.node("Mul", inputs=[centred.outputs[0], vectors[1]])
-    graph.insert_before(norm, centred)
-    graph.insert_before(norm, scaled)
-    norm.replace_input_with(0, scaled.outputs[0])
+    # In float32 whatever the graph's type, as transformers does (its std_bias cancels
+    # large values), then back to the graph's type.
+    nodes = []
+    source = pooled
+    low = pooled.dtype is not None and pooled.dtype != ir.DataType.FLOAT
+    if low:
+        nodes.append(ir.node("Cast", inputs=[pooled], attributes={"to": ir.DataType.FLOAT}))
+        source = nodes[-1].outputs[0]
+    nodes.append(ir.node("Sub", inputs=[source, vectors[0]]))
+    nodes.append(ir.node("Mul", inputs=[nodes[-1].outputs[0], vectors[1]]))
+    if low:
+        nodes.append(ir.node("Cast", inputs=[nodes[-1].outputs[0]], attributes={"to": pooled.dtype}))
+    for node in nodes:
+        graph.insert_before(norm, node)
+    norm.replace_input_with(0, nodes[-1].outputs[0])
     return "Vision: the pooled features are standardised (std_bias, std_scale), as transformers does"

@@ -1,0 +1,95 @@
+"""Gemma 4's larger forms, tiny: K = V on the global layers (31B) and expert blocks (26B-A4B).
+
+They are variants of the registry's `gemma4` entry (one model type, one entry), so the
+registry-driven convert / verify / chat tests do not reach them: this file runs the same
+checks on `tiny_large.TINY_LARGE`. Their release shapes are in test_released.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mmforge.backend.chat import ChatSession, GenerationOptions
+from mmforge.backend.checkpoint import Checkpoint
+from mmforge.backend.convert import convert
+from mmforge.backend.families.gemma.tiny_large import TINY_LARGE
+from mmforge.backend.tiny.build import write_tiny
+from mmforge.backend.verify import verify
+from tests.backend.chat.test_chat import _files, _fresh, _hf
+from tests.backend.families import verdict
+
+KEYS = list(TINY_LARGE)
+_built: dict[tuple[str, str], Path] = {}
+
+
+@pytest.fixture(scope="module")
+def large(tiny_root: Path, tmp_path_factory: pytest.TempPathFactory):
+    """large(key, dtype=None) -> the tiny checkpoint, or its package at that dtype."""
+
+    def get(key: str, dtype: str | None = None) -> Path:
+        if (key, "") not in _built:
+            _built[key, ""] = write_tiny(TINY_LARGE[key], tiny_root / key).folder
+        if dtype is None:
+            return _built[key, ""]
+        if (key, dtype) not in _built:
+            out = tmp_path_factory.mktemp("pkg") / f"{key}-{dtype}"
+            convert(str(_built[key, ""]), out, dtype=dtype)
+            _built[key, dtype] = out
+        return _built[key, dtype]
+
+    return get
+
+
+def test_the_forms_are_what_they_say():
+    import json
+
+    from mmforge.backend.tiny.tokenizer import train_tokenizer
+
+    for key, spec in TINY_LARGE.items():
+        tok = train_tokenizer(spec.specials, pinned=spec.pinned)
+        text = json.loads(spec.make_config(tok.special_ids, tok.vocab_size).to_json_string())
+        text = text["text_config"]
+        assert text["attention_k_eq_v"] is True
+        assert text["enable_moe_block"] is (key == "gemma4-moe")
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_f32_package_matches_transformers_at_every_stage(large, key):
+    assert Checkpoint.read(large(key)).field_review.refused == ()
+    report = verify(large(key, "f32"), str(large(key)), tokens=32)
+    stages = [(c.name, c.verdict, c.reason) for c in report.components]
+    assert report.verdict == verdict("gemma4"), stages
+    assert all(c.verdict == "PASS" for c in report.components if c.name != "preprocessing")
+    assert report.tokens["matched"] == report.tokens["total"] == 32
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_int4_package_is_exact_against_its_own_rounded_weights(large, key):
+    report = verify(large(key, "int4"), str(large(key)), tokens=32)
+    stages = {c.name: c for c in report.components}
+    assert report.verdict == verdict("gemma4"), [(c.name, c.verdict, c.reason) for c in stages.values()]
+    assert all(c.verdict == "PASS" for n, c in stages.items() if n != "preprocessing")
+    assert "rtol 0.02" in stages["decoder_prefill"].reason  # the f32 bound
+    assert report.rounding is not None and report.rounding.weights > 0
+    assert not any("no rounded reference" in n or "not the rounding" in n for n in report.notes)
+    assert report.tokens["matched"] == report.tokens["total"] == 32
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_chat_with_an_image_answers_as_transformers_does(large, key):
+    session = ChatSession(large(key, "f32"))
+    first = session.send(
+        "Describe this.",
+        session.prepare_attachments(_files("gemma4")),
+        GenerationOptions(max_new_tokens=8),
+    )
+    assert first.stop_reason == "length"
+    second = session.send("And then?", options=GenerationOptions(max_new_tokens=16))
+    fresh, inputs = _fresh(session, 3, 16)
+    assert second.token_ids == fresh
+    hf = _hf(large(key), inputs, 16, session.info.eos_token_ids)
+    assert len(set(hf)) >= 4, "a degenerate reference would prove nothing"
+    assert second.token_ids == hf
+
