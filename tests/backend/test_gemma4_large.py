@@ -35,7 +35,11 @@ def large(tiny_root: Path, tmp_path_factory: pytest.TempPathFactory):
             return _built[key, ""]
         if (key, dtype) not in _built:
             out = tmp_path_factory.mktemp("pkg") / f"{key}-{dtype}"
-            convert(str(_built[key, ""]), out, dtype=dtype)
+            # int4 with f32 encoders: f16 encoders' rounding moves the embeddings enough
+            # to flip near-tied tokens of a random decoder (measured: end_to_end AMBIGUOUS
+            # at step 19 with every graph stage PASS); the decoder is the int4 part.
+            encoders = "f32" if dtype == "int4" else "auto"
+            convert(str(_built[key, ""]), out, dtype=dtype, encoders=encoders)
             _built[key, dtype] = out
         return _built[key, dtype]
 
@@ -52,6 +56,9 @@ def test_the_forms_are_what_they_say():
         text = json.loads(spec.make_config(tok.special_ids, tok.vocab_size).to_json_string())
         text = text["text_config"]
         assert text["attention_k_eq_v"] is True
+        # The global layer has fewer KV heads than the sliding ones, as released.
+        assert text["per_layer_config"]["1"]["num_key_value_heads"] == 1
+        assert text["num_key_value_heads"] == 2
         assert text["enable_moe_block"] is (key == "gemma4-moe")
 
 
@@ -70,7 +77,9 @@ def test_int4_package_is_exact_against_its_own_rounded_weights(large, key):
     report = verify(large(key, "int4"), str(large(key)), tokens=32)
     stages = {c.name: c for c in report.components}
     assert report.verdict == verdict("gemma4"), [(c.name, c.verdict, c.reason) for c in stages.values()]
-    assert all(c.verdict == "PASS" for n, c in stages.items() if n != "preprocessing")
+    assert all(c.verdict == "PASS" for n, c in stages.items() if n != "preprocessing"), [
+        (c.name, c.verdict, c.reason) for c in stages.values()
+    ]
     assert "rtol 0.02" in stages["decoder_prefill"].reason  # the f32 bound
     assert report.rounding is not None and report.rounding.weights > 0
     assert not any("no rounded reference" in n or "not the rounding" in n for n in report.notes)
@@ -93,3 +102,32 @@ def test_chat_with_an_image_answers_as_transformers_does(large, key):
     assert len(set(hf)) >= 4, "a degenerate reference would prove nothing"
     assert second.token_ids == hf
 
+
+
+def test_inspect_names_the_experts_and_k_eq_v(large):
+    from mmforge.backend.inspect import inspect_source
+
+    moe = inspect_source(str(large("gemma4-moe"))).architecture
+    assert moe[0].startswith("Attention: K = V on the 1 global layer (")
+    assert "1 KV heads there, 2 on sliding layers" in moe[0]
+    assert moe[1].startswith("Mixture of experts: 4 experts beside each layer's MLP, 2 active")
+    dense = inspect_source(str(large("gemma4-k-eq-v"))).architecture
+    assert dense == moe[:1]
+
+
+def test_the_26b_a4b_release_shape_at_int4_is_exact_against_its_rounded_weights(
+    tiny_root, tmp_path
+):
+    from mmforge.backend.families.gemma.tiny_large import RELEASED_LARGE
+    from mmforge.backend.tiny.release import write_release
+
+    spec = next(r for r in RELEASED_LARGE if r.key == "gemma4-26b-a4b")
+    folder = write_release(spec, tiny_root / "released-gemma4-26b-a4b-int4").folder
+    convert(str(folder), tmp_path / "pkg", dtype="int4", encoders="f32")
+    report = verify(tmp_path / "pkg", str(folder), tokens=32)
+    stages = {c.name: c for c in report.components}
+    assert report.verdict == verdict("gemma4"), [(c.name, c.verdict, c.reason) for c in stages.values()]
+    assert all(c.verdict == "PASS" for n, c in stages.items() if n != "preprocessing")
+    assert "rtol 0.02" in stages["decoder_prefill"].reason
+    assert report.rounding is not None and report.rounding.weights > 0
+    assert report.tokens["matched"] == report.tokens["total"] == 32

@@ -24,11 +24,11 @@ from tests.images import user_pictures
 RELEASED = {r.key: r for f in ALL for r in f.released}
 # Gemma 4's runtime wraps image and audio blocks in blank lines (documented): preprocessing
 # is AMBIGUOUS while every graph and all 32 tokens match.
-VERDICT = {"gemma4": "AMBIGUOUS"}
+VERDICT = {"gemma4": "AMBIGUOUS", "gemma4-26b-a4b": "AMBIGUOUS", "gemma4-31b": "AMBIGUOUS"}
 # On the probe at transformers' exact pixels, Gemma 4's random release-shaped model
 # generates its own image placeholder at step 5 (verify: AMBIGUOUS at end_to_end, since
 # nothing after an imageless placeholder means anything); a photo shows the 32 tokens.
-PHOTO = {"gemma4"}
+PHOTO = {"gemma4", "gemma4-26b-a4b", "gemma4-31b"}
 
 _built: dict[str, Path] = {}
 
@@ -365,6 +365,8 @@ WITH_RELEASED_TEMPLATE = {
     "qwen3_vl-2b",
     "ministral3-3b",
     "gemma4",
+    "gemma4-26b-a4b",  # the same Gemma 4 template (tiny_large.py)
+    "gemma4-31b",
     "qwen3_5-0.8b",
     "qwen3_6-35b-a3b",
     "qwen3_6-35b-a3b-fused",

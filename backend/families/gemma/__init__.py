@@ -24,7 +24,13 @@ from mmforge.backend.families.gemma.attention import bidirectional_image_attenti
 from mmforge.backend.families.gemma.build import query_pre_attn_scalar
 from mmforge.backend.families.gemma.graph_fixes import gemma3_batched_images
 from mmforge.backend.families.gemma.standardize import vision_standardize
-from mmforge.backend.families.gemma.moe import expert_blocks, gemma4_config, router_scale_name
+from mmforge.backend.families.gemma.tiny_large import RELEASED_LARGE
+from mmforge.backend.families.gemma.moe import (
+    expert_blocks,
+    gemma4_architecture,
+    gemma4_config,
+    router_scale_name,
+)
 from mmforge.backend.picture_sizing import ASPECT_BUDGET, FIXED, Sizing, resample_name
 
 
@@ -345,7 +351,8 @@ GEMMA4 = Family(
     package=GEMMA4_PACKAGE,
     reference=GEMMA4_REFERENCE,
     fields=fields.GEMMA4,
-    released=tiny.RELEASED_GEMMA4,
+    released=(*tiny.RELEASED_GEMMA4, *RELEASED_LARGE),
+    architecture=gemma4_architecture,
     tiny=tiny.GEMMA4,
     runtime_token_strings=(
         "<|image>",

@@ -150,3 +150,30 @@ def _dense_experts(self: Any, op: Any, normed_flat: Any, router_probs: Any) -> A
     return op.ReduceSum(
         op.Mul(out, op.CastLike(per_expert, out)), op.Constant(value_ints=[0]), keepdims=0
     )
+
+
+def gemma4_architecture(cfg: Any) -> tuple[str, ...]:
+    """inspect's lines for the larger Gemma 4 forms (none for the small sizes)."""
+    text = cfg.text
+    lines = []
+    if text.get("attention_k_eq_v"):
+        kinds = text.get("layer_types") or []
+        full = sum(1 for k in kinds if k == "full_attention")
+        per_layer = text.get("per_layer_config") or {}
+        global_kv = next(
+            (v["num_key_value_heads"] for v in per_layer.values() if isinstance(v, dict)
+             and "num_key_value_heads" in v),
+            text.get("num_global_key_value_heads", text.get("num_key_value_heads")),
+        )
+        lines.append(
+            f"Attention: K = V on the {full} global layer{'' if full == 1 else 's'} (values are the keys' projection, "
+            f"{global_kv} KV heads there, {text.get('num_key_value_heads')} on sliding layers)"
+        )
+    if text.get("enable_moe_block"):
+        lines.append(
+            f"Mixture of experts: {text.get('num_experts')} experts beside each layer's MLP, "
+            f"{text.get('top_k_experts')} active per token (width "
+            f"{text.get('moe_intermediate_size')}); the package computes every expert for "
+            "every token, so decoding costs what the total parameters cost, not the active ones"
+        )
+    return tuple(lines)

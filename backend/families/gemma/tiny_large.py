@@ -15,23 +15,49 @@ import dataclasses
 from typing import Any
 
 from mmforge.backend.families.gemma.tiny import GEMMA4
-from mmforge.backend.tiny.build import TinySpec, with_config
+from mmforge.backend.tiny.build import TinySpec
 from mmforge.backend.tiny.release import ReleaseSpec, released_template
 
-_K_EQ_V = {"text_config.attention_k_eq_v": True, "text_config.num_global_key_value_heads": 1}
+_K_EQ_V = {"attention_k_eq_v": True, "num_global_key_value_heads": 1}
 
-# The small sizes' tiny checkpoint (audio included) with K = V: the dense 31B form.
-GEMMA4_K_EQ_V: TinySpec = with_config(GEMMA4, _K_EQ_V)
+
+def _text_overrides(overrides: dict[str, Any]) -> Any:
+    """GEMMA4's config with text fields set before transformers derives its per-layer config.
+
+    `with_config` sets fields after construction, too late for the global layers' KV head
+    count (`per_layer_config` is derived in `__post_init__`).
+    """
+
+    def make(s: dict[str, int], vocab: int) -> Any:
+        from transformers import Gemma4Config
+
+        config = GEMMA4.make_config(s, vocab).to_dict()
+        text = config["text_config"]
+        text.pop("per_layer_config", None)
+        text.update({"global_head_dim": 32, **overrides})
+        return Gemma4Config.from_dict(config)
+
+    return make
+
+
+# The small sizes' tiny checkpoint (audio included) with K = V and 1 global KV head
+# (2 on the sliding layers): the dense 31B form.
+GEMMA4_K_EQ_V: TinySpec = dataclasses.replace(
+    GEMMA4, make_config=_text_overrides(_K_EQ_V), vector_std=0.1
+)
 # ... and with 4 experts, 2 chosen per token: the 26B-A4B form.
-GEMMA4_MOE: TinySpec = with_config(
+GEMMA4_MOE: TinySpec = dataclasses.replace(
     GEMMA4,
-    {
-        **_K_EQ_V,
-        "text_config.enable_moe_block": True,
-        "text_config.num_experts": 4,
-        "text_config.top_k_experts": 2,
-        "text_config.moe_intermediate_size": 32,
-    },
+    make_config=_text_overrides(
+        {
+            **_K_EQ_V,
+            "enable_moe_block": True,
+            "num_experts": 4,
+            "top_k_experts": 2,
+            "moe_intermediate_size": 32,
+        }
+    ),
+    vector_std=0.1,
 )
 TINY_LARGE = {"gemma4-k-eq-v": GEMMA4_K_EQ_V, "gemma4-moe": GEMMA4_MOE}
 
@@ -190,6 +216,8 @@ RELEASED_LARGE = (
         release="google/gemma-4-31B-it (reconstructed)",
         tiny=_NO_AUDIO,
         config_json=_release_31b,
+        # With seed 0 the random model writes an image placeholder at step 1 on the photo.
+        seed=2,
         chat_template=released_template("gemma4"),
     ),
 )
