@@ -23,14 +23,14 @@ from mmforge.backend.families.gemma import fields, reference, tiny
 from mmforge.backend.families.gemma.attention import bidirectional_image_attention
 from mmforge.backend.families.gemma.build import query_pre_attn_scalar
 from mmforge.backend.families.gemma.graph_fixes import gemma3_batched_images
-from mmforge.backend.families.gemma.standardize import vision_standardize
-from mmforge.backend.families.gemma.tiny_large import RELEASED_LARGE
 from mmforge.backend.families.gemma.moe import (
     expert_blocks,
     gemma4_architecture,
     gemma4_config,
     router_scale_name,
 )
+from mmforge.backend.families.gemma.standardize import vision_standardize
+from mmforge.backend.families.gemma.tiny_large import RELEASED_LARGE
 from mmforge.backend.picture_sizing import ASPECT_BUDGET, FIXED, Sizing, resample_name
 
 

@@ -104,9 +104,7 @@ GEMMA4: tuple[Rule, ...] = (
     *shapes(
         "text_config.", *TEXT_SIZES, "vocab_size_per_layer_input", "hidden_size_per_layer_input"
     ),
-    honoured(
-        "text_config.per_layer_config.*", "the global layers' head size and KV head count"
-    ),
+    honoured("text_config.per_layer_config.*", "the global layers' head size and KV head count"),
     honoured("text_config.hidden_activation", "the decoder MLP's activation (measured)"),
     only(
         "text_config.rms_norm_eps",

@@ -37,6 +37,17 @@ from mmforge.backend.families.gemma.build import flat_head_dims
 
 def gemma4_config(hf_config: Any) -> None:
     """Gemma 4: the flat global head size and global KV head count mobius reads."""
+    global_kv_heads(hf_config)
+    text = getattr(hf_config, "text_config", hf_config)
+    # mobius 0.1 opens image blocks on the global layers too, where transformers keeps
+    # them causal; the decoder is built causal and `bidirectional_image_attention` opens
+    # them on the sliding layers only (the checkpoint's config still says "vision").
+    if getattr(text, "use_bidirectional_attention", None) == "vision":
+        object.__setattr__(text, "use_bidirectional_attention", None)
+
+
+def global_kv_heads(hf_config: Any) -> None:
+    """The flat global head size and global KV head count (Gemma 4 and Gemma 4 unified)."""
     flat_head_dims(hf_config)
     text = getattr(hf_config, "text_config", hf_config)
     per_layer = text.to_dict().get("per_layer_config") or {}
@@ -49,11 +60,6 @@ def gemma4_config(hf_config: Any) -> None:
         raise LayoutError(f"Several global KV head counts in per_layer_config: {sorted(heads)}")
     if heads:
         object.__setattr__(text, "num_global_key_value_heads", heads.pop())
-    # mobius 0.1 opens image blocks on the global layers too, where transformers keeps
-    # them causal; the decoder is built causal and `bidirectional_image_attention` opens
-    # them on the sliding layers only (the checkpoint's config still says "vision").
-    if getattr(text, "use_bidirectional_attention", None) == "vision":
-        object.__setattr__(text, "use_bidirectional_attention", None)
 
 
 def expert_blocks(module: Any, hf_config: Any) -> None:
@@ -88,13 +94,29 @@ def router_scale_name(name: str) -> str:
     return name
 
 
+def unified_names(name: str) -> str:
+    """Gemma 4 unified: `router_scale_name`, and the expert tensors under mobius's names.
+
+    mobius 0.1's Gemma 4 unified weight renames leave out the expert renames its Gemma 4
+    ones make (`experts.gate_up_proj` → `fc1_experts_weights`, `down_proj` → `fc2_...`).
+    """
+    name = router_scale_name(name)
+    for hf, graph in (
+        (".experts.gate_up_proj", ".fc1_experts_weights"),
+        (".experts.down_proj", ".fc2_experts_weights"),
+    ):
+        if name.endswith(hf):
+            return name[: -len(hf)] + graph
+    return name
+
+
 def _router(hidden: int, experts: int, eps: float) -> Any:
     """Gemma4TextRouter as a graph module: probabilities over all experts, [T, E]."""
     import onnx_ir as ir
     from mobius.components import Linear
     from onnxscript import nn
 
-    class Router(nn.Module):
+    class Router(nn.Module):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
             self.input_scale = nn.Parameter([hidden])
@@ -145,7 +167,9 @@ def _dense_experts(self: Any, op: Any, normed_flat: Any, router_probs: Any) -> A
     tokens = op.Unsqueeze(normed_flat, op.Constant(value_ints=[0]))  # [1, T, H]
     gate_up = op.MatMul(tokens, op.Transpose(self.fc1_experts_weights, perm=[0, 2, 1]))
     gate, up = op.Split(gate_up, axis=-1, num_outputs=2, _outputs=2)  # [E, T, I] each
-    out = op.MatMul(op.Mul(act(op, gate), up), op.Transpose(self.fc2_experts_weights, perm=[0, 2, 1]))
+    out = op.MatMul(
+        op.Mul(act(op, gate), up), op.Transpose(self.fc2_experts_weights, perm=[0, 2, 1])
+    )
     per_expert = op.Unsqueeze(op.Transpose(routing, perm=[1, 0]), op.Constant(value_ints=[2]))
     return op.ReduceSum(
         op.Mul(out, op.CastLike(per_expert, out)), op.Constant(value_ints=[0]), keepdims=0
@@ -153,7 +177,7 @@ def _dense_experts(self: Any, op: Any, normed_flat: Any, router_probs: Any) -> A
 
 
 def gemma4_architecture(cfg: Any) -> tuple[str, ...]:
-    """inspect's lines for the larger Gemma 4 forms (none for the small sizes)."""
+    """Inspect's lines for the larger Gemma 4 forms (none for the small sizes)."""
     text = cfg.text
     lines = []
     if text.get("attention_k_eq_v"):
@@ -161,12 +185,16 @@ def gemma4_architecture(cfg: Any) -> tuple[str, ...]:
         full = sum(1 for k in kinds if k == "full_attention")
         per_layer = text.get("per_layer_config") or {}
         global_kv = next(
-            (v["num_key_value_heads"] for v in per_layer.values() if isinstance(v, dict)
-             and "num_key_value_heads" in v),
+            (
+                v["num_key_value_heads"]
+                for v in per_layer.values()
+                if isinstance(v, dict) and "num_key_value_heads" in v
+            ),
             text.get("num_global_key_value_heads", text.get("num_key_value_heads")),
         )
         lines.append(
-            f"Attention: K = V on the {full} global layer{'' if full == 1 else 's'} (values are the keys' projection, "
+            f"Attention: K = V on the {full} global layer{'' if full == 1 else 's'} "
+            "(values are the keys' projection, "
             f"{global_kv} KV heads there, {text.get('num_key_value_heads')} on sliding layers)"
         )
     if text.get("enable_moe_block"):

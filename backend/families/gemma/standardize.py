@@ -44,8 +44,12 @@ def vision_standardize(models: dict[str, Any], cfg: Cfg) -> str | None:
     nodes.append(ir.node("Sub", inputs=[source, vectors[0]]))
     nodes.append(ir.node("Mul", inputs=[nodes[-1].outputs[0], vectors[1]]))
     if low:
-        nodes.append(ir.node("Cast", inputs=[nodes[-1].outputs[0]], attributes={"to": pooled.dtype}))
+        nodes.append(
+            ir.node("Cast", inputs=[nodes[-1].outputs[0]], attributes={"to": pooled.dtype})
+        )
     for node in nodes:
         graph.insert_before(norm, node)
     norm.replace_input_with(0, nodes[-1].outputs[0])
-    return "Vision: the pooled features are standardised (std_bias, std_scale), as transformers does"
+    return (
+        "Vision: the pooled features are standardised (std_bias, std_scale), as transformers does"
+    )

@@ -18,10 +18,10 @@ from mmforge.backend.families.gemma.tiny import GEMMA4
 from mmforge.backend.tiny.build import TinySpec
 from mmforge.backend.tiny.release import ReleaseSpec, released_template
 
-_K_EQ_V = {"attention_k_eq_v": True, "num_global_key_value_heads": 1}
+K_EQ_V = {"attention_k_eq_v": True, "num_global_key_value_heads": 1}
 
 
-def _text_overrides(overrides: dict[str, Any]) -> Any:
+def text_overrides(overrides: dict[str, Any], base: TinySpec = GEMMA4) -> Any:
     """GEMMA4's config with text fields set before transformers derives its per-layer config.
 
     `with_config` sets fields after construction, too late for the global layers' KV head
@@ -29,13 +29,12 @@ def _text_overrides(overrides: dict[str, Any]) -> Any:
     """
 
     def make(s: dict[str, int], vocab: int) -> Any:
-        from transformers import Gemma4Config
-
-        config = GEMMA4.make_config(s, vocab).to_dict()
+        made = base.make_config(s, vocab)
+        config = made.to_dict()
         text = config["text_config"]
         text.pop("per_layer_config", None)
         text.update({"global_head_dim": 32, **overrides})
-        return Gemma4Config.from_dict(config)
+        return type(made).from_dict(config)
 
     return make
 
@@ -43,14 +42,14 @@ def _text_overrides(overrides: dict[str, Any]) -> Any:
 # The small sizes' tiny checkpoint (audio included) with K = V and 1 global KV head
 # (2 on the sliding layers): the dense 31B form.
 GEMMA4_K_EQ_V: TinySpec = dataclasses.replace(
-    GEMMA4, make_config=_text_overrides(_K_EQ_V), vector_std=0.1
+    GEMMA4, make_config=text_overrides(K_EQ_V), vector_std=0.1
 )
 # ... and with 4 experts, 2 chosen per token: the 26B-A4B form.
 GEMMA4_MOE: TinySpec = dataclasses.replace(
     GEMMA4,
-    make_config=_text_overrides(
+    make_config=text_overrides(
         {
-            **_K_EQ_V,
+            **K_EQ_V,
             "enable_moe_block": True,
             "num_experts": 4,
             "top_k_experts": 2,
@@ -59,7 +58,12 @@ GEMMA4_MOE: TinySpec = dataclasses.replace(
     ),
     vector_std=0.1,
 )
-TINY_LARGE = {"gemma4-k-eq-v": GEMMA4_K_EQ_V, "gemma4-moe": GEMMA4_MOE}
+
+
+TINY_LARGE = {
+    "gemma4-k-eq-v": GEMMA4_K_EQ_V,
+    "gemma4-moe": GEMMA4_MOE,
+}
 
 # The releases ship no audio feature extractor settings for a model without audio.
 _NO_AUDIO = dataclasses.replace(GEMMA4, audio_preprocessor=None)
