@@ -204,7 +204,7 @@ class PackageInfo:
             folder=folder,
             pipeline_type=pipeline,
             vision="vision" in model,
-            audio="speech" in model,
+            audio="filename" in model.get("speech", {}),
             context_length=int(model.get("context_length", 4096)),
             eos_token_ids=eos_ids,
             special_ids=tuple(int(t) for t in specials if isinstance(t, int)),

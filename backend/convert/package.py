@@ -175,6 +175,11 @@ def genai_config(
     }
     if "audio_encoder" in graphs:
         model["speech"] = _speech_section(spec, graphs["audio_encoder"])
+    elif family.pipeline_type == "gemma4":
+        # ORT GenAI 0.18 defaults speech.config_filename to audio_processor_config.json
+        # and refuses a gemma4 config that names no speech model beside it (model.cpp,
+        # CreateModel): a package without audio (Gemma 4 26B-A4B, 31B) clears it.
+        model["speech"] = {"config_filename": ""}
     if "vision_encoder" in graphs:
         model["vision"] = _vision_section(spec, checkpoint, graphs["vision_encoder"])
     if ep != "cpu":

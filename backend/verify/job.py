@@ -210,7 +210,7 @@ def _inputs(
     from mmforge import resources
     from mmforge.backend.attachments import AUDIO, IMAGE, prepare
 
-    has_audio = "speech" in model
+    has_audio = "filename" in model.get("speech", {})  # a package without audio clears speech
     chosen = _pictures(images, audios)
     clips = list(audios) if audios else ([resources.probe_audio()] if has_audio else [])
     if clips and not has_audio:

@@ -110,7 +110,7 @@ def graph_stages(
     if setup.n_images and "vision" in setup.model:
         vision = _guarded(["vision_encoder"], lambda: encoder(setup, rt, ref, "vision"))
         out += vision.comparisons
-    if setup.n_audios and "speech" in setup.model:
+    if setup.n_audios and "filename" in setup.model.get("speech", {}):
         audio = _guarded(["audio_encoder"], lambda: encoder(setup, rt, ref, "speech"))
         out += audio.comparisons
     ctx.report("verify", 2.5, 4, message="embedding and decoder graphs")

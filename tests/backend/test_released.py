@@ -25,7 +25,7 @@ RELEASED = {r.key: r for f in ALL for r in f.fixtures.released}
 # On the probe at transformers' exact pixels, Gemma 4's random release-shaped model
 # generates its own image placeholder at step 5 (verify: AMBIGUOUS at end_to_end, since
 # nothing after an imageless placeholder means anything); a photo shows the 32 tokens.
-PHOTO = {"gemma4"}
+PHOTO = {"gemma4", "gemma4-26b-a4b", "gemma4-31b"}
 
 _built: dict[str, Path] = {}
 
@@ -367,6 +367,8 @@ WITH_RELEASED_TEMPLATE = {
     "qwen3_vl_moe-30b-a3b",
     "ministral3-3b",
     "gemma4",
+    "gemma4-26b-a4b",  # the same Gemma 4 template (tiny_large.py)
+    "gemma4-31b",
     "qwen3_5-0.8b",
     "qwen3_6-35b-a3b",
     "qwen3_6-35b-a3b-fused",

@@ -25,8 +25,16 @@ from mmforge.backend.families._embedding import text_embedding_without_features
 from mmforge.backend.families._hooks import FixRequest, PixelsRequest
 from mmforge.backend.families.gemma import expect, fields, reference, tiny
 from mmforge.backend.families.gemma.attention import bidirectional_image_attention
-from mmforge.backend.families.gemma.build import flat_head_dims, query_pre_attn_scalar
+from mmforge.backend.families.gemma.build import query_pre_attn_scalar
 from mmforge.backend.families.gemma.graph_fixes import gemma3_batched_images
+from mmforge.backend.families.gemma.moe import (
+    expert_blocks,
+    gemma4_architecture,
+    gemma4_config,
+    router_scale_name,
+)
+from mmforge.backend.families.gemma.standardize import vision_standardize
+from mmforge.backend.families.gemma.tiny_large import RELEASED_LARGE
 from mmforge.backend.picture_sizing import ASPECT_BUDGET, FIXED, Sizing, resample_name
 
 
@@ -93,10 +101,11 @@ def _siglip_hub_layout(name: str) -> str:
 
 
 def _gemma4_vision_bidirectional(request: FixRequest) -> str | None:
-    cfg = request.cfg
-    if cfg.get("text_config.use_bidirectional_attention") != "vision":
+    # The larger Gemma 4 checkpoints let an image's tokens attend both ways on the sliding
+    # layers (use_bidirectional_attention="vision"); the small ones are causal.
+    if request.cfg.get("text_config.use_bidirectional_attention") != "vision":
         return None
-    return bidirectional_image_attention(request)
+    return bidirectional_image_attention(request, sliding_only=True)
 
 
 def _gemma3_sizing(cfg: Cfg, pre: Cfg) -> Sizing:
@@ -285,8 +294,14 @@ GEMMA4_PACKAGE = PackageSpec(
     picture_sizing=lambda cfg, pre: gemma4_sizing(cfg, pre, pooled=True),
     speech_inputs={"audio_embeds": "input_features", "attention_mask": "input_features_mask"},
     audio_processor_json=_gemma4_audio_processor,
-    config_patch=flat_head_dims,
-    graph_fixes=(_gemma4_vision_bidirectional, text_embedding_without_features),
+    config_patch=gemma4_config,
+    rename_checkpoint=router_scale_name,
+    module_patch=expert_blocks,
+    graph_fixes=(
+        _gemma4_vision_bidirectional,
+        vision_standardize,
+        text_embedding_without_features,
+    ),
     fused_attention=lambda cfg: False,
     notes=(
         "genai_config gets a flat global head size (transformers 5 keeps it in "
@@ -348,6 +363,7 @@ GEMMA4 = Family(
             "<audio|>",
         ),
         fields=fields.GEMMA4,
+        architecture=gemma4_architecture,
         text_placeholder=lambda kind, n: f"<|{kind}|>",
         notes=(
             "The audio encoder exists only on the small sizes (config.audio_config set); "
@@ -364,7 +380,11 @@ GEMMA4 = Family(
     ),
     package=GEMMA4_PACKAGE,
     reference=GEMMA4_REFERENCE,
-    fixtures=Fixtures(tiny=tiny.GEMMA4, released=tiny.RELEASED_GEMMA4, expect=expect.GEMMA4),
+    fixtures=Fixtures(
+        tiny=tiny.GEMMA4,
+        released=(*tiny.RELEASED_GEMMA4, *RELEASED_LARGE),
+        expect=expect.GEMMA4,
+    ),
 )
 
 FAMILIES = (GEMMA3, GEMMA4)

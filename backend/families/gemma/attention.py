@@ -11,8 +11,11 @@ from mmforge.backend.families._graph_edit import GraphEdit, is_constant
 from mmforge.backend.families._hooks import FixRequest
 
 
-def bidirectional_image_attention(request: FixRequest) -> str:
+def bidirectional_image_attention(request: FixRequest, *, sliding_only: bool = False) -> str:
     """Gemma 3 and 4: image tokens of one image attend to each other in both directions.
+
+    `sliding_only`: Gemma 4 (transformers 5.24, `create_causal_mask_mapping`) keeps its
+    global layers causal and opens the image blocks on the sliding layers only.
 
     HF builds this from token_type_ids, which the runtime never passes to the decoder. The
     decoder gets an `input_ids` input instead (ORT GenAI 0.18 feeds it the prompt ids at
@@ -77,6 +80,8 @@ def bidirectional_image_attention(request: FixRequest) -> str:
     for where in conditions.values():
         allowed = extra
         window = _window_check(where.inputs[0])
+        if sliding_only and window is None:
+            continue
         if window is not None:
             # Sliding layers: HF keeps the window on the image block too,
             # AND(window, OR(causal, block)).

@@ -104,7 +104,7 @@ GEMMA4: tuple[Rule, ...] = (
     *shapes(
         "text_config.", *TEXT_SIZES, "vocab_size_per_layer_input", "hidden_size_per_layer_input"
     ),
-    honoured("text_config.per_layer_config.*", "the global layers' head size"),
+    honoured("text_config.per_layer_config.*", "the global layers' head size and KV head count"),
     honoured("text_config.hidden_activation", "the decoder MLP's activation (measured)"),
     only(
         "text_config.rms_norm_eps",
@@ -136,11 +136,14 @@ GEMMA4: tuple[Rule, ...] = (
         "text_config.num_kv_shared_layers",
         "layers reusing an earlier KV cache (measured on 4 layers, 2 shared)",
     ),
-    only("text_config.attention_k_eq_v", False, note="the decoder builds separate K and V"),
-    only("text_config.enable_moe_block", False, note="the decoder builds no expert blocks"),
-    inert("text_config.num_experts", "expert blocks are refused above"),
-    inert("text_config.top_k_experts", "expert blocks are refused above"),
-    inert("text_config.moe_intermediate_size", "expert blocks are refused above"),
+    honoured(
+        "text_config.attention_k_eq_v",
+        "global layers take V from the key projection, v_norm'd (moe.py; measured)",
+    ),
+    honoured("text_config.enable_moe_block", "the router and expert blocks (moe.py; measured)"),
+    honoured("text_config.num_experts", "the router's width and the expert count (measured)"),
+    honoured("text_config.top_k_experts", "experts chosen per token (measured)"),
+    honoured("text_config.moe_intermediate_size", "each expert's width (measured)"),
     *shapes(
         "vision_config.",
         "hidden_size",

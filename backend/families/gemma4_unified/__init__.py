@@ -27,7 +27,7 @@ from mmforge.backend.families._embedding import text_embedding_without_features
 from mmforge.backend.families._hooks import FixRequest
 from mmforge.backend.families.gemma import GEMMA4, GEMMA4_REFERENCE, gemma4_sizing
 from mmforge.backend.families.gemma.attention import bidirectional_image_attention
-from mmforge.backend.families.gemma.build import flat_head_dims
+from mmforge.backend.families.gemma.moe import expert_blocks, global_kv_heads, unified_names
 from mmforge.backend.families.gemma4_unified import expect, fields, reference, tiny
 
 
@@ -137,7 +137,9 @@ PACKAGE = PackageSpec(
     picture_sizing=lambda cfg, pre: gemma4_sizing(cfg, pre, pooled=False),
     speech_inputs={"audio_embeds": "input_features", "attention_mask": "input_features_mask"},
     audio_processor_json=_audio_processor,
-    config_patch=flat_head_dims,
+    config_patch=global_kv_heads,
+    module_patch=expert_blocks,
+    rename_checkpoint=unified_names,
     graph_fixes=(_vision_bidirectional, text_embedding_without_features),
     fused_attention=lambda cfg: False,
     notes=(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from mmforge.backend.families.gemma.tiny import GEMMA4
@@ -80,3 +81,14 @@ TINY = TinySpec(
     embed_std=0.02,
     logit_gain=10.0,
 )
+
+
+def _k_eq_v() -> TinySpec:
+    from mmforge.backend.families.gemma.tiny_large import K_EQ_V, text_overrides
+
+    return dataclasses.replace(TINY, make_config=text_overrides(K_EQ_V, TINY), vector_std=0.1)
+
+
+# K = V with 1 global KV head (Gemma 4 unified's text model has no expert block in
+# transformers 5.24), run by tests/backend/test_gemma4_large.py.
+TINY_K_EQ_V = _k_eq_v()
