@@ -15,12 +15,12 @@ import functools
 import hmac
 import json
 import logging
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -29,7 +29,7 @@ from starlette.routing import Route
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.serve import protocol
 from mmforge.backend.serve.engine import Done, Engine, Event, Job, Token
-from mmforge.backend.serve.intake import write_parts
+from mmforge.backend.serve.intake import RequestFiles, write_parts
 from mmforge.backend.serve.protocol import ApiError
 from mmforge.backend.untrusted import parse_json
 
@@ -122,11 +122,12 @@ class _Routes:
                 param="model",
                 code="model_not_found",
             )
-        files = await run_in_threadpool(
-            write_parts,
-            request_.parts,
-            allow_fetch=self.settings.allow_fetch,
-            max_bytes=self.settings.max_body_bytes,
+        files = await _off_loop(
+            lambda: write_parts(
+                request_.parts,
+                allow_fetch=self.settings.allow_fetch,
+                max_bytes=self.settings.max_body_bytes,
+            )
         )
         for part in request_.parts:  # the bytes live in the files now
             part.data = b""
@@ -238,6 +239,39 @@ class _Routes:
                 event = await job.events.get()
         finally:
             self.engine.cancel(job)
+
+
+async def _off_loop(make: Callable[[], RequestFiles]) -> RequestFiles:
+    """Write a request's files (maybe fetching them) on a thread of its own.
+
+    A daemon thread per request, not a pool: nothing stays behind once the server stops,
+    and files written after the request was abandoned are removed.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[RequestFiles] = loop.create_future()
+
+    def settle(files: RequestFiles | None, error: BaseException | None) -> None:
+        if future.cancelled():
+            if files is not None:
+                files.cleanup()
+        elif error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(files)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            files = make()
+        except Exception as e:  # noqa: BLE001 - handed to the request's coroutine
+            loop.call_soon_threadsafe(settle, None, e)
+            return
+        try:
+            loop.call_soon_threadsafe(settle, files, None)
+        except RuntimeError:  # the loop is closed: nobody will take them
+            files.cleanup()
+
+    threading.Thread(target=run, name="mmforge-serve-intake", daemon=True).start()
+    return await future
 
 
 def _sse(data: dict[str, Any]) -> str:

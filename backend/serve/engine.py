@@ -151,7 +151,8 @@ class Engine:
         with self._cond:
             if self._closed:
                 raise ApiError(503, "The server is shutting down", code="shutting_down")
-            if len(self._jobs) >= self.max_queue:
+            busy = self._running is not None or bool(self._jobs)
+            if busy and len(self._jobs) >= self.max_queue:
                 self._counts["refused"] += 1
                 wait = self._retry_after()
                 self._changed()
