@@ -312,9 +312,9 @@ def test_cli_serves_until_sigterm(package, tmp_path: Path) -> None:
     import sys
     import urllib.request
 
+    folder = str(package("qwen2_5_vl"))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mmforge.app", "serve", str(package("qwen2_5_vl"))]
-        + ["--port", "0", "--events"],
+        [sys.executable, "-m", "mmforge.app", "serve", folder, "--port", "0", "--events"],
         stdout=subprocess.PIPE,
         text=True,
     )
