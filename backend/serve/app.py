@@ -233,7 +233,9 @@ class _Routes:
                 assert isinstance(event, Token)
                 if event.token_id is not None:
                     ids.append(event.token_id)
-                if event.text:
+                # With token ids asked for, every token is a chunk, its text empty while
+                # it ends in an incomplete character (held back until one is complete).
+                if event.text or (r.return_token_ids and ids):
                     sent, ids = (ids, []) if r.return_token_ids else (None, ids)
                     yield _sse(protocol.chunk(ident, r.model, {"content": event.text}, None, sent))
                 job.sent.release()  # the chunk is out: the next token may come
