@@ -332,3 +332,40 @@ def test_cli_serves_until_sigterm(package, tmp_path: Path) -> None:
             proc.wait()
     assert proc.returncode == 0
     assert json.loads(out.splitlines()[-1])["event"] == "stopped"
+
+
+def test_pictures_by_web_address_only_when_allowed(package, tmp_path: Path) -> None:
+    import functools
+    import shutil
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    shutil.copy(resources.probe_image(), tmp_path / "probe.png")
+    (tmp_path / "big.png").write_bytes(b"\0" * (100 << 10))
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    web = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=tmp_path))
+    thread = threading.Thread(target=web.serve_forever)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{web.server_address[1]}"
+
+        def ask(handle: ServerHandle, name: str) -> Any:
+            picture = {"type": "image_url", "image_url": {"url": f"{base}/{name}"}}
+            return _client(handle).chat.completions.create(
+                model=handle.model_id,
+                messages=[{"role": "user", "content": [picture]}],
+                max_tokens=4,
+            )
+
+        with _serve(package("qwen2_5_vl"), allow_fetch=True, max_body_bytes=64 << 10) as handle:
+            assert ask(handle, "probe.png").usage.prompt_tokens > 30  # the picture's tokens
+            with pytest.raises(openai.APIStatusError) as too_large:
+                ask(handle, "big.png")
+            assert too_large.value.status_code == 413
+    finally:
+        web.shutdown()
+        web.server_close()
+        thread.join()
