@@ -255,7 +255,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import threading
     import time
 
-    from mmforge.backend.chat import ChatSession
     from mmforge.backend.serve.engine import Counts, describe
     from mmforge.backend.serve.server import ServeOptions, check_options, start
 
@@ -278,12 +277,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         if args.events:
             emit(describe(counts))
 
-    session = ChatSession(args.package, args.ep)
-    try:
-        handle = start(session, options, on_change)
-    except BaseException:
-        session.close()
-        raise
+    handle = start(args.package, options, args.ep, on_change)
     try:
         if args.events:
             emit({"event": "listening", "url": handle.url, "model": handle.model_id})

@@ -238,7 +238,6 @@ class _Routes:
                 if event.text or (r.return_token_ids and ids):
                     sent, ids = (ids, []) if r.return_token_ids else (None, ids)
                     yield _sse(protocol.chunk(ident, r.model, {"content": event.text}, None, sent))
-                job.sent.release()  # the chunk is out: the next token may come
                 event = await job.events.get()
         finally:
             self.engine.cancel(job)

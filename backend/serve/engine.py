@@ -1,21 +1,24 @@
 """One loaded model, one generation at a time, and a fair bounded queue in front of it.
 
-ONNX Runtime GenAI 0.18 holds the GIL inside `generate_next_token` and a `ChatSession`
-holds one generator, so requests are answered one after another, first come first
-served, on one thread that owns the session. Batching several requests into one
+The model runs in a chat worker process (`ChatClient`, the same session and protocol as
+chat in the app), not in the server's process: ONNX Runtime GenAI 0.18 holds the GIL
+inside `generate_next_token`, and with the session on a thread beside the event loop the
+loop got the GIL back only a token later at every socket write (a 32-token answer reached
+the client in 3 bursts, its first token 250 ms late, measured on a 50M model). Here the
+server's threads only wait on a pipe. One thread (the engine) owns the client and answers
+requests one after another, first come first served. Batching several requests into one
 generator is not offered: the 0.18 Python API batches only prompts of one length given
-together, and multimodal prompts not at all (their processor takes one prompt).
+together, and multimodal prompts not at all (its processor takes one prompt).
 
 - The queue holds at most `max_queue` waiting requests; one more is refused at once
   (429 with a Retry-After estimated from recent answers), so memory stays bounded: each
   waiting request holds at most its body and its files.
 - Each request has a cancel flag. A client that goes away sets it: a waiting request
-  leaves the queue, a running one stops at its next token (the session checks between
-  tokens, as chat's Stop does).
-- Every request runs through the chat session as a fresh conversation: the same intake
-  (`prepare_attachments`), the same chat template and the same context policy as chat
-  (`GenerationOptions.context_full`, "drop": the oldest turns leave the model's view; a
-  last message that does not fit alone is refused, 422).
+  leaves the queue, a running one is stopped at its next token (chat's Stop).
+- Every request is a turn of its own in the worker's session (`ChatClient.answer`): the
+  same intake (`prepare_attachments`), the same chat template and the same context policy
+  as chat (`GenerationOptions.context_full`, "drop": the oldest turns leave the model's
+  view; a last message that does not fit alone is refused, 422).
 """
 
 from __future__ import annotations
@@ -28,20 +31,17 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-from mmforge.backend.attachments import Attachment, AttachmentError
-from mmforge.backend.chat.conversations import Conversation, Message
-from mmforge.backend.chat.session import ChatSession
-from mmforge.backend.chat.values import GenerationOptions, TurnResult
+from mmforge.backend.chat.client import ChatClient
+from mmforge.backend.chat.values import GenerationOptions
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.serve.intake import RequestFiles
 from mmforge.backend.serve.protocol import ApiError, ChatRequest, StopText, finish_reason
 from mmforge.backend.untrusted import escape
 
 log = logging.getLogger(__name__)
-
-HANDOFF_S = 0.1  # the longest a token waits for the client's chunk to go out
 
 
 @dataclass(frozen=True)
@@ -74,21 +74,6 @@ class Job:
     loop: asyncio.AbstractEventLoop
     events: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)
     cancelled: threading.Event = field(default_factory=threading.Event)
-    # Released by the streaming coroutine once a token's chunk is sent (see `handed_on`).
-    sent: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
-
-    def handed_on(self) -> None:
-        """Wait (briefly) until the coroutine has sent the last token on to the client.
-
-        ONNX Runtime GenAI 0.18 holds the GIL inside `generate_next_token`, and the event
-        loop gives up the GIL several times per chunk (each socket write): without this
-        wait, it got the GIL back only a token later each time, and a 32-token answer
-        reached the client in 3 bursts, the first token 250 ms late (measured on a 50M
-        model). Waiting here releases the GIL to the loop; the bound keeps a slow or
-        gone client from holding the model.
-        """
-        if self.request.stream:
-            self.sent.acquire(timeout=HANDOFF_S)
 
     def put(self, event: Event) -> None:
         """Hand an event to the request's coroutine (from the engine thread)."""
@@ -126,21 +111,24 @@ class Counts:
 
 
 class Engine:
-    """The session's owner: a thread answering queued requests one by one.
+    """The worker's owner: a thread answering queued requests one by one.
 
     Args:
-        session: A loaded chat session (the engine closes it in `close`).
+        client: A chat worker with the package loaded (the engine closes it in `close`).
+        context_length: The package's context, the answer's length when none is asked.
         max_queue: Requests that may wait while one is answered.
         on_change: Hears the counts after every change (from any thread).
     """
 
     def __init__(
         self,
-        session: ChatSession,
+        client: ChatClient,
+        context_length: int,
         max_queue: int = 8,
         on_change: Callable[[Counts], None] | None = None,
     ):
-        self.session = session
+        self.client = client
+        self.context_length = context_length
         self.max_queue = max_queue
         self._on_change = on_change
         self._jobs: deque[Job] = deque()
@@ -155,7 +143,7 @@ class Engine:
     @property
     def model_id(self) -> str:
         """The name clients use for the served package: its folder name."""
-        return self.session.info.folder.name
+        return Path(str(self.client.info["package"])).name
 
     @property
     def counts(self) -> Counts:
@@ -193,21 +181,28 @@ class Engine:
                 job.files.cleanup()
                 self._counts["cancelled"] += 1
                 self._changed()
+                return
+            running = self._running is job
+        if running:
+            self.client.stop()  # safe from any thread; a finished answer ignores it
 
     def close(self) -> None:
-        """Stop answering: waiting requests get 503, the running one stops; joins the thread."""
+        """Stop answering: waiting requests get 503, the running one stops; ends the worker."""
         with self._cond:
             self._closed = True
             waiting = list(self._jobs)
             self._jobs.clear()
-            if self._running is not None:
-                self._running.cancelled.set()
+            running = self._running
+            if running is not None:
+                running.cancelled.set()
             self._cond.notify_all()
+        if running is not None:
+            self.client.stop()
         for job in waiting:
             job.files.cleanup()
             job.put(ApiError(503, "The server is shutting down", code="shutting_down"))
         self._thread.join()
-        self.session.close()
+        self.client.close()
 
     # -- the engine thread --------------------------------------------------------------
 
@@ -249,9 +244,8 @@ class Engine:
 
     def _answer(self, job: Job) -> str:
         """Run one request; events go to its coroutine. Returns the count it adds to."""
-        prepared: list[Attachment] = []
         try:
-            result, shown, stops = self._generate(job, prepared)
+            done = self._generate(job)
         except ApiError as e:
             job.put(e)
             return "failed"
@@ -259,67 +253,55 @@ class Engine:
             log.exception("answering a request failed")
             job.put(ApiError(500, f"The server failed: {type(e).__name__}", code="server_error"))
             return "failed"
-        finally:
-            for a in prepared:
-                a.path.unlink(missing_ok=True)
         if job.cancelled.is_set():  # the client went away, or the server is closing
             job.put(ApiError(503, "The answer was stopped", code="stopped"))
             return "cancelled"
-        reason = finish_reason(result.stop_reason, stops.hit)
-        job.put(Done(shown, reason, result.stats.prompt_tokens, list(result.token_ids)))
+        job.put(done)
         return "served"
 
-    def _generate(self, job: Job, prepared: list[Attachment]) -> tuple[TurnResult, str, StopText]:
-        """The session's answer to the request, streamed as `Token` events."""
-        request, session = job.request, self.session
+    def _generate(self, job: Job) -> Done:
+        """The worker's answer to the request, streamed as `Token` events."""
+        request = job.request
+        options = asdict(_options(request, self.context_length))
+        files = iter(job.files.files)
+        turns = [(m.role, m.text, [next(files) for _ in m.parts]) for m in request.messages]
+        _, text, last = turns.pop()
         stops = StopText(request.stops)
         raw: list[str] = []
         shown: list[str] = []
-
-        def on_token(piece: str, token: int) -> None:
-            raw.append(piece)
-            text = stops.feed(piece)
-            shown.append(text)
-            job.put(Token(text, token))
-            job.handed_on()
-
-        def should_stop() -> bool:
-            return job.cancelled.is_set() or stops.hit
-
-        options = _options(request, session.info.context_length)
-        session.new_conversation()
+        ids: list[int] = []
+        turn: dict[str, Any] = {}
         try:
-            prepared.extend(session.prepare_attachments(job.files.files))
-            history: list[Message] = []
-            at = 0
-            for m in request.messages:
-                history.append(Message(m.role, m.text, prepared[at : at + len(m.parts)]))
-                at += len(m.parts)
-            last = history.pop()
-            conversation = Conversation(
-                id="unsaved",
-                package=str(session.info.folder),
-                system=request.system,
-                messages=history,
-            )
-            session.open_conversation(conversation)
-            result = session.send(last.text, last.attachments, options, on_token, should_stop)
-        except AttachmentError as e:
-            raise ApiError(400, e.one_line(), param="messages", code="invalid_attachment") from None
-        except MmforgeError as e:
-            raise _api_error(e) from None
+            for event in self.client.answer(request.system, turns, text, last, options):
+                kind = event.get("event")
+                if kind == "token" and not stops.hit:
+                    piece = str(event["text"])
+                    raw.append(piece)
+                    ids.append(int(event["id"]))
+                    shown.append(stops.feed(piece))
+                    job.put(Token(shown[-1], ids[-1]))
+                    if stops.hit:
+                        self.client.stop()
+                elif kind == "turn":
+                    turn = event["value"]
+                elif kind == "error":
+                    raise _api_error(event)
+        except MmforgeError as e:  # the worker itself stopped
+            raise ApiError(500, e.one_line(), code="worker_stopped") from None
         # The whole answer is its ids decoded; the stream held back an incomplete
         # character at the end, which the decode shows (as U+FFFD).
-        streamed = "".join(raw)
-        if result.text.startswith(streamed) and len(result.text) > len(streamed):
-            text = stops.feed(result.text[len(streamed) :])
-            shown.append(text)
-            job.put(Token(text, None))
-        tail = stops.flush()
-        if tail:
+        whole, streamed = str(turn.get("text", "")), "".join(raw)
+        if whole.startswith(streamed) and len(whole) > len(streamed):
+            tail = stops.feed(whole[len(streamed) :])
             shown.append(tail)
             job.put(Token(tail, None))
-        return result, "".join(shown), stops
+        rest = stops.flush()
+        if rest:
+            shown.append(rest)
+            job.put(Token(rest, None))
+        reason = finish_reason(str(turn.get("stop_reason", "")), stops.hit)
+        prompt = int(turn.get("stats", {}).get("prompt_tokens", 0))
+        return Done("".join(shown), reason, prompt, ids)
 
 
 def _options(request: ChatRequest, context: int) -> GenerationOptions:
@@ -335,12 +317,16 @@ def _options(request: ChatRequest, context: int) -> GenerationOptions:
     )
 
 
-def _api_error(e: MmforgeError) -> ApiError:
-    """A session error in the API's terms."""
-    if e.kind == "context_full":
+def _api_error(event: dict[str, Any]) -> ApiError:
+    """A worker's error event in the API's terms."""
+    e = MmforgeError(str(event.get("message")), event.get("hint"))
+    kind = event.get("kind")
+    if kind == "context_full":
         return ApiError(422, e.one_line(), param="messages", code="context_length_exceeded")
-    if e.kind == "runtime":
-        log.warning("runtime failure: %s", escape(e.details or ""))
+    if kind == "attachment":
+        return ApiError(400, e.one_line(), param="messages", code="invalid_attachment")
+    if kind == "runtime" or e.user_message.startswith("Internal error"):
+        log.warning("the model failed: %s", escape(str(event.get("details") or "")[:2000]))
         return ApiError(500, e.one_line(), code="runtime_error")
     return ApiError(400, e.one_line(), param="messages")
 

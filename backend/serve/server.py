@@ -3,7 +3,8 @@
 uvicorn runs on its own thread with its own event loop, on a socket bound here first (so
 a port in use is a clear error before anything starts, and port 0 gives a free port whose
 number is known at once). `ServerHandle.stop` closes the engine (waiting requests get 503,
-the running answer stops at its next token), then asks uvicorn to exit and joins it.
+the running answer stops at its next token, the chat worker ends), then asks uvicorn to
+exit and joins it.
 
 It binds to the loopback address unless told otherwise; another address is refused
 without an API key, since anyone on that network could then use the model.
@@ -18,9 +19,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from mmforge.backend.chat.session import ChatSession
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.serve import DEFAULT_PORT, LOOPBACK
 from mmforge.backend.serve.app import Settings, build_app
@@ -143,19 +144,31 @@ class ServerHandle:
 
 
 def start(
-    session: ChatSession,
+    package: Path,
     options: ServeOptions,
+    ep: str = "cpu",
     on_change: Callable[[Counts], None] | None = None,
 ) -> ServerHandle:
-    """Serve a loaded session; returns once the server accepts connections.
+    """Load the package in a chat worker and serve it; returns once connections are taken.
 
-    The engine owns the session from here on and closes it when the server stops.
+    Raises:
+        MmforgeError: The settings are refused, the port is taken, or the package does
+            not load.
     """
     import uvicorn
 
+    from mmforge.backend.chat.client import ChatClient
+    from mmforge.backend.chat.values import PackageInfo
+
     check_options(options)
+    context = PackageInfo.read(package).context_length  # a folder that is no package: said now
     sock = _bind(options.host, options.port)
-    engine = Engine(session, options.max_queue, on_change)
+    try:
+        client = ChatClient(package, ep, save=False)
+    except BaseException:
+        sock.close()
+        raise
+    engine = Engine(client, context, options.max_queue, on_change)
     settings = Settings(options.api_key, options.allow_fetch, options.max_body_bytes)
     config = uvicorn.Config(
         build_app(engine, settings),

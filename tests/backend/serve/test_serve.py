@@ -20,7 +20,6 @@ import pytest
 
 from mmforge import resources
 from mmforge.app.cli import main
-from mmforge.backend.chat import ChatSession
 from mmforge.backend.serve.server import ServeOptions, ServerHandle, start
 
 KEY = "test-key"
@@ -29,7 +28,7 @@ LONG = "Write a poem."  # the tiny model answers it with 2,775 tokens (about 3 s
 
 
 def _serve(package: Path, **options: Any) -> ServerHandle:
-    return start(ChatSession(package), ServeOptions(port=0, **options))
+    return start(package, ServeOptions(port=0, **options))
 
 
 @pytest.fixture(scope="module")
