@@ -368,3 +368,46 @@ def test_pictures_by_web_address_only_when_allowed(package, tmp_path: Path) -> N
         web.shutdown()
         web.server_close()
         thread.join()
+
+
+def test_a_conversation_given_whole_is_answered_as_chat_continues_one(
+    served: ServerHandle, package
+) -> None:
+    """History with a picture and an answer, then a question.
+
+    The API gives earlier answers as text, so the server answers as chat does when it
+    continues a saved conversation (its history prefilled afresh from the text).
+    """
+    from mmforge.backend.attachments import IMAGE
+    from mmforge.backend.chat import ChatSession, GenerationOptions
+    from mmforge.backend.chat.conversations import Conversation, Message
+
+    session = ChatSession(package("qwen2_5_vl"))
+    try:
+        picture = session.prepare_attachments([(resources.probe_image(), IMAGE)])
+        first = session.send(PROMPT, picture, GenerationOptions(max_new_tokens=6))
+        saved = Conversation(
+            id="unsaved",
+            package=str(package("qwen2_5_vl")),
+            system="Be brief.",
+            messages=[Message("user", PROMPT, picture), Message("assistant", first.text)],
+        )
+        session.open_conversation(saved)
+        expected = session.send("And the colours?", [], GenerationOptions(max_new_tokens=8))
+    finally:
+        session.close()
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        *_picture_message(),
+        {"role": "assistant", "content": first.text},
+        {"role": "user", "content": "And the colours?"},
+    ]
+    answer = _client(served).chat.completions.create(
+        model=served.model_id,
+        messages=messages,
+        max_tokens=8,
+        extra_body={"return_token_ids": True},
+    )
+    assert (answer.choices[0].model_extra or {})["token_ids"] == expected.token_ids
+    assert answer.usage is not None
+    assert answer.usage.prompt_tokens == expected.stats.prompt_tokens
