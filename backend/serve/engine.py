@@ -134,6 +134,7 @@ class Engine:
         self._jobs: deque[Job] = deque()
         self._cond = threading.Condition()
         self._closed = False
+        self._broken = ""  # why the worker is gone, once it is
         self._running: Job | None = None
         self._counts: dict[str, int] = Counts().to_dict()
         self._recent: deque[float] = deque(maxlen=16)  # seconds per answer
@@ -156,6 +157,8 @@ class Engine:
         with self._cond:
             if self._closed:
                 raise ApiError(503, "The server is shutting down", code="shutting_down")
+            if self._broken:
+                raise ApiError(503, self._broken, code="worker_stopped")
             busy = self._running is not None or bool(self._jobs)
             if busy and len(self._jobs) >= self.max_queue:
                 self._counts["refused"] += 1
@@ -286,8 +289,13 @@ class Engine:
                     turn = event["value"]
                 elif kind == "error":
                     raise _api_error(event)
-        except MmforgeError as e:  # the worker itself stopped
-            raise ApiError(500, e.one_line(), code="worker_stopped") from None
+        except MmforgeError as e:  # the worker itself stopped: every later request fails
+            self._broken = (
+                "The model's worker process stopped; restart the server "
+                f"({e.user_message.rstrip('.')})"
+            )
+            log.error("%s: %s", self._broken, escape(e.details or ""))
+            raise ApiError(500, self._broken, code="worker_stopped") from None
         # The whole answer is its ids decoded; the stream held back an incomplete
         # character at the end, which the decode shows (as U+FFFD).
         whole, streamed = str(turn.get("text", "")), "".join(raw)

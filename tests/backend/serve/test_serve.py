@@ -411,3 +411,17 @@ def test_a_conversation_given_whole_is_answered_as_chat_continues_one(
     assert (answer.choices[0].model_extra or {})["token_ids"] == expected.token_ids
     assert answer.usage is not None
     assert answer.usage.prompt_tokens == expected.stats.prompt_tokens
+
+
+def test_a_worker_that_dies_is_an_error_not_a_hang(package) -> None:
+    with _serve(package("qwen2_5_vl")) as handle:
+        handle.engine.client._job.process.kill()
+        handle.engine.client._job.process.wait(30)
+        client = _client(handle)
+        ask = {"model": handle.model_id, "messages": [{"role": "user", "content": "Hi"}]}
+        with pytest.raises(openai.InternalServerError) as first:
+            client.chat.completions.create(**ask, max_tokens=3)
+        assert first.value.code == "worker_stopped"
+        with pytest.raises(openai.APIStatusError) as later:
+            client.chat.completions.create(**ask, max_tokens=3)
+        assert later.value.status_code == 503 and "restart the server" in later.value.message
