@@ -69,7 +69,15 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mmforge {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail to stderr")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    for add in (_add_inspect, _add_convert, _add_demo, _add_worker, _add_chat, _add_verify):
+    for add in (
+        _add_inspect,
+        _add_convert,
+        _add_demo,
+        _add_worker,
+        _add_chat,
+        _add_verify,
+        _add_serve,
+    ):
         add(sub)
     p = sub.add_parser("gui", help="open the desktop app (the default)")
     p.add_argument(
@@ -198,6 +206,94 @@ def _add_verify(sub: Any) -> None:
     )
     p.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")
     p.set_defaults(func=_cmd_verify)
+
+
+def _add_serve(sub: Any) -> None:
+    from mmforge.backend.serve import DEFAULT_PORT, LOOPBACK
+
+    p = sub.add_parser(
+        "serve", help="serve a package to other apps through an OpenAI-compatible API"
+    )
+    p.add_argument("package", type=Path, metavar="PACKAGE", help="a package folder")
+    p.add_argument(
+        "--host",
+        default=LOOPBACK,
+        help=f"the address to listen on (default {LOOPBACK}: this computer only; another "
+        "address needs --api-key)",
+    )
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, metavar="N", help=f"default {DEFAULT_PORT}"
+    )
+    p.add_argument(
+        "--api-key",
+        default=None,
+        metavar="KEY",
+        help="clients must send this key (default: the MMFORGE_API_KEY environment "
+        "variable, else none)",
+    )
+    p.add_argument("--ep", choices=EPS, default=DEFAULT_EP, help="default cpu")
+    p.add_argument(
+        "--allow-fetch",
+        action="store_true",
+        help="fetch pictures that requests give as http(s) URLs (bounded in size and time)",
+    )
+    p.add_argument(
+        "--max-body-mb", type=float, default=32, metavar="MB", help="largest request (32)"
+    )
+    p.add_argument("--queue", type=int, default=8, metavar="N", help="requests that may wait (8)")
+    p.add_argument(
+        "--events",
+        action="store_true",
+        help="print JSON lines on stdout: listening, requests (each change), stopped",
+    )
+    p.set_defaults(func=_cmd_serve)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    """Serve until Ctrl+C or SIGTERM; exits 0 after a clean stop."""
+    import os
+    import threading
+    import time
+
+    from mmforge.backend.serve.engine import Counts, describe
+    from mmforge.backend.serve.server import ServeOptions, check_options, start
+
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key or os.environ.get("MMFORGE_API_KEY") or None,
+        allow_fetch=args.allow_fetch,
+        max_body_bytes=int(args.max_body_mb * (1 << 20)),
+        max_queue=args.queue,
+    )
+    check_options(options)  # said before the model loads
+    lock = threading.Lock()
+
+    def emit(event: dict[str, Any]) -> None:
+        with lock:
+            print(json.dumps(event), flush=True)
+
+    def on_change(counts: Counts) -> None:
+        if args.events:
+            emit(describe(counts))
+
+    handle = start(args.package, options, args.ep, on_change)
+    try:
+        if args.events:
+            emit({"event": "listening", "url": handle.url, "model": handle.model_id})
+        else:
+            print(
+                f"mmforge: serving {escape(handle.model_id)} at {handle.url} "
+                "(OpenAI-compatible; Ctrl+C stops)",
+                file=sys.stderr,
+            )
+        while not args.cancel.cancelled and handle.running:
+            time.sleep(0.2)
+    finally:
+        handle.stop()
+    if args.events:
+        emit({"event": "stopped", **handle.counts.to_dict()})
+    return 0
 
 
 def _cmd_gui(args: argparse.Namespace) -> int:

@@ -3,10 +3,10 @@
 `ChatView` is the page: the draft, attachments and the turn in flight. Its other parts
 live beside it: `chat_loading` (Load and the worker's life), `chat_conversations` (the
 list, opening, renaming, deleting and exporting saved ones, with no model needed),
-`package_bar` (the Package row), `chat_column` (the centre column's widgets),
-`chat_render` (drawing the transcript, streaming in), `chat_attachments`, `chat_export`,
-and the widgets `transcript`, `conversation_list`, `chat_settings` and `chat_input`;
-`chat_turns` holds the turn state, without widgets.
+`package_bar` (the Package row), `serve_bar` (Serve on this computer), `chat_column`
+(the centre column's widgets), `chat_render` (drawing the transcript, streaming in),
+`chat_attachments`, `chat_export`, and the widgets `transcript`, `conversation_list`,
+`chat_settings` and `chat_input`; `chat_turns` holds the turn state, without widgets.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from mmforge.gui.chat_turns import (
 from mmforge.gui.conversation_list import ConversationList
 from mmforge.gui.errors import show_error
 from mmforge.gui.package_bar import PackageBar
+from mmforge.gui.serve_bar import ServeBar
 from mmforge.gui.state import AppState
 
 __all__ = ["ChatView", "is_demo"]
@@ -80,8 +81,11 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
         body = QHBoxLayout()
         body.addWidget(self.conversation_list)
         body.addWidget(self._chat_column(), 1)
+        # Serve on this computer: the package to other apps (its own process and model).
+        self.serve_bar = ServeBar(lambda: (self.package.text().strip(), self.ep.currentText()))
         layout = QVBoxLayout(self)
         layout.addWidget(bar)
+        layout.addWidget(self.serve_bar)
         layout.addLayout(body, 1)
         self.writer = TranscriptWriter(self.transcript)
         # What the worker last reported (or what was read from disk), and the turn in
@@ -400,5 +404,6 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
     def shutdown(self) -> None:
         """Close the worker (on window close)."""
         self.eps.shutdown()
+        self.serve_bar.shutdown()
         self.bridge.close()
         self._scratch.cleanup()

@@ -106,6 +106,34 @@ class ChatClient:
             }
         )
 
+    def answer(
+        self,
+        system: str,
+        history: Sequence[tuple[str, str, Sequence[tuple[Path, str]]]],
+        text: str,
+        attachments: Sequence[tuple[Path, str]] = (),
+        options: dict[str, Any] | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Answer a conversation given whole (role, text, attachments), as a turn of its own.
+
+        The session's own conversation is replaced by an unsaved one; yields token and
+        then turn (or error) events.
+        """
+        turns = [
+            {"role": role, "text": words, "attachments": self._files(files)}
+            for role, words, files in history
+        ]
+        return self._request(
+            {
+                "cmd": "answer",
+                "system": system,
+                "history": turns,
+                "text": text,
+                "attachments": self._files(attachments),
+                "options": options or {},
+            }
+        )
+
     def regenerate(self, options: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Answer the last message again."""
         return self._request({"cmd": "regenerate", "options": options or {}})

@@ -489,6 +489,7 @@ class ChatSession:
                 "ONNX Runtime GenAI failed while answering",
                 "Try again; if it fails again, start a new conversation",
                 details=str(e),
+                kind="runtime",
             ) from None
         message = Message(
             "assistant",
@@ -657,6 +658,7 @@ class ChatSession:
             f"The conversation ({n} tokens) does not fit the model's context "
             f"({self.info.context_length} tokens)",
             "Start a new conversation, or edit the last message to be shorter",
+            kind="context_full",
         )
 
     def _append(self, delta: list[int]) -> int:

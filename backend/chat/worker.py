@@ -11,6 +11,9 @@ next one):
     {"cmd": "send", "seq", "text", "attachments": [{"path", "kind"}], "options": {...}}
     {"cmd": "regenerate", "seq", "options"}
     {"cmd": "edit", "seq", "text", "attachments": [...] | null, "options"}
+    {"cmd": "answer", "seq", "system", "history": [{"role", "text", "attachments"}],
+     "text", "attachments", "options"}   a turn of its own: a fresh unsaved conversation
+                                         holding `history`, answered (`mmforge serve`)
     {"cmd": "stop", "seq"}            (between two tokens; no seq: the current request)
     {"cmd": "new"} | {"cmd": "open", "id"} | {"cmd": "delete", "id"} | {"cmd": "close"}
     {"cmd": "rename", "id", "title"} | {"cmd": "system", "text"}  (the open conversation's)
@@ -141,7 +144,7 @@ class _ChatLoop:
             if name in ("new", "open", "delete", "rename", "system"):
                 self._manage(str(name), command)
                 self.send({"event": "conversation", "value": self._conversation()})
-            elif name in ("send", "regenerate", "edit"):
+            elif name in ("send", "regenerate", "edit", "answer"):
                 result = self._turn(str(name), seq, command)
                 self.send(
                     {
@@ -207,6 +210,8 @@ class _ChatLoop:
 
         if name == "regenerate":
             return self.session.regenerate(options, on_token, should_stop, on_note=on_note)
+        if name == "answer":
+            return self._answer(command, options, on_token, should_stop)
         files = command.get("attachments")
         attachments = None
         if files is not None:
@@ -222,3 +227,56 @@ class _ChatLoop:
         return self.session.edit_last(
             text, attachments, options, on_token, should_stop, on_note=on_note
         )
+
+    def _answer(
+        self,
+        command: dict[str, Any],
+        options: GenerationOptions,
+        on_token: Callable[[str, int], None],
+        should_stop: Callable[[], bool],
+    ) -> TurnResult:
+        """A turn of its own (`mmforge serve`): the request's history, then its message.
+
+        Every attachment of the request goes through `prepare_attachments` at once (so the
+        package's image limit counts them all); the prepared copies are removed after.
+        An attachment the model cannot take is an error of kind "attachment".
+        """
+        from mmforge.backend.attachments import AttachmentError
+        from mmforge.backend.chat.conversations import Conversation, Message
+
+        session = self.session
+        history = list(command.get("history") or [])
+        turns = [
+            *history,
+            {
+                "role": "user",
+                "text": command.get("text", ""),
+                "attachments": command.get("attachments") or [],
+            },
+        ]
+        files = [(Path(str(f["path"])), str(f["kind"])) for t in turns for f in t["attachments"]]
+        session.new_conversation()
+        prepared = []
+        try:
+            try:
+                prepared = session.prepare_attachments(files)
+            except AttachmentError as e:
+                raise MmforgeError(e.user_message, e.hint, e.details, kind="attachment") from None
+            messages, at = [], 0
+            for t in turns:
+                n = len(t["attachments"])
+                messages.append(Message(str(t["role"]), str(t["text"]), prepared[at : at + n]))
+                at += n
+            last = messages.pop()
+            session.open_conversation(
+                Conversation(
+                    id="unsaved",
+                    package=str(session.info.folder),
+                    system=str(command.get("system", "")),
+                    messages=messages,
+                )
+            )
+            return session.send(last.text, last.attachments, options, on_token, should_stop)
+        finally:
+            for a in prepared:
+                a.path.unlink(missing_ok=True)
