@@ -376,7 +376,10 @@ WITH_RELEASED_TEMPLATE = {
     "lfm2_vl-450m",
     "fara-7b",
 }
-NOT_FOUND: set[str] = set()
+# Releases whose chat template text was not at hand offline (the README says so): their
+# checkpoints carry the family's tiny template. Pixtral-12B's release ships its template in
+# tokenizer_config.json, of which no copy was found.
+NOT_FOUND: set[str] = {"pixtral-12b"}
 
 
 def test_release_shaped_checkpoints_carry_their_releases_template(released):
