@@ -20,7 +20,8 @@ from mmforge.backend.families._fields import (
     token_ids,
 )
 
-_TEXT_COMMON: tuple[Rule, ...] = (
+# The Qwen text decoder with 3-D M-RoPE, as every Qwen-VL generation has it (Qwen2-VL too).
+QWEN_TEXT_DECODER: tuple[Rule, ...] = (
     *shapes("text_config.", *TEXT_SIZES),
     honoured("text_config.hidden_act", "the decoder MLP's activation (measured)"),
     honoured("text_config.rms_norm_eps", "every decoder RMSNorm (measured)"),
@@ -33,6 +34,10 @@ _TEXT_COMMON: tuple[Rule, ...] = (
         "mrope",
         note="the decoder builds plain (M-)RoPE, not YaRN or other scaled variants",
     ),
+)
+
+_TEXT_COMMON: tuple[Rule, ...] = (
+    *QWEN_TEXT_DECODER,
     honoured("text_config.tie_word_embeddings", "the checkpoint decides, as in transformers"),
     honoured("tie_word_embeddings", "the checkpoint decides, as in transformers"),
     *token_ids("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id"),

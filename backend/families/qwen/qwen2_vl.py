@@ -23,7 +23,6 @@ from typing import Any
 from mmforge.backend.families._base import Cfg, Projector
 from mmforge.backend.families._fields import (
     COMMON_INERT,
-    TEXT_SIZES,
     Rule,
     check,
     honoured,
@@ -32,6 +31,7 @@ from mmforge.backend.families._fields import (
     shapes,
     token_ids,
 )
+from mmforge.backend.families.qwen.fields import QWEN_TEXT_DECODER
 from mmforge.backend.tiny.build import TinySpec
 from mmforge.backend.tiny.release import ReleaseSpec, released_template
 from mmforge.backend.tiny.sizes import TEXT
@@ -65,18 +65,7 @@ def architecture(cfg: Cfg) -> tuple[str, ...]:
 # eps 1e-6) and merger GELU are fixed in transformers' code, not fields.
 FIELDS: tuple[Rule, ...] = (
     *COMMON_INERT,
-    *shapes("text_config.", *TEXT_SIZES),
-    honoured("text_config.hidden_act", "the decoder MLP's activation (measured)"),
-    honoured("text_config.rms_norm_eps", "every decoder RMSNorm (measured)"),
-    honoured("text_config.max_position_embeddings", "genai_config context_length"),
-    honoured("text_config.rope_parameters.rope_theta", "the decoder's RoPE (measured)"),
-    honoured("text_config.rope_parameters.mrope_section", "the 3-D M-RoPE split (measured)"),
-    only(
-        "text_config.rope_parameters.rope_type",
-        "default",
-        "mrope",
-        note="the decoder builds plain (M-)RoPE, not YaRN or other scaled variants",
-    ),
+    *QWEN_TEXT_DECODER,
     inert("text_config.use_sliding_window", "transformers acts on it through layer_types"),
     inert("text_config.sliding_window", "transformers acts on it through layer_types"),
     inert("text_config.max_window_layers", "transformers acts on it through layer_types"),
