@@ -104,9 +104,8 @@ QWEN2_5_VL = TinySpec(
 )
 
 
-def _qwen3_vl_config(s: dict[str, int], vocab: int) -> Any:
-    from transformers import Qwen3VLConfig
-
+def qwen3_vl_parts(s: dict[str, int], vocab: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The tiny Qwen3-VL's text and vision config dicts (Qwen3-VL MoE's start from them)."""
     text = {
         **TEXT,
         "vocab_size": vocab,
@@ -132,6 +131,13 @@ def _qwen3_vl_config(s: dict[str, int], vocab: int) -> Any:
         "num_position_embeddings": 64,
         "deepstack_visual_indexes": [0, 1],
     }
+    return text, vision
+
+
+def _qwen3_vl_config(s: dict[str, int], vocab: int) -> Any:
+    from transformers import Qwen3VLConfig
+
+    text, vision = qwen3_vl_parts(s, vocab)
     return Qwen3VLConfig(
         text_config=text, vision_config=vision, tie_word_embeddings=False, **qwen_ids(s)
     )

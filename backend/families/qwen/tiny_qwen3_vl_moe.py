@@ -17,11 +17,11 @@ from mmforge.backend.families.qwen.tiny import (
     QWEN3_VL,
     QWEN_SPECIALS,
     QWEN_TOKENIZER,
+    qwen3_vl_parts,
     qwen_ids,
 )
 from mmforge.backend.tiny.build import TinySpec
 from mmforge.backend.tiny.release import ReleaseSpec, released_template
-from mmforge.backend.tiny.sizes import TEXT
 
 _MOE = {
     "moe_intermediate_size": 24,
@@ -35,33 +35,8 @@ _MOE = {
 def _config(s: dict[str, int], vocab: int) -> Any:
     from transformers import Qwen3VLMoeConfig
 
-    text = {
-        **TEXT,
-        **_MOE,
-        "num_hidden_layers": 3,
-        "vocab_size": vocab,
-        "rope_parameters": {
-            "rope_type": "default",
-            "rope_theta": 10000.0,
-            "mrope_section": [2, 3, 3],
-            "mrope_interleaved": True,
-        },
-        "bos_token_id": s["<|endoftext|>"],
-        "eos_token_id": s["<|im_end|>"],
-        "tie_word_embeddings": False,
-    }
-    vision = {
-        "depth": 2,
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_heads": 2,
-        "patch_size": 16,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-        "out_hidden_size": TEXT["hidden_size"],
-        "num_position_embeddings": 64,
-        "deepstack_visual_indexes": [0, 1],
-    }
+    text, vision = qwen3_vl_parts(s, vocab)  # the tiny Qwen3-VL's, with experts
+    text = {**text, **_MOE, "num_hidden_layers": 3}
     return Qwen3VLMoeConfig(
         text_config=text, vision_config=vision, tie_word_embeddings=False, **qwen_ids(s)
     )
