@@ -186,6 +186,21 @@ def test_sampling_repeats_with_a_seed_and_changes_without(package):
     assert session.regenerate(_greedy(24)).token_ids == greedy
 
 
+def test_a_repeat_penalty_reaches_the_runtime_and_greedy_answers_repeat_less(package):
+    """Issue 31: Repeat penalty, as chat apps have it; it applies to greedy answers too."""
+    session = ChatSession(package("qwen2_5_vl"))
+    plain = session.send("Say it again and again.", options=_greedy(32)).token_ids
+    assert len(set(plain)) < len(plain)  # a random-weight model repeats itself
+    penalised = GenerationOptions(max_new_tokens=32, repetition_penalty=2.0)
+    again = session.regenerate(penalised).token_ids
+    assert again != plain
+    assert len(set(again)) > len(set(plain)), (plain, again)
+    with pytest.raises(MmforgeError, match=r"repetition_penalty 11\.0 is out of range"):
+        GenerationOptions(repetition_penalty=11.0)
+    assert GenerationOptions(repetition_penalty=1.3).search_options(9)["repetition_penalty"] == 1.3
+    assert "repetition_penalty" not in GenerationOptions().search_options(9)
+
+
 def test_conversations_persist_with_copies_of_their_attachments(package, tmp_path):
     store = ConversationStore(tmp_path / "store")
     session = ChatSession(package("gemma4"), store=store)
