@@ -28,8 +28,8 @@ from PySide6.QtWidgets import (
 )
 
 from mmforge.backend.attachments import kind_of
-from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
-from mmforge.backend.chat.values import SessionInfo, TurnResult
+from mmforge.backend.chat.conversations import ConversationStore, Message
+from mmforge.backend.chat.values import TurnResult
 from mmforge.gui.bridge import ChatBridge, JobRunner
 from mmforge.gui.chat_attachments import (
     attachment_problem,
@@ -41,6 +41,7 @@ from mmforge.gui.chat_attachments import (
 from mmforge.gui.chat_column import ChatColumn
 from mmforge.gui.chat_conversations import ChatConversations
 from mmforge.gui.chat_loading import ChatLoading
+from mmforge.gui.chat_page import ChatPage
 from mmforge.gui.chat_render import TranscriptWriter
 from mmforge.gui.chat_settings import ChatSettings
 from mmforge.gui.chat_turns import (
@@ -57,6 +58,15 @@ from mmforge.gui.serve_bar import ServeBar
 from mmforge.gui.state import AppState
 
 SHOW_EVERY_S = 0.1  # how often streamed text reaches the window
+
+
+def _page_field(name: str) -> Any:
+    """A ChatView attribute that is the page state's field `name`."""
+    return property(
+        lambda view: getattr(view.page, name),
+        lambda view, value: setattr(view.page, name, value),
+    )
+
 
 __all__ = ["ChatView", "is_demo"]
 
@@ -90,17 +100,12 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
         layout.addWidget(self.serve_bar)
         layout.addLayout(body, 1)
         self.writer = TranscriptWriter(self.transcript)
-        # What the worker last reported (or what was read from disk), and the turn in
-        # flight: no copy of our own.
-        self.conversation: Conversation | None = None
-        self.local = False  # the conversation shown is read from disk, not the worker's
-        self.pending: Pending | None = None
-        self.session_info: SessionInfo | None = None
+        # What the page shows and allows: one Qt-free object (gui/chat_page.py). The
+        # conversation is what the worker last reported (or what was read from disk), and
+        # the turn in flight: no copy of our own.
+        self.page = ChatPage()
         self._draft: tuple[str, list[tuple[Path, str]]] | None = None
-        self._editing = False
-        self._loaded = False
         self._loaded_written: int | None = None  # when the loaded package was written
-        self._busy = False
         self._tokens, self._first_token_at = 0, 0.0
         # Streamed text waits here and is shown every SHOW_EVERY_S, in one piece: shown
         # token by token, a fast answer queued thousands of insertions and the window
@@ -112,8 +117,18 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
         self.refresh_conversations()
         self.refresh_library()
         self.eps.start("eps", {})
+        self.page.subscribe(self._update_buttons)
         self._update_buttons()
         self._render()
+
+    # The page's state, by the names the mixins and the tests use (`self.page` holds it).
+    conversation = _page_field("conversation")
+    local = _page_field("local")
+    pending = _page_field("pending")
+    session_info = _page_field("session")
+    _loaded = _page_field("loaded")
+    _busy = _page_field("busy")
+    _editing = _page_field("editing")
 
     def _connect(self) -> None:
         bar = self.package_bar
@@ -220,7 +235,7 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
         return None if text == held else text
 
     def _ready(self) -> bool:
-        return self._loaded and not self._busy and not self.local
+        return self.page.ready
 
     @Slot()
     def send(self) -> None:
@@ -371,18 +386,15 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
         self._update_buttons()
 
     def _update_buttons(self) -> None:
-        ready = self._ready()
-        messages = messages_of(self.conversation)
-        self.send_button.setEnabled(ready)
-        self.regen_button.setEnabled(ready and bool(messages))
-        self.edit_button.setEnabled(ready and last_user(messages) is not None)
-        self.stop_button.setEnabled(self._loaded and self._busy)
-        self.package_bar.unload_button.setEnabled(self._loaded and not self._busy)
-        shown = self.conversation is not None and not self._busy
+        """Each control enabled as the page's state allows (`ChatPage.allowed`)."""
+        allowed = self.page.allowed()
+        self.send_button.setEnabled(allowed.send)
+        self.regen_button.setEnabled(allowed.regenerate)
+        self.edit_button.setEnabled(allowed.edit)
+        self.stop_button.setEnabled(allowed.stop)
+        self.package_bar.unload_button.setEnabled(allowed.unload)
         self.conversation_list.set_enabled(
-            manage=shown and bool(messages or (self.conversation and self.conversation.title)),
-            new=not self._busy,
-            export=shown and bool(messages),
+            manage=allowed.manage, new=allowed.new, export=allowed.export
         )
         self._update_continue()
 
@@ -411,14 +423,13 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
     def _render(self, streaming: bool = False) -> None:
         """Redraw the transcript (while `streaming`, the answer in flight is left open)."""
         self._unshown = ""  # the redraw shows the whole answer so far
-        editing = self._editing and self.pending is None
         self.writer.draw(
             self.conversation,
             self.pending,
             loaded=self._loaded,
             palette=self.palette(),
             streaming=streaming,
-            hide=tail_from_last_user(messages_of(self.conversation)) if editing else 0,
+            hide=self.page.hidden,
         )
 
     def changeEvent(self, event: QEvent) -> None:

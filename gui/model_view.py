@@ -416,8 +416,9 @@ class ModelView(QWidget):
             card = (
                 f"<table width='100%' cellpadding='8'><tr><td bgcolor='{c.note}'>"
                 "<b>The built-in demo model.</b> "
-                "A tiny Qwen2.5-VL with random weights, built offline: it talks nonsense by "
-                "design, while its conversion, parity and chat are real and exact."
+                f"A tiny {html.escape(profile.family)} with random weights, built offline: "
+                "it talks nonsense by design, while its conversion, parity and chat are real "
+                "and exact."
                 "</td></tr></table>" + card
             )
         if self._typed and not self._inspecting:

@@ -260,6 +260,7 @@ def test_setup_the_offline_demo_with_sound_inspects_a_model_that_takes_clips(qtb
     profile = window.state.profile
     assert profile.family_key == "gemma4" and "audio_encoder" in profile.components
     assert model.next_button.isEnabled()
+    assert "A tiny Gemma 4 with random weights" in model.card.toPlainText()
 
 
 _WORDS = " ".join(f"word{i:04d}" for i in range(400))  # 3,599 characters, no line break
