@@ -152,27 +152,6 @@ VIDEO_LLAVA = Family(
     ),
 )
 
-VIPLLAVA = Family(
-    key="vipllava",
-    fixtures=_inspected("VipLlavaConfig", "MLPMultiModalProjector", {"image_token_id": 32000}),
-    name="VipLLaVA",
-    pipeline_type=None,
-    exact_host="videochat_flash_qwen",
-    recognition=Recognition(model_types=("vipllava",)),
-    profile=Profile(
-        projector=lambda cfg: _mlp(cfg, "VipLLaVA"),
-        token_ids=_llava_ids,
-        image_tokens=_clip_tokens,
-        hf_class="VipLlavaForConditionalGeneration",
-    ),
-    no_pipeline_reason=(
-        _VIDEOCHAT.format(k=576)
-        + " (it uses LLaVA's processor, measured on the 0.18 wheel). mmforge does not build "
-        "its graphs yet (a CLIP tower whose five feature layers are concatenated)" + _SEE
-    ),
-)
-
-
 def _linear(cfg: Cfg, who: str, field: str, value: object) -> Projector:
     return Projector(
         "LinearMultiModalProjector",
@@ -579,7 +558,6 @@ VIDEOCHAT_FLASH = Family(
 FAMILIES = (
     LLAVA_NEXT,
     VIDEO_LLAVA,
-    VIPLLAVA,
     PALIGEMMA,
     INTERNVL,
     IDEFICS2,

@@ -30,7 +30,7 @@ from mmforge.backend.families._base import (
     processor_op,
     rescale_and_normalize,
 )
-from mmforge.backend.families.llava import expect, fields, reference, tiny, tokenizer
+from mmforge.backend.families.llava import expect, fields, reference, tiny, tokenizer, vipllava
 from mmforge.backend.families.llava.graphs import (
     checkpoint_name,
     feature_layers,
@@ -169,4 +169,7 @@ LLAVA = Family(
     fixtures=Fixtures(tiny=tiny.LLAVA, released=tiny.RELEASED_LLAVA, expect=expect.LLAVA),
 )
 
-FAMILIES = (LLAVA,)
+# VipLLaVA (model_type vipllava): the same package, five tower layers concatenated.
+VIPLLAVA = vipllava.make(LLAVA)
+
+FAMILIES = (LLAVA, VIPLLAVA)

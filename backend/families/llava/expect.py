@@ -25,3 +25,22 @@ LLAVA = Expectations(
         "vision_config.num_hidden_layers": 4,
     },
 )
+
+# VipLLaVA: transformers' default VipLlavaConfig has LlavaConfig's vocabulary clash, so no
+# default_config either.
+VIPLLAVA = Expectations(
+    tiny_tokens={"image_token_id": "<image>"},
+    honoured={
+        "text_config.rms_norm_eps": 0.05,
+        "vision_config.layer_norm_eps": 0.05,
+        "vision_config.hidden_act": "gelu",
+        "projector_layernorm_eps": 0.5,
+        "vision_feature_layer": [-1, 1],
+    },
+    quantized=("int4",),
+    held_out={
+        "text_config.intermediate_size": 96,
+        "text_config.num_key_value_heads": 1,
+        "vision_config.num_hidden_layers": 5,
+    },
+)
