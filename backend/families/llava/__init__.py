@@ -72,6 +72,8 @@ def _crop(cfg: Cfg, pre: Cfg) -> tuple[int, int]:
     crop = pre.get("crop_size")
     if pre.get("do_center_crop", True) and isinstance(crop, dict):
         return int(crop.get("width", side)), int(crop.get("height", side))
+    if pre.get("do_center_crop", True) and isinstance(crop, int):  # older configs
+        return crop, crop
     size = pre.get("size")
     if isinstance(size, dict) and "height" in size:
         return int(size.get("width", side)), int(size["height"])

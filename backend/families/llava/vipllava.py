@@ -5,6 +5,11 @@ graphs.py reads `model_type` for what differs: the hidden states of every layer 
 `vision_feature_layer(s)` ([-2, -5, -8, -11, 6] as released), each without its class
 token, concatenated along the width, then `projector_layernorm` and the two Linears
 (with biases, always), as VipLlavaModel.get_image_features computes them.
+
+Its tiny checkpoint uses LLaVA-1.5's tokens and chat template: the text of
+llava-hf/vip-llava-7b-hf's config.json and chat template was not found offline (its model
+card's prompt is "###Human: <image>", a newline, the question, "###Assistant:"), so there
+is no release-shaped one.
 """
 
 from __future__ import annotations
