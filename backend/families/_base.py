@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mmforge.backend.families._hooks import (
@@ -156,6 +157,10 @@ class PackageSpec:
             rule, target size and filter), recorded in the manifest so that chat and
             verify hand the runtime pictures already at transformers' size; None when
             the runtime's own resize is left to do it.
+        adapt_tokenizer: Changes the package's tokenizer.json and tokenizer_config.json
+            (parsed, in place; the config, the checkpoint folder) where the runtime's
+            processor splices text the model's tokenizer must read as its own ids
+            (LLaVA on videochat_flash_qwen); returns a line for the manifest.
     """
 
     model_fields: Callable[[Cfg], dict[str, Any]]
@@ -179,6 +184,7 @@ class PackageSpec:
     builder_type: Callable[[Cfg], str | None] = lambda cfg: None
     notes: tuple[str, ...] = ()
     picture_sizing: Callable[[Cfg, Cfg], Sizing | None] = lambda cfg, pre: None
+    adapt_tokenizer: Callable[[dict[str, Any], dict[str, Any], Cfg, Path], str] | None = None
 
 
 def channels_first(pixels: Any) -> Any:

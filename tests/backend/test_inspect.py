@@ -98,7 +98,7 @@ def test_gemma4_audio_encoder_only_when_the_config_has_audio(tmp_path, vision, a
     assert p.token_ids["boi_token_id"] == 255999 and p.token_ids["eoa_token_id"] == 258883
 
 
-def test_llava_with_a_pixtral_tower_is_pixtral_on_mistral3_and_other_llava_stays_inspect_only(
+def test_llava_with_a_pixtral_tower_is_pixtral_on_mistral3_and_a_clip_tower_is_llava(
     tmp_path,
 ):
     import transformers as T
@@ -116,8 +116,13 @@ def test_llava_with_a_pixtral_tower_is_pixtral_on_mistral3_and_other_llava_stays
     assert p.token_ids["image_token_id"] == 10
     # 1024 px at 16 px patches, no merge: 64 rows of 64 [IMG] and one break or end each.
     assert p.image_tokens.maximum == 64 * 64 + 64
-    clip = inspect_source(str(_save(tmp_path, "llava", T.LlavaConfig())))
-    assert (clip.family_key, clip.pipeline_type) == ("llava", None)
+    # LLaVA-1.5's vocabulary (32,064, as released): transformers' default LlavaConfig puts
+    # <image> at 32,000, just past its 32,000-token text vocabulary, which a converted
+    # family refuses (bounds.py).
+    release = T.LlavaConfig(text_config={"model_type": "llama", "vocab_size": 32064})
+    clip = inspect_source(str(_save(tmp_path, "llava", release)))
+    assert (clip.family_key, clip.pipeline_type) == ("llava", "videochat_flash_qwen")
+    assert clip.image_tokens.fixed == 576 and clip.runnable
 
 
 def test_lightonocr_is_refused_naming_the_runtime_code_that_frames_its_pictures(tmp_path):

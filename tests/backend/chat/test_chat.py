@@ -25,7 +25,9 @@ ALL = TESTED  # every family, from the registry
 # The released Qwen3.5/3.6 template renders an earlier answer without the "<think>\n" the
 # generation prompt opened it with, so the new prompt does not extend the old one and the
 # session prefills afresh (exactly, as the checks below show).
-REWRITES_HISTORY = {"qwen3_5", "qwen3_5_moe"}
+# LLaVA-1.5's released template (VipLLaVA's tiny uses it too) writes an earlier answer as
+# "ASSISTANT: " + its text + " " where the generation prompt ended at "ASSISTANT:": the same.
+REWRITES_HISTORY = {"qwen3_5", "qwen3_5_moe", "llava", "vipllava"}
 
 
 def _greedy(n: int) -> GenerationOptions:
