@@ -336,12 +336,15 @@ class DefaultConfig:
         projector: The projector variant inspect names.
         token_ids: Token ids inspect reads from it.
         components: The components inspect lists.
+        config_kwargs: Arguments the config class is built with, where transformers'
+            default contradicts itself (GLM-4.5V: 4096 wide over 96 heads, no head_dim).
     """
 
     config_class: str
     projector: str
     token_ids: dict[str, int]
     components: tuple[str, ...] = ("vision_encoder", "embedding", "decoder")
+    config_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from transformers import Glm4vImageProcessor, Qwen2VLImageProcessor
 
 src = Path(os.environ.get("SEED_PROBE_DIR", "/tmp/seedprobe")) / "pkg-qwen2_5_vl"
 root = Path(os.environ.get("GLM_PROBE_DIR", "/tmp/glmprobe"))
-GLM_MIN, GLM_MAX = 112 * 112, 9633792  # GLM-4.1V-9B-Thinking preprocessor_config.json size
+GLM_MIN, GLM_MAX = 112 * 112, 9633792  # the GLM-4V releases' preprocessor_config.json size
 
 
 def package(name, low, high):

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-# GLM-4.1V-9B-Thinking's preprocessor_config.json "size" (shortest_edge, longest_edge).
+# The GLM-4V releases' preprocessor_config.json "size" (shortest_edge, longest_edge): as stored
+# copies of zai-org/GLM-OCR's and tests naming GLM-4.1V give it (found with the code search).
 GLM_MIN, GLM_MAX = 112 * 112, 9633792
 MARKERS = {
     "<|vision_start|>": "<|begin_of_image|>",

@@ -34,21 +34,29 @@ def _gemma4(vision: bool, audio: bool):
 # From each family's expect.py: config class, family key, pipeline type, components,
 # projector variant, token ids.
 CASES = [
-    (c.config_class, f.key, f.pipeline_type, c.components, c.projector, c.token_ids)
+    (
+        c.config_class,
+        f.key,
+        f.pipeline_type,
+        c.components,
+        c.projector,
+        c.token_ids,
+        c.config_kwargs,
+    )
     for f in ALL
     if (c := f.fixtures.expect.default_config) is not None
 ]
 
 
 @pytest.mark.parametrize(
-    "cls,key,pipeline,components,projector,token_ids", CASES, ids=[c[0] for c in CASES]
+    "cls,key,pipeline,components,projector,token_ids,kwargs", CASES, ids=[c[0] for c in CASES]
 )
 def test_inspect_full_size_default_configs(
-    tmp_path, cls, key, pipeline, components, projector, token_ids
+    tmp_path, cls, key, pipeline, components, projector, token_ids, kwargs
 ):
     import transformers
 
-    folder = _save(tmp_path, cls, getattr(transformers, cls)())
+    folder = _save(tmp_path, cls, getattr(transformers, cls)(**kwargs))
     p = inspect_source(str(folder))
     assert p.family_key == key
     assert p.pipeline_type == pipeline

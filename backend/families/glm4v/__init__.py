@@ -87,7 +87,8 @@ _HOST = (
     "(measured on the 0.18 wheel): its processor (qwen2_5_vl_image_processor.cpp, "
     "ProcessImagePrompt, and ort-extensions' smart_resize) gives GLM's grid and pixels with "
     "min/max pixels halved (GLM's smart_resize counts a picture as two frames), pictures with "
-    "a side under 28 px excepted (GLM scales them up first); the package's tokenizer.json, "
+    "a side under 28 px excepted (GLM scales them up first), with the Qwen hosts' known "
+    "rounding of halves; the package's tokenizer.json, "
     "with <|begin_of_image|>, <|image|> and <|end_of_image|> renamed to the marker text the "
     "runtime splices, gives Glm4vProcessor's ids; and position_inputs.cpp "
     "(Qwen2VLPositionInputs::CreateAndInitialize3DPositionIDs) computes Glm4vModel."
@@ -150,11 +151,21 @@ GLM4V_MOE = Family(
             "shared expert, dense first layers); its picture path is GLM-4.1V's.",
         ),
     ),
-    # No default_config: transformers' Glm4vMoeConfig() has hidden_size 4096 over 96 heads
-    # with no head_dim (GLM-4.5V's release says head_dim 128), which bounds.py refuses; the
-    # host test inspects a release-shaped GLM-4.5V config instead.
+    fixtures=Fixtures(
+        expect=Expectations(
+            default_config=DefaultConfig(
+                "Glm4vMoeConfig",
+                "Glm4vVisionPatchMerger",
+                {"image_token_id": 151363, "image_start_token_id": 151339},
+                ("vision_encoder", "embedding", "decoder"),
+                # transformers' default is 4096 wide over 96 heads with no head_dim, which
+                # bounds.py refuses; GLM-4.5V's release says head_dim 128.
+                config_kwargs={"text_config": {"head_dim": 128}},
+            )
+        )
+    ),
     no_pipeline_reason=_HOST.format(
-        what=_TOWER + " (GLM-4.1V's) and the GLM-4.5 mixture-of-experts decoder"
+        what="GLM-4.1V's vision tower and the GLM-4.5 mixture-of-experts decoder"
     ),
 )
 
