@@ -16,7 +16,12 @@ benchmarks/seed_probes/probe_glm.py, tests/backend/test_glm4v_host.py, docs/seed
   (t = start, h/w = start + row/column, the next text at start + max(h, w) / merge), which
   the runtime's `Qwen2VLPositionInputs::CreateAndInitialize3DPositionIDs`
   (`position_inputs.cpp`) computes from `vision_start_token_id` followed by `image_token_id`.
-What is missing is the graphs (mobius 0.1 has neither GLM-4V's tower nor its decoder).
+mobius 0.1 has neither GLM-4V's tower nor its decoder: ours are vision.py, embedding.py and
+decoder.py (GLM-4.1V), each held to transformers by a test, and a package assembled from them
+by hand gives transformers' greedy tokens on the 0.18 wheel (tests/backend/test_glm4v_e2e.py).
+What is missing for conversion is the package recipe (PackageSpec, tokenizer renames, chat
+template), the tiny and release-shaped checkpoints, verify's reference and fields.py; for
+GLM-4.5V also its mixture-of-experts decoder.
 """
 
 from __future__ import annotations
@@ -92,15 +97,9 @@ _HOST = (
     "with <|begin_of_image|>, <|image|> and <|end_of_image|> renamed to the marker text the "
     "runtime splices, gives Glm4vProcessor's ids; and position_inputs.cpp "
     "(Qwen2VLPositionInputs::CreateAndInitialize3DPositionIDs) computes Glm4vModel."
-    "get_rope_index's 3-D positions for pictures. mmforge does not build its graphs yet: "
-    "{what}, in neither mobius 0.1 nor mmforge" + _SEE
+    "get_rope_index's 3-D positions for pictures. {what}" + _SEE
 )
 
-_TOWER = (
-    "the GLM-4V vision tower (Conv3d patch embedding, post-conv RMSNorm, learned positions "
-    "resampled bicubically to each grid, 2-D rotary attention, a Conv2d downsample and the "
-    "gated patch merger)"
-)
 
 GLM4V = Family(
     key="glm4v",
@@ -130,8 +129,12 @@ GLM4V = Family(
         )
     ),
     no_pipeline_reason=_HOST.format(
-        what=_TOWER + " and the GLM-4 decoder (partial M-RoPE, post-attention and post-MLP "
-        "RMSNorms)"
+        what="mmforge has its graphs (glm4v/vision.py, embedding.py, decoder.py, each equal "
+        "to transformers, and a package of them gives transformers' greedy tokens on the "
+        "0.18 wheel, tests/backend/test_glm4v_e2e.py) but does not convert it yet: the "
+        "package recipe (genai_config, processor JSON, the marker renames and chat template, "
+        "the weights path), its tiny and release-shaped checkpoints, verify's reference and "
+        "its config-field rules are not written"
     ),
 )
 
@@ -165,7 +168,9 @@ GLM4V_MOE = Family(
         )
     ),
     no_pipeline_reason=_HOST.format(
-        what="GLM-4.1V's vision tower and the GLM-4.5 mixture-of-experts decoder"
+        what="mmforge does not build its graphs yet: the tower and embedding are GLM-4.1V's "
+        "(written), the GLM-4.5 mixture-of-experts decoder is in neither mobius 0.1 nor "
+        "mmforge"
     ),
 )
 
