@@ -106,3 +106,29 @@ def test_left_padding_is_masked(decoder):
     pos = np.concatenate([np.zeros((3, 1, 2), np.int64), positions.numpy()], axis=2)
     got = run(padded, mask, pos, _empty())
     assert np.abs(got["logits"][:, 2:] - expected.numpy()).max() < 1e-4
+
+
+def test_release_rope_names_build_the_same_graph():
+    """A release's config.json (transformers 4 names: rope_theta and partial_rotary_factor
+    beside rope_scaling's mrope_section) gives the graph transformers 5's names give."""
+    import onnx_ir as ir
+
+    from mmforge.backend.families import Cfg
+    from mmforge.backend.families.glm4v.decoder import decoder_graph
+
+    text = {"hidden_size": HIDDEN, "num_hidden_layers": 1, "num_attention_heads": HEADS,
+            "num_key_value_heads": KV, "intermediate_size": 96, "vocab_size": VOCAB,
+            "rms_norm_eps": 1e-5}  # fmt: skip
+    new = dict(text, rope_parameters={"rope_type": "default", "rope_theta": 500.0,
+               "partial_rotary_factor": 0.5, "mrope_section": [2, 3, 3]})  # fmt: skip
+    old = dict(text, rope_theta=500.0, partial_rotary_factor=0.5,
+               rope_scaling={"rope_type": "default", "mrope_section": [2, 3, 3]})  # fmt: skip
+
+    def consts(config):
+        graph = decoder_graph(Cfg({"text_config": config})).graph
+        return [ir.serde.serialize_tensor(v.const_value).raw_data
+                for v in graph.initializers.values() if v.const_value is not None]  # fmt: skip
+
+    assert consts(new) == consts(old)
+    full = {"rope_theta": 500.0, "mrope_section": [4, 6, 6]}  # the whole head rotated
+    assert consts(new) != consts(dict(text, rope_parameters=full))

@@ -37,10 +37,13 @@ def decoder_graph(cfg: Cfg, prefix: str = "model.language_model.", head: str = "
     hidden, layers = int(t("hidden_size")), int(t("num_hidden_layers"))
     heads, kv = int(t("num_attention_heads")), int(t("num_key_value_heads"))
     inter, vocab, eps = int(t("intermediate_size")), int(t("vocab_size")), float(t("rms_norm_eps"))
+    # transformers 5 names them rope_parameters; releases (transformers 4) write rope_theta
+    # and partial_rotary_factor beside rope_scaling {"mrope_section": ...}.
     rope = t("rope_parameters") or {}
-    theta = float(rope.get("rope_theta", 10000.0))
-    partial = float(rope.get("partial_rotary_factor", 1.0))
-    sections = list(rope.get("mrope_section", [8, 12, 12]))
+    legacy = t("rope_scaling") or {}
+    theta = float(rope.get("rope_theta", t("rope_theta", 10000.0)))
+    partial = float(rope.get("partial_rotary_factor", t("partial_rotary_factor", 1.0)))
+    sections = list(rope.get("mrope_section", legacy.get("mrope_section", [8, 12, 12])))
     hd = hidden // heads
     rot = int(hd * partial)
     if t("hidden_act", "silu") != "silu":
