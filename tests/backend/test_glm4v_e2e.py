@@ -89,11 +89,14 @@ def _package(source: Path, folder: Path, config, model, positions_3d: bool) -> P
     return folder
 
 
-def _runtime_tokens(folder: Path, prompt: str, picture: Path) -> tuple[list[int], np.ndarray]:
+def _runtime_tokens(
+    folder: Path, prompt: str, pictures: list[Path]
+) -> tuple[list[int], np.ndarray]:
     import onnxruntime_genai as og
 
     model = og.Model(og.Config(str(folder)))
-    named = model.create_multimodal_processor()(prompt, images=og.Images.open(str(picture)))
+    images = og.Images.open(*[str(p) for p in pictures])
+    named = model.create_multimodal_processor()(prompt, images=images)
     ids = named["input_ids"].as_numpy().reshape(1, -1).astype(np.int64)
     params = og.GeneratorParams(model)
     params.set_search_options(max_length=ids.shape[1] + NEW, do_sample=False)
@@ -104,13 +107,13 @@ def _runtime_tokens(folder: Path, prompt: str, picture: Path) -> tuple[list[int]
     return [int(t) for t in generator.get_sequence(0)][ids.shape[1] :], ids
 
 
-def _transformers_tokens(model, ids: np.ndarray, picture: Path) -> list[int]:
+def _transformers_tokens(model, ids: np.ndarray, pictures: list[Path]) -> list[int]:
     import torch
     from PIL import Image
     from transformers import Glm4vImageProcessorPil
 
     pixels = Glm4vImageProcessorPil(size={"shortest_edge": GLM_MIN, "longest_edge": GLM_MAX})(
-        images=Image.open(picture).convert("RGB"), return_tensors="pt"
+        images=[Image.open(p).convert("RGB") for p in pictures], return_tensors="pt"
     )
     ids_t = torch.tensor(ids)
     with torch.no_grad():
@@ -123,22 +126,34 @@ def _transformers_tokens(model, ids: np.ndarray, picture: Path) -> list[int]:
     return out[0, ids.shape[1] :].tolist()
 
 
-@pytest.mark.parametrize("seed,positions_3d", [(0, True), (1, True), (0, False)])
-def test_greedy_tokens_equal_transformers(package, tmp_path, seed, positions_3d):
+@pytest.mark.parametrize(
+    "seed,positions_3d,sizes",
+    [
+        (0, True, [(300, 400)]),
+        (1, True, [(300, 400)]),
+        (2, True, [(200, 150), (90, 260)]),  # two pictures of other sizes, held out
+        (0, False, [(300, 400)]),
+    ],
+)
+def test_greedy_tokens_equal_transformers(package, tmp_path, seed, positions_3d, sizes):
     from PIL import Image
 
     config, model = _model(seed)
     folder = _package(package("qwen2_5_vl"), tmp_path / "glm", config, model, positions_3d)
-    picture = tmp_path / "picture.png"
-    pixels = (np.random.default_rng(seed).random((300, 400, 3)) * 255).astype("uint8")
-    Image.fromarray(pixels).save(picture)
+    rng = np.random.default_rng(seed)
+    pictures = []
+    for i, (h, w) in enumerate(sizes):
+        pictures.append(tmp_path / f"picture{i}.png")
+        Image.fromarray((rng.random((h, w, 3)) * 255).astype("uint8")).save(pictures[-1])
+    marker = "<|vision_start|><|image_pad|><|vision_end|>"
     prompt = (
-        "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>What is in it?<|im_end|>\n"
+        f"<|im_start|>user\n{marker * len(pictures)}What is in it?<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
-    runtime, ids = _runtime_tokens(folder, prompt, picture)
-    assert int((ids == IMAGE).sum()) == 154  # GLM's count for 300×400: 22·28 / 2²
-    expected = _transformers_tokens(model, ids, picture)
+    runtime, ids = _runtime_tokens(folder, prompt, pictures)
+    if sizes == [(300, 400)]:
+        assert int((ids == IMAGE).sum()) == 154  # GLM's count for 300×400: 22·28 / 2²
+    expected = _transformers_tokens(model, ids, pictures)
     assert len(set(expected)) > 4  # varied tokens, so a match means something
     if positions_3d:
         assert runtime == expected
