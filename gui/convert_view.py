@@ -159,9 +159,9 @@ class ConvertView(QWidget):
     @Slot(object)
     def _on_selection(self, fields: frozenset[str]) -> None:
         """The finished result goes when the choice it was made from does."""
-        if "converted" in fields and self.state.selection.converted is None:
-            if not self.runner.running:
-                self._clear_result()
+        converted = self.state.selection.converted
+        if "converted" in fields and converted is None and not self.runner.running:
+            self._clear_result()
 
     def _default_output(self) -> str:
         """The packages folder's entry for this model at the chosen precision and target.

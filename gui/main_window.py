@@ -194,9 +194,9 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _chat_with_converted(self) -> None:
-        """The package the finished conversion made (none once the choice moved on)."""
+        """The package the finished conversion made, else the selection's package."""
         converted = self.state.selection.converted
-        self._chat_with(converted.package if converted is not None else "")
+        self._chat_with(converted.package if converted is not None else self.state.package)
 
     @Slot()
     def _chat_with_verified(self) -> None:
