@@ -145,6 +145,9 @@ class ConvertView(QWidget):
         self._refilling = False  # the precisions are being listed again: no choice made
         self._out = ""  # the folder the running (or last) conversion writes
         self._run: tuple[str, str, str] = ("", "", "")  # its source, precision, target
+        # A saved precision this page does not offer (a hand-edited settings file) gives way
+        # to the one shown.
+        state.selection.set_precision(self.dtype.currentText(), self.target.currentText())
         self._explain()
 
     @Slot(str)

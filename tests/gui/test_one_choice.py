@@ -210,3 +210,21 @@ def test_verify_s_chart_text_is_drawn_at_the_chart_s_size_at_1024x600(qtbot, win
     drawn = plot.renderer().defaultSize()
     # One unit of the drawing is one pixel: 11-12 px text, neither squeezed nor stretched.
     assert abs(drawn.width() - plot.width()) <= 1 and abs(drawn.height() - plot.height()) <= 1
+
+
+def test_the_selection_s_precision_is_the_one_convert_shows(qtbot, tmp_path, monkeypatch):
+    """A precision the page does not offer, saved by hand, gives way to the one shown."""
+    from mmforge.gui.main_window import MainWindow
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    settings.setValue("dtype", "int3")
+    settings.setValue("target", "cuda")
+    window = MainWindow(settings)
+    qtbot.addWidget(window)
+    convert, selection = window.convert_view, window.state.selection
+    assert (selection.dtype, selection.target) == (convert.dtype.currentText(), "cuda")
+    assert selection.dtype != "int3" and settings.value("dtype") == selection.dtype
+    convert.dtype.setCurrentText("int4")
+    assert selection.dtype == "int4" and settings.value("dtype") == "int4"
+    window.close()
