@@ -258,6 +258,18 @@ class ConvertView(QWidget):
         if not self.state.source:
             show_error(self, {"message": "No model picked", "hint": "Start on the Model page"})
             return
+        typed = self.state.selection.typed
+        if typed:
+            # Reached from the page list, past the Model page's waiting Convert →.
+            show_error(
+                self,
+                {
+                    "message": f"You typed {typed[:200]} on the Model page; it is not read yet",
+                    "hint": "Press Inspect there to convert it, or put back "
+                    f"{self.state.source[:200]} to convert that",
+                },
+            )
+            return
         if not self.output.text().strip():
             show_error(self, {"message": "No package folder", "hint": "Choose where it goes"})
             return

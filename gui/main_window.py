@@ -240,8 +240,19 @@ class MainWindow(QMainWindow):
         AboutDialog(self).exec()
 
     def go(self, index: int) -> None:
-        """Show a page (0 Model, 1 Convert, 2 Verify, 3 Chat, 4 Compare)."""
+        """Show a page (0 Model, 1 Convert, 2 Verify, 3 Chat, 4 Compare).
+
+        The keys go where that page is typed into (the model field, the message, the
+        prompt): after Ctrl+4 the first words typed were lost.
+        """
         self.nav.setCurrentRow(index)
+        typed_into = {
+            self.model_view: self.model_view.source,
+            self.chat_view: self.chat_view.input,
+            self.compare_view: self.compare_view.input,
+        }.get(self._order[index])
+        if typed_into is not None and typed_into.isEnabled():
+            typed_into.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def current_page(self) -> QWidget:
         """The page shown."""

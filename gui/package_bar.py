@@ -27,13 +27,19 @@ from mmforge.gui.state import AppState
 TOOLTIP = Qt.ItemDataRole.ToolTipRole
 
 
+def library_label(name: str, family: str, dtype: str) -> str:
+    """A package as the libraries list it: "Qwen2.5-VL-demo-int4: Qwen2.5-VL, int4"."""
+    what = ", ".join(w[:40] for w in (family, dtype) if w)
+    return f"{name[:60]}: {what}" if what else name[:60]
+
+
 def package_label(folder: Path) -> str:
-    """ "demo-pictures-int4: Qwen2.5-VL, int4": a package as the library lists it."""
+    """`library_label` from a package folder's manifest."""
     from mmforge.backend.library import read_manifest
 
     manifest = read_manifest(folder)
-    what = ", ".join(str(manifest[k])[:40] for k in ("family", "dtype") if manifest.get(k))
-    return f"{folder.name[:60]}: {what}" if what else folder.name[:60]
+    family, dtype = (str(manifest.get(k) or "") for k in ("family", "dtype"))
+    return library_label(folder.name, family, dtype)
 
 
 class PackageBar(QWidget):

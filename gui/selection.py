@@ -30,7 +30,7 @@ Observer = Callable[[frozenset[str]], None]
 
 # What each field's change clears (the fields whose value was made from it).
 CLEARS: dict[str, tuple[str, ...]] = {
-    "source": ("profile", "converted", "verified", "compared"),
+    "source": ("profile", "converted", "verified", "compared", "typed"),
     "dtype": ("converted",),
     "target": ("converted",),
     "package": ("verified", "compared"),
@@ -47,6 +47,7 @@ FIELDS = (
     "converted",
     "verified",
     "compared",
+    "typed",
 )
 
 
@@ -114,6 +115,9 @@ class Selection:
         self.converted: Converted | None = None
         self.verified: Any = None  # Verify's report of (package, reference)
         self.compared: tuple[str, str] | None = None  # the pair the user picked in Compare
+        # A model typed on the Model page over the card and not inspected yet (None or ""
+        # when none): Convert waits for it wherever it is pressed.
+        self.typed: str | None = None
         self._observers: list[Observer] = []
 
     def subscribe(self, observer: Observer) -> Callable[[], None]:
@@ -151,6 +155,10 @@ class Selection:
                 values["package"] = self.newest_package(source)
             values["reference"] = source
         return self._apply(values)
+
+    def set_typed(self, typed: str) -> frozenset[str]:
+        """A model typed over the card ("" when the field holds the card's model again)."""
+        return self._apply({"typed": typed or None})
 
     def set_profile(self, profile: Any) -> frozenset[str]:
         """The source's inspection finished."""

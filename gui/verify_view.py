@@ -35,6 +35,7 @@ from mmforge.gui.bridge import JobRunner
 from mmforge.gui.chat_attachments import FILE_TYPES
 from mmforge.gui.details import Details
 from mmforge.gui.errors import show_error
+from mmforge.gui.package_bar import library_label
 from mmforge.gui.safe_text import as_html, for_display, plain_label
 from mmforge.gui.state import AppState
 from mmforge.gui.theme import Colours, colours
@@ -362,7 +363,7 @@ class VerifyView(QWidget):
         self.library.clear()
         self.library.addItem(f"Library ({len(self._entries)})")
         for e in self._entries:
-            self.library.addItem(f"{e.folder.name} · {e.dtype} · from {Path(e.source).name}")
+            self.library.addItem(library_label(e.folder.name, e.family, e.dtype))
             tip = as_html(f"{e.folder}\nconverted from {e.source}")
             self.library.setItemData(self.library.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextCursor
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMessageBox
 
 from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
 
@@ -497,3 +497,63 @@ def test_19_open_folder_without_a_file_manager_says_so(qtbot, window, package, m
     assert "No file manager" in box.text() and str(folder) in box.informativeText()
     assert QApplication.clipboard().text() == str(folder)
     assert box.windowTitle() == "Library – Multimodal Forge"
+
+
+def test_4_the_page_list_does_not_get_past_a_model_typed_over_the_card(qtbot, window, tiny):
+    """Typed Qwen/Qwen2.5-VL-3B-Instruct over the demo's card, then "2 Convert" in the page
+    list: Convert offered to convert the demo."""
+    model, convert = window.model_view, window.convert_view
+    model.source.setText(str(tiny("qwen2_5_vl")))
+    with qtbot.waitSignal(window.state.profile_changed, timeout=300_000):
+        model.inspect_button.click()
+    model.source.setFocus()
+    model.source.selectAll()
+    qtbot.keyClicks(model.source, "Qwen/Qwen2.5-VL-3B-Instruct")
+    window.nav.setCurrentRow(1)  # the page list, not Convert →
+    started: list[str] = []
+    convert.runner.start = lambda job, args: started.append(job)  # type: ignore[method-assign]
+    convert.convert_button.click()
+    assert started == []
+    boxes = [b for b in convert.findChildren(QMessageBox) if b.objectName() == "errorDialog"]
+    assert boxes and "You typed Qwen/Qwen2.5-VL-3B-Instruct" in boxes[-1].text()
+    # Putting the card's model back lets it convert.
+    model.source.setText(str(tiny("qwen2_5_vl")))
+    model._source_edited(model.source.text())
+    assert not window.state.selection.typed
+
+
+def test_14_ctrl_4_and_ctrl_5_put_the_keys_where_the_page_is_typed_into(qtbot, window):
+    """After Ctrl+4 (or Ctrl+5) the words typed went nowhere."""
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow)
+    for keys, page, field in (
+        ("4", window.chat_view, window.chat_view.input),
+        ("5", window.compare_view, window.compare_view.input),
+        ("1", window.model_view, window.model_view.source),
+    ):
+        qtbot.keyClick(window, keys, Qt.KeyboardModifier.ControlModifier)
+        assert window.current_page() is page
+        qtbot.waitUntil(field.hasFocus)
+
+
+def test_18_a_restart_brings_back_the_last_model_one_inspect_away(qtbot, window, tmp_path):
+    """After a restart the Model page came back empty; the recent list showed paths cut
+    off under a sideways scroll bar."""
+    from PySide6.QtCore import QSettings
+
+    from mmforge.gui.main_window import MainWindow
+
+    folder = tmp_path / "my-vlm"
+    window.state.set_source(str(folder))
+    window.state.set_source("Qwen/Qwen2.5-VL-3B-Instruct")
+    window.state.settings.sync()
+    again = MainWindow(QSettings(window.state.settings.fileName(), QSettings.Format.IniFormat))
+    qtbot.addWidget(again)
+    model = again.model_view
+    assert model.source.text() == "Qwen/Qwen2.5-VL-3B-Instruct"
+    assert "Press Inspect to read it again" in model.status.text()
+    model.refresh_known()
+    shown = [model.known.item(i).text() for i in range(model.known.count())]
+    assert shown[:2] == ["Qwen/Qwen2.5-VL-3B-Instruct", "my-vlm (folder)"]
+    assert model.known.item(1).data(Qt.ItemDataRole.UserRole) == str(folder)
+    assert model.known.horizontalScrollBarPolicy() == Qt.ScrollBarPolicy.ScrollBarAlwaysOff

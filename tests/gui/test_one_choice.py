@@ -10,7 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, Qt
 
 LONG = 300_000
 
@@ -146,10 +146,15 @@ def test_verify_picks_its_package_from_the_library_with_its_reference(
     verify = window.verify_view
     names = [verify.library.itemText(i) for i in range(verify.library.count())]
     assert names[0] == "Library (2)"
-    assert "phi-4-f32 · f32 · from Phi-4-mm" in names and "demo-f32 · f32 · from demo" in names
-    verify.library.activated.emit(names.index("phi-4-f32 · f32 · from Phi-4-mm"))
+    # Named as Chat's library names them (family and precision); the model in the tooltip.
+    assert "phi-4-f32: Qwen2.5-VL, f32" in names and "demo-f32: Qwen2.5-VL, f32" in names
+    tip = verify.library.itemData(
+        names.index("phi-4-f32: Qwen2.5-VL, f32"), Qt.ItemDataRole.ToolTipRole
+    )
+    assert "converted from microsoft/Phi-4-mm" in tip
+    verify.library.activated.emit(names.index("phi-4-f32: Qwen2.5-VL, f32"))
     assert verify.package.text() == str(phi) and verify.reference.text() == "microsoft/Phi-4-mm"
-    verify.library.activated.emit(names.index("demo-f32 · f32 · from demo"))
+    verify.library.activated.emit(names.index("demo-f32: Qwen2.5-VL, f32"))
     assert verify.package.text() == str(demo) and verify.reference.text() == "/models/demo"
     assert window.state.package == str(demo)  # one truth: Chat → and Compare follow it
     assert window.compare_view.pair.chosen(0) == demo
