@@ -117,6 +117,8 @@ def write_package(
         audio = spec.audio_processor_json(checkpoint.cfg, checkpoint.audio_preprocessor)
         write_json(out / AUDIO_PROCESSOR_FILE, audio)
     write_tokenizer(checkpoint.folder, out)
+    if spec.package_tokenizer is not None:
+        log.info("%s", spec.package_tokenizer(checkpoint.folder, out))
     write_json(out / "weights_report.json", report.to_dict())
     return config
 

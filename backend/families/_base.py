@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mmforge.backend.families._hooks import (
@@ -156,6 +157,9 @@ class PackageSpec:
             rule, target size and filter), recorded in the manifest so that chat and
             verify hand the runtime pictures already at transformers' size; None when
             the runtime's own resize is left to do it.
+        package_tokenizer: Edits the tokenizer files written into the package
+            (checkpoint folder, package folder) and returns a line for the manifest:
+            PaliGemma's added marker tokens and its prompt layout as the template.
     """
 
     model_fields: Callable[[Cfg], dict[str, Any]]
@@ -179,6 +183,7 @@ class PackageSpec:
     builder_type: Callable[[Cfg], str | None] = lambda cfg: None
     notes: tuple[str, ...] = ()
     picture_sizing: Callable[[Cfg, Cfg], Sizing | None] = lambda cfg, pre: None
+    package_tokenizer: Callable[[Path, Path], str] | None = None
 
 
 def channels_first(pixels: Any) -> Any:
