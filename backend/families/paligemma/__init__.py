@@ -79,7 +79,7 @@ def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
 
 
 PALIGEMMA_PACKAGE = PackageSpec(
-    model_fields=lambda cfg: {},
+    model_fields=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
     vision_fields=lambda cfg, pre: {"num_visual_tokens": image_tokens(cfg)},
     vision_inputs={"pixel_values": "pixel_values"},
     processor_json=_processor,

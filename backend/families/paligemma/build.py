@@ -5,17 +5,15 @@ from __future__ import annotations
 from mmforge.backend.families._graphs import BuiltGraphs
 from mmforge.backend.families._hooks import BuildRequest
 from mmforge.backend.families.paligemma.graphs import decoder_graph, embedding_graph, vision_graph
-from mmforge.backend.families.paligemma.tokens import marker_ids
 
 
 def build(request: BuildRequest) -> BuiltGraphs:
     """The SigLIP tower with its projector, the embedding and the Gemma decoder."""
     checkpoint = request.checkpoint
     cfg = checkpoint.cfg
-    markers = tuple(marker_ids(checkpoint.folder).values())
     models = {
         "vision_encoder": vision_graph(cfg),
-        "embedding": embedding_graph(cfg, markers),
+        "embedding": embedding_graph(cfg),
         "decoder": decoder_graph(cfg, checkpoint.output_tied),
     }
     return BuiltGraphs(models=models, work=request.work)

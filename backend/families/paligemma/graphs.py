@@ -135,12 +135,10 @@ def vision_graph(cfg: Cfg) -> Any:
     return g.model()
 
 
-def embedding_graph(cfg: Cfg, marker_ids: tuple[int, ...]) -> Any:
+def embedding_graph(cfg: Cfg) -> Any:
     """Token embeddings × √hidden, the image features at the picture's ids.
 
-    `marker_ids`: the package's extra ids that also stand for an image position (the
-    tokenizer absorbs the runtime's <|vision_start|>/<|vision_end|> text into them). They
-    embed as the image token; placeholders keep their text embedding when no features
+    Placeholders keep their text embedding when no features
     come with them (decode steps), as in transformers, which replaces them only when
     pixels are given. An image token id past the vocabulary embeds as id 0 (transformers
     replaces it by 0 before the lookup).
@@ -156,12 +154,7 @@ def embedding_graph(cfg: Cfg, marker_ids: tuple[int, ...]) -> Any:
     features = ir.Value(name="image_features", type=ir.TensorType(ir.DataType.FLOAT))
     g.graph.inputs.append(features)
     is_image = g.op("Equal", ids, g.const(np.int64(image)))
-    for marker in marker_ids:
-        is_image = g.op("Or", is_image, g.op("Equal", ids, g.const(np.int64(marker))))
-    looked_up = g.op("Where", is_image, g.const(np.int64(image)), ids)
-    looked_up = g.op(
-        "Where", g.op("Less", looked_up, g.const(np.int64(vocab))), looked_up, g.const(np.int64(0))
-    )
+    looked_up = g.op("Where", g.op("Less", ids, g.const(np.int64(vocab))), ids, g.const(np.int64(0)))
     table = g.weight(TEXT + "embed_tokens.weight", [vocab, hidden])
     embeds = g.op("Gather", table, looked_up, axis=0)
     # GemmaTextScaledWordEmbedding: × hidden**0.5 as a tensor of the weights' dtype.

@@ -39,12 +39,9 @@ def prepare(request: ReferenceRequest) -> ReferenceInputs:
 
 
 def from_runtime(request: RuntimeArrays) -> None:
-    """The runtime's pixels and ids under HF's names.
-
-    The package's marker ids (past the model's vocabulary: tokens.py) become `<image>`,
-    and the whole prompt is the prefix (token_type_ids 0), as PaliGemmaProcessor makes it.
-    """
-    cfg = request.cfg
+    """The runtime's pixels ([1, N, 3, S, S] stacked) as HF's [N, 3, S, S], and the prompt
+    as the prefix (token_type_ids 0, as PaliGemmaProcessor makes it); tokens after the
+    prompt (verify's longer forward pass: `prompt_length`) are generated ones, type 1."""
     arrays = request.arrays
     result = request.inputs
     import torch
@@ -52,10 +49,7 @@ def from_runtime(request: RuntimeArrays) -> None:
     if "pixel_values" in arrays:
         pixels = arrays["pixel_values"].astype("float32")
         result.tensors["pixel_values"] = torch.from_numpy(pixels.reshape(-1, *pixels.shape[-3:]))
-    vocab = int(cfg.text.get("vocab_size"))
-    image = int(cfg.first("image_token_index", "image_token_id"))
-    ids = result.tensors["input_ids"]
-    ids = torch.where(ids >= vocab, torch.full_like(ids, image), ids)
-    result.tensors["input_ids"] = ids
-    result.input_ids = [int(t) for t in ids[0]]
-    result.tensors["token_type_ids"] = torch.zeros_like(ids)
+    types = torch.zeros_like(result.tensors["input_ids"])
+    if "prompt_length" in arrays:
+        types[:, int(arrays["prompt_length"]) :] = 1
+    result.tensors["token_type_ids"] = types

@@ -6,8 +6,12 @@ BuildPromptTokens) replaces each `<|vision_start|>` of the prompt by `<|vision_s
 text with the package's tokenizer. Three added tokens make that text exactly K ids:
 `<|vision_start|><|image_pad|>`, `<|image_pad|>` and `<|image_pad|><|vision_end|>`
 (an added token spanning a marker and its neighbour is matched first, measured on the
-0.18 wheel: tests/backend/test_seed_hosts.py). The embedding graph reads all three as
-PaliGemma's `<image>`, and verify maps them back to it for transformers.
+0.18 wheel: tests/backend/test_seed_hosts.py). All three take the id of PaliGemma's own
+`<image>`: the runtime's tokenizer (ort-extensions) encodes each added token's text to
+the id written beside it, also where several share one (measured on the 0.18 wheel,
+tests/backend/test_paligemma.py), so the runtime's prompt ids are transformers' own and
+nothing maps them back. (The ids must stay inside the model's vocabulary anyway: the
+runtime embeds every id, and mmforge refuses a tokenizer that reaches past it.)
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mmforge.backend.errors import MmforgeError
+
+IMAGE = "<image>"
 MARKERS = ("<|vision_start|><|image_pad|>", "<|image_pad|>", "<|image_pad|><|vision_end|>")
 
 # What chat sends the runtime: PaliGemmaProcessor's layout (processing_paligemma.py,
@@ -40,24 +47,19 @@ def _tokenizer_json(folder: Path) -> dict[str, Any]:
     return data
 
 
-def marker_ids(folder: Path) -> dict[str, int]:
-    """The ids the markers get in the package: the next free ids after the checkpoint's."""
-    data = _tokenizer_json(folder)
-    taken = [int(t["id"]) for t in data.get("added_tokens", [])]
-    vocab = data.get("model", {}).get("vocab", {})
-    size = len(vocab) if isinstance(vocab, dict | list) else 0
-    first = max([size - 1, *taken]) + 1
-    return {content: first + i for i, content in enumerate(MARKERS)}
-
-
 def write_package_tokenizer(checkpoint_folder: Path, out: Path) -> str:
     """Add the marker tokens and PaliGemma's template to the package's tokenizer files."""
-    ids = marker_ids(checkpoint_folder)
     data = _tokenizer_json(out)
-    for content, token_id in ids.items():
+    image = next((t["id"] for t in data.get("added_tokens", []) if t["content"] == IMAGE), None)
+    if image is None:
+        raise MmforgeError(
+            f"{checkpoint_folder / 'tokenizer.json'} has no {IMAGE} token",
+            "PaliGemma's tokenizer adds <image> (PaliGemmaProcessor); re-download it",
+        )
+    for content in MARKERS:
         data["added_tokens"].append(
             {
-                "id": token_id,
+                "id": int(image),
                 "content": content,
                 "single_word": False,
                 "lstrip": False,
@@ -75,5 +77,5 @@ def write_package_tokenizer(checkpoint_folder: Path, out: Path) -> str:
     config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
     return (
         "Tokenizer: PaliGemma's prompt layout as the chat template (one user message), and "
-        f"{len(ids)} added tokens that absorb the runtime's picture markers into K ids"
+        f"{len(MARKERS)} added tokens that absorb the runtime's picture markers into K <image> ids"
     )
