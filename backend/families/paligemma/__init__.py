@@ -89,7 +89,8 @@ PALIGEMMA_PACKAGE = PackageSpec(
     package_tokenizer=write_package_tokenizer,
     # PaliGemma takes the SigLIP tower's last hidden state: the pooling head is never run.
     unused_ok=lambda cfg: (r"vision_tower\.(vision_model\.)?head\.",),
-    dtypes=("f32", "f16", "int4", "int8"),
+    # f16 packages come from mobius's f16 build (convert/graphs.py); these graphs are f32.
+    dtypes=("f32", "int4"),
     notes=(
         "Graphs: all three are mmforge's own (mobius 0.1 builds PaliGemma as a LLaVA with "
         "an MLP projector and a Llama decoder).",
@@ -115,7 +116,6 @@ PALIGEMMA = Family(
             fixed=image_tokens(cfg), rule="(image_size/patch_size)², all prefix tokens"
         ),
         hf_class="PaliGemmaForConditionalGeneration",
-        runtime_token_strings=("<|vision_start|>",),
         fields=fields.PALIGEMMA,
         notes=(
             "The whole prompt (pictures and prefix) attends bidirectionally (prefix-LM "
