@@ -16,5 +16,6 @@ PALIGEMMA = Expectations(
         "vision_config.hidden_act": "gelu",
     },
     quantized=("int4",),
+    one_message=True,
     held_out={"text_config.intermediate_size": 96, "text_config.num_key_value_heads": 1},
 )
