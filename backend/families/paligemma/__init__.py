@@ -125,7 +125,9 @@ PALIGEMMA = Family(
     ),
     package=PALIGEMMA_PACKAGE,
     reference=Reference(prepare=reference.prepare, from_runtime=reference.from_runtime),
-    fixtures=Fixtures(tiny=tiny.PALIGEMMA, expect=expect.PALIGEMMA),
+    fixtures=Fixtures(
+        tiny=tiny.PALIGEMMA, released=tiny.RELEASED_PALIGEMMA, expect=expect.PALIGEMMA
+    ),
 )
 
 FAMILIES = (PALIGEMMA,)

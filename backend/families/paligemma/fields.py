@@ -63,6 +63,10 @@ PALIGEMMA: tuple[Rule, ...] = (
         "vision_config.vision_use_head",
         "PaliGemma takes the tower's last hidden state; the pooling head is never called",
     ),
+    inert(
+        "vision_config.projector_hidden_act",
+        "a key the releases carry; PaliGemma's projector is one Linear with no activation",
+    ),
     inert("vision_config.vocab_size", "SiglipVisionConfig bookkeeping; the tower has no vocabulary"),
     inert("vision_config.num_image_tokens", "the patch grid decides (image_size/patch_size)²"),
     shapes("", "projection_dim")[0],

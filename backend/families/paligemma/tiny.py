@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmforge.backend.tiny.build import TinySpec
+from mmforge.backend.tiny.release import ReleaseSpec
 from mmforge.backend.tiny.sizes import TEXT, VISION
 
 # PaliGemma's prompt is not a chat: transformers' PaliGemmaProcessor writes `<image>` per
@@ -78,4 +79,86 @@ PALIGEMMA = TinySpec(
     eos_tokens=["<eos>"],
     embed_std=0.005,
     logit_gain=10.0,
+)
+
+
+def _pt_224_release(s: dict[str, int], vocab: int) -> dict[str, Any]:
+    """google/paligemma-3b-pt-224's config.json (transformers 4.41), shrunk.
+
+    The key set of the release's `text_config` and `vision_config` (with the values of the
+    3B model) is spelled out in a pi0 test fixture in stored public code (find_string
+    '"projection_dim": 2048', id 49679042083: `PaliGemmaConfig(bos_token_id=2,
+    eos_token_id=1, hidden_size=2048, image_token_index=257152, model_type="paligemma",
+    pad_token_id=0, projection_dim=2048, text_config={...}, vision_config={...})`); the
+    top-level bookkeeping keys (`architectures`, `ignore_index`, `torch_dtype`,
+    `transformers_version`, `vocab_size`) are reconstructed from what transformers 4.41
+    wrote, not copied from the file. The release leaves `head_dim` (256), `image_size`
+    (224), `rms_norm_eps`, `rope_theta` and `max_position_embeddings` to their defaults,
+    and so does this one. Shrunk: width, depth, heads (one key/value head, as released)
+    and the vocabulary; patch 14 at the default 224 px keeps 256 ids per picture.
+    """
+    return {
+        "architectures": ["PaliGemmaForConditionalGeneration"],
+        "bos_token_id": s["<bos>"],
+        "eos_token_id": s["<eos>"],
+        "hidden_size": 64,
+        "ignore_index": -100,
+        "image_token_index": s["<image>"],
+        "model_type": "paligemma",
+        "pad_token_id": s["<pad>"],
+        "projection_dim": 64,
+        "text_config": {
+            "hidden_activation": "gelu_pytorch_tanh",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "model_type": "gemma",
+            "num_attention_heads": 4,
+            "num_hidden_layers": 3,
+            "num_image_tokens": 256,
+            "num_key_value_heads": 1,
+            "torch_dtype": "float32",
+            "vocab_size": vocab,
+        },
+        "torch_dtype": "float32",
+        "transformers_version": "4.41.0.dev0",
+        "vision_config": {
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "model_type": "siglip_vision_model",
+            "num_attention_heads": 2,
+            "num_hidden_layers": 2,
+            "num_image_tokens": 256,
+            "patch_size": 14,
+            "projection_dim": 64,
+            "projector_hidden_act": "gelu_fast",
+            "torch_dtype": "float32",
+            "vision_use_head": False,
+        },
+        "vocab_size": vocab,
+    }
+
+
+def _hub_names(name: str) -> str:
+    """transformers 5 saves the SigLIP tower without `vision_model.`; the hub has it."""
+    if name.startswith("vision_tower.") and not name.startswith("vision_tower.vision_model."):
+        return "vision_tower.vision_model." + name[len("vision_tower.") :]
+    return name
+
+
+RELEASED_PALIGEMMA = (
+    ReleaseSpec(
+        key="paligemma-3b-pt-224",
+        release="google/paligemma-3b-pt-224",
+        tiny=PALIGEMMA,
+        config_json=_pt_224_release,
+        rename=_hub_names,
+        preprocessor={
+            **PALIGEMMA.preprocessor,
+            "image_seq_length": 256,
+            "size": {"height": 224, "width": 224},
+        },
+        # The release ships no chat template (PaliGemma is not a chat model); this one
+        # carries the tiny spec's, which writes PaliGemmaProcessor's layout, so that
+        # verify's transformers side can render a prompt.
+    ),
 )
