@@ -3,7 +3,9 @@
 mobius registers `paligemma` with its LLaVA model: a two-layer MLP projector where
 PaliGemma has one Linear, a Llama decoder where PaliGemma has Gemma's (RMSNorm scaled by
 1 + weight, GeGLU, embeddings scaled by √hidden), causal attention where PaliGemma lets
-the whole prompt attend both ways, and 0-based positions where PaliGemma's are 1-based.
+the whole prompt attend both ways, and 0-based positions where PaliGemma's are 1-based
+(RoPE sees only position differences, so that last one changes rounding alone; the
+decoder counts from 1 as transformers does, so both sides round alike).
 So the graphs are ours, following transformers 5.24's PaliGemmaModel:
 
 - vision: SigLIP (`SiglipVisionModel.last_hidden_state`, no pooling head) and the

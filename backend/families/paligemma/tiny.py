@@ -21,7 +21,9 @@ CHAT_TEMPLATE = (
     "{% else %}{% for part in content %}{% if part['type'] == 'image' %}{{ IMAGE }}"
     "{% endif %}{% endfor %}{{ bos_token }}{% for part in content %}"
     "{% if part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}"
-    "\n"
+    # An expression, not a literal: Jinja drops a template's final newline
+    # (keep_trailing_newline is off in transformers and in ORT GenAI).
+    "{{ '\\n' }}"
 )
 
 
