@@ -149,3 +149,45 @@ def test_the_probe_picture_is_sized_as_siglip_sizes_it(package):
         32,
     )
     assert resources.probe_image().is_file()
+
+
+@pytest.fixture(scope="module")
+def paligemma2(tiny_root: Path, tmp_path_factory) -> tuple[Path, Path]:
+    """The release-shaped PaliGemma 2 checkpoint (a Gemma 2 decoder) and its package."""
+    from mmforge.backend.convert import convert
+    from mmforge.backend.families.paligemma.tiny import RELEASED_PALIGEMMA
+    from mmforge.backend.tiny.release import write_release
+
+    spec = next(r for r in RELEASED_PALIGEMMA if r.key == "paligemma2-3b-pt-224")
+    folder = write_release(spec, tiny_root / "paligemma2-for-chat").folder
+    out = tmp_path_factory.mktemp("pg2") / "pkg"
+    convert(str(folder), out)
+    return folder, out
+
+
+def test_paligemma2_chat_answers_as_transformers_across_its_window(paligemma2, tmp_path):
+    """Chat on PaliGemma 2: 24 greedy tokens after a 264-id prompt, where the sliding
+    layers' 32-token window bounds every decode step; and the window matters: transformers
+    without it answers otherwise."""
+    from mmforge.backend.attachments import IMAGE
+    from mmforge.backend.chat import ChatSession, GenerationOptions
+
+    folder, package_folder = paligemma2
+    session = ChatSession(package_folder)
+    attachments = session.prepare_attachments([(resources.probe_image(), IMAGE)])
+    answer = session.send("Describe this.", attachments, GenerationOptions(max_new_tokens=24))
+    prompt = session.prompt_text(1)
+    arrays = session.runtime.process(prompt, [a.path for a in attachments]).arrays
+    arrays["input_ids"] = arrays["input_ids"].astype(np.int64)
+    assert arrays["input_ids"].shape[1] > 32 + 200
+    ref = hf_reference.from_runtime(folder, prompt, arrays)
+    model = hf_reference.load_model(folder)
+    hf = hf_reference.greedy_generate(model, ref, 24)
+    assert len(set(hf)) >= 4, "a degenerate reference would prove nothing"
+    eos = session.info.eos_token_ids
+    ours = answer.token_ids
+    assert ours == hf[: len(ours)] and (len(ours) == 24 or ours[-1] in eos or hf[len(ours)] in eos)
+    model.config.text_config.sliding_window = 10_000
+    for layer in model.model.language_model.layers:
+        layer.self_attn.sliding_window = None
+    assert hf_reference.greedy_generate(model, ref, 24) != hf

@@ -14,6 +14,7 @@ PALIGEMMA = Expectations(
         "text_config.rope_parameters.rope_theta": 100.0,
         "vision_config.layer_norm_eps": 0.05,
         "vision_config.hidden_act": "gelu",
+        "text_config.hidden_act": "gelu",
     },
     quantized=("int4",),
     one_message=True,

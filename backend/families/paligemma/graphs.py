@@ -180,11 +180,19 @@ def _rms_norm(g: GraphBuilder, x: Any, name: str, size: int, eps: float) -> Any:
 
 
 def decoder_graph(cfg: Cfg, tied: bool) -> Any:
-    """Gemma with PaliGemma's positions and prefix mask; inputs_embeds in, logits out.
+    """Gemma (PaliGemma) or Gemma 2 (PaliGemma 2) with PaliGemma's positions and prefix
+    mask; inputs_embeds in, logits out.
 
     Inputs: inputs_embeds [B, S, H], attention_mask [B, P + S], position_ids [B, S] (the
     runtime's 0-based positions), past_key_values.i.key/value [B, kv, P, d]. Outputs:
     logits and present.i.key/value [B, kv, P + S, d].
+
+    Gemma 2 (transformers 5.24, Gemma2DecoderLayer) adds: a norm after attention and one
+    on each side of the MLP, attention scores scaled by query_pre_attn_scalar⁻½ and
+    soft-capped (tanh(x / c)·c) before the mask, soft-capped logits, and a sliding window
+    on the layers `layer_types` names so. The window bounds the causal part only: at the
+    prefill the prompt is one block (`block_sequence_ids` 0), which
+    `create_sliding_window_causal_mask` ORs over the window, so it attends whole.
     """
     import onnx_ir as ir
 
@@ -200,8 +208,14 @@ def decoder_graph(cfg: Cfg, tied: bool) -> Any:
     theta = float(
         text.get("rope_parameters.rope_theta", text.get("rope_theta", 10000.0))
     )
-    act = str(text.get("hidden_activation") or text.get("hidden_act", "gelu_pytorch_tanh"))
     bias = bool(text.get("attention_bias", False))
+    gemma2 = text.get("model_type") == "gemma2"
+    # GemmaMLP reads hidden_act, Gemma2MLP hidden_activation (transformers 5.24).
+    act = str(text.get("hidden_activation" if gemma2 else "hidden_act", "gelu_pytorch_tanh"))
+    attn_cap = text.get("attn_logit_softcapping") if gemma2 else None
+    final_cap = text.get("final_logit_softcapping") if gemma2 else None
+    window = text.get("sliding_window") if gemma2 else None
+    kinds = list(text.get("layer_types") or []) if gemma2 else []
 
     g = GraphBuilder("paligemma_decoder")
     f32, i64 = ir.DataType.FLOAT, ir.DataType.INT64
@@ -251,6 +265,29 @@ def decoder_graph(cfg: Cfg, tied: bool) -> Any:
     allowed = g.op("And", allowed, keep)  # [B, 1, S, T]
     lowest = np.float32(np.finfo(np.float32).min)
     bias_mask = g.op("Where", allowed, g.const(np.float32(0.0)), g.const(lowest))
+    sliding_mask = bias_mask
+    if window is not None and "sliding_attention" in kinds:
+        # transformers' sliding_window_overlay: key k is in the window of query q when
+        # k > q - window; the prefill's block overlay is ORed over it.
+        near = g.op(
+            "Greater",
+            g.op("Unsqueeze", k_pos, g.const(np.array([0]))),
+            g.op(
+                "Sub",
+                g.op("Unsqueeze", q_pos, g.const(np.array([1]))),
+                g.const(np.int64(int(window))),
+            ),
+        )
+        in_window = g.op("Or", g.op("And", causal, near), prefill)
+        sliding_mask = g.op(
+            "Where", g.op("And", in_window, keep), g.const(np.float32(0.0)), g.const(lowest)
+        )
+
+    def cap(t: Any, value: Any) -> Any:
+        if value is None:
+            return t
+        c = g.const(np.float32(float(value)))
+        return g.op("Mul", g.op("Tanh", g.op("Div", t, c)), c)
 
     def split(t: Any, n: int) -> Any:
         shaped = g.op("Reshape", t, g.const(np.array([0, 0, n, head_dim])))
@@ -281,21 +318,32 @@ def decoder_graph(cfg: Cfg, tied: bool) -> Any:
         g.output(g.op("Identity", k), f"present.{i}.key")
         g.output(g.op("Identity", v), f"present.{i}.value")
         scores = g.op("MatMul", q, g.op("Transpose", repeat(k), perm=[0, 1, 3, 2]))
-        scores = g.op("Add", g.op("Mul", scores, g.const(np.float32(scaling))), bias_mask)
+        scores = cap(g.op("Mul", scores, g.const(np.float32(scaling))), attn_cap)
+        sliding = i < len(kinds) and kinds[i] == "sliding_attention"
+        scores = g.op("Add", scores, sliding_mask if sliding else bias_mask)
         ctx = g.op("MatMul", g.op("Softmax", scores, axis=-1), repeat(v))
         ctx = g.op(
             "Reshape",
             g.op("Transpose", ctx, perm=[0, 2, 1, 3]),
             g.const(np.array([0, 0, heads * head_dim])),
         )
-        x = g.op("Add", x, g.linear(ctx, p + "self_attn.o_proj", heads * head_dim, hidden, bias))
-        h = _rms_norm(g, x, p + "post_attention_layernorm.weight", hidden, eps)
+        attn = g.linear(ctx, p + "self_attn.o_proj", heads * head_dim, hidden, bias)
+        if gemma2:
+            attn = _rms_norm(g, attn, p + "post_attention_layernorm.weight", hidden, eps)
+            x = g.op("Add", x, attn)
+            h = _rms_norm(g, x, p + "pre_feedforward_layernorm.weight", hidden, eps)
+        else:
+            x = g.op("Add", x, attn)
+            h = _rms_norm(g, x, p + "post_attention_layernorm.weight", hidden, eps)
         gate = _activation(g, g.linear(h, p + "mlp.gate_proj", hidden, ff, False), act, "Text")
         up = g.linear(h, p + "mlp.up_proj", hidden, ff, False)
-        x = g.op("Add", x, g.linear(g.op("Mul", gate, up), p + "mlp.down_proj", ff, hidden, False))
+        mlp = g.linear(g.op("Mul", gate, up), p + "mlp.down_proj", ff, hidden, False)
+        if gemma2:
+            mlp = _rms_norm(g, mlp, p + "post_feedforward_layernorm.weight", hidden, eps)
+        x = g.op("Add", x, mlp)
     x = _rms_norm(g, x, TEXT + "norm.weight", hidden, eps)
     head = g.weight(TEXT + "embed_tokens.weight" if tied else HEAD, [vocab, hidden])
-    logits = g.op("MatMul", x, g.op("Transpose", head, perm=[1, 0]))
+    logits = cap(g.op("MatMul", x, g.op("Transpose", head, perm=[1, 0])), final_cap)
     g.output(logits, "logits")
     g.graph.outputs.insert(0, g.graph.outputs.pop())  # logits first, then the cache
     return g.model()
