@@ -73,7 +73,9 @@ PALIGEMMA: tuple[Rule, ...] = (
         "vision_config.projector_hidden_act",
         "a key the releases carry; PaliGemma's projector is one Linear with no activation",
     ),
-    inert("vision_config.vocab_size", "SiglipVisionConfig bookkeeping; the tower has no vocabulary"),
+    inert(
+        "vision_config.vocab_size", "SiglipVisionConfig bookkeeping; the tower has no vocabulary"
+    ),
     inert("vision_config.num_image_tokens", "the patch grid decides (image_size/patch_size)²"),
     shapes("", "projection_dim")[0],
     inert("hidden_size", "PaliGemmaConfig's copy of text_config.hidden_size"),

@@ -156,7 +156,9 @@ def embedding_graph(cfg: Cfg) -> Any:
     features = ir.Value(name="image_features", type=ir.TensorType(ir.DataType.FLOAT))
     g.graph.inputs.append(features)
     is_image = g.op("Equal", ids, g.const(np.int64(image)))
-    looked_up = g.op("Where", g.op("Less", ids, g.const(np.int64(vocab))), ids, g.const(np.int64(0)))
+    looked_up = g.op(
+        "Where", g.op("Less", ids, g.const(np.int64(vocab))), ids, g.const(np.int64(0))
+    )
     table = g.weight(TEXT + "embed_tokens.weight", [vocab, hidden])
     embeds = g.op("Gather", table, looked_up, axis=0)
     # GemmaTextScaledWordEmbedding: × hidden**0.5 as a tensor of the weights' dtype.
@@ -172,16 +174,15 @@ def embedding_graph(cfg: Cfg) -> Any:
 def _rms_norm(g: GraphBuilder, x: Any, name: str, size: int, eps: float) -> Any:
     """Gemma's RMSNorm: x / √(mean(x²) + eps) × (1 + weight)."""
     mean = g.op("ReduceMean", g.op("Mul", x, x), g.const(np.array([-1])), keepdims=1)
-    normed = g.op(
-        "Div", x, g.op("Sqrt", g.op("Add", mean, g.const(np.float32(eps))))
-    )
+    normed = g.op("Div", x, g.op("Sqrt", g.op("Add", mean, g.const(np.float32(eps)))))
     scale = g.op("Add", g.weight(name, [size]), g.const(np.float32(1.0)))
     return g.op("Mul", normed, scale)
 
 
 def decoder_graph(cfg: Cfg, tied: bool) -> Any:
-    """Gemma (PaliGemma) or Gemma 2 (PaliGemma 2) with PaliGemma's positions and prefix
-    mask; inputs_embeds in, logits out.
+    """Gemma or Gemma 2 with PaliGemma's positions and prefix mask: embeddings to logits.
+
+    Gemma for PaliGemma, Gemma 2 for PaliGemma 2.
 
     Inputs: inputs_embeds [B, S, H], attention_mask [B, P + S], position_ids [B, S] (the
     runtime's 0-based positions), past_key_values.i.key/value [B, kv, P, d]. Outputs:
@@ -205,9 +206,7 @@ def decoder_graph(cfg: Cfg, tied: bool) -> Any:
     layers = int(text.get("num_hidden_layers"))
     vocab = int(text.get("vocab_size"))
     eps = float(text.get("rms_norm_eps", 1e-6))
-    theta = float(
-        text.get("rope_parameters.rope_theta", text.get("rope_theta", 10000.0))
-    )
+    theta = float(text.get("rope_parameters.rope_theta", text.get("rope_theta", 10000.0)))
     bias = bool(text.get("attention_bias", False))
     gemma2 = text.get("model_type") == "gemma2"
     # GemmaMLP reads hidden_act, Gemma2MLP hidden_activation (transformers 5.24).
@@ -222,18 +221,23 @@ def decoder_graph(cfg: Cfg, tied: bool) -> Any:
     x = g.input("inputs_embeds", f32, ["batch_size", "sequence_length", hidden])
     mask = g.input("attention_mask", i64, ["batch_size", "total_sequence_length"])
     positions = g.input("position_ids", i64, ["batch_size", "sequence_length"])
+    cache = ["batch_size", kv, "past_sequence_length", head_dim]
     pasts = [
         (
-            g.input(f"past_key_values.{i}.key", f32, ["batch_size", kv, "past_sequence_length", head_dim]),
-            g.input(f"past_key_values.{i}.value", f32, ["batch_size", kv, "past_sequence_length", head_dim]),
+            g.input(f"past_key_values.{i}.key", f32, cache),
+            g.input(f"past_key_values.{i}.value", f32, cache),
         )
         for i in range(layers)
-    ]  # fmt: skip
+    ]
 
     # Rotary tables for positions + 1 (PaliGemma counts from 1).
-    inv_freq = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32) / head_dim))
+    inv_freq = 1.0 / (
+        theta ** (np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32) / head_dim)
+    )
     pos = g.op("Cast", g.op("Add", positions, g.const(np.int64(1))), to=f32)
-    freqs = g.op("Mul", g.op("Unsqueeze", pos, g.const(np.array([-1]))), g.const(inv_freq.astype(np.float32)))
+    freqs = g.op(
+        "Mul", g.op("Unsqueeze", pos, g.const(np.array([-1]))), g.const(inv_freq.astype(np.float32))
+    )
     angles = g.op("Concat", freqs, freqs, axis=-1)  # [B, S, d]
     cos = g.op("Unsqueeze", g.op("Cos", angles), g.const(np.array([1])))  # [B, 1, S, d]
     sin = g.op("Unsqueeze", g.op("Sin", angles), g.const(np.array([1])))
@@ -304,13 +308,17 @@ def decoder_graph(cfg: Cfg, tied: bool) -> Any:
             g.op("Shape", t, start=2, end=4),
             axis=0,
         )
-        return g.op("Reshape", g.op("Expand", b, shape), g.const(np.array([0, heads, -1, head_dim])))
+        return g.op(
+            "Reshape", g.op("Expand", b, shape), g.const(np.array([0, heads, -1, head_dim]))
+        )
 
     scaling = float(text.get("query_pre_attn_scalar") or head_dim) ** -0.5
     for i in range(layers):
         p = f"{TEXT}layers.{i}."
         h = _rms_norm(g, x, p + "input_layernorm.weight", hidden, eps)
-        q = rotate(split(g.linear(h, p + "self_attn.q_proj", hidden, heads * head_dim, bias), heads))
+        q = rotate(
+            split(g.linear(h, p + "self_attn.q_proj", hidden, heads * head_dim, bias), heads)
+        )
         k = rotate(split(g.linear(h, p + "self_attn.k_proj", hidden, kv * head_dim, bias), kv))
         v = split(g.linear(h, p + "self_attn.v_proj", hidden, kv * head_dim, bias), kv)
         k = g.op("Concat", pasts[i][0], k, axis=2)

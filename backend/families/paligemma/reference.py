@@ -20,7 +20,7 @@ def prepare(request: ReferenceRequest) -> ReferenceInputs:
     """PaliGemmaProcessor's inputs: K `<image>` ids per picture, the prefix all type 0.
 
     The checkpoint's template already writes `<bos>` after the pictures and the final
-    "\\n", as the processor does (processing_paligemma.py, prepare_inputs_layout); each
+    newline, as the processor does (processing_paligemma.py, prepare_inputs_layout); each
     `<image>` becomes image_seq_length ids (`replace_image_token`).
     """
     checkpoint = request.checkpoint
@@ -39,9 +39,12 @@ def prepare(request: ReferenceRequest) -> ReferenceInputs:
 
 
 def from_runtime(request: RuntimeArrays) -> None:
-    """The runtime's pixels ([1, N, 3, S, S] stacked) as HF's [N, 3, S, S], and the prompt
-    as the prefix (token_type_ids 0, as PaliGemmaProcessor makes it); tokens after the
-    prompt (verify's longer forward pass: `prompt_length`) are generated ones, type 1."""
+    """The runtime's pixels and ids under HF's names, with PaliGemma's token types.
+
+    The pixels come stacked [1, N, 3, S, S], HF takes [N, 3, S, S]; the prompt is the
+    prefix (token_type_ids 0, as PaliGemmaProcessor makes it), and tokens after the prompt
+    (verify's longer forward pass: `prompt_length`) are generated ones, type 1.
+    """
     arrays = request.arrays
     result = request.inputs
     import torch

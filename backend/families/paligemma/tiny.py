@@ -52,6 +52,27 @@ def _paligemma_config(s: dict[str, int], vocab: int) -> Any:
     )
 
 
+_PREPROCESSOR: dict[str, Any] = {
+    "image_processor_type": "SiglipImageProcessor",
+    "processor_class": "PaliGemmaProcessor",
+    "image_seq_length": 64,
+    "do_convert_rgb": None,
+    "do_normalize": True,
+    "do_rescale": True,
+    "do_resize": True,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "resample": 3,
+    "rescale_factor": 1 / 255,
+    "size": {"height": 32, "width": 32},
+}
+# The releases' 224 px: 256 ids per picture at patch 14.
+_PREPROCESSOR_224 = {
+    **_PREPROCESSOR,
+    "image_seq_length": 256,
+    "size": {"height": 224, "width": 224},
+}
+
 PALIGEMMA = TinySpec(
     family_key="paligemma",
     hf_class="PaliGemmaForConditionalGeneration",
@@ -64,20 +85,7 @@ PALIGEMMA = TinySpec(
         "pad_token": "<pad>",
         "add_bos_token": False,
     },
-    preprocessor={
-        "image_processor_type": "SiglipImageProcessor",
-        "processor_class": "PaliGemmaProcessor",
-        "image_seq_length": 64,
-        "do_convert_rgb": None,
-        "do_normalize": True,
-        "do_rescale": True,
-        "do_resize": True,
-        "image_mean": [0.5, 0.5, 0.5],
-        "image_std": [0.5, 0.5, 0.5],
-        "resample": 3,
-        "rescale_factor": 1 / 255,
-        "size": {"height": 32, "width": 32},
-    },
+    preprocessor=_PREPROCESSOR,
     eos_tokens=["<eos>"],
     embed_std=0.005,
     logit_gain=10.0,
@@ -141,28 +149,22 @@ def _pt_224_release(s: dict[str, int], vocab: int) -> dict[str, Any]:
 
 
 def _hub_names(name: str) -> str:
-    """transformers 5 saves the SigLIP tower without `vision_model.`; the hub has it."""
+    """The hub's name: transformers 5 saves the SigLIP tower without `vision_model.`."""
     if name.startswith("vision_tower.") and not name.startswith("vision_tower.vision_model."):
         return "vision_tower.vision_model." + name[len("vision_tower.") :]
     return name
 
 
-RELEASED_PALIGEMMA = (
-    ReleaseSpec(
-        key="paligemma-3b-pt-224",
-        release="google/paligemma-3b-pt-224",
-        tiny=PALIGEMMA,
-        config_json=_pt_224_release,
-        rename=_hub_names,
-        preprocessor={
-            **PALIGEMMA.preprocessor,
-            "image_seq_length": 256,
-            "size": {"height": 224, "width": 224},
-        },
-        # The release ships no chat template (PaliGemma is not a chat model); this one
-        # carries the tiny spec's, which writes PaliGemmaProcessor's layout, so that
-        # verify's transformers side can render a prompt.
-    ),
+_PG1_RELEASE = ReleaseSpec(
+    key="paligemma-3b-pt-224",
+    release="google/paligemma-3b-pt-224",
+    tiny=PALIGEMMA,
+    config_json=_pt_224_release,
+    rename=_hub_names,
+    preprocessor=_PREPROCESSOR_224,
+    # The release ships no chat template (PaliGemma is not a chat model); this one
+    # carries the tiny spec's, which writes PaliGemmaProcessor's layout, so that
+    # verify's transformers side can render a prompt.
 )
 
 
@@ -220,13 +222,14 @@ def _pg2_3b_224_release(s: dict[str, int], vocab: int) -> dict[str, Any]:
     }
 
 
-RELEASED_PALIGEMMA += (
+RELEASED_PALIGEMMA = (
+    _PG1_RELEASE,
     ReleaseSpec(
         key="paligemma2-3b-pt-224",
         release="google/paligemma2-3b-pt-224",
         tiny=PALIGEMMA,
         config_json=_pg2_3b_224_release,
         rename=_hub_names,
-        preprocessor=RELEASED_PALIGEMMA[0].preprocessor,
+        preprocessor=_PREPROCESSOR_224,
     ),
 )
