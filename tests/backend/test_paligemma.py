@@ -191,3 +191,34 @@ def test_paligemma2_chat_answers_as_transformers_across_its_window(paligemma2, t
     for layer in model.model.language_model.layers:
         layer.self_attn.sliding_window = None
     assert hf_reference.greedy_generate(model, ref, 24) != hf
+
+
+def test_a_decoder_that_attends_causally_at_the_prefill_fails_verify(tiny, package, tmp_path):
+    """The same package with the prefill's both-ways attention switched off (the prefill
+    test made always false): verify names the decoder, and the tokens differ."""
+    import shutil
+
+    import onnx_ir as ir
+
+    from mmforge.backend.verify import verify
+
+    folder = tmp_path / "pkg"
+    shutil.copytree(package("paligemma"), folder)
+    model = ir.load(folder / "decoder.onnx")
+    graph = model.graph
+    ors = [
+        n
+        for n in graph
+        if n.op_type == "Or"
+        and any(
+            i is not None and i.producer() is not None and i.producer().op_type == "Equal"
+            for i in n.inputs
+        )
+    ]
+    assert len(ors) == 1, "the prefill test: Or(causal, past == 0)"
+    causal = next(i for i in ors[0].inputs if i.producer().op_type != "Equal")
+    ors[0].outputs[0].replace_all_uses_with(causal)
+    ir.save(model, folder / "decoder.onnx", external_data="decoder.onnx.data")
+    report = verify(folder, str(tiny("paligemma")), tokens=16)
+    assert report.verdict == "FAIL"
+    assert report.first_divergent_stage == "decoder_prefill"
