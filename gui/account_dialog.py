@@ -86,6 +86,7 @@ class AccountDialog(QDialog):
         self._call = _Call(self)
         self._call.done.connect(self._on_done)
         self._after: Callable[[Any], str] = str
+        self._signing_in = False
         self.refresh()
 
     def _run(self, busy: str, fn: Callable[[], Any], after: Callable[[Any], str]) -> None:
@@ -99,6 +100,11 @@ class AccountDialog(QDialog):
     def _on_done(self, result: Any, error: str | None) -> None:
         self.sign_in_button.setEnabled(True)
         self.who.setText(error if error is not None else self._after(result))
+        # A refused or failed sign-in keeps the pasted token for another try (a typo, no
+        # network yet); a stored one leaves the field.
+        if self._signing_in and error is None:
+            self.token.clear()
+        self._signing_in = False
         self._update()
 
     def _update(self) -> None:
@@ -132,7 +138,7 @@ class AccountDialog(QDialog):
         if not token.strip():
             self.who.setText("Paste a token first.")
             return
-        self.token.clear()
+        self._signing_in = True
         self._run(
             "Checking the token with the hub…",
             lambda: sign_in(token),

@@ -322,6 +322,14 @@ class ChatBridge(QObject):
             self._stopped_by_kill = True
             threading.Thread(target=job.kill, daemon=True).start()
 
+    def unload(self) -> None:
+        """End the session without waiting (the app's Unload).
+
+        The worker exits after the request it runs, and `closed` follows.
+        """
+        if self._thread is not None:
+            self._requests.put(None)
+
     def close(self, grace_s: float | None = None) -> None:
         """End the session (the worker exits; one that does not within `grace_s` is ended)."""
         grace_s = CLOSE_GRACE_S if grace_s is None else grace_s

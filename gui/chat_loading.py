@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QWidget
 
 from mmforge.backend.chat.values import SessionInfo
 from mmforge.backend.families import pipeline_name
+from mmforge.gui.chat_column import input_hint
 from mmforge.gui.chat_turns import is_demo, same_package
 from mmforge.gui.errors import show_error
 
@@ -127,6 +128,7 @@ class ChatLoading(_Page):
                 "while its parity with the original is exact."
             )
         self.info.setText(text)
+        self.input.setPlaceholderText(input_hint(info.vision, info.audio))
         self._on_conversation(info.conversation)
         self.input.setFocus()  # typing after Load goes into the message box
 

@@ -155,7 +155,10 @@ class ModelView(QWidget):
         self.state = state
         self._profile: Profile | None = None
         self.runner = JobRunner(self)
-        self.source = QLineEdit(placeholderText="Hub id (org/name[@revision]) or a local folder")
+        self.source = QLineEdit(
+            placeholderText="A model on the Hugging Face hub (Qwen/Qwen2.5-VL-3B-Instruct) "
+            "or a folder on this computer"
+        )
         self.source.setObjectName("sourceEdit")
         self.source.setAccessibleName("Model: hub id or folder")
         self.source.returnPressed.connect(self.inspect)
@@ -170,8 +173,14 @@ class ModelView(QWidget):
         self.inspect_button.setObjectName("inspectButton")
         self.inspect_button.clicked.connect(self.inspect)
         self.demo_button = QPushButton("Use the demo model")
-        self.demo_button.setToolTip("A tiny random-weight Qwen2.5-VL built offline")
-        self.demo_button.clicked.connect(self.use_demo)
+        self.demo_button.setToolTip("A tiny random-weight Qwen2.5-VL built offline: pictures")
+        self.demo_button.clicked.connect(lambda: self.use_demo("pictures"))
+        self.demo_sound_button = QPushButton("Demo with sound")
+        self.demo_sound_button.setObjectName("demoSoundButton")
+        self.demo_sound_button.setToolTip(
+            "A tiny random-weight Gemma 4 built offline: pictures and sound clips"
+        )
+        self.demo_sound_button.clicked.connect(lambda: self.use_demo("sound"))
         token = QPushButton("Hugging Face account…")
         token.setToolTip("Sign in with a token for gated and private models")
         token.clicked.connect(self.account)
@@ -219,6 +228,7 @@ class ModelView(QWidget):
         side.addWidget(QLabel("Recent and cached models"))
         side.addWidget(self.known)
         side.addWidget(self.demo_button)
+        side.addWidget(self.demo_sound_button)
         side.addWidget(token)
         body = QHBoxLayout()
         body.addLayout(side)
@@ -306,15 +316,14 @@ class ModelView(QWidget):
 
         AccountDialog(self).exec()
 
-    @Slot()
-    def use_demo(self) -> None:
-        """Build (once) the offline demo checkpoint, then inspect it."""
+    def use_demo(self, kind: str = "pictures") -> None:
+        """Build (once) an offline demo checkpoint ("pictures" or "sound"), then inspect it."""
         if self.runner.running:
             return
         self._pending = "demo"
         self.status.setText("Building the demo model (offline, a few seconds)…")
         self._busy(True)
-        self.runner.start("demo", {})
+        self.runner.start("demo", {"kind": kind})
 
     @Slot()
     def inspect(self) -> None:
@@ -337,6 +346,7 @@ class ModelView(QWidget):
     def _busy(self, busy: bool) -> None:
         self.inspect_button.setEnabled(not busy)
         self.demo_button.setEnabled(not busy)
+        self.demo_sound_button.setEnabled(not busy)
         self.cancel_button.setVisible(busy)
         self.progress.setVisible(busy)
         self.progress.setRange(0, 0)  # moving until a step says how far it is
@@ -406,8 +416,9 @@ class ModelView(QWidget):
             card = (
                 f"<table width='100%' cellpadding='8'><tr><td bgcolor='{c.note}'>"
                 "<b>The built-in demo model.</b> "
-                "A tiny Qwen2.5-VL with random weights, built offline: it talks nonsense by "
-                "design, while its conversion, parity and chat are real and exact."
+                f"A tiny {html.escape(profile.family)} with random weights, built offline: "
+                "it talks nonsense by design, while its conversion, parity and chat are real "
+                "and exact."
                 "</td></tr></table>" + card
             )
         if self._typed and not self._inspecting:

@@ -30,9 +30,11 @@ class PackageBar(QWidget):
 
     Signals:
         load_requested(): Load, Enter in the Package field, or a folder chosen.
+        unload_requested(): Unload (the model leaves memory).
     """
 
     load_requested = Signal()
+    unload_requested = Signal()
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
         super().__init__(parent)
@@ -57,11 +59,16 @@ class PackageBar(QWidget):
         self.load_button = QPushButton("Load")
         self.load_button.setObjectName("loadButton")
         self.load_button.clicked.connect(self.load_requested)
+        self.unload_button = QPushButton("Unload")
+        self.unload_button.setObjectName("unloadButton")
+        self.unload_button.setToolTip("Free the memory the loaded model takes")
+        self.unload_button.setEnabled(False)
+        self.unload_button.clicked.connect(self.unload_requested)
         self.info = plain_label(wrap=True)
         top = QHBoxLayout()
         top.addWidget(QLabel("Package"))
         top.addWidget(self.package, 1)
-        for widget in (self.library, choose, self.ep, self.load_button):
+        for widget in (self.library, choose, self.ep, self.load_button, self.unload_button):
             top.addWidget(widget)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

@@ -81,8 +81,7 @@ def summary_html(report: VerifyReport, c: Colours) -> str:
         meaning = (
             f"{right} ({answer}). Making the weights smaller has its own cost, which no "
             f"conversion avoids: on this prompt {report.dtype} changes "
-            f"{1 - cost.top1_agreement:.0%} of the next words the model picks "
-            f"(quality: {cost.grade})."
+            f"{1 - cost.top1_agreement:.0%} of the next words the model picks."
         )
     elif report.verdict == "PASS":
         meaning = (
@@ -101,11 +100,20 @@ def summary_html(report: VerifyReport, c: Colours) -> str:
             f"<p><b>It first differs in {html.escape(what)}</b> ({html.escape(first)}).<br>"
             f"{html.escape(report.cause or '')}</p>"
         )
+    quality = ""
+    if report.verdict == "PASS" and cost is not None:
+        # A green PASS beside "quality: poor" read as "all is well": the verdict is the
+        # conversion's, the quality the precision's, and each gets its own headline.
+        shade = {"good": c.ok, "fair": c.warn}.get(cost.grade, c.bad)
+        quality = (
+            f"<p><span style='font-size:large;font-weight:bold;color:{shade}'>"
+            f"Quality at {html.escape(report.dtype)}: {html.escape(cost.grade)}</span></p>"
+        )
     return (
         f"<table width='100%' cellpadding='10'><tr><td bgcolor='{c.model_bubble}'>"
         f"<p><span style='font-size:x-large;font-weight:bold;color:{colour}'>"
         f"{html.escape(report.verdict)}</span>&nbsp;&nbsp;{html.escape(meaning)}</p>"
-        f"{where}</td></tr></table>"
+        f"{quality}{where}</td></tr></table>"
     )
 
 

@@ -109,6 +109,7 @@ FOLDERS = (
     "gemma",
     "gemma4_unified",
     "mistral",
+    "llava",  # reached through mistral/pixtral.py's variant (Pixtral owns model_type llava)
     "phi3v",
     "phi",
     "lfm2",

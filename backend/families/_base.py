@@ -157,9 +157,10 @@ class PackageSpec:
             rule, target size and filter), recorded in the manifest so that chat and
             verify hand the runtime pictures already at transformers' size; None when
             the runtime's own resize is left to do it.
-        package_tokenizer: Edits the tokenizer files written into the package
-            (checkpoint folder, package folder) and returns a line for the manifest:
-            PaliGemma's added marker tokens and its prompt layout as the template.
+        adapt_tokenizer: Changes the package's tokenizer.json and tokenizer_config.json
+            (parsed, in place; the config, the checkpoint folder) where the runtime's
+            processor splices text the model's tokenizer must read as its own ids
+            (LLaVA on videochat_flash_qwen); returns a line for the manifest.
     """
 
     model_fields: Callable[[Cfg], dict[str, Any]]
@@ -183,7 +184,7 @@ class PackageSpec:
     builder_type: Callable[[Cfg], str | None] = lambda cfg: None
     notes: tuple[str, ...] = ()
     picture_sizing: Callable[[Cfg, Cfg], Sizing | None] = lambda cfg, pre: None
-    package_tokenizer: Callable[[Path, Path], str] | None = None
+    adapt_tokenizer: Callable[[dict[str, Any], dict[str, Any], Cfg, Path], str] | None = None
 
 
 def channels_first(pixels: Any) -> Any:

@@ -87,29 +87,6 @@ _CLIP_NOTE = (
     "which mobius 0.1 does not handle."
 )
 
-LLAVA = Family(
-    key="llava",
-    fixtures=_inspected("LlavaConfig", "MLPMultiModalProjector", {"image_token_id": 32000}),
-    name="LLaVA",
-    pipeline_type=None,
-    exact_host="videochat_flash_qwen",
-    recognition=Recognition(model_types=("llava",)),
-    profile=Profile(
-        projector=lambda cfg: _mlp(cfg, "LLaVA"),
-        token_ids=_llava_ids,
-        image_tokens=_clip_tokens,
-        hf_class="LlavaForConditionalGeneration",
-        notes=(_CLIP_NOTE,),
-    ),
-    no_pipeline_reason=(
-        _VIDEOCHAT.format(k=576)
-        + " (measured on the 0.18 wheel: the same ids as transformers' LlavaProcessor). "
-        "mmforge does not build LLaVA's graphs yet (a CLIP tower read at layer -2 without its "
-        "class token)" + _SEE
-    ),
-)
-
-
 def _next_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     base = _clip_tokens(cfg, pre).fixed or 576
     grids = cfg.get("image_grid_pinpoints") or [[336, 336]]
@@ -174,27 +151,6 @@ VIDEO_LLAVA = Family(
         "picture one count). mmforge does not build its graphs yet" + _SEE
     ),
 )
-
-VIPLLAVA = Family(
-    key="vipllava",
-    fixtures=_inspected("VipLlavaConfig", "MLPMultiModalProjector", {"image_token_id": 32000}),
-    name="VipLLaVA",
-    pipeline_type=None,
-    exact_host="videochat_flash_qwen",
-    recognition=Recognition(model_types=("vipllava",)),
-    profile=Profile(
-        projector=lambda cfg: _mlp(cfg, "VipLLaVA"),
-        token_ids=_llava_ids,
-        image_tokens=_clip_tokens,
-        hf_class="VipLlavaForConditionalGeneration",
-    ),
-    no_pipeline_reason=(
-        _VIDEOCHAT.format(k=576)
-        + " (it uses LLaVA's processor, measured on the 0.18 wheel). mmforge does not build "
-        "its graphs yet (a CLIP tower whose five feature layers are concatenated)" + _SEE
-    ),
-)
-
 
 def _linear(cfg: Cfg, who: str, field: str, value: object) -> Projector:
     return Projector(
@@ -559,10 +515,8 @@ VIDEOCHAT_FLASH = Family(
 )
 
 FAMILIES = (
-    LLAVA,
     LLAVA_NEXT,
     VIDEO_LLAVA,
-    VIPLLAVA,
     INTERNVL,
     IDEFICS2,
     IDEFICS3,

@@ -22,7 +22,7 @@ from mmforge.backend.families._base import (
 from mmforge.backend.families.paligemma import expect, fields, reference, tiny
 from mmforge.backend.families.paligemma.build import build
 from mmforge.backend.families.paligemma.graphs import canonical_name, image_tokens
-from mmforge.backend.families.paligemma.tokens import write_package_tokenizer
+from mmforge.backend.families.paligemma.tokens import adapt_tokenizer
 from mmforge.backend.picture_sizing import FIXED, Sizing, resample_name
 
 
@@ -86,7 +86,7 @@ PALIGEMMA_PACKAGE = PackageSpec(
     picture_sizing=_sizing,
     rename_checkpoint=canonical_name,
     build=build,
-    package_tokenizer=write_package_tokenizer,
+    adapt_tokenizer=adapt_tokenizer,
     # PaliGemma takes the SigLIP tower's last hidden state: the pooling head is never run.
     unused_ok=lambda cfg: (r"vision_tower\.(vision_model\.)?head\.",),
     # f16 packages come from mobius's f16 build (convert/graphs.py); these graphs are f32.

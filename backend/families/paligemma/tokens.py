@@ -16,11 +16,11 @@ runtime embeds every id, and mmforge refuses a tokenizer that reaches past it.)
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from mmforge.backend.errors import MmforgeError
+from mmforge.backend.families._base import Cfg
 
 IMAGE = "<image>"
 MARKERS = ("<|vision_start|><|image_pad|>", "<|image_pad|>", "<|image_pad|><|vision_end|>")
@@ -44,22 +44,32 @@ PACKAGE_TEMPLATE = (
 )
 
 
-def _tokenizer_json(folder: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
-    return data
+def adapt_tokenizer(
+    tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: Path
+) -> str:
+    """Add the marker tokens on `<image>`'s id and PaliGemma's template (in place).
 
+    Args:
+        tokenizer: The package's tokenizer.json, parsed.
+        config: The package's tokenizer_config.json, parsed.
+        cfg: The checkpoint's config.
+        folder: The checkpoint folder (named in the error).
 
-def write_package_tokenizer(checkpoint_folder: Path, out: Path) -> str:
-    """Add the marker tokens and PaliGemma's template to the package's tokenizer files."""
-    data = _tokenizer_json(out)
-    image = next((t["id"] for t in data.get("added_tokens", []) if t["content"] == IMAGE), None)
+    Returns:
+        A line for the manifest.
+    """
+    added = tokenizer.setdefault("added_tokens", [])
+    image = next((t["id"] for t in added if t.get("content") == IMAGE), None)
     if image is None:
         raise MmforgeError(
-            f"{checkpoint_folder / 'tokenizer.json'} has no {IMAGE} token",
+            f"{folder / 'tokenizer.json'} has no {IMAGE} token",
             "PaliGemma's tokenizer adds <image> (PaliGemmaProcessor); re-download it",
         )
+    have = {t.get("content") for t in added}
     for content in MARKERS:
-        data["added_tokens"].append(
+        if content in have:
+            continue
+        added.append(
             {
                 "id": int(image),
                 "content": content,
@@ -70,14 +80,11 @@ def write_package_tokenizer(checkpoint_folder: Path, out: Path) -> str:
                 "special": True,
             }
         )
-    (out / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    config_path = out / "tokenizer_config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8"))
     config["chat_template"] = PACKAGE_TEMPLATE
     # The template writes <bos>; ORT GenAI 0.18 adds none, transformers must not either.
     config["add_bos_token"] = False
-    config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
     return (
         "Tokenizer: PaliGemma's prompt layout as the chat template (one user message), and "
-        f"{len(MARKERS)} added tokens that absorb the runtime's picture markers into K <image> ids"
+        f"{len(MARKERS)} added tokens that absorb the runtime's picture markers into K "
+        f"{IMAGE} ids (id {image})"
     )

@@ -25,7 +25,9 @@ ALL = TESTED  # every family, from the registry
 # The released Qwen3.5/3.6 template renders an earlier answer without the "<think>\n" the
 # generation prompt opened it with, so the new prompt does not extend the old one and the
 # session prefills afresh (exactly, as the checks below show).
-REWRITES_HISTORY = {"qwen3_5", "qwen3_5_moe"}
+# LLaVA-1.5's released template (VipLLaVA's tiny uses it too) writes an earlier answer as
+# "ASSISTANT: " + its text + " " where the generation prompt ended at "ASSISTANT:": the same.
+REWRITES_HISTORY = {"qwen3_5", "qwen3_5_moe", "llava", "vipllava"}
 
 
 def _greedy(n: int) -> GenerationOptions:
@@ -208,6 +210,21 @@ def test_sampling_repeats_with_a_seed_and_changes_without(package):
     assert session.regenerate(sample(8)).token_ids != first
     greedy = session.regenerate(_greedy(24)).token_ids
     assert session.regenerate(_greedy(24)).token_ids == greedy
+
+
+def test_a_repeat_penalty_reaches_the_runtime_and_greedy_answers_repeat_less(package):
+    """Issue 31: Repeat penalty, as chat apps have it; it applies to greedy answers too."""
+    session = ChatSession(package("qwen2_5_vl"))
+    plain = session.send("Say it again and again.", options=_greedy(32)).token_ids
+    assert len(set(plain)) < len(plain)  # a random-weight model repeats itself
+    penalised = GenerationOptions(max_new_tokens=32, repetition_penalty=2.0)
+    again = session.regenerate(penalised).token_ids
+    assert again != plain
+    assert len(set(again)) > len(set(plain)), (plain, again)
+    with pytest.raises(MmforgeError, match=r"repetition_penalty 11\.0 is out of range"):
+        GenerationOptions(repetition_penalty=11.0)
+    assert GenerationOptions(repetition_penalty=1.3).search_options(9)["repetition_penalty"] == 1.3
+    assert "repetition_penalty" not in GenerationOptions().search_options(9)
 
 
 def test_conversations_persist_with_copies_of_their_attachments(package, tmp_path):
