@@ -18,9 +18,14 @@ FILE_TYPES = (
 )
 
 
-def pick_files(parent: QWidget) -> list[str]:
-    """The files the user picks in Attach…'s dialog (none when cancelled)."""
-    files, _ = QFileDialog.getOpenFileNames(parent, "Attach", "", FILE_TYPES)
+def pick_files(parent: QWidget, start: str = "") -> list[str]:
+    """The files the user picks in Attach…'s dialog (none when cancelled).
+
+    It opens in `start` (the folder last attached from), else the home folder: Qt's own
+    start, the folder the app was launched from, showed a source tree.
+    """
+    where = start if start and Path(start).is_dir() else str(Path.home())
+    files, _ = QFileDialog.getOpenFileNames(parent, "Attach", where, FILE_TYPES)
     return list(files)
 
 

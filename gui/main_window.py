@@ -194,11 +194,14 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _chat_with_converted(self) -> None:
-        self._chat_with(self.state.package)
+        """The package the finished conversion made, else the selection's package."""
+        converted = self.state.selection.converted
+        self._chat_with(converted.package if converted is not None else self.state.package)
 
     @Slot()
     def _chat_with_verified(self) -> None:
-        self._chat_with(self.verify_view.package.text().strip() or self.state.package)
+        """Verify's package: the selection's, paired with the picked model."""
+        self._chat_with(self.state.package)
 
     @Slot()
     def _open_package(self) -> None:

@@ -30,7 +30,7 @@ from mmforge.backend.units import human_bytes, human_count
 from mmforge.gui import consent
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.details import Details
-from mmforge.gui.errors import show_error
+from mmforge.gui.errors import in_app_words, show_error
 from mmforge.gui.fit import MEANING, Machine, recommendation, this_machine
 from mmforge.gui.safe_text import SHORT, SHORT_LINES, SafeBrowser, for_display, plain_label
 from mmforge.gui.state import AppState
@@ -444,16 +444,24 @@ class ModelView(QWidget):
 
     @Slot(dict)
     def _on_failed(self, error: dict[str, Any]) -> None:
-        self.status.setText(for_display(str(error.get("message")), 500))
-        if self._pending in ("inspect", "inspect-next"):
+        inspecting = self._pending in ("inspect", "inspect-next")
+        message = in_app_words(str(error.get("message") or ""))
+        # Said once in full (the card, or the dialog's own words); the status line only
+        # says what happened: the same sentence three times read as three errors.
+        self.status.setText(
+            "Could not read that model." if inspecting else for_display(message, 500)
+        )
+        if inspecting:
             # The card must not go on showing (and converting) the model before this one.
             self._profile, self._inspecting = None, ""
             self.next_button.setEnabled(False)
             self.details.setVisible(False)
+            hint = in_app_words(str(error.get("hint") or "")) or (
+                "Check the name or folder and press Inspect again"
+            )
             self.card.setHtml(
-                "<p>Could not read that model: "
-                f"{html.escape(for_display(str(error.get('message')), 500))}</p>"
-                "<p>Check the name or folder and press <b>Inspect</b> again.</p>"
+                f"<p>Could not read that model: {html.escape(for_display(message, 500))}</p>"
+                f"<p>{html.escape(for_display(hint, 500))}.</p>"
             )
         kind = error.get("kind")
         if kind == "hub_not_found" and self._pending in ("inspect", "inspect-next"):

@@ -87,6 +87,7 @@ _CLIP_NOTE = (
     "which mobius 0.1 does not handle."
 )
 
+
 def _next_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     base = _clip_tokens(cfg, pre).fixed or 576
     grids = cfg.get("image_grid_pinpoints") or [[336, 336]]
@@ -151,6 +152,7 @@ VIDEO_LLAVA = Family(
         "picture one count). mmforge does not build its graphs yet" + _SEE
     ),
 )
+
 
 def _linear(cfg: Cfg, who: str, field: str, value: object) -> Projector:
     return Projector(
