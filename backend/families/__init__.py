@@ -113,6 +113,7 @@ FOLDERS = (
     "phi3v",
     "phi",
     "lfm2",
+    "paligemma",
     "others",  # others.py: the families inspect names but the runtime cannot run
 )
 

@@ -379,7 +379,9 @@ WITH_RELEASED_TEMPLATE = {
 # Releases whose chat template text was not at hand offline (the README says so): their
 # checkpoints carry the family's tiny template. Pixtral-12B's release ships its template in
 # tokenizer_config.json, of which no copy was found.
-NOT_FOUND: set[str] = {"pixtral-12b"}
+# PaliGemma's releases ship no chat template (it is not a chat model): their checkpoints
+# carry the tiny's, which writes PaliGemmaProcessor's layout, and packages get the family's.
+NOT_FOUND: set[str] = {"pixtral-12b", "paligemma-3b-pt-224", "paligemma2-3b-pt-224"}
 
 
 def test_release_shaped_checkpoints_carry_their_releases_template(released):
