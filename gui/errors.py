@@ -27,7 +27,7 @@ APP_WORDS = (
     (
         re.compile(r"Pass an existing model folder,? or a hub id like org/name\[@revision\].*"),
         "Type a folder on this computer, or a model's name on the Hugging Face hub such as "
-        "Qwen/Qwen2.5-VL-3B-Instruct (Find a model… searches the hub)",
+        "LiquidAI/LFM2-VL-450M (Find a model… searches the hub)",
     ),
     (re.compile(r" \(or HF_ENDPOINT / a proxy\)"), ""),
     (
