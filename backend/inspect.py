@@ -221,10 +221,31 @@ def _rope_cache_elements(text: Cfg) -> int:
     """
     heads = int(text.get("num_attention_heads", 1))
     head_dim = int(text.get("head_dim", 0) or int(text.get("hidden_size", 0)) // max(heads, 1))
+    context = int(text.get("max_position_embeddings", 0))
+    by_type = text.get("rope_parameters")
+    kinds = text.get("layer_types")
+    if isinstance(by_type, dict) and isinstance(kinds, list) and set(kinds) <= set(by_type):
+        # One table per attention kind (Gemma 4: sliding and full layers, each with its own
+        # rope and, through per_layer_config, its own head size).
+        overrides = text.get("per_layer_config")
+        overrides = overrides if isinstance(overrides, dict) else {}
+        total = 0
+        for kind in sorted(set(kinds)):
+            params = by_type[kind] if isinstance(by_type[kind], dict) else {}
+            layer = str(kinds.index(kind))
+            own = overrides.get(layer, overrides.get(int(layer), {}))
+            dim = int(own.get("head_dim", head_dim)) if isinstance(own, dict) else head_dim
+            # "proportional" rope keeps full-width tables and zeroes the unrotated part.
+            partial = (
+                1.0
+                if params.get("rope_type") == "proportional"
+                else float(params.get("partial_rotary_factor", 1.0))
+            )
+            total += 2 * context * (int(dim * partial) // 2)
+        return total
     partial = float(
         text.first("rope_parameters.partial_rotary_factor", "partial_rotary_factor", default=1.0)
     )
-    context = int(text.get("max_position_embeddings", 0))
     return 2 * context * (int(head_dim * partial) // 2)
 
 

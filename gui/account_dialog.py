@@ -74,12 +74,13 @@ class AccountDialog(QDialog):
         close.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         layout.addWidget(self.who)
-        layout.addWidget(
-            QLabel(
-                "Gated and private models need a token: create one at "
-                "huggingface.co/settings/tokens, and accept the model's terms on its page."
-            )
+        about = QLabel(
+            "Gated and private models need a token: create one at "
+            "huggingface.co/settings/tokens, and accept the model's terms on its page."
         )
+        about.setObjectName("accountAbout")
+        about.setWordWrap(True)  # one line was cut at the dialog's edge ("…the model'")
+        layout.addWidget(about)
         layout.addLayout(row)
         layout.addWidget(self.sign_out_button, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(close)

@@ -280,9 +280,15 @@ class ChatBridge(QObject):
         """Queue Regenerate."""
         self._requests.put(("regenerate", (options,), system))
 
-    def edit_last(self, text: str, options: dict[str, Any], system: str | None = None) -> None:
-        """Queue edit-last-message (attachments kept)."""
-        self._requests.put(("edit_last", (text, None, options), system))
+    def edit_last(
+        self,
+        text: str,
+        options: dict[str, Any],
+        system: str | None = None,
+        files: list[tuple[Path, str]] | None = None,
+    ) -> None:
+        """Queue edit-last-message with these attachments (None: the old message's)."""
+        self._requests.put(("edit_last", (text, files, options), system))
 
     def new_conversation(self) -> None:
         """Queue a new, empty conversation."""

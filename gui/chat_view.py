@@ -195,7 +195,10 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
 
     @Slot()
     def _pick(self) -> None:
-        self._add_files(pick_files(self))
+        picked = pick_files(self, self.state.text("chat/attach_folder", ""))
+        if picked:
+            self.state.settings.setValue("chat/attach_folder", str(Path(picked[0]).parent))
+        self._add_files(picked)
         # Back to the message: left on Attach…, the first space typed reopened the dialog.
         self.input.setFocus(Qt.FocusReason.OtherFocusReason)
 
@@ -252,8 +255,10 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
             self._editing = False
             last = last_user(messages_of(self.conversation))
             kept = [(a.path, a.kind) for a in last.attachments] if last is not None else []
-            self._begin_turn(tail_from_last_user(messages_of(self.conversation)), text, kept)
-            self.bridge.edit_last(text, options, self._system())
+            self._begin_turn(tail_from_last_user(messages_of(self.conversation)), text, files)
+            # The strip held the old message's attachments to keep or remove (or add to).
+            changed = None if files == kept else files
+            self.bridge.edit_last(text, options, self._system(), changed)
         else:
             self._begin_turn(0, text, files)
             self.bridge.send(text, files, options, self._system())
@@ -293,6 +298,8 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
             return
         self.input.setPlainText(last.text)
         self.input.moveCursor(QTextCursor.MoveOperation.End)
+        # Its attachments wait in the strip, to be kept, removed or added to.
+        self.strip.set_files([(a.path, a.kind) for a in last.attachments])
         self._editing = True
         self._render()
         self.status.setText("Editing your last message: Enter sends it, Esc cancels.")
@@ -304,6 +311,7 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
             return
         self._editing = False
         self.input.clear()
+        self.strip.set_files([])
         self.status.setText("")
         self._render()
 

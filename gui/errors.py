@@ -27,9 +27,27 @@ APP_WORDS = (
     (
         re.compile(r"Pass an existing model folder,? or a hub id like org/name\[@revision\].*"),
         "Type a folder on this computer, or a model's name on the Hugging Face hub such as "
-        "Qwen/Qwen2.5-VL-3B-Instruct (Find a model… searches the hub)",
+        "LiquidAI/LFM2-VL-450M (Find a model… searches the hub)",
     ),
     (re.compile(r" \(or HF_ENDPOINT / a proxy\)"), ""),
+    (
+        re.compile(
+            r"Offline mode is on \(HF_HUB_OFFLINE is set\) and (\S+) is not in the local cache"
+        ),
+        r"\1 is not on this computer, and downloads are off (HF_HUB_OFFLINE is set where the "
+        "app was started)",
+    ),
+    (
+        re.compile(
+            r"Check the name's spelling, unset HF_HUB_OFFLINE to download it, or use a local folder"
+        ),
+        "Check the spelling, start the app without HF_HUB_OFFLINE to download it, pick a "
+        "folder on this computer, or try Use the demo model (it needs no network)",
+    ),
+    (
+        re.compile(r"or use a local folder$"),
+        "pick a folder on this computer, or try Use the demo model (it needs no network)",
+    ),
     (re.compile(r"run the same command again"), "start it again"),
     (re.compile(r"\bhub id\b"), "hub name"),
 )

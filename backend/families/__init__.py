@@ -113,6 +113,7 @@ FOLDERS = (
     "phi3v",
     "phi",
     "lfm2",
+    "paligemma",
     "glm4v",  # inspected, measured exact on qwen2_5_vl, graphs not built yet
     "others",  # others.py: the families inspect names but the runtime cannot run
 )

@@ -367,6 +367,8 @@ class Expectations:
             same way on a release-shaped checkpoint.
         held_out: Config fields (dotted paths) of a tiny checkpoint the suite never builds,
             at other sizes, for benchmarks/heldout.py (built with another seed).
+        one_message: The package's template takes one user message and refuses a second
+            turn or a system prompt (PaliGemma's prompt has no turns).
     """
 
     default_config: DefaultConfig | None = None
@@ -378,6 +380,7 @@ class Expectations:
     quantized: tuple[str, ...] = ()
     released_rounded: tuple[tuple[str, str], ...] = ()
     held_out: dict[str, Any] = field(default_factory=dict)
+    one_message: bool = False
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ _CLIP_NOTE = (
     "which mobius 0.1 does not handle."
 )
 
+
 def _next_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     base = _clip_tokens(cfg, pre).fixed or 576
     grids = cfg.get("image_grid_pinpoints") or [[336, 336]]
@@ -152,6 +153,7 @@ VIDEO_LLAVA = Family(
     ),
 )
 
+
 def _linear(cfg: Cfg, who: str, field: str, value: object) -> Projector:
     return Projector(
         "LinearMultiModalProjector",
@@ -159,47 +161,6 @@ def _linear(cfg: Cfg, who: str, field: str, value: object) -> Projector:
         f"{who} maps vision features to the text width with a single Linear ({field}={value})",
         {field: value},
     )
-
-
-PALIGEMMA = Family(
-    key="paligemma",
-    fixtures=_inspected("PaliGemmaConfig", "LinearMultiModalProjector", {"image_token_id": 256000}),
-    name="PaliGemma",
-    pipeline_type=None,
-    exact_host="videochat_flash_qwen",
-    recognition=Recognition(model_types=("paligemma",)),
-    profile=Profile(
-        projector=lambda cfg: _linear(
-            cfg,
-            "PaliGemma",
-            "vision_config.projection_dim",
-            cfg.get("vision_config.projection_dim"),
-        ),
-        token_ids=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
-        image_tokens=lambda cfg, pre: ImageTokens(
-            fixed=int(
-                cfg.first(
-                    "text_config.num_image_tokens",
-                    default=(
-                        as_int(cfg.get("vision_config.image_size", 224))
-                        // as_int(cfg.get("vision_config.patch_size", 14))
-                    )
-                    ** 2,
-                )
-            ),
-            rule="(image_size/patch_size)², all prefix tokens",
-        ),
-        hf_class="PaliGemmaForConditionalGeneration",
-        notes=("The image prefix attends bidirectionally (prefix-LM mask).",),
-    ),
-    no_pipeline_reason=(
-        _VIDEOCHAT.format(k="(image_size/patch_size)²")
-        + " (at 224 px 'gemma3' fits too: GemmaImageProcessor's 256); measured on the 0.18 "
-        "wheel: the same ids as transformers' PaliGemmaProcessor, <bos> and the final newline "
-        "included. Its decoder must read input_ids to let the whole prompt attend both ways "
-        "at prefill, with positions counted from 1. mmforge does not build its graphs yet" + _SEE
-    ),
-)
 
 
 def _internvl_projector(cfg: Cfg) -> Projector:
@@ -558,7 +519,6 @@ VIDEOCHAT_FLASH = Family(
 FAMILIES = (
     LLAVA_NEXT,
     VIDEO_LLAVA,
-    PALIGEMMA,
     INTERNVL,
     IDEFICS2,
     IDEFICS3,

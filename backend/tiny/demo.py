@@ -25,14 +25,20 @@ def _family(kind: str) -> str:
     return DEMOS[kind]
 
 
+# The folder names people see (their packages are named after them: "Qwen2.5-VL-demo-int4").
+NAMES = {"pictures": "Qwen2.5-VL-demo", "sound": "Gemma-4-demo"}
+
+
 def demo_folder(kind: str = "pictures") -> Path:
     """Where a demo checkpoint lives."""
-    return cache_folder() / "demo" / _family(kind)
+    _family(kind)
+    return cache_folder() / "demo" / NAMES[kind]
 
 
 def demo_package_folder(kind: str = "pictures") -> Path:
     """Where `mmforge demo` writes a demo's package."""
-    return packages_folder() / f"demo-{_family(kind)}"
+    _family(kind)
+    return packages_folder() / NAMES[kind]
 
 
 def is_demo_source(source: str | Path) -> bool:

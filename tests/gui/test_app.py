@@ -87,7 +87,7 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path, m
 
     # Chat: the package is in the library; load, send with an image; text streams in.
     verify.next_button.click()
-    library = [chat.library.itemText(i) for i in range(chat.library.count())]
+    library = [chat.library.itemData(i) for i in range(chat.library.count())]
     assert str(out) in library
     with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
         chat.load_button.click()

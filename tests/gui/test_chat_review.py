@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextCursor
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMessageBox
 
 from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
 
@@ -313,3 +313,247 @@ def test_6_a_fast_answer_reaches_the_window_in_batches_and_the_count_keeps_up(
     assert chat.status.text().startswith(f"Generating… {len(pieces)} tokens")
     shown = chat.transcript.toPlainText()
     assert "word0000" in shown and "word0399" in shown
+
+
+def test_1_the_wheel_leaves_settings_alone_in_an_active_window(qtbot, window):
+    """Under a real X server (the window active) the wheel still changed the drop-downs:
+    Qt focuses a WheelFocus widget on a wheel turn before any event filter runs."""
+    from PySide6.QtCore import QPoint, QPointF
+    from PySide6.QtGui import QWheelEvent
+    from PySide6.QtWidgets import QAbstractSpinBox, QComboBox
+
+    window.resize(1024, 600)
+    window.show_page(window.chat_view)
+    window.chat_view.settings_button.setChecked(True)
+    settings = window.chat_view.settings_box
+    settings.sample.setChecked(True)
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow)
+    boxes = [*settings.findChildren(QComboBox), *settings.findChildren(QAbstractSpinBox)]
+    assert settings.repeat_penalty in boxes and settings.context_full in boxes
+    for box in boxes:
+        assert box.focusPolicy() == Qt.FocusPolicy.StrongFocus, box.accessibleName()
+        before = box.currentIndex() if isinstance(box, QComboBox) else box.text()
+        at = QPointF(box.rect().center())
+        QApplication.sendEvent(
+            box,
+            QWheelEvent(
+                at, QPointF(box.mapToGlobal(at.toPoint())), QPoint(), QPoint(0, -120),
+                Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier,
+                Qt.ScrollPhase.NoScrollPhase, False,
+            ),
+        )  # fmt: skip
+        after = box.currentIndex() if isinstance(box, QComboBox) else box.text()
+        assert after == before and not box.hasFocus(), box.accessibleName()
+
+
+def test_9_a_package_whose_prompt_alone_differs_is_said_to_be_fine(qapp):
+    """Verifying the sound demo (Gemma 4) ended in a bare AMBIGUOUS with jargon and no
+    word on whether the package can be used."""
+    from mmforge.backend.verify import VerifyReport
+    from mmforge.backend.verify.parity import Comparison
+    from mmforge.gui.theme import colours
+    from mmforge.gui.verify_view import summary_html
+
+    def stage(name: str, verdict: str) -> Comparison:
+        return Comparison(name, verdict, 0.0, 1.0, None, "", [], [])
+
+    def report(decoder: str, matched: int) -> VerifyReport:
+        stages = [stage("preprocessing", "AMBIGUOUS"), stage("decoder_prefill", decoder)]
+        return VerifyReport(
+            "AMBIGUOUS", "preprocessing", "the runtime's prompt adds 8 text tokens", stages,
+            {"matched": matched, "total": 32}, "Gemma 4", "f32", "p", "r",
+        )  # fmt: skip
+
+    assert "fine to use" in summary_html(report("PASS", 32), colours())
+    assert "fine to use" not in summary_html(report("AMBIGUOUS", 32), colours())
+    assert "fine to use" not in summary_html(report("PASS", 30), colours())
+
+
+def test_13_picking_from_the_library_loads_that_package_and_names_it(qtbot, window, package):
+    """Picking f32 from Chat's Library drop-down put its path in the field while int4
+    stayed loaded: the next message went to int4. The list showed full paths."""
+    import shutil
+
+    from tests.gui.chatting import LONG, load
+
+    chat = window.chat_view
+    root = window.state.packages_folder()
+    first, second = root / "first-f32", root / "second-f32"
+    for folder in (first, second):
+        shutil.copytree(package("qwen2_5_vl"), folder)
+    load(qtbot, chat, first)
+    chat.refresh_library()
+    labels = [chat.library.itemText(i) for i in range(1, chat.library.count())]
+    assert labels == ["first-f32: Qwen2.5-VL, f32", "second-f32: Qwen2.5-VL, f32"]
+    assert not any(str(root) in label for label in labels)
+    with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
+        chat.library.activated.emit(2)
+    assert chat.session_info.package == str(second)
+
+
+def test_16_edit_last_shows_its_picture_to_keep_or_remove(qtbot, window, tmp_path, monkeypatch):
+    """While editing, the last message's picture was hidden and could not be removed, yet
+    it was sent again."""
+    from mmforge import resources
+    from mmforge.backend.attachments import Attachment
+
+    chat = window.chat_view
+    picture = resources.probe_image()
+    said = [Attachment(kind="image", path=picture, name="probe.png")]
+    asked: list[object] = []
+    monkeypatch.setattr(
+        chat.bridge, "edit_last", lambda text, options, system, files: asked.append(files)
+    )
+    for remove in (False, True):
+        _held(chat, [Message("user", "What is it?", attachments=said), Message("assistant", "A")])
+        chat.edit_button.click()
+        assert chat.strip.files == [(picture, "image")]
+        if remove:
+            chat.strip.set_files([])
+        chat.input.setPlainText("And now?")
+        chat.send_button.click()
+        chat.pending = None
+    assert asked == [None, []]  # kept as it was; then sent without the picture
+
+
+def test_15_the_account_dialog_shows_its_whole_sentence(qtbot, window, tmp_path, monkeypatch):
+    """The account dialog's explanation was cut: "…and accept the model'"."""
+    from huggingface_hub import constants
+    from PySide6.QtWidgets import QLabel
+
+    from mmforge.gui.account_dialog import AccountDialog
+
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "token"))
+    dialog = AccountDialog(window)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    QApplication.processEvents()
+    about = dialog.findChild(QLabel, "accountAbout")
+    assert about.wordWrap()
+    needed = about.heightForWidth(about.width())
+    assert about.height() >= needed, (about.height(), needed)
+
+
+def test_20_attach_opens_at_home_then_where_the_user_last_attached_from(window, monkeypatch):
+    """Attach… opened in the folder the app was started from (a source tree)."""
+    from pathlib import Path
+
+    from PySide6.QtWidgets import QFileDialog
+
+    from mmforge import resources
+
+    starts: list[str] = []
+
+    def dialog(parent, caption, start, types):
+        starts.append(start)
+        return [str(resources.probe_image())], types
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames", dialog)
+    chat = window.chat_view
+    chat._pick()
+    chat.strip.set_files([])
+    chat._pick()
+    assert starts == [str(Path.home()), str(resources.probe_image().parent)]
+
+
+def test_10_offline_words_point_to_what_works_offline(window):
+    """Offline, Inspect said "Offline mode is on (HF_HUB_OFFLINE is set)… unset
+    HF_HUB_OFFLINE to download it" three times and never named the demo."""
+    from mmforge.gui.errors import in_app_words
+
+    message = in_app_words(
+        "Offline mode is on (HF_HUB_OFFLINE is set) and Qwen/Qwen2.5-VL-3B-Instruct is not "
+        "in the local cache"
+    )
+    assert message.startswith("Qwen/Qwen2.5-VL-3B-Instruct is not on this computer")
+    hint = in_app_words(
+        "Check the name's spelling, unset HF_HUB_OFFLINE to download it, or use a local folder"
+    )
+    assert "unset" not in hint and "Use the demo model" in hint
+    network = in_app_words(
+        "Check the network connection (or HF_ENDPOINT / a proxy), or use a local folder"
+    )
+    assert network.endswith("or try Use the demo model (it needs no network)")
+
+
+def test_19_open_folder_without_a_file_manager_says_so(qtbot, window, package, monkeypatch):
+    """Library > Open folder did nothing and said nothing where no file manager answered."""
+    import shutil
+
+    from PySide6.QtGui import QDesktopServices
+    from PySide6.QtWidgets import QMessageBox
+
+    from mmforge.gui.library_dialog import LibraryDialog
+
+    folder = window.state.packages_folder() / "one"
+    shutil.copytree(package("qwen2_5_vl"), folder)
+    monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: False)
+    dialog = LibraryDialog(window.state, window)
+    qtbot.addWidget(dialog)
+    dialog.package_table.selectRow(0)
+    dialog.open_button.click()
+    [box] = [b for b in dialog.findChildren(QMessageBox) if b.objectName() == "errorDialog"]
+    assert "No file manager" in box.text() and str(folder) in box.informativeText()
+    assert QApplication.clipboard().text() == str(folder)
+    assert box.windowTitle() == "Library – Multimodal Forge"
+
+
+def test_4_the_page_list_does_not_get_past_a_model_typed_over_the_card(qtbot, window, tiny):
+    """Typed Qwen/Qwen2.5-VL-3B-Instruct over the demo's card, then "2 Convert" in the page
+    list: Convert offered to convert the demo."""
+    model, convert = window.model_view, window.convert_view
+    model.source.setText(str(tiny("qwen2_5_vl")))
+    with qtbot.waitSignal(window.state.profile_changed, timeout=300_000):
+        model.inspect_button.click()
+    model.source.setFocus()
+    model.source.selectAll()
+    qtbot.keyClicks(model.source, "Qwen/Qwen2.5-VL-3B-Instruct")
+    window.nav.setCurrentRow(1)  # the page list, not Convert →
+    started: list[str] = []
+    convert.runner.start = lambda job, args: started.append(job)  # type: ignore[method-assign]
+    convert.convert_button.click()
+    assert started == []
+    boxes = [b for b in convert.findChildren(QMessageBox) if b.objectName() == "errorDialog"]
+    assert boxes and "You typed Qwen/Qwen2.5-VL-3B-Instruct" in boxes[-1].text()
+    # Putting the card's model back lets it convert.
+    model.source.setText(str(tiny("qwen2_5_vl")))
+    model._source_edited(model.source.text())
+    assert not window.state.selection.typed
+
+
+def test_14_ctrl_4_and_ctrl_5_put_the_keys_where_the_page_is_typed_into(qtbot, window):
+    """After Ctrl+4 (or Ctrl+5) the words typed went nowhere."""
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow)
+    for keys, page, field in (
+        ("4", window.chat_view, window.chat_view.input),
+        ("5", window.compare_view, window.compare_view.input),
+        ("1", window.model_view, window.model_view.source),
+    ):
+        qtbot.keyClick(window, keys, Qt.KeyboardModifier.ControlModifier)
+        assert window.current_page() is page
+        qtbot.waitUntil(field.hasFocus)
+
+
+def test_18_a_restart_brings_back_the_last_model_one_inspect_away(qtbot, window, tmp_path):
+    """After a restart the Model page came back empty; the recent list showed paths cut
+    off under a sideways scroll bar."""
+    from PySide6.QtCore import QSettings
+
+    from mmforge.gui.main_window import MainWindow
+
+    folder = tmp_path / "my-vlm"
+    window.state.set_source(str(folder))
+    window.state.set_source("Qwen/Qwen2.5-VL-3B-Instruct")
+    window.state.settings.sync()
+    again = MainWindow(QSettings(window.state.settings.fileName(), QSettings.Format.IniFormat))
+    qtbot.addWidget(again)
+    model = again.model_view
+    assert model.source.text() == "Qwen/Qwen2.5-VL-3B-Instruct"
+    assert "Press Inspect to read it again" in model.status.text()
+    model.refresh_known()
+    shown = [model.known.item(i).text() for i in range(model.known.count())]
+    assert shown[:2] == ["Qwen/Qwen2.5-VL-3B-Instruct", "my-vlm (folder)"]
+    assert model.known.item(1).data(Qt.ItemDataRole.UserRole) == str(folder)
+    assert model.known.horizontalScrollBarPolicy() == Qt.ScrollBarPolicy.ScrollBarAlwaysOff

@@ -17,7 +17,7 @@ from mmforge.backend.chat.conversations import ConversationStore, to_markdown
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.verify import hf_reference
 from tests.backend.families import AUDIO as AUDIO_FAMILIES
-from tests.backend.families import TESTED
+from tests.backend.families import TESTED, lookup_key
 
 ALL = TESTED  # every family, from the registry
 
@@ -83,7 +83,31 @@ def _hf(checkpoint: Path, fresh: dict, n: int, eos: tuple[int, ...]) -> list[int
     )
 
 
-@pytest.mark.parametrize("family", ALL)
+# Families whose template takes one user message (PaliGemma): no second turn to continue.
+ONE_MESSAGE = {f for f in ALL if lookup_key(f).fixtures.expect.one_message}
+TURNS = [f for f in ALL if f not in ONE_MESSAGE]
+
+
+@pytest.mark.parametrize("family", sorted(ONE_MESSAGE))
+def test_one_message_equals_transformers_and_a_second_turn_is_refused(tiny, package, family):
+    session = ChatSession(package(family))
+    attachments = session.prepare_attachments(_files(family))
+    first = session.send("Describe this.", attachments, _greedy(16))
+    fresh, inputs = _fresh(session, 1, 16)
+    assert first.token_ids == fresh
+    hf = _hf(tiny(family), inputs, 16, session.info.eos_token_ids)
+    assert len(set(hf)) >= 4, "a degenerate reference would prove nothing"
+    assert first.token_ids == hf
+    with pytest.raises(MmforgeError, match="chat template refuses this conversation"):
+        session.send("And then?", options=_greedy(4))
+    assert len(session.messages) == 2  # the refused message went back to the draft
+    session = ChatSession(package(family))
+    session.set_system("Answer like a pirate.")
+    with pytest.raises(MmforgeError, match="one user message"):
+        session.send("Hello.", options=_greedy(4))
+
+
+@pytest.mark.parametrize("family", TURNS)
 def test_a_continued_turn_equals_a_fresh_prefill_and_transformers(tiny, package, family):
     session = ChatSession(package(family))
     attachments = session.prepare_attachments(_files(family))
@@ -385,7 +409,7 @@ def test_cuda_is_offered_only_where_a_gpu_answers(monkeypatch):
     assert values.available_eps()["cuda"] is None
 
 
-@pytest.mark.parametrize("family", ALL)
+@pytest.mark.parametrize("family", TURNS)
 def test_a_system_prompt_reaches_the_model_and_later_turns_continue_exactly(package, family):
     session = ChatSession(package(family))
     session.set_system("Answer like a pirate.")
