@@ -48,6 +48,10 @@ CASES = [
 ]
 
 
+def _family(key: str):
+    return next(f for f in ALL if f.key == key)
+
+
 @pytest.mark.parametrize(
     "cls,key,pipeline,components,projector,token_ids,kwargs", CASES, ids=[c[0] for c in CASES]
 )
