@@ -35,12 +35,13 @@ def test_10_search_lists_models_with_family_marks_and_fills_the_source(qtbot, wi
     assert "Qwen2.5-VL: converts" in texts[0]
     assert "2 models found" in browser.status.text()
     _search(qtbot, browser, "llava")
-    [llava] = _texts(browser.results)
-    assert "LLaVA: named but not converted (" in llava
+    found = {t.split("\n")[0]: t for t in _texts(browser.results)}
+    assert "LLaVA: converts" in found["llava-hf/llava-1.5-7b-hf"]
+    assert "Video-LLaVA: named but not converted (" in found["LanguageBind/Video-LLaVA-7B-hf"]
     # The built-in list is there too, with sizes, and picking a model fills the source field.
     known = _texts(browser.known)
     assert any(t.startswith("Qwen/Qwen2.5-VL-3B-Instruct\n") and "GB download" in t for t in known)
-    browser.results.setCurrentRow(0)
+    browser.results.setCurrentRow(list(found).index("llava-hf/llava-1.5-7b-hf"))
     browser.use_button.click()
     assert model.source.text() == "llava-hf/llava-1.5-7b-hf"
     assert not browser.isVisible()
