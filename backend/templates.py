@@ -112,6 +112,7 @@ def check_template(template: str, where: str, ctx: JobContext | None = None) -> 
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        encoding="utf-8",  # not the code page: the protocol and its messages are UTF-8
     )
     try:
         out, _ = _wait(child, request, ctx)
@@ -162,14 +163,10 @@ def _wait(child: subprocess.Popen[str], request: str, ctx: JobContext) -> tuple[
 def render_child() -> int:
     """`mmforge render-template`: render the request on stdin, report on stdout.
 
-    Runs in its own process, under its own memory and CPU limits.
+    Runs in its own process, under its own memory and CPU limits (`limit_this_process`;
+    the parent's deadline holds everywhere).
     """
-    import resource
-
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
-        cpu = int(TIMEOUT_S) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    limit_this_process()
     request = json.loads(sys.stdin.read())
     try:
         chars = _render(request["template"], request["messages"])
@@ -188,6 +185,89 @@ def render_child() -> int:
     sys.stdout.write(json.dumps(answer))
     sys.stdout.flush()
     return 0
+
+
+def limit_this_process() -> str:
+    """Put this process under the renderer's memory limit (and CPU limit where there is one).
+
+    POSIX: `resource` limits (address space, CPU seconds). Windows has no `resource`: a
+    job object caps the process's committed memory; the CPU time is left to the parent's
+    deadline, which kills the child. Returns how it was limited ("rlimit", "job" or "none":
+    the deadline alone), for the tests and the log.
+    """
+    try:
+        import resource
+    except ImportError:  # Windows
+        return "job" if _windows_job_limit(MEMORY_BYTES) else "none"
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+        cpu = int(TIMEOUT_S) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        return "rlimit"
+    return "none"
+
+
+def _windows_job_limit(memory_bytes: int) -> bool:
+    """Windows: this process in a new job object whose processes may commit `memory_bytes`."""
+    import ctypes
+
+    windll = getattr(ctypes, "windll", None)
+    if windll is None:
+        return False
+    from ctypes import wintypes
+
+    class IoCounters(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_uint64) for name in (
+            "ReadOperationCount", "WriteOperationCount", "OtherOperationCount",
+            "ReadTransferCount", "WriteTransferCount", "OtherTransferCount",
+        )]  # fmt: skip
+
+    class BasicLimits(ctypes.Structure):
+        _fields_ = [
+            ("PerProcessUserTimeLimit", ctypes.c_int64),
+            ("PerJobUserTimeLimit", ctypes.c_int64),
+            ("LimitFlags", wintypes.DWORD),
+            ("MinimumWorkingSetSize", ctypes.c_size_t),
+            ("MaximumWorkingSetSize", ctypes.c_size_t),
+            ("ActiveProcessLimit", wintypes.DWORD),
+            ("Affinity", ctypes.c_size_t),
+            ("PriorityClass", wintypes.DWORD),
+            ("SchedulingClass", wintypes.DWORD),
+        ]
+
+    class ExtendedLimits(ctypes.Structure):
+        _fields_ = [
+            ("BasicLimitInformation", BasicLimits),
+            ("IoInfo", IoCounters),
+            ("ProcessMemoryLimit", ctypes.c_size_t),
+            ("JobMemoryLimit", ctypes.c_size_t),
+            ("PeakProcessMemoryUsed", ctypes.c_size_t),
+            ("PeakJobMemoryUsed", ctypes.c_size_t),
+        ]
+
+    job_object_limit_process_memory = 0x100
+    job_object_extended_limit_information = 9
+    kernel32 = windll.kernel32
+    kernel32.CreateJobObjectW.restype = wintypes.HANDLE
+    kernel32.GetCurrentProcess.restype = wintypes.HANDLE
+    try:
+        job = kernel32.CreateJobObjectW(None, None)
+        if not job:
+            return False
+        limits = ExtendedLimits()
+        limits.BasicLimitInformation.LimitFlags = job_object_limit_process_memory
+        limits.ProcessMemoryLimit = memory_bytes
+        if not kernel32.SetInformationJobObject(
+            wintypes.HANDLE(job), job_object_extended_limit_information,
+            ctypes.byref(limits), ctypes.sizeof(limits),
+        ):  # fmt: skip
+            return False
+        # The handle stays open for the process's life: the job lasts as long as it.
+        return bool(
+            kernel32.AssignProcessToJobObject(wintypes.HANDLE(job), kernel32.GetCurrentProcess())
+        )
+    except (AttributeError, OSError):
+        return False
 
 
 def _limit_words(e: BaseException) -> str:
