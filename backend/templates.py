@@ -22,8 +22,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,10 @@ log = logging.getLogger(__name__)
 
 RENDER_TEMPLATE = "render-template"  # internal: `mmforge render-template` (JSON on stdin)
 TIMEOUT_S = 5.0  # real templates render the sample in milliseconds
+# The child's own start (an interpreter and its imports) is not the template's time: the
+# child times its rendering itself; the parent's deadline allows for a slow start (a
+# cold Windows start, antivirus scanning, Wine) on top, and is the backstop.
+STARTUP_S = 60.0
 MAX_OUTPUT_CHARS = 1 << 20
 MEMORY_BYTES = 1 << 30
 SAMPLE = [
@@ -142,7 +148,7 @@ def check_template(template: str, where: str, ctx: JobContext | None = None) -> 
 
 def _wait(child: subprocess.Popen[str], request: str, ctx: JobContext) -> tuple[str, str]:
     """Hand the child its request and wait for it, in short steps that check cancel."""
-    deadline = time.monotonic() + TIMEOUT_S
+    deadline = time.monotonic() + STARTUP_S + TIMEOUT_S
     step = 0.02
     pending: str | None = request
     while True:
@@ -168,6 +174,12 @@ def render_child() -> int:
     """
     limit_this_process()
     request = json.loads(sys.stdin.read())
+    reply = _Reply()
+    # The render's own clock, started now that the interpreter is up and has the request.
+    over = {"limit": f"it ran over {TIMEOUT_S:.0f} s"}
+    watchdog = threading.Timer(TIMEOUT_S, reply.send, args=(over,), kwargs={"end": True})
+    watchdog.daemon = True
+    watchdog.start()
     try:
         chars = _render(request["template"], request["messages"])
     except Exception as e:  # noqa: BLE001 - reported to the parent, which decides
@@ -182,9 +194,27 @@ def render_child() -> int:
             answer = {"limit": f"it wrote over {MAX_OUTPUT_CHARS:,} characters"}
     if request.get("probe") and "limit" not in answer:
         answer["form"] = _content_form(request["template"])
-    sys.stdout.write(json.dumps(answer))
-    sys.stdout.flush()
+    watchdog.cancel()
+    reply.send(answer)
     return 0
+
+
+class _Reply:
+    """The child's one answer on stdout: the render's, or the watchdog's when it ran over."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sent = False
+
+    def send(self, answer: dict[str, Any], end: bool = False) -> None:
+        """Write `answer` unless one was written; with `end`, end the process at once."""
+        with self._lock:
+            if not self._sent:
+                self._sent = True
+                sys.stdout.write(json.dumps(answer))
+                sys.stdout.flush()
+            if end:  # the watchdog: the render is still running, in this process
+                os._exit(0)
 
 
 def limit_this_process() -> str:

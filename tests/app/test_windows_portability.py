@@ -215,3 +215,29 @@ def test_liveness_on_posix() -> None:
     child.wait()
     assert processes.process_alive(os.getpid())
     assert not processes.process_alive(child.pid)
+
+
+def test_a_slow_start_is_not_the_templates_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under Wine (or a cold Windows start) the renderer's interpreter takes seconds to
+    start: the render's clock starts in the child, once it has the request."""
+    from mmforge.backend.worker import child
+
+    slow = (
+        "import time, sys; time.sleep(2.5); from mmforge.app.cli import main; "
+        "sys.exit(main(['render-template']))"
+    )
+    monkeypatch.setattr(child, "app_command", lambda *args: [sys.executable, "-c", slow])
+    monkeypatch.setattr(templates, "TIMEOUT_S", 1.0)  # the parent's share; the start is 2.5 s
+    monkeypatch.setattr(templates, "_FORMS", {})
+    assert templates.check_template(TEMPLATE, "a test") is not None
+
+
+def test_a_template_that_never_ends_is_stopped_by_the_childs_clock() -> None:
+    endless = (
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% for k in range(100000) %}"
+        "{% endfor %}{% endfor %}{% endfor %}"
+    )
+    request = json.dumps({"template": endless, "messages": []})
+    command = [sys.executable, "-m", "mmforge.app", "render-template"]
+    done = subprocess.run(command, input=request, capture_output=True, text=True, timeout=60)
+    assert json.loads(done.stdout) == {"limit": f"it ran over {templates.TIMEOUT_S:.0f} s"}
