@@ -102,7 +102,7 @@ def _windows_memory_status() -> tuple[int, int] | None:
     try:
         if not windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(status)):
             return None
-    except (AttributeError, OSError):
+    except (AttributeError, OSError, ctypes.ArgumentError):
         return None
     return int(status.ullTotalPhys), int(status.ullAvailPhys)
 
@@ -132,13 +132,13 @@ def _windows_process_memory() -> tuple[int, int] | None:
 
     counters = ProcessMemoryCounters()
     counters.cb = ctypes.sizeof(ProcessMemoryCounters)
+    kernel32 = windll.kernel32
     try:
-        process = windll.kernel32.GetCurrentProcess()
+        kernel32.GetCurrentProcess.restype = wintypes.HANDLE
+        process = wintypes.HANDLE(kernel32.GetCurrentProcess())  # the pseudo-handle -1
         # K32GetProcessMemoryInfo is kernel32's name for psapi's (Windows 7 and later).
-        if not windll.kernel32.K32GetProcessMemoryInfo(
-            process, ctypes.byref(counters), counters.cb
-        ):
+        if not kernel32.K32GetProcessMemoryInfo(process, ctypes.byref(counters), counters.cb):
             return None
-    except (AttributeError, OSError):
+    except (AttributeError, OSError, ctypes.ArgumentError):
         return None
     return int(counters.WorkingSetSize), int(counters.PeakWorkingSetSize)

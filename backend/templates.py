@@ -293,10 +293,9 @@ def _windows_job_limit(memory_bytes: int) -> bool:
         ):  # fmt: skip
             return False
         # The handle stays open for the process's life: the job lasts as long as it.
-        return bool(
-            kernel32.AssignProcessToJobObject(wintypes.HANDLE(job), kernel32.GetCurrentProcess())
-        )
-    except (AttributeError, OSError):
+        this_process = wintypes.HANDLE(kernel32.GetCurrentProcess())  # the pseudo-handle -1
+        return bool(kernel32.AssignProcessToJobObject(wintypes.HANDLE(job), this_process))
+    except (AttributeError, OSError, ctypes.ArgumentError):
         return False
 
 

@@ -50,9 +50,10 @@ class FakeKernel32:
         return 1
 
     def GetCurrentProcess(self) -> int:
-        return -1
+        return 2**64 - 1  # the pseudo-handle -1, as restype HANDLE gives it
 
     def K32GetProcessMemoryInfo(self, process: int, ref: object, size: int) -> int:
+        assert isinstance(process, ctypes.c_void_p) and process.value == 2**64 - 1
         counters = ref._obj  # type: ignore[attr-defined]
         assert size == ctypes.sizeof(counters) == counters.cb
         counters.WorkingSetSize, counters.PeakWorkingSetSize = 300 << 20, 700 << 20
@@ -69,6 +70,8 @@ class FakeKernel32:
         return 1
 
     def AssignProcessToJobObject(self, job, process) -> int:
+        # What ctypes could pass: a plain int over 32 bits fails to convert (ArgumentError).
+        assert isinstance(process, ctypes.c_void_p) and process.value == 2**64 - 1
         return 1
 
 
