@@ -244,3 +244,27 @@ def test_a_template_that_never_ends_is_stopped_by_the_childs_clock() -> None:
     command = [sys.executable, "-m", "mmforge.app", "render-template"]
     done = subprocess.run(command, input=request, capture_output=True, text=True, timeout=60)
     assert json.loads(done.stdout) == {"limit": f"it ran over {templates.TIMEOUT_S:.0f} s"}
+
+
+def test_the_worker_reads_commands_off_descriptor_zero(tmp_path) -> None:
+    """Descriptor 0 is the null device once the worker has its command pipe: a library
+    that touches descriptor 0 while the listener waits (Windows' C runtime locks a
+    descriptor for a whole blocking read) does not wait for the next command."""
+    script = (
+        "import os, sys, threading\n"
+        "from mmforge.backend.worker.server import take_stdin\n"
+        "commands = take_stdin()\n"
+        "got = []\n"
+        "t = threading.Thread(target=lambda: got.append(commands.readline()))\n"
+        "t.start()\n"
+        "assert os.read(0, 10) == b''  # the null device, not the pipe\n"
+        "assert sys.stdin.read() == ''\n"
+        "t.join(30)\n"
+        "print(got)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], input='{"cmd": "run"} →\n', capture_output=True,
+        text=True, encoding="utf-8", timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(['{"cmd": "run"} →\n'])
