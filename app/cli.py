@@ -143,6 +143,11 @@ def _add_convert(sub: Any) -> None:
 def _add_demo(sub: Any) -> None:
     p = sub.add_parser("demo", help="build the offline demo checkpoint, inspect and convert it")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument(
+        "--sound",
+        action="store_true",
+        help="the demo that also takes sound clips (a tiny Gemma 4), chatted with the probe clip",
+    )
     p.set_defaults(func=_cmd_demo)
 
 
@@ -561,7 +566,7 @@ def _stream_turn(
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from mmforge import resources
-    from mmforge.backend.attachments import IMAGE
+    from mmforge.backend.attachments import AUDIO, IMAGE
     from mmforge.backend.chat import ChatSession, GenerationOptions
     from mmforge.backend.convert import convert
     from mmforge.backend.errors import Cancelled
@@ -569,18 +574,24 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from mmforge.backend.jobs import JobContext
     from mmforge.backend.tiny.demo import demo_checkpoint, demo_package_folder
 
-    folder = demo_checkpoint()
+    kind = "sound" if args.sound else "pictures"
+    folder = demo_checkpoint(kind)
     ctx = JobContext(on_progress=progress_printer(), cancel=args.cancel)
     profile = inspect_source(str(folder), ctx)
-    out = demo_package_folder()
+    out = demo_package_folder(kind)
     out.parent.mkdir(parents=True, exist_ok=True)
     manifest = convert(str(folder), out, ctx)
     session = ChatSession(out)
+    attached, question, what = (
+        ((resources.probe_audio(), AUDIO), "What do you hear?", "the probe clip")
+        if args.sound
+        else ((resources.probe_image(), IMAGE), "What is in this picture?", "the probe image")
+    )
     try:
-        image = session.prepare_attachments([(resources.probe_image(), IMAGE)])
+        files = session.prepare_attachments([attached])
         turn = session.send(
-            "What is in this picture?",
-            image,
+            question,
+            files,
             GenerationOptions(max_new_tokens=24),
             should_stop=lambda: args.cancel.cancelled,
         )
@@ -608,14 +619,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     )
     st = turn.stats
     print(
-        f"\nOne chat turn with the probe image: {st.new_tokens} tokens, first after "
+        f"\nOne chat turn with {what}: {st.new_tokens} tokens, first after "
         f"{st.time_to_first_token_s:.2f} s, {st.decode_tokens_per_s:.0f} tokens/s:\n  "
         f"{turn.text!r}"
     )
     print(
         "\nThis is the built-in demo: a tiny random-weight model, built offline. It talks "
         "nonsense by design;\nit lets the whole flow run with no network. Chat with it:\n"
-        f"  mmforge chat {out} --image IMG --prompt TEXT"
+        f"  mmforge chat {out} --{'audio WAV' if args.sound else 'image IMG'} --prompt TEXT"
     )
     return 0
 

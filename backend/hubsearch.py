@@ -35,7 +35,8 @@ MAX_TEXT = 96  # characters kept of a tag, a pipeline tag or a model_type
 MAX_ANSWER = 8_000_000  # bytes read of one search answer
 OFFLINE = (
     "The Hugging Face hub cannot be reached from this computer, so searching is not "
-    "possible now; the known models below still work."
+    "possible now. The known models below are listed with their sizes; one that was not "
+    "downloaded before needs the hub too. The demo model needs no network."
 )
 
 Verdict = Literal["converts", "converts with consent", "not converted", "unknown"]

@@ -38,6 +38,25 @@ TOOLS_FOOTPRINT = 450_000_000
 # whole: one float32 copy (Qwen3.5-2B shapes, largest tensor 509M parameters: 3.49 GB).
 _CAST_BYTES = {"f32": 6, "f16": 2, "int4": 4, "int8": 4}
 _SAFETENSORS_DTYPE = {"f32": "F32", "f16": "F16"}
+# What a package holds besides its weights (measured on the tiny packages of every tested
+# family by benchmarks/package_sizes.py, where it is most of the package): each graph's
+# own structure (nodes, names, shapes), weights_report.json's line per tensor, and the
+# tokenizer and template files copied from the checkpoint (counted from the folder).
+GRAPH_BYTES = {"vision_encoder": 170_000, "audio_encoder": 130_000, "embedding": 12_000}
+DECODER_GRAPH_BYTES = 20_000  # plus this much a layer
+REPORT_BYTES_PER_TENSOR = 160
+# The checkpoint's files a package copies as they are (convert/package.py).
+COPIED_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "chat_template.json",
+    "chat_template.jinja",
+)
 # ONNX Runtime's CPU kernels run f16 weights as float32: loading an f16 package holds
 # both (measured: 16.7 GB for an 8.17 GB package).
 CPU_LOAD_FACTOR = {"f16": 2.0}
@@ -202,10 +221,31 @@ def _rope_cache_elements(text: Cfg) -> int:
     """
     heads = int(text.get("num_attention_heads", 1))
     head_dim = int(text.get("head_dim", 0) or int(text.get("hidden_size", 0)) // max(heads, 1))
+    context = int(text.get("max_position_embeddings", 0))
+    by_type = text.get("rope_parameters")
+    kinds = text.get("layer_types")
+    if isinstance(by_type, dict) and isinstance(kinds, list) and set(kinds) <= set(by_type):
+        # One table per attention kind (Gemma 4: sliding and full layers, each with its own
+        # rope and, through per_layer_config, its own head size).
+        overrides = text.get("per_layer_config")
+        overrides = overrides if isinstance(overrides, dict) else {}
+        total = 0
+        for kind in sorted(set(kinds)):
+            params = by_type[kind] if isinstance(by_type[kind], dict) else {}
+            layer = str(kinds.index(kind))
+            own = overrides.get(layer, overrides.get(int(layer), {}))
+            dim = int(own.get("head_dim", head_dim)) if isinstance(own, dict) else head_dim
+            # "proportional" rope keeps full-width tables and zeroes the unrotated part.
+            partial = (
+                1.0
+                if params.get("rope_type") == "proportional"
+                else float(params.get("partial_rotary_factor", 1.0))
+            )
+            total += 2 * context * (int(dim * partial) // 2)
+        return total
     partial = float(
         text.first("rope_parameters.partial_rotary_factor", "partial_rotary_factor", default=1.0)
     )
-    context = int(text.get("max_position_embeddings", 0))
     return 2 * context * (int(head_dim * partial) // 2)
 
 
@@ -274,10 +314,29 @@ def _state_elements(text: Cfg) -> int:
     return elements
 
 
+def copied_bytes(folder: Path) -> int:
+    """Bytes of the checkpoint's files a package copies as they are (tokenizer, template)."""
+    return sum((folder / n).stat().st_size for n in COPIED_FILES if (folder / n).is_file())
+
+
+def _structure_bytes(by_comp: dict[str, list[TensorInfo]], text: Cfg) -> int:
+    """A package's bytes besides weights and copied files: graphs and the weights report."""
+    layers = int(text.get("num_hidden_layers", 0) or 0)
+    graphs = sum(GRAPH_BYTES.get(c, 0) for c, ts in by_comp.items() if ts)
+    graphs += DECODER_GRAPH_BYTES * (1 + layers)
+    return graphs + REPORT_BYTES_PER_TENSOR * sum(len(ts) for ts in by_comp.values())
+
+
 def estimate_sizes(
-    tensors: list[TensorInfo] | None, source: str, cfg: Cfg, family: Family | None = None
+    tensors: list[TensorInfo] | None,
+    source: str,
+    cfg: Cfg,
+    family: Family | None = None,
+    copied: int = 0,
 ) -> Sizes:
     """Parameter counts per component and package/memory estimates per dtype.
+
+    `copied`: bytes of the files the package copies from the checkpoint (`copied_bytes`).
 
     Only the dtypes the family converts to are estimated. Where the decoder comes from
     ONNX Runtime GenAI's builder (LFM2-VL), which loads the whole model in torch, the
@@ -323,7 +382,8 @@ def estimate_sizes(
     rope = _rope_cache_elements(cfg.text)
     dtypes = spec.dtypes if spec is not None else DTYPES
     # The decoder's cos/sin tables cover the whole context (f16 in f16 packages).
-    pkg = {d: package(d) + rope * (2 if d == "f16" else 4) for d in dtypes}
+    other = copied + _structure_bytes(by_comp, cfg.text)
+    pkg = {d: package(d) + rope * (2 if d == "f16" else 4) + other for d in dtypes}
     # ONNX Runtime's CPU kernels run f16 weights as float32 (an int4 package's f16
     # encoders too); quantized blocks stay as they are.
     loaded = {
@@ -465,7 +525,7 @@ def profile_checkpoint(
         image_tokens=family.profile.image_tokens(cfg, checkpoint.preprocessor),
         dtype=_dtype(cfg),
         remote_code=remote,
-        sizes=estimate_sizes(tensors_found, tensor_source, cfg, family),
+        sizes=estimate_sizes(tensors_found, tensor_source, cfg, family, copied_bytes(folder)),
         notes=family.profile.notes,
         warnings=tuple(warnings),
         commit=resolved.commit,

@@ -102,6 +102,21 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def model_name(package: str | Path, pipeline_type: str) -> str:
+    """The model a package runs, as a person knows it ("PaliGemma").
+
+    Its manifest's family: a pipeline type can host several families (LLaVA and
+    PaliGemma both run on `videochat_flash_qwen`), so the type alone may name the wrong
+    one. A package without a manifest is named by its type's first family.
+    """
+    from mmforge.backend.families import pipeline_name
+
+    family = read_manifest(Path(package)).get("family") if str(package) else None
+    if isinstance(family, str) and family.strip():
+        return family.strip()[:60]
+    return pipeline_name(pipeline_type)
+
+
 def read_package(folder: Path) -> PackageEntry | None:
     """The entry for one package folder (None when it is not one)."""
     if not is_package(folder):

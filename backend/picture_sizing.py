@@ -25,7 +25,18 @@ FIXED = "fixed"
 PHI4_HD = "phi4_hd"
 # Gemma 4: the largest size of whole blocks within a patch budget, aspect kept.
 ASPECT_BUDGET = "aspect_budget"
-RULES = (SMART_RESIZE, WHOLE_BLOCKS, LONGEST_EDGE, FIXED, PHI4_HD, ASPECT_BUDGET)
+# CLIPImageProcessor (LLaVA-1.5): the shortest edge scaled to `shortest_edge`, then a
+# centre crop of `width` × `height`.
+SHORTEST_EDGE_CROP = "shortest_edge_crop"
+RULES = (
+    SMART_RESIZE,
+    WHOLE_BLOCKS,
+    LONGEST_EDGE,
+    FIXED,
+    PHI4_HD,
+    ASPECT_BUDGET,
+    SHORTEST_EDGE_CROP,
+)
 # Who resizes: PIL (transformers' PIL processors) or torch (its torchvision processors,
 # which use torch's interpolation; mmforge's reference restates them with the same).
 KERNELS = ("pil", "torch")
@@ -57,7 +68,9 @@ class Sizing:
             rounded to even), `smart_resize_whole_blocks` (LFM2-VL: the same with at
             least one block a side), `longest_edge` (Pixtral: at most `longest_edge` a
             side, then up to whole `factor` blocks), `fixed` (`width` × `height`) or
-            `phi4_hd` (Phi-4: fitted into a grid of `factor` px crops).
+            `phi4_hd` (Phi-4: fitted into a grid of `factor` px crops) or
+            `shortest_edge_crop` (CLIP: the shortest side scaled to `shortest_edge`, then
+            the centre `width` × `height` cut out).
         resample: PIL's filter transformers resizes with (`bicubic`, `bilinear`, ...).
         factor: The block both sides are multiples of (patch size × merge size).
         min_pixels: smart_resize's smallest area.
@@ -72,6 +85,7 @@ class Sizing:
             does not tile, so such a picture is refused. 0: never.
         patch: The patch size, for `tile_above`'s rounding.
         max_crops: `phi4_hd`'s largest number of crops (`factor` px square each).
+        shortest_edge: The shortest side for `shortest_edge_crop`, before the crop.
     """
 
     rule: str
@@ -86,6 +100,7 @@ class Sizing:
     tile_above: int = 0
     patch: int = 0
     max_crops: int = 0
+    shortest_edge: int = 0
 
     def target(self, width: int, height: int) -> tuple[int, int]:
         """The (width, height) transformers resizes a `width` × `height` picture to.
@@ -93,7 +108,7 @@ class Sizing:
         Raises:
             PictureError: transformers would refuse the picture (too elongated).
         """
-        if self.rule == FIXED:
+        if self.rule in (FIXED, SHORTEST_EDGE_CROP):
             return self.width, self.height
         if self.rule == LONGEST_EDGE:
             h, w = longest_edge_size(height, width, self.longest_edge, self.factor)
@@ -134,7 +149,7 @@ class Sizing:
         A fixed size is kept; a smart_resize keeps multiples of the block within its
         pixel budget (the budget the package's processor JSON was written with).
         """
-        if self.rule == FIXED:
+        if self.rule in (FIXED, SHORTEST_EDGE_CROP):
             return (width, height) == (self.width, self.height)
         if self.rule == ASPECT_BUDGET:  # the transform's own rule, applied again
             return self.target(width, height) == (width, height)
@@ -147,6 +162,11 @@ class Sizing:
         """The sizing in words, for a package's README and `inspect`."""
         if self.rule == FIXED:
             return f"resized to {self.width}×{self.height} px ({self.resample})"
+        if self.rule == SHORTEST_EDGE_CROP:
+            return (
+                f"the shortest side scaled to {self.shortest_edge} px ({self.resample}), then "
+                f"the centre {self.width}×{self.height} px cut out"
+            )
         if self.rule == ASPECT_BUDGET:
             return (
                 f"scaled, aspect kept, to the largest size of whole {self.factor} px blocks "
@@ -192,6 +212,8 @@ class Sizing:
     def _sane(self) -> bool:
         if self.rule == FIXED:
             return self.width > 0 and self.height > 0
+        if self.rule == SHORTEST_EDGE_CROP:
+            return 0 < self.width <= self.shortest_edge and 0 < self.height <= self.shortest_edge
         if self.rule == LONGEST_EDGE:
             return self.factor > 0 and self.longest_edge >= self.factor
         if self.rule == PHI4_HD:
@@ -323,6 +345,23 @@ def longest_edge_size(height: int, width: int, edge: int, block: int) -> tuple[i
     if ratio > 1:
         height, width = math.floor(height / ratio), math.floor(width / ratio)
     return ((height - 1) // block + 1) * block, ((width - 1) // block + 1) * block
+
+
+def shortest_edge_size(height: int, width: int, edge: int) -> tuple[int, int]:
+    """CLIP's size before its crop, as transformers has it: (height, width).
+
+    The shortest side becomes `edge`, the other is scaled and truncated
+    (`get_resize_output_image_size`).
+    """
+    if width <= height:
+        return int(edge * height / width), edge
+    return edge, int(edge * width / height)
+
+
+def centre_crop_box(height: int, width: int, crop_h: int, crop_w: int) -> tuple[int, int, int, int]:
+    """Transformers' `center_crop` box (left, top, right, bottom) for a crop within the picture."""
+    top, left = (height - crop_h) // 2, (width - crop_w) // 2
+    return left, top, left + crop_w, top + crop_h
 
 
 def resample_name(code: Any, default: str) -> str:

@@ -36,10 +36,13 @@ from typing import Any
 from mmforge.backend.picture_sizing import (
     ASPECT_BUDGET,
     PHI4_HD,
+    SHORTEST_EDGE_CROP,
     Intake,
     PictureError,
     Sizing,
+    centre_crop_box,
     same_grid,
+    shortest_edge_size,
 )
 
 # Beyond this many pixels a file is refused outright: its bitmap alone would take
@@ -215,10 +218,22 @@ def take(path: Path, intake: Intake | None) -> Taken:
                 "package's processor would resize again",
                 "Crop the image closer to a square",
             )
-        if target != (width, height):  # what the model's processor does anyway: no note
+        if sizing.rule == SHORTEST_EDGE_CROP:
+            image = _shortest_edge_crop(image, sizing)
+            resized = (width, height) != target or min(width, height) != sizing.shortest_edge
+        elif target != (width, height):  # what the model's processor does anyway: no note
             image = _resize(image, target, sizing)
             resized = True
     return Taken(image, width, height, resized, "; ".join(changes))
+
+
+def _shortest_edge_crop(image: Any, sizing: Sizing) -> Any:
+    """CLIPImageProcessor's resize then centre crop, with PIL's filter (a crop is exact)."""
+    width, height = image.size
+    h, w = shortest_edge_size(height, width, sizing.shortest_edge)
+    if (w, h) != (width, height):
+        image = _resize(image, (w, h), sizing)
+    return image.crop(centre_crop_box(h, w, sizing.height, sizing.width))
 
 
 def _resize(image: Any, target: tuple[int, int], sizing: Sizing) -> Any:

@@ -82,9 +82,20 @@ class Runtime:
     def prompt(self, messages: list[dict[str, Any]]) -> str:
         """Apply the package's chat template, the messages in the content form it takes."""
         messages = package_messages(self.folder, _without_nul(messages), self.content_form)
-        return str(
-            self.tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True)
-        )
+        try:
+            return str(
+                self.tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True)
+            )
+        except RuntimeError as e:
+            # A template's raise_exception (PaliGemma's takes one user message) comes back
+            # as "<its message> at row R, column C: <the template>".
+            said = str(e).split(" at row ")[0].strip()
+            raise MmforgeError(
+                f"The model's chat template refuses this conversation: {said}",
+                "Start a new conversation for this message",
+                details=str(e),
+                kind="template",
+            ) from None
 
     def process(
         self, prompt: str, images: Sequence[Path] = (), audios: Sequence[Path] = ()

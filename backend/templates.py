@@ -325,6 +325,29 @@ def _content_form(template: str) -> str | None:
     return None
 
 
+def _generation_tag() -> Any:
+    """The `{% generation %}…{% endgeneration %}` tag, written through unchanged.
+
+    transformers' renderer knows it (it marks the assistant's tokens for training
+    masks); released templates use it (llava-hf's LLaVA-1.5), and plain jinja2 refuses
+    them without it.
+    """
+    from jinja2 import nodes
+    from jinja2.ext import Extension
+
+    class Generation(Extension):
+        def __init__(self, environment: Any) -> None:
+            super().__init__(environment)
+            self.tags = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.Scope(body, lineno=lineno)
+
+    return Generation
+
+
 def _render(template: str, messages: list[dict[str, Any]], out: list[str] | None = None) -> int:
     """Characters the template writes for `messages`, stopping past the output cap.
 
@@ -337,7 +360,7 @@ def _render(template: str, messages: list[dict[str, Any]], out: list[str] | None
         raise ValueError(message)
 
     env = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]
+        trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, _generation_tag()]
     )
     env.filters["tojson"] = lambda v, indent=None, **_: json.dumps(v, indent=indent)
     env.globals["raise_exception"] = raise_exception

@@ -74,18 +74,20 @@ class AccountDialog(QDialog):
         close.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         layout.addWidget(self.who)
-        layout.addWidget(
-            QLabel(
-                "Gated and private models need a token: create one at "
-                "huggingface.co/settings/tokens, and accept the model's terms on its page."
-            )
+        about = QLabel(
+            "Gated and private models need a token: create one at "
+            "huggingface.co/settings/tokens, and accept the model's terms on its page."
         )
+        about.setObjectName("accountAbout")
+        about.setWordWrap(True)  # one line was cut at the dialog's edge ("…the model'")
+        layout.addWidget(about)
         layout.addLayout(row)
         layout.addWidget(self.sign_out_button, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(close)
         self._call = _Call(self)
         self._call.done.connect(self._on_done)
         self._after: Callable[[Any], str] = str
+        self._signing_in = False
         self.refresh()
 
     def _run(self, busy: str, fn: Callable[[], Any], after: Callable[[Any], str]) -> None:
@@ -99,6 +101,11 @@ class AccountDialog(QDialog):
     def _on_done(self, result: Any, error: str | None) -> None:
         self.sign_in_button.setEnabled(True)
         self.who.setText(error if error is not None else self._after(result))
+        # A refused or failed sign-in keeps the pasted token for another try (a typo, no
+        # network yet); a stored one leaves the field.
+        if self._signing_in and error is None:
+            self.token.clear()
+        self._signing_in = False
         self._update()
 
     def _update(self) -> None:
@@ -132,7 +139,7 @@ class AccountDialog(QDialog):
         if not token.strip():
             self.who.setText("Paste a token first.")
             return
-        self.token.clear()
+        self._signing_in = True
         self._run(
             "Checking the token with the hub…",
             lambda: sign_in(token),

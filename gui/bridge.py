@@ -280,9 +280,15 @@ class ChatBridge(QObject):
         """Queue Regenerate."""
         self._requests.put(("regenerate", (options,), system))
 
-    def edit_last(self, text: str, options: dict[str, Any], system: str | None = None) -> None:
-        """Queue edit-last-message (attachments kept)."""
-        self._requests.put(("edit_last", (text, None, options), system))
+    def edit_last(
+        self,
+        text: str,
+        options: dict[str, Any],
+        system: str | None = None,
+        files: list[tuple[Path, str]] | None = None,
+    ) -> None:
+        """Queue edit-last-message with these attachments (None: the old message's)."""
+        self._requests.put(("edit_last", (text, files, options), system))
 
     def new_conversation(self) -> None:
         """Queue a new, empty conversation."""
@@ -321,6 +327,14 @@ class ChatBridge(QObject):
         if job is not None and self._running == request:
             self._stopped_by_kill = True
             threading.Thread(target=job.kill, daemon=True).start()
+
+    def unload(self) -> None:
+        """End the session without waiting (the app's Unload).
+
+        The worker exits after the request it runs, and `closed` follows.
+        """
+        if self._thread is not None:
+            self._requests.put(None)
 
     def close(self, grace_s: float | None = None) -> None:
         """End the session (the worker exits; one that does not within `grace_s` is ended)."""

@@ -9,7 +9,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from mmforge.backend.attachments import AUDIO, IMAGE, NO_VIDEO, VIDEO, AttachmentError, first_look
-from mmforge.backend.families import pipeline_name
+from mmforge.backend.library import model_name
 from mmforge.gui.errors import show_error
 
 FILE_TYPES = (
@@ -18,9 +18,14 @@ FILE_TYPES = (
 )
 
 
-def pick_files(parent: QWidget) -> list[str]:
-    """The files the user picks in Attach…'s dialog (none when cancelled)."""
-    files, _ = QFileDialog.getOpenFileNames(parent, "Attach", "", FILE_TYPES)
+def pick_files(parent: QWidget, start: str = "") -> list[str]:
+    """The files the user picks in Attach…'s dialog (none when cancelled).
+
+    It opens in `start` (the folder last attached from), else the home folder: Qt's own
+    start, the folder the app was launched from, showed a source tree.
+    """
+    where = start if start and Path(start).is_dir() else str(Path.home())
+    files, _ = QFileDialog.getOpenFileNames(parent, "Attach", where, FILE_TYPES)
     return list(files)
 
 
@@ -53,7 +58,8 @@ def refusal(info: TakesAttachments | None, kind: str) -> str | None:
     if takes:
         return None
     what = "images" if kind == IMAGE else "audio" if kind == AUDIO else "this kind of file"
-    return f"this model ({pipeline_name(info.pipeline_type)}) does not take {what}"
+    folder = getattr(info, "package", None) or getattr(info, "folder", None) or ""
+    return f"this model ({model_name(folder, info.pipeline_type)}) does not take {what}"
 
 
 def attachment_problem(parent: QWidget, path: Path, kind: str) -> bool:

@@ -13,6 +13,13 @@ from mmforge.gui.safe_text import plain_label
 from mmforge.gui.transcript import Transcript
 
 
+def input_hint(vision: bool, audio: bool) -> str:
+    """The message box's placeholder: what can be attached to this model."""
+    what = [w for w, takes in (("a picture", vision), ("a sound clip", audio)) if takes]
+    attach = f"; paste or drop {' or '.join(what)} to attach it" if what else ""
+    return f"Type a message. Enter sends, Shift+Enter starts a new line{attach}."
+
+
 class ChatColumn(QWidget):
     """The column's widgets, from the top down.
 
@@ -44,10 +51,7 @@ class ChatColumn(QWidget):
         self.input.setObjectName("chatInput")
         self.input.setAccessibleName("Message")
         self.input.setMaximumHeight(80)
-        self.input.setPlaceholderText(
-            "Type a message. Enter sends, Shift+Enter starts a new line; paste or drop "
-            "an image to attach it."
-        )
+        self.input.setPlaceholderText(input_hint(vision=True, audio=False))
         centre = QVBoxLayout(self)
         centre.setContentsMargins(0, 0, 0, 0)
         centre.addWidget(self.transcript, 1)

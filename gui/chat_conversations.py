@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Slot
-from PySide6.QtWidgets import QInputDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import QInputDialog, QLineEdit, QMessageBox, QWidget
 
-from mmforge.backend.chat.conversations import Conversation, short_title
+from mmforge.backend.chat.conversations import Conversation, searchable, short_title
 from mmforge.backend.errors import MmforgeError
 from mmforge.gui.chat_export import ask_and_export, export_to
 from mmforge.gui.chat_turns import same_package
@@ -35,6 +35,35 @@ if TYPE_CHECKING:
     _Page = QWidget
 else:
     _Page = object
+
+
+RENAME_TITLE = "Rename conversation"
+
+
+def title_dialog(parent: QWidget, current: str) -> QInputDialog:
+    """The rename dialog, wide enough for its own title and a long conversation title.
+
+    Qt sizes a QInputDialog to its label and field; the window manager then cut its title
+    to "Renam… ation" on a narrow dialog.
+    """
+    dialog = QInputDialog(parent)
+    dialog.setObjectName("renameDialog")
+    dialog.setWindowTitle(RENAME_TITLE)
+    dialog.setLabelText("New title:")
+    dialog.setTextValue(current)
+    title_width = dialog.fontMetrics().horizontalAdvance(RENAME_TITLE)
+    # The dialog's layout fixes its size from its children: widen the field, not the
+    # dialog (room for the title and the title bar's buttons).
+    field = dialog.findChild(QLineEdit)
+    if field is not None:
+        field.setMinimumWidth(max(400, title_width + 200))
+    return dialog
+
+
+def ask_title(parent: QWidget, current: str) -> str | None:
+    """Ask for a conversation's new title (None: cancelled)."""
+    dialog = title_dialog(parent, current)
+    return dialog.textValue() if dialog.exec() == QInputDialog.DialogCode.Accepted else None
 
 
 class ChatConversations(_Page):
@@ -62,6 +91,8 @@ class ChatConversations(_Page):
 
         def _render(self, streaming: bool = False) -> None: ...
         def _update_buttons(self) -> None: ...
+        def cancel_edit(self) -> None:
+            """Leave Edit last (`ChatView.cancel_edit`)."""
 
     def refresh_conversations(self) -> None:
         """Fill the conversation list from the store; the open one is selected."""
@@ -94,6 +125,7 @@ class ChatConversations(_Page):
         if self._busy:
             self._ensure_listed()  # the turn in flight stays shown
             return
+        self.cancel_edit()  # an edit belongs to the conversation it began in
         try:
             saved = self.store.load(conversation_id)
         except MmforgeError as e:
@@ -130,6 +162,7 @@ class ChatConversations(_Page):
         """Start an empty conversation (listed at once)."""
         if self._busy:
             return
+        self.cancel_edit()
         if self._loaded:
             self.bridge.new_conversation()
         else:
@@ -142,10 +175,8 @@ class ChatConversations(_Page):
         conversation = self.conversation
         if conversation is None or self._busy:
             return
-        title, ok = QInputDialog.getText(
-            self, "Rename conversation", "Title", text=conversation.title or ""
-        )
-        if not ok or not title.strip():
+        title = ask_title(self, conversation.title or "")
+        if title is None or not title.strip():
             return
         if self._worker_holds(conversation.id):
             self.bridge.rename_conversation(conversation.id, title)
@@ -218,6 +249,7 @@ class ChatConversations(_Page):
                 conversation.updated,
                 f"{len(conversation.messages)} messages with {conversation.package}",
             )
+            self.conversation_list.set_text(conversation.id, searchable(conversation))
             self.conversation_list.select(conversation.id)
         else:
             self.refresh_conversations()

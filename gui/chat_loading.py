@@ -13,7 +13,8 @@ from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QWidget
 
 from mmforge.backend.chat.values import SessionInfo
-from mmforge.backend.families import pipeline_name
+from mmforge.backend.library import model_name
+from mmforge.gui.chat_column import input_hint
 from mmforge.gui.chat_turns import is_demo, same_package
 from mmforge.gui.errors import show_error
 
@@ -117,7 +118,7 @@ class ChatLoading(_Page):
         caps = ["images"] if info.vision else []
         caps += ["audio"] if info.audio else []
         text = (
-            f"{Path(info.package).name}: {pipeline_name(info.pipeline_type)} on "
+            f"{Path(info.package).name}: {model_name(info.package, info.pipeline_type)} on "
             f"{info.ep.upper()}, loaded in {info.load_s:.2f} s, "
             f"{info.load_memory_bytes / 1e6:.0f} MB; takes {' and '.join(caps) or 'text only'}."
         )
@@ -127,6 +128,7 @@ class ChatLoading(_Page):
                 "while its parity with the original is exact."
             )
         self.info.setText(text)
+        self.input.setPlaceholderText(input_hint(info.vision, info.audio))
         self._on_conversation(info.conversation)
         self.input.setFocus()  # typing after Load goes into the message box
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtGui import QPalette, QTextCursor
 
 from mmforge.backend.chat.conversations import Conversation, Message
@@ -43,13 +45,16 @@ class TranscriptWriter:
         loaded: bool,
         palette: QPalette,
         streaming: bool = False,
+        hide: int = 0,
     ) -> None:
         """Redraw the transcript.
 
         While `streaming`, the answer in flight is an open bubble whose text grows as
-        tokens arrive (see `stream`).
+        tokens arrive (see `stream`). `hide`: messages at the end left out (the ones Edit
+        last is replacing).
         """
         messages = shown_messages(conversation, pending)
+        messages = messages[: len(messages) - hide]
         forgotten = conversation.forgotten if conversation is not None else 0
         c = colours(palette)
         self.transcript.document().setDefaultStyleSheet(stylesheet(c))
@@ -94,6 +99,21 @@ class TranscriptWriter:
         """Show the end of the conversation."""
         bar = self.transcript.verticalScrollBar()
         bar.setValue(bar.maximum())
+
+    def played_clip(self, link: str) -> Path | None:
+        """The clip a Play link (`play:<message>:<attachment>`) names, if it is there.
+
+        Only a sound file: a saved conversation is a file anyone can edit, and the system
+        opens whatever it is handed with the program its type names.
+        """
+        from mmforge.backend.attachments import AUDIO, kind_of
+
+        parts = link.split(":")
+        try:
+            clip = self.shown[int(parts[1])].attachments[int(parts[2])].path
+        except (IndexError, ValueError):
+            return None
+        return clip if clip.is_file() and kind_of(clip) == AUDIO else None
 
     def copied_text(self, link: str) -> str | None:
         """What a Copy link (`copy:<message>` or `code:<message>:<block>`) copies."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Slot
+from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -29,11 +29,28 @@ from mmforge.gui.state import AppState
 # A large answer cap: answers end on their own long before it, and the runtime stops at the
 # context anyway. (256, the old default, cut real answers mid-sentence.)
 ANSWER_CAP = 4096
+MODEL_PENALTY = 0.95  # the repeat penalty box's "model's default" step
+TOOLTIP = Qt.ItemDataRole.ToolTipRole
+# Short enough to read whole in the closed box on a 1024 px screen (a longer one was cut
+# to "(marked in the conversation"); each choice's tooltip says the rest.
 CONTEXT_CHOICES = (
-    (CONTEXT_DROP, "Let the oldest turns go (marked in the conversation)"),
-    (CONTEXT_STOP, "Stop, and say so (start a new conversation to go on)"),
-    (CONTEXT_CARRY, "Go on in a new conversation that starts with the latest turns"),
-    (CONTEXT_SUMMARY, "Go on in a new conversation that starts with a summary by the model"),
+    (
+        CONTEXT_DROP,
+        "Drop the oldest turns",
+        "The model stops reading the oldest turns; a line in the conversation marks where. "
+        "They stay saved.",
+    ),
+    (CONTEXT_STOP, "Stop and say so", "Start a new conversation to go on."),
+    (
+        CONTEXT_CARRY,
+        "New conversation, latest turns",
+        "Go on in a new conversation that starts with the latest turns.",
+    ),
+    (
+        CONTEXT_SUMMARY,
+        "New conversation, summary",
+        "Go on in a new conversation that starts with a summary the model writes.",
+    ),
 )
 
 
@@ -97,8 +114,9 @@ class ChatSettings(QGroupBox):
         self.context_full = QComboBox()
         self.context_full.setObjectName("contextFull")
         self.context_full.setAccessibleName("When the conversation gets too long")
-        for value, text in CONTEXT_CHOICES:
+        for value, text, tip in CONTEXT_CHOICES:
             self.context_full.addItem(text, value)
+            self.context_full.setItemData(self.context_full.count() - 1, tip, TOOLTIP)
         self.context_full.setToolTip(
             "What happens when the conversation no longer fits in what the model can read "
             "at once (its context). Nothing is deleted: every turn stays saved."
@@ -121,6 +139,22 @@ class ChatSettings(QGroupBox):
         self.seed = QSpinBox(minimum=-1, maximum=2**31 - 1)
         self.seed.setSpecialValueText("random")
         self.seed.setValue(self.state.number("chat/seed", -1))
+        # Greedy or sampled alike: not one of the sampling settings.
+        # Its lowest step is "the model's default" (the package's generation_config, as
+        # transformers uses it); 1.00 turns a default penalty off.
+        self.repeat_penalty = QDoubleSpinBox(
+            minimum=MODEL_PENALTY, maximum=2.0, singleStep=0.05, decimals=2
+        )
+        self.repeat_penalty.setSpecialValueText("model's default")
+        self.repeat_penalty.setObjectName("repeatPenalty")
+        self.repeat_penalty.setAccessibleName("Repeat penalty")
+        self.repeat_penalty.setToolTip(
+            "Above 1.00, words already in the conversation become less likely: a model that "
+            'repeats itself repeats less. 1.00 turns it off; "model\'s default" uses the '
+            "model's own setting."
+        )
+        self.repeat_penalty.setValue(self.state.number("chat/repeat_penalty", MODEL_PENALTY))
+        self.repeat_penalty.setMaximumWidth(120)
         # Two pairs a row: four in one row made the page wider than a 1024 px screen.
         sampling = QGridLayout()
         for i, (label, widget, tip) in enumerate(_sampling_words(self)):
@@ -141,6 +175,7 @@ class ChatSettings(QGroupBox):
         form.addRow("System prompt", self.system)
         form.addRow("Longest answer (tokens)", self.max_tokens)
         form.addRow("When the conversation is too long", self.context_full)
+        form.addRow("Repeat penalty", self.repeat_penalty)
         form.addRow(self.sample)
         form.addRow("", sampling)
 
@@ -160,6 +195,7 @@ class ChatSettings(QGroupBox):
             "seed": self.seed.value(),
             "answer_cap": self.max_tokens.value(),
             "context_full": str(self.context_full.currentData()),
+            "repeat_penalty": self.repeat_penalty.value(),
         }
         for key, value in values.items():
             saved.setValue(f"chat/{key}", value)
@@ -167,6 +203,8 @@ class ChatSettings(QGroupBox):
             "max_new_tokens": self.max_tokens.value(),
             "context_full": str(self.context_full.currentData()),
         }
+        if self.repeat_penalty.value() > MODEL_PENALTY + 0.001:
+            options["repetition_penalty"] = round(self.repeat_penalty.value(), 2)
         if self.sample.isChecked():
             options.update(
                 do_sample=True,

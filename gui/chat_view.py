@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Slot
-from PySide6.QtGui import QDesktopServices, QImage, QKeySequence, QShortcut
+from PySide6.QtGui import QDesktopServices, QImage, QKeySequence, QShortcut, QTextCursor
 from PySide6.QtWidgets import (
     QApplication,
     QHBoxLayout,
@@ -28,8 +28,8 @@ from PySide6.QtWidgets import (
 )
 
 from mmforge.backend.attachments import kind_of
-from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
-from mmforge.backend.chat.values import SessionInfo, TurnResult
+from mmforge.backend.chat.conversations import ConversationStore, Message
+from mmforge.backend.chat.values import TurnResult
 from mmforge.gui.bridge import ChatBridge, JobRunner
 from mmforge.gui.chat_attachments import (
     attachment_problem,
@@ -41,6 +41,7 @@ from mmforge.gui.chat_attachments import (
 from mmforge.gui.chat_column import ChatColumn
 from mmforge.gui.chat_conversations import ChatConversations
 from mmforge.gui.chat_loading import ChatLoading
+from mmforge.gui.chat_page import ChatPage
 from mmforge.gui.chat_render import TranscriptWriter
 from mmforge.gui.chat_settings import ChatSettings
 from mmforge.gui.chat_turns import (
@@ -55,6 +56,17 @@ from mmforge.gui.errors import show_error
 from mmforge.gui.package_bar import PackageBar
 from mmforge.gui.serve_bar import ServeBar
 from mmforge.gui.state import AppState
+
+SHOW_EVERY_S = 0.1  # how often streamed text reaches the window
+
+
+def _page_field(name: str) -> Any:
+    """A ChatView attribute that is the page state's field `name`."""
+    return property(
+        lambda view: getattr(view.page, name),
+        lambda view, value: setattr(view.page, name, value),
+    )
+
 
 __all__ = ["ChatView", "is_demo"]
 
@@ -88,31 +100,40 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
         layout.addWidget(self.serve_bar)
         layout.addLayout(body, 1)
         self.writer = TranscriptWriter(self.transcript)
-        # What the worker last reported (or what was read from disk), and the turn in
-        # flight: no copy of our own.
-        self.conversation: Conversation | None = None
-        self.local = False  # the conversation shown is read from disk, not the worker's
-        self.pending: Pending | None = None
-        self.session_info: SessionInfo | None = None
+        # What the page shows and allows: one Qt-free object (gui/chat_page.py). The
+        # conversation is what the worker last reported (or what was read from disk), and
+        # the turn in flight: no copy of our own.
+        self.page = ChatPage()
         self._draft: tuple[str, list[tuple[Path, str]]] | None = None
-        self._editing = False
-        self._loaded = False
         self._loaded_written: int | None = None  # when the loaded package was written
-        self._busy = False
         self._tokens, self._first_token_at = 0, 0.0
-        self._render_timer = QTimer(self, singleShot=True, interval=100)
-        self._render_timer.timeout.connect(self.writer.scroll_to_end)
-        self._render_timer.timeout.connect(self._show_progress)
+        # Streamed text waits here and is shown every SHOW_EVERY_S, in one piece: shown
+        # token by token, a fast answer queued thousands of insertions and the window
+        # froze at "164 tokens", then jumped to 3,936.
+        self._unshown, self._shown_at = "", 0.0
+        self._render_timer = QTimer(self, singleShot=True, interval=int(SHOW_EVERY_S * 1000))
+        self._render_timer.timeout.connect(self._show_stream)
         self._connect()
         self.refresh_conversations()
         self.refresh_library()
         self.eps.start("eps", {})
+        self.page.subscribe(self._update_buttons)
         self._update_buttons()
         self._render()
+
+    # The page's state, by the names the mixins and the tests use (`self.page` holds it).
+    conversation = _page_field("conversation")
+    local = _page_field("local")
+    pending = _page_field("pending")
+    session_info = _page_field("session")
+    _loaded = _page_field("loaded")
+    _busy = _page_field("busy")
+    _editing = _page_field("editing")
 
     def _connect(self) -> None:
         bar = self.package_bar
         bar.load_requested.connect(self.load)
+        bar.unload_requested.connect(self.unload)
         self.bridge.ready.connect(self._on_ready)
         self.bridge.token.connect(self._on_token)
         self.bridge.note.connect(self.status.setText)
@@ -174,7 +195,10 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
 
     @Slot()
     def _pick(self) -> None:
-        self._add_files(pick_files(self))
+        picked = pick_files(self, self.state.text("chat/attach_folder", ""))
+        if picked:
+            self.state.settings.setValue("chat/attach_folder", str(Path(picked[0]).parent))
+        self._add_files(picked)
         # Back to the message: left on Attach…, the first space typed reopened the dialog.
         self.input.setFocus(Qt.FocusReason.OtherFocusReason)
 
@@ -214,7 +238,7 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
         return None if text == held else text
 
     def _ready(self) -> bool:
-        return self._loaded and not self._busy and not self.local
+        return self.page.ready
 
     @Slot()
     def send(self) -> None:
@@ -231,8 +255,10 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
             self._editing = False
             last = last_user(messages_of(self.conversation))
             kept = [(a.path, a.kind) for a in last.attachments] if last is not None else []
-            self._begin_turn(tail_from_last_user(messages_of(self.conversation)), text, kept)
-            self.bridge.edit_last(text, options, self._system())
+            self._begin_turn(tail_from_last_user(messages_of(self.conversation)), text, files)
+            # The strip held the old message's attachments to keep or remove (or add to).
+            changed = None if files == kept else files
+            self.bridge.edit_last(text, options, self._system(), changed)
         else:
             self._begin_turn(0, text, files)
             self.bridge.send(text, files, options, self._system())
@@ -262,19 +288,51 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
 
     @Slot()
     def edit_last(self) -> None:
-        """Put the last user message back in the input for editing."""
+        """Put the last user message back in the input for editing.
+
+        The message and its answer leave the transcript while it is edited (the edit
+        replaces them); Esc puts them back.
+        """
         last = last_user(messages_of(self.conversation))
         if last is None or not self._ready():
             return
         self.input.setPlainText(last.text)
+        self.input.moveCursor(QTextCursor.MoveOperation.End)
+        # Its attachments wait in the strip, to be kept, removed or added to.
+        self.strip.set_files([(a.path, a.kind) for a in last.attachments])
         self._editing = True
+        self._render()
+        self.status.setText("Editing your last message: Enter sends it, Esc cancels.")
         self.input.setFocus()
+
+    def cancel_edit(self) -> None:
+        """Leave Edit last: the message and its answer come back, the input empties."""
+        if not self._editing:
+            return
+        self._editing = False
+        self.input.clear()
+        self.strip.set_files([])
+        self.status.setText("")
+        self._render()
+
+    @Slot()
+    def unload(self) -> None:
+        """Let the model go (its memory is freed); the conversation stays shown, saved."""
+        if not self._loaded or self._busy:
+            return
+        self.cancel_edit()
+        name = Path(self.session_info.package).name if self.session_info else "The model"
+        self.package_bar.unload_button.setEnabled(False)
+        self.bridge.unload()
+        self.package_bar.say(f"{name} is unloaded; press Load to chat with it again.")
 
     @Slot()
     def stop(self) -> None:
-        """Stop the answer being streamed (Stop, Esc)."""
+        """Stop the answer being streamed (Stop, Esc); Esc also leaves Edit last."""
         if self._busy:
             self.bridge.stop()
+        else:
+            self.cancel_edit()
 
     @Slot(str)
     def _on_token(self, text: str) -> None:
@@ -284,9 +342,22 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
             self._first_token_at = time.perf_counter()
         self._tokens += 1
         self.pending.answer += text
-        self.writer.stream(text)
-        if not self._render_timer.isActive():
+        self._unshown += text
+        if time.perf_counter() - self._shown_at >= SHOW_EVERY_S:
+            self._show_stream()  # tokens keep coming: a timer could wait behind them
+        elif not self._render_timer.isActive():
             self._render_timer.start()
+
+    def _show_stream(self) -> None:
+        """Show the streamed text that waits, the live line, and the end of the transcript."""
+        if self.pending is None:
+            return
+        if self._unshown:
+            self.writer.stream(self._unshown)
+            self._unshown = ""
+        self._shown_at = time.perf_counter()
+        self.writer.scroll_to_end()
+        self._show_progress()
 
     def _show_progress(self) -> None:
         """The live line under the transcript: tokens so far and their rate."""
@@ -323,17 +394,15 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
         self._update_buttons()
 
     def _update_buttons(self) -> None:
-        ready = self._ready()
-        messages = messages_of(self.conversation)
-        self.send_button.setEnabled(ready)
-        self.regen_button.setEnabled(ready and bool(messages))
-        self.edit_button.setEnabled(ready and last_user(messages) is not None)
-        self.stop_button.setEnabled(self._loaded and self._busy)
-        shown = self.conversation is not None and not self._busy
+        """Each control enabled as the page's state allows (`ChatPage.allowed`)."""
+        allowed = self.page.allowed()
+        self.send_button.setEnabled(allowed.send)
+        self.regen_button.setEnabled(allowed.regenerate)
+        self.edit_button.setEnabled(allowed.edit)
+        self.stop_button.setEnabled(allowed.stop)
+        self.package_bar.unload_button.setEnabled(allowed.unload)
         self.conversation_list.set_enabled(
-            manage=shown and bool(messages or (self.conversation and self.conversation.title)),
-            new=not self._busy,
-            export=shown and bool(messages),
+            manage=allowed.manage, new=allowed.new, export=allowed.export
         )
         self._update_continue()
 
@@ -361,12 +430,14 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
 
     def _render(self, streaming: bool = False) -> None:
         """Redraw the transcript (while `streaming`, the answer in flight is left open)."""
+        self._unshown = ""  # the redraw shows the whole answer so far
         self.writer.draw(
             self.conversation,
             self.pending,
             loaded=self._loaded,
             palette=self.palette(),
             streaming=streaming,
+            hide=self.page.hidden,
         )
 
     def changeEvent(self, event: QEvent) -> None:
@@ -385,6 +456,13 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
             earlier = self.conversation.continues if self.conversation is not None else ""
             if earlier:
                 self.open_conversation(earlier)
+            return
+        if url.toString().startswith("play:"):
+            clip = self.writer.played_clip(url.toString())
+            if clip is None:
+                self.status.setText("That clip is gone, or is not a sound file.")
+            elif not QDesktopServices.openUrl(QUrl.fromLocalFile(str(clip))):
+                self.status.setText("No program on this computer plays that clip.")
             return
         text = self.writer.copied_text(url.toString())
         if text is None:

@@ -14,7 +14,7 @@ from PySide6.QtGui import QColor, QFont, QPalette, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QFrame, QLabel, QPlainTextEdit, QTextEdit, QVBoxLayout, QWidget
 
 from mmforge.backend.chat.values import SessionInfo, TurnResult
-from mmforge.backend.families import pipeline_name
+from mmforge.backend.library import model_name
 from mmforge.gui.safe_text import for_display, plain_label
 from mmforge.gui.theme import colours
 
@@ -77,7 +77,7 @@ class AnswerColumn(QFrame):
     def set_loaded(self, info: SessionInfo) -> None:
         """Say what loading the package took."""
         self.loaded.setText(
-            f"{pipeline_name(info.pipeline_type)} on {info.ep.upper()}, "
+            f"{model_name(info.package, info.pipeline_type)} on {info.ep.upper()}, "
             f"loaded in {info.load_s:.1f} s, {info.load_memory_bytes / 1e6:.0f} MB"
         )
 

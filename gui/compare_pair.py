@@ -2,6 +2,8 @@
 
 By default package A is the one Chat has loaded (or the current one) and B another
 package of the same model, another precision first (`backend.chat.compare.sibling`).
+Once a model is picked (gui/selection.py), only its packages are offered by default: a
+pair of the model picked before is not kept, nor picked again.
 """
 
 from __future__ import annotations
@@ -52,7 +54,21 @@ class PackagePair(QWidget):
         self.setLayout(self._rows())
         state.library_changed.connect(self.refresh)
         state.package_changed.connect(self.refresh)
+        state.changed.connect(self._on_selection)
         self.refresh()
+
+    @Slot(object)
+    def _on_selection(self, fields: frozenset[str]) -> None:
+        """Another model or package: the pair the user picked goes (the selection says)."""
+        if "compared" in fields and self.state.selection.compared is None:
+            self._auto = True
+        if fields & {"compared", "source", "package", "loaded"}:
+            self.refresh()
+
+    def _of_choice(self, entry: PackageEntry) -> bool:
+        """Whether a package is of the model picked (any is, before one is picked)."""
+        source = self.state.selection.source
+        return not source or entry.source == source
 
     def _rows(self) -> QGridLayout:
         grid = QGridLayout()
@@ -98,8 +114,14 @@ class PackagePair(QWidget):
     def _advise(self) -> None:
         """Say what to convert first when there is no package, or no second one to pick."""
         a = self.entry(0)
+        source = self.state.selection.source
         if not self.entries:
             text = NO_PACKAGES
+        elif a is None and source and not any(self._of_choice(e) for e in self.entries):
+            text = (
+                f"No package of {Path(source.rstrip('/')).name} yet: convert it at two "
+                "precisions on the Convert page, or pick two packages above."
+            )
         elif a is not None and self.chosen(1) is None and sibling(a, self.entries) is None:
             text = (
                 f"No other package of {a.folder.name}'s model: convert its model at another "
@@ -122,8 +144,9 @@ class PackagePair(QWidget):
         except OSError:
             self.entries = []
         if chosen[0] is None:
-            first = next((e for d in defaults for e in self.entries if e.folder == d), None)
-            first = first or (self.entries[0] if self.entries else None)
+            mine = [e for e in self.entries if self._of_choice(e)]
+            first = next((e for d in defaults for e in mine if e.folder == d), None)
+            first = first or (mine[0] if mine else None)
             chosen[0] = first.folder if first is not None else None
         if chosen[1] is None and (a := self._entry(chosen[0])) is not None:
             other = sibling(a, self.entries)
@@ -143,6 +166,11 @@ class PackagePair(QWidget):
     @Slot()
     def _user_picked(self) -> None:
         self._auto = False
+        self._remember_pair()
+
+    def _remember_pair(self) -> None:
+        pair = [self.chosen(i) for i in range(2)]
+        self.state.selection.set_compared(tuple(str(p) if p else "" for p in pair))
 
     def entry(self, i: int) -> PackageEntry | None:
         """Package A's (0) or B's (1) library entry; None when none is picked."""
@@ -164,6 +192,7 @@ class PackagePair(QWidget):
         self.refresh()
         for picker, folder in zip(self.pickers, (a, b), strict=True):
             picker.setCurrentIndex(picker.findData(str(folder)))
+        self._remember_pair()
 
     @Slot()
     def choose(self, i: int) -> None:
@@ -184,6 +213,7 @@ class PackagePair(QWidget):
         self._auto = False
         self.refresh()
         self.pickers[i].setCurrentIndex(self.pickers[i].findData(folder))
+        self._remember_pair()
 
     def refusal(self) -> dict[str, str] | None:
         """Why the two packages picked cannot be compared (None: they can)."""

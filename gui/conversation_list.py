@@ -25,6 +25,7 @@ from mmforge.backend.chat.conversations import Summary
 from mmforge.gui.safe_text import as_html
 
 TITLE = Qt.ItemDataRole.UserRole + 1
+TEXT = Qt.ItemDataRole.UserRole + 2  # the messages' words, for search
 
 
 def when(seconds: float, now: float | None = None) -> str:
@@ -74,6 +75,10 @@ class ConversationList(QWidget):
         self.items.itemActivated.connect(self._activated)
         self.items.itemClicked.connect(self._activated)
         self.items.itemDoubleClicked.connect(self.rename_requested)
+        self.nothing = QLabel()
+        self.nothing.setObjectName("noConversationMatches")
+        self.nothing.setWordWrap(True)
+        self.nothing.hide()
         self.new_button = QPushButton("New")
         self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
         self.new_button.clicked.connect(self.new_requested)
@@ -90,6 +95,7 @@ class ConversationList(QWidget):
         side.setContentsMargins(0, 0, 0, 0)
         side.addWidget(QLabel("Conversations"))
         side.addWidget(self.search)
+        side.addWidget(self.nothing)
         side.addWidget(self.items, 1)
         pairs = ((self.new_button, self.rename_button), (self.delete_button, self.export_button))
         for pair in pairs:
@@ -109,6 +115,7 @@ class ConversationList(QWidget):
             for s in summaries:
                 item = self._item(s.id, s.title or "(untitled)", when(s.updated))
                 item.setToolTip(as_html(f"{s.title}\n{s.messages} messages with {s.package}"))
+                item.setData(TEXT, s.text)
                 self.items.addItem(item)
         finally:
             self._quiet = False
@@ -178,13 +185,29 @@ class ConversationList(QWidget):
         item.setText(f"{title}\n{date}" if date else title)
         item.setData(Qt.ItemDataRole.AccessibleTextRole, f"{title}, {date}" if date else title)
 
+    def set_text(self, conversation_id: str, text: str) -> None:
+        """What search finds in a conversation (its messages changed)."""
+        item = self.item_for(conversation_id)
+        if item is not None:
+            item.setData(TEXT, text)
+            self._filter(self.search.text())
+
     @Slot(str)
     def _filter(self, text: str) -> None:
+        """Show the conversations whose title or messages hold every word typed."""
         words = text.casefold().split()
+        shown = 0
         for i in range(self.items.count()):
             item = self.items.item(i)
-            haystack = f"{item.data(TITLE)} {item.toolTip()}".casefold()
-            item.setHidden(not all(w in haystack for w in words))
+            haystack = f"{item.data(TITLE)} {item.toolTip()} {item.data(TEXT) or ''}".casefold()
+            hidden = not all(w in haystack for w in words)
+            item.setHidden(hidden)
+            shown += not hidden
+        if words and not shown and self.items.count():
+            self.nothing.setText(f"No conversation mentions “{text.strip()[:40]}”.")
+            self.nothing.show()
+        else:
+            self.nothing.hide()
 
     @Slot(QListWidgetItem, QListWidgetItem)
     def _chosen(self, item: QListWidgetItem | None, _: QListWidgetItem | None = None) -> None:

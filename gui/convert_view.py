@@ -41,6 +41,7 @@ from mmforge.gui.fit import (
     this_machine,
 )
 from mmforge.gui.safe_text import as_html, plain_label
+from mmforge.gui.selection import Converted
 from mmforge.gui.state import AppState
 
 DTYPES = precisions.DTYPES
@@ -71,10 +72,10 @@ class ConvertView(QWidget):
         self.lead.setObjectName("convertLead")
         self.dtype = QComboBox()
         self.dtype.addItems(list(DTYPES))
-        self.dtype.setCurrentText(state.text("dtype", "f32"))
+        self.dtype.setCurrentText(state.selection.dtype)
         self.target = QComboBox()
         self.target.addItems(list(EPS))
-        self.target.setCurrentText(state.text("target", "cpu"))
+        self.target.setCurrentText(state.selection.target)
         self.target.setToolTip(CPU_CUDA)
         for i, ep in enumerate(EPS):
             self.target.setItemData(i, TARGETS.get(ep, ep), Qt.ItemDataRole.ToolTipRole)
@@ -134,13 +135,19 @@ class ConvertView(QWidget):
         self.runner.finished.connect(self._on_finished)
         state.source_changed.connect(self._on_source)
         state.profile_changed.connect(self._on_profile)
+        state.changed.connect(self._on_selection)
         self.dtype.currentTextChanged.connect(self._explain)
         self.target.currentTextChanged.connect(self._explain)
         self._name = ""  # the picked model's name, for the default package folder
         self._offered = ""  # the default folder last put in the field
         self.dtype.currentTextChanged.connect(self._follow_choice)
         self.target.currentTextChanged.connect(self._follow_choice)
+        self._refilling = False  # the precisions are being listed again: no choice made
         self._out = ""  # the folder the running (or last) conversion writes
+        self._run: tuple[str, str, str] = ("", "", "")  # its source, precision, target
+        # A saved precision this page does not offer (a hand-edited settings file) gives way
+        # to the one shown.
+        state.selection.set_precision(self.dtype.currentText(), self.target.currentText())
         self._explain()
 
     @Slot(str)
@@ -151,6 +158,13 @@ class ConvertView(QWidget):
         self._name = Path(source.rstrip("/")).name.split("@")[0] or "model"
         self._offer_default()
         self._clear_result()
+
+    @Slot(object)
+    def _on_selection(self, fields: frozenset[str]) -> None:
+        """The finished result goes when the choice it was made from does."""
+        converted = self.state.selection.converted
+        if "converted" in fields and converted is None and not self.runner.running:
+            self._clear_result()
 
     def _default_output(self) -> str:
         """The packages folder's entry for this model at the chosen precision and target.
@@ -176,8 +190,10 @@ class ConvertView(QWidget):
         """
         if self._name and self.output.text() == self._offered:
             self._offer_default()
-        if not self.runner.running:
-            self._clear_result()
+        if self._refilling or self.runner.running:
+            return
+        # The selection clears the finished result (and this page with it, _on_selection).
+        self.state.selection.set_precision(self.dtype.currentText(), self.target.currentText())
 
     def _clear_result(self) -> None:
         """Forget the previous run: its progress, "finished", summary and buttons."""
@@ -215,9 +231,14 @@ class ConvertView(QWidget):
             "bits, smallest. Verify shows what the rounding changes."
         )
         current = self.dtype.currentText()
-        self.dtype.clear()
-        self.dtype.addItems(offered)
-        self.dtype.setCurrentText(current if current in offered else offered[0])
+        self._refilling = True
+        try:
+            self.dtype.clear()
+            self.dtype.addItems(offered)
+            self.dtype.setCurrentText(current if current in offered else offered[0])
+        finally:
+            self._refilling = False
+        self._follow_choice()
         for i, d in enumerate(offered):
             words = precision_words(d, profile.sizes)
             self.dtype.setItemData(i, words, Qt.ItemDataRole.ToolTipRole)
@@ -237,16 +258,28 @@ class ConvertView(QWidget):
         if not self.state.source:
             show_error(self, {"message": "No model picked", "hint": "Start on the Model page"})
             return
+        typed = self.state.selection.typed
+        if typed:
+            # Reached from the page list, past the Model page's waiting Convert →.
+            show_error(
+                self,
+                {
+                    "message": f"You typed {typed[:200]} on the Model page; it is not read yet",
+                    "hint": "Press Inspect there to convert it, or put back "
+                    f"{self.state.source[:200]} to convert that",
+                },
+            )
+            return
         if not self.output.text().strip():
             show_error(self, {"message": "No package folder", "hint": "Choose where it goes"})
             return
         if not self._confirm_fit() or not self._confirm_replace():
             return
-        self.state.settings.setValue("dtype", self.dtype.currentText())
-        self.state.settings.setValue("target", self.target.currentText())
+        self.state.selection.set_precision(self.dtype.currentText(), self.target.currentText())
         self.progress.start()
         self.result.clear()
         self._out = self.output.text().strip()
+        self._run = (self.state.source, self.dtype.currentText(), self.target.currentText())
         self._set_running(True)
         self.runner.start(
             "convert",
@@ -307,7 +340,8 @@ class ConvertView(QWidget):
         out = self._out or self.output.text().strip()
         self.progress.finished()
         self.result.show_manifest(manifest, out)
-        self.state.set_package(out)
+        source, dtype, target = self._run
+        self.state.set_converted(Converted(source, out, dtype, target))
         self.result.set_enabled(True)
 
     @Slot(dict)

@@ -199,8 +199,18 @@ class LibraryDialog(QDialog):
     @Slot()
     def _open_package(self) -> None:
         entry = self._selected_package()
-        if entry is not None:
-            QDesktopServices.openUrl(QUrl.fromLocalFile(str(entry.folder)))
+        if entry is not None and not QDesktopServices.openUrl(
+            QUrl.fromLocalFile(str(entry.folder))
+        ):
+            # No file manager to open it (or none set up): the path, to paste elsewhere.
+            QApplication.clipboard().setText(str(entry.folder))
+            show_error(
+                self,
+                {
+                    "message": "No file manager on this computer opened the folder",
+                    "hint": f"Its path is copied to the clipboard: {entry.folder}",
+                },
+            )
 
     @Slot()
     def _chat(self) -> None:

@@ -194,11 +194,14 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _chat_with_converted(self) -> None:
-        self._chat_with(self.state.package)
+        """The package the finished conversion made, else the selection's package."""
+        converted = self.state.selection.converted
+        self._chat_with(converted.package if converted is not None else self.state.package)
 
     @Slot()
     def _chat_with_verified(self) -> None:
-        self._chat_with(self.verify_view.package.text().strip() or self.state.package)
+        """Verify's package: the selection's, paired with the picked model."""
+        self._chat_with(self.state.package)
 
     @Slot()
     def _open_package(self) -> None:
@@ -237,8 +240,19 @@ class MainWindow(QMainWindow):
         AboutDialog(self).exec()
 
     def go(self, index: int) -> None:
-        """Show a page (0 Model, 1 Convert, 2 Verify, 3 Chat, 4 Compare)."""
+        """Show a page (0 Model, 1 Convert, 2 Verify, 3 Chat, 4 Compare).
+
+        The keys go where that page is typed into (the model field, the message, the
+        prompt): after Ctrl+4 the first words typed were lost.
+        """
         self.nav.setCurrentRow(index)
+        typed_into = {
+            self.model_view: self.model_view.source,
+            self.chat_view: self.chat_view.input,
+            self.compare_view: self.compare_view.input,
+        }.get(self._order[index])
+        if typed_into is not None and typed_into.isEnabled():
+            typed_into.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def current_page(self) -> QWidget:
         """The page shown."""

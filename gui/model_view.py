@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal, Slot
@@ -30,7 +31,7 @@ from mmforge.backend.units import human_bytes, human_count
 from mmforge.gui import consent
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.details import Details
-from mmforge.gui.errors import show_error
+from mmforge.gui.errors import in_app_words, show_error
 from mmforge.gui.fit import MEANING, Machine, recommendation, this_machine
 from mmforge.gui.safe_text import SHORT, SHORT_LINES, SafeBrowser, for_display, plain_label
 from mmforge.gui.state import AppState
@@ -141,6 +142,18 @@ def details_html(p: Profile, c: Colours) -> str:
     return "".join(parts)
 
 
+def source_name(source: str) -> str:
+    """A model source as a person reads it: a hub id as it is, a folder by its name."""
+    from mmforge.backend.tiny.demo import is_demo_source
+
+    if is_demo_source(source):
+        return f"{Path(source).name} (built-in)"
+    path = Path(source)
+    if source.startswith(("/", "~", ".")) or "\\" in source or path.is_absolute():
+        return f"{path.name or source} (folder)"
+    return source
+
+
 class ModelView(QWidget):
     """Pick and inspect a model.
 
@@ -155,7 +168,10 @@ class ModelView(QWidget):
         self.state = state
         self._profile: Profile | None = None
         self.runner = JobRunner(self)
-        self.source = QLineEdit(placeholderText="Hub id (org/name[@revision]) or a local folder")
+        self.source = QLineEdit(
+            placeholderText="A model on the Hugging Face hub (Qwen/Qwen2.5-VL-3B-Instruct) "
+            "or a folder on this computer"
+        )
         self.source.setObjectName("sourceEdit")
         self.source.setAccessibleName("Model: hub id or folder")
         self.source.returnPressed.connect(self.inspect)
@@ -170,8 +186,14 @@ class ModelView(QWidget):
         self.inspect_button.setObjectName("inspectButton")
         self.inspect_button.clicked.connect(self.inspect)
         self.demo_button = QPushButton("Use the demo model")
-        self.demo_button.setToolTip("A tiny random-weight Qwen2.5-VL built offline")
-        self.demo_button.clicked.connect(self.use_demo)
+        self.demo_button.setToolTip("A tiny random-weight Qwen2.5-VL built offline: pictures")
+        self.demo_button.clicked.connect(lambda: self.use_demo("pictures"))
+        self.demo_sound_button = QPushButton("Demo with sound")
+        self.demo_sound_button.setObjectName("demoSoundButton")
+        self.demo_sound_button.setToolTip(
+            "A tiny random-weight Gemma 4 built offline: pictures and sound clips"
+        )
+        self.demo_sound_button.clicked.connect(lambda: self.use_demo("sound"))
         token = QPushButton("Hugging Face account…")
         token.setToolTip("Sign in with a token for gated and private models")
         token.clicked.connect(self.account)
@@ -181,6 +203,9 @@ class ModelView(QWidget):
         self.known = QListWidget()
         self.known.setAccessibleName("Recent and cached models")
         self.known.setMaximumWidth(320)
+        # Names, not paths cut off under a sideways scroll bar; the path in the tooltip.
+        self.known.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.known.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         # One click picks, as in any list of choices (a double click did, a click nothing).
         self.known.itemClicked.connect(self._pick_known)
         self.known.itemActivated.connect(self._pick_known)  # Enter
@@ -219,6 +244,7 @@ class ModelView(QWidget):
         side.addWidget(QLabel("Recent and cached models"))
         side.addWidget(self.known)
         side.addWidget(self.demo_button)
+        side.addWidget(self.demo_sound_button)
         side.addWidget(token)
         body = QHBoxLayout()
         body.addLayout(side)
@@ -244,6 +270,7 @@ class ModelView(QWidget):
         self.browser: ModelBrowser | None = None  # the model browser last opened
         # Reading the Hugging Face cache imports huggingface_hub: after the window is up.
         QTimer.singleShot(0, self.refresh_known)
+        self.restore_last()
 
     def refresh_known(self) -> None:
         """Fill the list with recent sources and the models in the HF cache."""
@@ -256,16 +283,29 @@ class ModelView(QWidget):
             if source in seen:
                 continue
             seen.add(source)
-            item = QListWidgetItem(source)
+            item = QListWidgetItem(source_name(source))
+            item.setData(Qt.ItemDataRole.UserRole, source)
+            item.setToolTip(source)
             model = cached.get(source)
             if model is not None:
                 used = time.strftime("%Y-%m-%d", time.localtime(model.last_used))
-                item.setToolTip(f"Downloaded: {human_bytes(model.size_bytes)}, last used {used}")
+                item.setToolTip(
+                    f"{source}\nDownloaded: {human_bytes(model.size_bytes)}, last used {used}"
+                )
             self.known.addItem(item)
+
+    def restore_last(self) -> None:
+        """After a restart: the last model read, in the field, one Inspect away."""
+        recent = self.state.recent_sources()
+        if recent and not self.source.text() and self._profile is None:
+            self.source.setText(recent[0])
+            self.status.setText(
+                f"Last time: {source_name(recent[0])}. Press Inspect to read it again."
+            )
 
     @Slot(QListWidgetItem)
     def _pick_known(self, item: QListWidgetItem) -> None:
-        self.source.setText(item.text())
+        self.source.setText(str(item.data(Qt.ItemDataRole.UserRole) or item.text()))
         self.inspect()
 
     @Slot()
@@ -306,15 +346,14 @@ class ModelView(QWidget):
 
         AccountDialog(self).exec()
 
-    @Slot()
-    def use_demo(self) -> None:
-        """Build (once) the offline demo checkpoint, then inspect it."""
+    def use_demo(self, kind: str = "pictures") -> None:
+        """Build (once) an offline demo checkpoint ("pictures" or "sound"), then inspect it."""
         if self.runner.running:
             return
         self._pending = "demo"
         self.status.setText("Building the demo model (offline, a few seconds)…")
         self._busy(True)
-        self.runner.start("demo", {})
+        self.runner.start("demo", {"kind": kind})
 
     @Slot()
     def inspect(self) -> None:
@@ -337,6 +376,7 @@ class ModelView(QWidget):
     def _busy(self, busy: bool) -> None:
         self.inspect_button.setEnabled(not busy)
         self.demo_button.setEnabled(not busy)
+        self.demo_sound_button.setEnabled(not busy)
         self.cancel_button.setVisible(busy)
         self.progress.setVisible(busy)
         self.progress.setRange(0, 0)  # moving until a step says how far it is
@@ -390,6 +430,7 @@ class ModelView(QWidget):
         typed = text.strip()
         stale = self._profile is not None and typed != self.state.source
         self._typed = typed if stale else ""
+        self.state.selection.set_typed(self._typed)  # Convert waits for it too
         if self._profile is not None and not self._inspecting:
             self.next_button.setEnabled(not stale and self._profile.runnable)
             self._draw_card()
@@ -406,8 +447,9 @@ class ModelView(QWidget):
             card = (
                 f"<table width='100%' cellpadding='8'><tr><td bgcolor='{c.note}'>"
                 "<b>The built-in demo model.</b> "
-                "A tiny Qwen2.5-VL with random weights, built offline: it talks nonsense by "
-                "design, while its conversion, parity and chat are real and exact."
+                f"A tiny {html.escape(profile.family)} with random weights, built offline: "
+                "it talks nonsense by design, while its conversion, parity and chat are real "
+                "and exact."
                 "</td></tr></table>" + card
             )
         if self._typed and not self._inspecting:
@@ -433,16 +475,24 @@ class ModelView(QWidget):
 
     @Slot(dict)
     def _on_failed(self, error: dict[str, Any]) -> None:
-        self.status.setText(for_display(str(error.get("message")), 500))
-        if self._pending in ("inspect", "inspect-next"):
+        inspecting = self._pending in ("inspect", "inspect-next")
+        message = in_app_words(str(error.get("message") or ""))
+        # Said once in full (the card, or the dialog's own words); the status line only
+        # says what happened: the same sentence three times read as three errors.
+        self.status.setText(
+            "Could not read that model." if inspecting else for_display(message, 500)
+        )
+        if inspecting:
             # The card must not go on showing (and converting) the model before this one.
             self._profile, self._inspecting = None, ""
             self.next_button.setEnabled(False)
             self.details.setVisible(False)
+            hint = in_app_words(str(error.get("hint") or "")) or (
+                "Check the name or folder and press Inspect again"
+            )
             self.card.setHtml(
-                "<p>Could not read that model: "
-                f"{html.escape(for_display(str(error.get('message')), 500))}</p>"
-                "<p>Check the name or folder and press <b>Inspect</b> again.</p>"
+                f"<p>Could not read that model: {html.escape(for_display(message, 500))}</p>"
+                f"<p>{html.escape(for_display(hint, 500))}.</p>"
             )
         kind = error.get("kind")
         if kind == "hub_not_found" and self._pending in ("inspect", "inspect-next"):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -24,15 +24,34 @@ from mmforge.backend.vocabulary import EPS
 from mmforge.gui.safe_text import for_display, plain_label
 from mmforge.gui.state import AppState
 
+TOOLTIP = Qt.ItemDataRole.ToolTipRole
+
+
+def library_label(name: str, family: str, dtype: str) -> str:
+    """A package as the libraries list it: "Qwen2.5-VL-demo-int4: Qwen2.5-VL, int4"."""
+    what = ", ".join(w[:40] for w in (family, dtype) if w)
+    return f"{name[:60]}: {what}" if what else name[:60]
+
+
+def package_label(folder: Path) -> str:
+    """`library_label` from a package folder's manifest."""
+    from mmforge.backend.library import read_manifest
+
+    manifest = read_manifest(folder)
+    family, dtype = (str(manifest.get(k) or "") for k in ("family", "dtype"))
+    return library_label(folder.name, family, dtype)
+
 
 class PackageBar(QWidget):
     """Which package to chat with, and on what; Load asks the page to load it.
 
     Signals:
         load_requested(): Load, Enter in the Package field, or a folder chosen.
+        unload_requested(): Unload (the model leaves memory).
     """
 
     load_requested = Signal()
+    unload_requested = Signal()
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
         super().__init__(parent)
@@ -57,11 +76,16 @@ class PackageBar(QWidget):
         self.load_button = QPushButton("Load")
         self.load_button.setObjectName("loadButton")
         self.load_button.clicked.connect(self.load_requested)
+        self.unload_button = QPushButton("Unload")
+        self.unload_button.setObjectName("unloadButton")
+        self.unload_button.setToolTip("Free the memory the loaded model takes")
+        self.unload_button.setEnabled(False)
+        self.unload_button.clicked.connect(self.unload_requested)
         self.info = plain_label(wrap=True)
         top = QHBoxLayout()
         top.addWidget(QLabel("Package"))
         top.addWidget(self.package, 1)
-        for widget in (self.library, choose, self.ep, self.load_button):
+        for widget in (self.library, choose, self.ep, self.load_button, self.unload_button):
             top.addWidget(widget)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -88,14 +112,21 @@ class PackageBar(QWidget):
         root = self.state.packages_folder()
         if root.is_dir():
             folders |= {p.parent for p in root.glob("*/genai_config.json")}
-        packages = sorted(str(p) for p in folders if (p / "genai_config.json").is_file())
+        packages = sorted(p for p in folders if (p / "genai_config.json").is_file())
         self.library.clear()
         self.library.addItem(f"Library ({len(packages)})")
-        self.library.addItems(packages)
+        for folder in packages:
+            # The package's name and what it is; its folder in the tooltip and the data.
+            self.library.addItem(package_label(folder), str(folder))
+            self.library.setItemData(self.library.count() - 1, str(folder), TOOLTIP)
 
     @Slot(int)
     def _pick_library(self, index: int) -> None:
-        picked = self.library.itemText(index) if index > 0 else ""
+        """Load a package picked from the library.
+
+        The field alone would leave the loaded model answering under another package's name.
+        """
+        picked = str(self.library.itemData(index) or "") if index > 0 else ""
         self.library.setCurrentIndex(0)
         if not picked:
             return
@@ -105,6 +136,7 @@ class PackageBar(QWidget):
             self.say(f"{Path(picked).name} is no longer there (deleted or moved).")
             return
         self.package.setText(picked)
+        self.load_requested.emit()
 
     @Slot()
     def choose_package(self) -> None:

@@ -24,6 +24,9 @@ from PySide6.QtWidgets import QLabel, QTextBrowser, QWidget
 # grows with the square of its longest unbroken line (1 MB on one line froze the chat
 # view for 87 s). The text itself is kept whole (conversation, Copy).
 LONG_LINE = 500
+# How far past LONG_LINE a word may run before it is broken where it stands.
+WORD_SLACK = 60
+LINE_BREAK = "\u2028"  # a line break within a paragraph (QTextDocument's line separator)
 # The most characters of one text shown (a message, an error's details): a megabyte of
 # text takes Qt a third of a second to lay out even in short lines, 12,000 about 15 ms.
 MAX_SHOWN = 12_000
@@ -74,7 +77,19 @@ def break_long_lines(text: str, limit: int = LONG_LINE) -> str:
         return text
     out: list[str] = []
     for line in text.split("\n"):
-        out += [line[i : i + limit] for i in range(0, len(line), limit)] or [""]
+        while len(line) > limit:
+            # At the last space that keeps the line within `limit` (a word stays whole),
+            # or within `limit + WORD_SLACK` when a long word runs past it; else hard.
+            cut = line.rfind(" ", 0, limit + 1)
+            if cut <= 0:
+                cut = line.find(" ", limit, limit + WORD_SLACK + 1)
+            if cut <= 0:
+                out.append(line[:limit])
+                line = line[limit:]
+            else:
+                out.append(line[:cut])
+                line = line[cut + 1 :]
+        out.append(line)
     return "\n".join(out)
 
 
@@ -97,7 +112,10 @@ class StreamBreaker:
     """Streamed text as it is shown: long lines broken, nothing past `limit` characters.
 
     A token inserted into one unbroken line costs a layout of the whole line, so a long
-    answer with no line break stalled the window more with every token.
+    answer with no line break stalled the window more with every token. Lines break at a
+    space (a word runs up to `WORD_SLACK` past the line to reach one) with a line
+    separator, which stays within the paragraph: a new paragraph in mid-sentence, or in
+    mid-word, was what the streamed text showed and the finished answer did not.
     """
 
     def __init__(self, limit: int = MAX_SHOWN, line: int = LONG_LINE):
@@ -116,9 +134,18 @@ class StreamBreaker:
                 out.append("\n")
                 self.column = 0
             while self.column + len(part) > self.line:
-                take = self.line - self.column
-                out += [part[:take], "\n"]
-                part, self.column = part[take:], 0
+                room = max(self.line - self.column, 0)
+                cut = part.rfind(" ", 0, room + 1)
+                if cut >= 0:  # a space within the line, or the one ending a long word
+                    out += [part[:cut], LINE_BREAK]
+                    part = part[cut + 1 :]
+                elif self.column + len(part) <= self.line + WORD_SLACK:
+                    break  # a word running past the line: its space breaks it
+                else:
+                    take = max(self.line + WORD_SLACK - self.column, 1)
+                    out += [part[:take], LINE_BREAK]
+                    part = part[take:]
+                self.column = 0
             out.append(part)
             self.column += len(part)
         if self.total >= self.limit:

@@ -181,9 +181,12 @@ def message_html(
             for a in m.attachments
             if a.kind == IMAGE and thumb is not None
         )
+        # A sound clip plays from its chip (`play:<message>:<attachment>`).
         chips = "".join(
-            f"<span style='background:{c.chip}'>&nbsp;♪ {html.escape(a.name)}&nbsp;</span> "
-            for a in m.attachments
+            f"<span style='background:{c.chip}'>&nbsp;♪ {html.escape(a.name)}&nbsp;</span>"
+            + (f" <a href='play:{index}:{k}'>Play</a>" if index is not None else "")
+            + " "
+            for k, a in enumerate(m.attachments)
             if a.kind != IMAGE
         )
         head = f"<p style='{muted}'>You{copy}</p>"

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QByteArray, QEvent, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QResizeEvent
 from PySide6.QtSvgWidgets import QSvgWidget
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
@@ -28,12 +29,13 @@ from PySide6.QtWidgets import (
 )
 
 from mmforge.backend.attachments import AUDIO, kind_of
-from mmforge.backend.library import packages, read_manifest
+from mmforge.backend.library import PackageEntry, packages
 from mmforge.backend.verify import VerifyReport
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.chat_attachments import FILE_TYPES
 from mmforge.gui.details import Details
 from mmforge.gui.errors import show_error
+from mmforge.gui.package_bar import library_label
 from mmforge.gui.safe_text import as_html, for_display, plain_label
 from mmforge.gui.state import AppState
 from mmforge.gui.theme import Colours, colours
@@ -51,6 +53,42 @@ STAGES = {
     "decoder_step": "the language model writing its answer",
     "end_to_end": "the whole answer",
 }
+
+
+EMPTY_SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>'
+# The checker's steps, as its worker reports them (backend/verify/job.py, step of 4).
+STEPS = 4
+
+
+class Chart(QSvgWidget):
+    """The prefill plot, drawn at the widget's own size: its text stays 11-12 px.
+
+    A fixed 720×240 drawing scaled to a short, wide widget (1024×600) had its text
+    squeezed tiny and stretched sideways.
+    """
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._excess: list[float] = []
+        self._colour = "black"
+
+    def show_values(self, excess: list[float], colour: str) -> None:
+        """Plot these per-position multiples of the tolerance, text in `colour`."""
+        self._excess, self._colour = list(excess), colour
+        self._draw()
+
+    def _draw(self) -> None:
+        from mmforge.backend.verify.report import plot_svg
+
+        width, height = max(self.width(), 320), max(self.height(), 120)
+        svg = plot_svg(self._excess, width, height) if self._excess else EMPTY_SVG
+        self.load(QByteArray(svg.replace("currentColor", self._colour).encode("utf-8")))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        """Draw again at the new size rather than stretch the old drawing."""
+        super().resizeEvent(event)
+        if self._excess:
+            self._draw()
 
 
 def verdict_colour(verdict: str, c: Colours) -> str:
@@ -81,12 +119,18 @@ def summary_html(report: VerifyReport, c: Colours) -> str:
         meaning = (
             f"{right} ({answer}). Making the weights smaller has its own cost, which no "
             f"conversion avoids: on this prompt {report.dtype} changes "
-            f"{1 - cost.top1_agreement:.0%} of the next words the model picks "
-            f"(quality: {cost.grade})."
+            f"{1 - cost.top1_agreement:.0%} of the next words the model picks."
         )
     elif report.verdict == "PASS":
         meaning = (
             f"The converted model computes what the original computes at every step ({answer})."
+        )
+    elif report.verdict == "AMBIGUOUS" and _only_the_prompt_differs(report):
+        meaning = (
+            "Every part of the converted model computes what the original computes "
+            f"({answer}). Only the prompt ONNX Runtime GenAI builds differs from "
+            "transformers' in a way this check does not judge (below); the package is fine "
+            "to use."
         )
     elif report.verdict == "AMBIGUOUS":
         meaning = (
@@ -101,12 +145,28 @@ def summary_html(report: VerifyReport, c: Colours) -> str:
             f"<p><b>It first differs in {html.escape(what)}</b> ({html.escape(first)}).<br>"
             f"{html.escape(report.cause or '')}</p>"
         )
+    quality = ""
+    if report.verdict == "PASS" and cost is not None:
+        # A green PASS beside "quality: poor" read as "all is well": the verdict is the
+        # conversion's, the quality the precision's, and each gets its own headline.
+        shade = {"good": c.ok, "fair": c.warn}.get(cost.grade, c.bad)
+        quality = (
+            f"<p><span style='font-size:large;font-weight:bold;color:{shade}'>"
+            f"Quality at {html.escape(report.dtype)}: {html.escape(cost.grade)}</span></p>"
+        )
     return (
         f"<table width='100%' cellpadding='10'><tr><td bgcolor='{c.model_bubble}'>"
         f"<p><span style='font-size:x-large;font-weight:bold;color:{colour}'>"
         f"{html.escape(report.verdict)}</span>&nbsp;&nbsp;{html.escape(meaning)}</p>"
-        f"{where}</td></tr></table>"
+        f"{quality}{where}</td></tr></table>"
     )
+
+
+def _only_the_prompt_differs(report: VerifyReport) -> bool:
+    """AMBIGUOUS at preprocessing only (the runtime's prompt text), every token the same."""
+    undecided = {c.name for c in report.components if c.verdict != "PASS"}
+    tokens = report.tokens
+    return undecided == {"preprocessing"} and tokens.get("matched") == tokens.get("total")
 
 
 def _answer_words(matched: object, total: object) -> str:
@@ -133,7 +193,27 @@ class VerifyView(QWidget):
         self.report: VerifyReport | None = None
         self.runner = JobRunner(self)
         self.package = QLineEdit(state.package)
-        self.reference = QLineEdit(state.source)
+        self.package.setAccessibleName("Package folder")
+        self.package.editingFinished.connect(self._package_typed)
+        # The library, as on the Chat page: picking a package pairs it with its model.
+        self.library = QComboBox()
+        self.library.setObjectName("verifyLibrary")
+        self.library.setAccessibleName("Packages in the library")
+        self.library.setToolTip("Converted packages in the library, with the model of each")
+        self.library.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.library.setMinimumContentsLength(14)
+        self.library.activated.connect(self._pick_library)
+        self.choose_package_button = QPushButton("Choose…")
+        self.choose_package_button.setToolTip("Pick a package folder outside the library")
+        self.choose_package_button.clicked.connect(self.choose_package)
+        self.reference = QLineEdit(state.reference)
+        self.reference.setAccessibleName("Reference model")
+        self.reference.setToolTip("The model the package was converted from (its manifest says)")
+        self.reference.editingFinished.connect(self._reference_typed)
+        self._entries: list[PackageEntry] = []
+        self._pair: tuple[str, str] | None = None  # what the running check compares
         self.probe = QCheckBox("Use the built-in probe image and audio clip")
         self.probe.setChecked(True)
         self.image = QLineEdit(placeholderText="image file (when the probe is off)")
@@ -151,7 +231,11 @@ class VerifyView(QWidget):
         )
         self.tokens.setMaximumWidth(220)
         form = QFormLayout()
-        form.addRow("Package", self.package)
+        package_row = QHBoxLayout()
+        package_row.addWidget(self.package, 1)
+        package_row.addWidget(self.library)
+        package_row.addWidget(self.choose_package_button)
+        form.addRow("Package", package_row)
         form.addRow("Reference", self.reference)
         form.addRow(self.probe)
         files = QHBoxLayout()
@@ -181,6 +265,7 @@ class VerifyView(QWidget):
         buttons.addWidget(self.next_button)
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
+        self.progress.setFormat("Not started")
         self.verdict = QLabel("")
         self.verdict.setObjectName("verdictLabel")
         self.verdict.setWordWrap(True)
@@ -196,8 +281,8 @@ class VerifyView(QWidget):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.setWordWrap(True)
         self.table.verticalHeader().setVisible(False)
-        self.plot = QSvgWidget()
-        self.plot.setMinimumHeight(100)
+        self.plot = Chart()
+        self.plot.setMinimumHeight(140)
         self.plot.setAccessibleName("Prefill difference per prompt position")
         plot_box = QWidget()
         plot_layout = QVBoxLayout(plot_box)
@@ -239,34 +324,75 @@ class VerifyView(QWidget):
         self.runner.failed.connect(self._on_failed)
         self.runner.cancelled.connect(self._on_cancelled)
         self.runner.finished.connect(self._on_finished)
-        state.package_changed.connect(self._on_package)
-        state.source_changed.connect(self._on_source)
-        self._on_source(state.source)  # a package and a model from another run must pair
+        # The pair is the selection's (gui/selection.py): another model, package or
+        # reference there changes it here, and puts away the report of the old pair.
+        state.changed.connect(self._on_selection)
+        state.library_changed.connect(self.refresh_library)
+        self.refresh_library()
 
-    @Slot(str)
-    def _on_package(self, package: str) -> None:
-        """A package names the model it was converted from: that is the reference."""
-        self.package.setText(package)
-        converted_from = _source_of(package)
-        if converted_from:
-            self.reference.setText(converted_from)
+    @Slot(object)
+    def _on_selection(self, fields: frozenset[str]) -> None:
+        selection = self.state.selection
+        if "package" in fields:
+            self.package.setText(selection.package)
+            self.refresh_library()
+        if "reference" in fields:
+            self.reference.setText(selection.reference)
+        if "verified" in fields and selection.verified is None and not self.runner.running:
+            self._clear_report()
 
-    @Slot(str)
-    def _on_source(self, source: str) -> None:
-        """Another model picked: the package must be one converted from it.
+    def _clear_report(self) -> None:
+        """Forget the last check: it was of another package or reference."""
+        self.report = None
+        self.table.setRowCount(0)
+        self.verdict.setText("")
+        self.plot.show_values([], "black")
+        self.progress.setValue(0)
+        self.progress.setFormat("Not started")
+        for b in (self.export_json, self.export_html):
+            b.setEnabled(False)
 
-        After a restart the page paired the last-loaded Phi-4 package with the demo just
-        picked, and Verify failed on the pair. The package field now takes the newest
-        library package converted from the model, or empties.
-        """
-        self.reference.setText(source)
-        package = self.package.text().strip()
-        converted_from = _source_of(package)
-        if not source or not package or not converted_from or converted_from == source:
-            return
-        mine = [e for e in packages(self.state.packages_folder()) if e.source == source]
-        newest = max(mine, key=lambda e: e.converted, default=None)
-        self.package.setText(str(newest.folder) if newest is not None else "")
+    @Slot()
+    def refresh_library(self) -> None:
+        """List the library's packages, each with the model it was converted from."""
+        extra = [Path(self.state.package)] if self.state.package else []
+        try:
+            self._entries = packages(self.state.packages_folder(), extra)
+        except OSError:
+            self._entries = []
+        self.library.clear()
+        self.library.addItem(f"Library ({len(self._entries)})")
+        for e in self._entries:
+            self.library.addItem(library_label(e.folder.name, e.family, e.dtype))
+            tip = as_html(f"{e.folder}\nconverted from {e.source}")
+            self.library.setItemData(self.library.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
+
+    @Slot(int)
+    def _pick_library(self, index: int) -> None:
+        self.library.setCurrentIndex(0)
+        if 0 < index <= len(self._entries):
+            self.state.set_package(str(self._entries[index - 1].folder))
+
+    @Slot()
+    def choose_package(self) -> None:
+        """Pick a package folder (the dialog opens in the library)."""
+        start = self.state.packages_folder()
+        where = str(start) if start.is_dir() else ""
+        folder = QFileDialog.getExistingDirectory(self, "Package to verify", where)
+        if folder:
+            self.state.set_package(folder)
+
+    @Slot()
+    def _package_typed(self) -> None:
+        typed = self.package.text().strip()
+        if typed != self.state.package:
+            self.state.set_package(typed)
+
+    @Slot()
+    def _reference_typed(self) -> None:
+        typed = self.reference.text().strip()
+        if typed != self.state.reference:
+            self.state.selection.set_reference(typed)
 
     @Slot()
     def pick_files(self) -> None:
@@ -281,6 +407,8 @@ class VerifyView(QWidget):
     @Slot()
     def run(self) -> None:
         """Start verification."""
+        self._package_typed()  # what the fields say is the pair (a path typed, no Enter)
+        self._reference_typed()
         args: dict[str, Any] = {
             "package": self.package.text().strip(),
             "reference": self.reference.text().strip(),
@@ -295,31 +423,51 @@ class VerifyView(QWidget):
         if not self.probe.isChecked():
             args["images"] = [self.image.text()] if self.image.text() else []
             args["audios"] = [self.audio.text()] if self.audio.text() else []
-        self.table.setRowCount(0)
-        self.verdict.setText("")
-        self.progress.setValue(0)
-        self.run_button.setEnabled(False)
-        self.cancel_button.setEnabled(True)
+        self._clear_report()
+        self._pair = (self.state.package, self.state.reference)
+        # Named from the start: the worker's first report comes once it has started.
+        self.progress.setFormat(f"Step 1 of {STEPS + 1}: starting the checker… %p%")
+        self.progress.setValue(1)
+        self.verdict.setText(
+            as_html("Starting the checker: it loads the package and the original model.")
+        )
+        self._set_running(True)
         self.runner.start("verify", args)
+
+    def _set_running(self, running: bool) -> None:
+        """While a check runs, its package and reference stay as they were started."""
+        self.run_button.setEnabled(not running)
+        self.cancel_button.setEnabled(running)
+        for widget in (self.package, self.library, self.choose_package_button, self.reference):
+            widget.setEnabled(not running)
 
     @Slot(object)
     def _on_progress(self, p: Any) -> None:
         if p.total:
-            self.progress.setValue(int(100 * p.done / p.total))
+            self.progress.setValue(max(1, int(100 * p.done / p.total)))
+            step = min(int(p.done) + 2, STEPS + 1)
+            what = for_display(p.message, 80).replace("%", "%%")
+            self.progress.setFormat(f"Step {step} of {STEPS + 1}: {what} %p%")
         self.verdict.setText(as_html(for_display(p.message, 500)))
 
     @Slot(object)
     def _on_result(self, report: VerifyReport) -> None:
+        pair = (self.state.package, self.state.reference)
+        if self._pair is not None and self._pair != pair:
+            self.verdict.setText(
+                as_html("The package or reference changed while checking: press Verify again.")
+            )
+            return
         self.report = report
+        self.state.selection.set_verified(report)
         self.progress.setValue(100)
+        self.progress.setFormat("Done")
         self._draw_report()
         self.export_json.setEnabled(True)
         self.export_html.setEnabled(True)
 
     def _draw_report(self) -> None:
         """The summary card, the stage table and the plot, in the palette's colours."""
-        from mmforge.backend.verify.report import plot_svg
-
         report = self.report
         if report is None:
             return
@@ -352,8 +500,7 @@ class VerifyView(QWidget):
         self.verdict.setText(summary_html(report, c))
         QTimer.singleShot(0, self._fit_table)  # once the layout has made room for the card
         prefill = next((comp for comp in components if comp.name == "decoder_prefill"), None)
-        svg = plot_svg(prefill.per_position_excess if prefill else [])
-        self.plot.load(QByteArray(svg.replace("currentColor", c.text).encode("utf-8")))
+        self.plot.show_values(prefill.per_position_excess if prefill else [], c.text)
 
     def _fit_table(self) -> None:
         """Give the table the height of all its rows; the plot takes what is left."""
@@ -400,15 +547,9 @@ class VerifyView(QWidget):
     @Slot()
     def _on_cancelled(self) -> None:
         self.verdict.setText("Cancelled.")
+        self.progress.setFormat("Cancelled")
 
     @Slot()
     def _on_finished(self) -> None:
-        self.run_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
-
-
-def _source_of(package: str) -> str:
-    """The model a package was converted from, as its manifest names it ("" if none)."""
-    if not package:
-        return ""
-    return str(read_manifest(Path(package)).get("source", "") or "")
+        self._set_running(False)
+        self._pair = None

@@ -8,7 +8,7 @@ to the page's scroll area instead, unless the user clicked into the field first.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import (
     QAbstractScrollArea,
@@ -52,7 +52,18 @@ class WheelGuard(QObject):
     """An application event filter: unfocused value widgets pass the wheel to their page."""
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        """Hand an unfocused value widget's wheel turn to its scroll area; keep its value."""
+        """Hand an unfocused value widget's wheel turn to its scroll area; keep its value.
+
+        Qt gives a widget with `Qt.WheelFocus` (drop-downs and number boxes have it) the
+        focus on a wheel turn before any filter sees the turn, so the field would always
+        look clicked into: each such widget is made `Qt.StrongFocus` (click or Tab) as it
+        is first shown. (Offscreen, where no window is active, Qt gives no focus: the
+        tests passed while the real window changed values.)
+        """
+        if event.type() == QEvent.Type.Polish and isinstance(watched, _VALUE_WIDGETS):
+            if watched.focusPolicy() == Qt.FocusPolicy.WheelFocus:
+                watched.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+            return False
         if event.type() != QEvent.Type.Wheel or not isinstance(event, QWheelEvent):
             return False
         widget = _value_widget(watched)

@@ -84,7 +84,7 @@ as_user tester xvfb-run -a -s "-screen 0 1280x820x24" \
 echo "GUI self-test in $(elapsed "$t")"
 rm -rf "$shots" && cp -r "$root/home/tester/screenshots" "$shots"
 echo "screenshots: $(ls "$shots" | tr '\n' ' ')in $shots"
-demo_pkg=/home/tester/.local/share/mmforge/packages/demo-qwen2_5_vl
+demo_pkg=/home/tester/.local/share/mmforge/packages/Qwen2.5-VL-demo
 demo_ck=$(as_user tester sh -c 'ls -d /home/tester/.cache/mmforge/demo/* | head -1')
 t=$(date +%s)
 as_user tester mmforge verify "$demo_pkg" --reference "$demo_ck" --tokens 8

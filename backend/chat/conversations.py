@@ -204,6 +204,7 @@ class Summary:
     package: str
     updated: float
     messages: int
+    text: str = ""  # what search looks through: the messages' words (bounded)
 
 
 def default_root() -> Path:
@@ -329,7 +330,7 @@ class ConversationStore:
             except MmforgeError as e:
                 log.warning("skipping %s: %s", folder, e.user_message)
                 continue
-            out.append(Summary(c.id, c.title, c.package, c.updated, len(c.messages)))
+            out.append(Summary(c.id, c.title, c.package, c.updated, len(c.messages), searchable(c)))
         return sorted(out, key=lambda s: s.updated, reverse=True)
 
     def rename(self, conversation_id: str, title: str) -> Conversation:
@@ -372,6 +373,17 @@ def _sync_folder(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# Search reads this much of a conversation's messages: enough for any chat a person
+# remembers, bounded so a list of huge conversations stays quick to filter.
+SEARCHED_CHARS = 200_000
+
+
+def searchable(conversation: Conversation) -> str:
+    """The text conversation search looks through: the system prompt and every message."""
+    parts = [conversation.system, *(m.text for m in conversation.messages)]
+    return "\n".join(p for p in parts if p)[:SEARCHED_CHARS].casefold()
 
 
 def continued_title(title: str) -> str:

@@ -28,6 +28,11 @@ CONTEXT_SUMMARY = "summary"
 CONTEXT_FULL = (CONTEXT_DROP, CONTEXT_STOP, CONTEXT_CARRY, CONTEXT_SUMMARY)
 
 
+# ONNX Runtime GenAI divides a repeated word's positive logit by the penalty (multiplies a
+# negative one): past 10 nothing said before is ever said again.
+MAX_REPETITION_PENALTY = 10.0
+
+
 @dataclass(frozen=True)
 class GenerationOptions:
     """How to pick tokens. Greedy unless `do_sample` is set.
@@ -39,6 +44,8 @@ class GenerationOptions:
         top_p: Nucleus sampling mass.
         top_k: Keep the k most likely tokens before sampling.
         seed: Random seed for sampling (None: the runtime picks one).
+        repetition_penalty: Above 1, words already in the conversation become less likely
+            (greedy or sampled); None keeps the package's own (its generation_config's).
         context_full: When the conversation outgrows the context: "drop" the oldest
             turns from the model's view (they stay saved), "stop" with an error, or go on
             in a new conversation that opens with the last turns that fit ("carry") or
@@ -51,6 +58,7 @@ class GenerationOptions:
     top_p: float = 1.0
     top_k: int = 50
     seed: int | None = None
+    repetition_penalty: float | None = None
     context_full: str = CONTEXT_DROP
 
     def __post_init__(self) -> None:
@@ -59,6 +67,12 @@ class GenerationOptions:
         if self.context_full not in CONTEXT_FULL:
             raise MmforgeError(
                 f"Unknown context_full {self.context_full!r}", f"Use {' or '.join(CONTEXT_FULL)}"
+            )
+        penalty = self.repetition_penalty
+        if penalty is not None and not 0 < penalty <= MAX_REPETITION_PENALTY:
+            raise MmforgeError(
+                f"repetition_penalty {penalty} is out of range",
+                f"Use a number above 0 and at most {MAX_REPETITION_PENALTY} (1 changes nothing)",
             )
         valid = self.temperature > 0 and 0 < self.top_p <= 1 and self.top_k >= 1
         if self.do_sample and not valid:
@@ -69,15 +83,14 @@ class GenerationOptions:
 
     def search_options(self, max_length: int) -> dict[str, Any]:
         """The runtime's search options for a generator."""
+        options: dict[str, Any] = {"max_length": max_length}
+        if self.repetition_penalty is not None:
+            options["repetition_penalty"] = float(self.repetition_penalty)
         if not self.do_sample:
-            return {"max_length": max_length, "do_sample": False, "top_k": 1}
-        options: dict[str, Any] = {
-            "max_length": max_length,
-            "do_sample": True,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "top_k": self.top_k,
-        }
+            return {**options, "do_sample": False, "top_k": 1}
+        options.update(
+            do_sample=True, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k
+        )
         if self.seed is not None:
             options["random_seed"] = self.seed
         return options

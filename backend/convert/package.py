@@ -117,6 +117,12 @@ def write_package(
         audio = spec.audio_processor_json(checkpoint.cfg, checkpoint.audio_preprocessor)
         write_json(out / AUDIO_PROCESSOR_FILE, audio)
     write_tokenizer(checkpoint.folder, out)
+    if spec.adapt_tokenizer is not None:
+        tokenizer = read_json(out / "tokenizer.json", "tokenizer")
+        tok_config = read_json(out / "tokenizer_config.json", "tokenizer")
+        spec.adapt_tokenizer(tokenizer, tok_config, checkpoint.cfg, checkpoint.folder)
+        write_json(out / "tokenizer.json", tokenizer)
+        write_json(out / "tokenizer_config.json", tok_config)
     write_json(out / "weights_report.json", report.to_dict())
     return config
 

@@ -109,9 +109,12 @@ FOLDERS = (
     "gemma",
     "gemma4_unified",
     "mistral",
+    "llava",  # reached through mistral/pixtral.py's variant (Pixtral owns model_type llava)
     "phi3v",
     "phi",
     "lfm2",
+    "paligemma",
+    "glm4v",  # inspected, measured exact on qwen2_5_vl, graphs not built yet
     "others",  # others.py: the families inspect names but the runtime cannot run
 )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mmforge.backend.families._hooks import (
@@ -156,6 +157,10 @@ class PackageSpec:
             rule, target size and filter), recorded in the manifest so that chat and
             verify hand the runtime pictures already at transformers' size; None when
             the runtime's own resize is left to do it.
+        adapt_tokenizer: Changes the package's tokenizer.json and tokenizer_config.json
+            (parsed, in place; the config, the checkpoint folder) where the runtime's
+            processor splices text the model's tokenizer must read as its own ids
+            (LLaVA on videochat_flash_qwen); returns a line for the manifest.
     """
 
     model_fields: Callable[[Cfg], dict[str, Any]]
@@ -179,6 +184,7 @@ class PackageSpec:
     builder_type: Callable[[Cfg], str | None] = lambda cfg: None
     notes: tuple[str, ...] = ()
     picture_sizing: Callable[[Cfg, Cfg], Sizing | None] = lambda cfg, pre: None
+    adapt_tokenizer: Callable[[dict[str, Any], dict[str, Any], Cfg, Path], str] | None = None
 
 
 def channels_first(pixels: Any) -> Any:
@@ -330,12 +336,15 @@ class DefaultConfig:
         projector: The projector variant inspect names.
         token_ids: Token ids inspect reads from it.
         components: The components inspect lists.
+        config_kwargs: Arguments the config class is built with, where transformers'
+            default contradicts itself (GLM-4.5V: 4096 wide over 96 heads, no head_dim).
     """
 
     config_class: str
     projector: str
     token_ids: dict[str, int]
     components: tuple[str, ...] = ("vision_encoder", "embedding", "decoder")
+    config_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -358,6 +367,8 @@ class Expectations:
             same way on a release-shaped checkpoint.
         held_out: Config fields (dotted paths) of a tiny checkpoint the suite never builds,
             at other sizes, for benchmarks/heldout.py (built with another seed).
+        one_message: The package's template takes one user message and refuses a second
+            turn or a system prompt (PaliGemma's prompt has no turns).
     """
 
     default_config: DefaultConfig | None = None
@@ -369,6 +380,7 @@ class Expectations:
     quantized: tuple[str, ...] = ()
     released_rounded: tuple[tuple[str, str], ...] = ()
     held_out: dict[str, Any] = field(default_factory=dict)
+    one_message: bool = False
 
 
 @dataclass(frozen=True)

@@ -87,28 +87,6 @@ _CLIP_NOTE = (
     "which mobius 0.1 does not handle."
 )
 
-LLAVA = Family(
-    key="llava",
-    fixtures=_inspected("LlavaConfig", "MLPMultiModalProjector", {"image_token_id": 32000}),
-    name="LLaVA",
-    pipeline_type=None,
-    exact_host="videochat_flash_qwen",
-    recognition=Recognition(model_types=("llava",)),
-    profile=Profile(
-        projector=lambda cfg: _mlp(cfg, "LLaVA"),
-        token_ids=_llava_ids,
-        image_tokens=_clip_tokens,
-        hf_class="LlavaForConditionalGeneration",
-        notes=(_CLIP_NOTE,),
-    ),
-    no_pipeline_reason=(
-        _VIDEOCHAT.format(k=576)
-        + " (measured on the 0.18 wheel: the same ids as transformers' LlavaProcessor). "
-        "mmforge does not build LLaVA's graphs yet (a CLIP tower read at layer -2 without its "
-        "class token)" + _SEE
-    ),
-)
-
 
 def _next_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     base = _clip_tokens(cfg, pre).fixed or 576
@@ -175,26 +153,6 @@ VIDEO_LLAVA = Family(
     ),
 )
 
-VIPLLAVA = Family(
-    key="vipllava",
-    fixtures=_inspected("VipLlavaConfig", "MLPMultiModalProjector", {"image_token_id": 32000}),
-    name="VipLLaVA",
-    pipeline_type=None,
-    exact_host="videochat_flash_qwen",
-    recognition=Recognition(model_types=("vipllava",)),
-    profile=Profile(
-        projector=lambda cfg: _mlp(cfg, "VipLLaVA"),
-        token_ids=_llava_ids,
-        image_tokens=_clip_tokens,
-        hf_class="VipLlavaForConditionalGeneration",
-    ),
-    no_pipeline_reason=(
-        _VIDEOCHAT.format(k=576)
-        + " (it uses LLaVA's processor, measured on the 0.18 wheel). mmforge does not build "
-        "its graphs yet (a CLIP tower whose five feature layers are concatenated)" + _SEE
-    ),
-)
-
 
 def _linear(cfg: Cfg, who: str, field: str, value: object) -> Projector:
     return Projector(
@@ -203,47 +161,6 @@ def _linear(cfg: Cfg, who: str, field: str, value: object) -> Projector:
         f"{who} maps vision features to the text width with a single Linear ({field}={value})",
         {field: value},
     )
-
-
-PALIGEMMA = Family(
-    key="paligemma",
-    fixtures=_inspected("PaliGemmaConfig", "LinearMultiModalProjector", {"image_token_id": 256000}),
-    name="PaliGemma",
-    pipeline_type=None,
-    exact_host="videochat_flash_qwen",
-    recognition=Recognition(model_types=("paligemma",)),
-    profile=Profile(
-        projector=lambda cfg: _linear(
-            cfg,
-            "PaliGemma",
-            "vision_config.projection_dim",
-            cfg.get("vision_config.projection_dim"),
-        ),
-        token_ids=lambda cfg: ids(cfg, image_token_id=("image_token_index", "image_token_id")),
-        image_tokens=lambda cfg, pre: ImageTokens(
-            fixed=int(
-                cfg.first(
-                    "text_config.num_image_tokens",
-                    default=(
-                        as_int(cfg.get("vision_config.image_size", 224))
-                        // as_int(cfg.get("vision_config.patch_size", 14))
-                    )
-                    ** 2,
-                )
-            ),
-            rule="(image_size/patch_size)², all prefix tokens",
-        ),
-        hf_class="PaliGemmaForConditionalGeneration",
-        notes=("The image prefix attends bidirectionally (prefix-LM mask).",),
-    ),
-    no_pipeline_reason=(
-        _VIDEOCHAT.format(k="(image_size/patch_size)²")
-        + " (at 224 px 'gemma3' fits too: GemmaImageProcessor's 256); measured on the 0.18 "
-        "wheel: the same ids as transformers' PaliGemmaProcessor, <bos> and the final newline "
-        "included. Its decoder must read input_ids to let the whole prompt attend both ways "
-        "at prefill, with positions counted from 1. mmforge does not build its graphs yet" + _SEE
-    ),
-)
 
 
 def _internvl_projector(cfg: Cfg) -> Projector:
@@ -600,11 +517,8 @@ VIDEOCHAT_FLASH = Family(
 )
 
 FAMILIES = (
-    LLAVA,
     LLAVA_NEXT,
     VIDEO_LLAVA,
-    VIPLLAVA,
-    PALIGEMMA,
     INTERNVL,
     IDEFICS2,
     IDEFICS3,

@@ -266,6 +266,9 @@ def longer(checkpoint: Checkpoint, runtime: RuntimeEvidence, extra: list[int]) -
 
     arrays = dict(runtime.arrays)
     arrays["input_ids"] = np.asarray([[*runtime.ids, *extra]], dtype=np.int64)
+    # Where the prompt ends: a prefix-LM (PaliGemma) lets the prompt attend both ways and
+    # the tokens after it causally.
+    arrays["prompt_length"] = np.asarray(len(runtime.ids), dtype=np.int64)
     return hf_reference.from_runtime(checkpoint, runtime.prompt, arrays)
 
 

@@ -128,10 +128,12 @@ def verify(
     family = checkpoint.family
     model = genai["model"]
     if family.pipeline_type != model.get("type"):
+        made_from = str(read_manifest(package).get("family") or "another kind of model")
         raise MmforgeError(
-            f"The package is a '{model.get('type')}' package but the reference is "
-            f"{family.name} ('{family.pipeline_type}')",
-            "Verify a package against the checkpoint it was converted from",
+            f"The package was converted from {made_from[:80]}, but the model to compare it "
+            f"with is {family.name}",
+            "Verify a package against the model it was converted from",
+            details=f"package type '{model.get('type')}', reference type '{family.pipeline_type}'",
         )
     with tempfile.TemporaryDirectory(prefix="mmforge-verify-") as scratch:
         recorded = package_intake(package)

@@ -104,12 +104,17 @@ def _ids(
         )
     if rt != hf:
         extra, missing = _multiset_difference(rt, hf), _multiset_difference(hf, rt)
+        said = [
+            f"adds {_tokens(len(extra))} transformers' prompt lacks ({_names(tokenizer, extra)})"
+            if extra
+            else "",
+            f"lacks {_tokens(len(missing))} ({_names(tokenizer, missing)})" if missing else "",
+        ]
         return (
             AMBIGUOUS,
-            f"placeholders and markers match, but the runtime has {len(extra)} text token(s) "
-            f"HF lacks ({_names(tokenizer, extra) or '-'}) and lacks {len(missing)} "
-            f"({_names(tokenizer, missing) or '-'}): {why}; the later stages feed both "
-            "sides the runtime's ids",
+            "the pictures' and clips' places and markers match, but the runtime's prompt "
+            f"{' and '.join(w for w in said if w)}: {why}; the later stages feed both sides "
+            "the runtime's ids",
         )
     return PASS, f"the same {len(rt)} token ids"
 
@@ -125,12 +130,21 @@ def _multiset_difference(a: list[int], b: list[int]) -> list[int]:
     return out
 
 
+_SPACES = {"\n": "line break", "\n\n": "blank line", " ": "space", "\t": "tab"}
+
+
+def _tokens(n: int) -> str:
+    return f"{n} text token{'s' if n != 1 else ''}"
+
+
 def _names(tokenizer: Any, ids: list[int]) -> str:
+    """The tokens as a person reads them: a line break, not the tokenizer's 'Ċ'."""
     counts: dict[str, int] = {}
     for t in ids:
-        name = str(tokenizer.convert_ids_to_tokens(t))
+        text = str(tokenizer.decode([t]))
+        name = _SPACES.get(text) or (repr(text) if text.strip() else f"whitespace {text!r}")
         counts[name] = counts.get(name, 0) + 1
-    return ", ".join(f"{n}×{c}" if c > 1 else n for n, c in counts.items())
+    return ", ".join(f"{n} ×{c}" if c > 1 else n for n, c in counts.items())
 
 
 def _pixels(

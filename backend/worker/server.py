@@ -64,10 +64,13 @@ def _verify(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
 
 
 def _demo(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
-    from mmforge.backend.tiny.demo import demo_checkpoint
+    from mmforge.backend.tiny.demo import DEMOS, demo_checkpoint
 
+    kind = str(args.get("kind", "pictures"))
+    if kind not in DEMOS:
+        raise MmforgeError(f"No demo model of kind {kind[:40]!r}", f"Use {' or '.join(DEMOS)}")
     ctx.report("demo", 0, 1, message="building the demo checkpoint", force=True)
-    folder = demo_checkpoint()
+    folder = demo_checkpoint(kind)
     ctx.report("demo", 1, 1, message=str(folder))
     return {"folder": str(folder)}
 

@@ -151,7 +151,10 @@ def test_verify_against_the_wrong_family_exits_2_in_one_line(tiny, package, caps
         capsys, "verify", str(package("gemma3")), "--reference", str(tiny("qwen2_5_vl"))
     )
     assert code == 2
-    assert "'gemma3' package but the reference is Qwen2.5-VL" in _one_clear_line(err)
+    assert (
+        "converted from Gemma 3, but the model to compare it with is Qwen2.5-VL"
+        in _one_clear_line(err)
+    )
 
 
 def test_chat_json_ends_with_the_answer_ids_and_stats(package, capsys):
@@ -246,6 +249,23 @@ def test_the_installed_script_runs_demo_offline(tmp_path):
     )
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_sound_demo_takes_a_clip_offline(tmp_path, capsys, monkeypatch):
+    """Issue 31: the offline demo took pictures only, so sound needed a network."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, out, _ = _run(capsys, "demo", "--sound", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["profile"]["family_key"] == "gemma4"
+    assert "audio_encoder" in data["profile"]["components"]
+    genai = json.loads((Path(data["package"]) / "genai_config.json").read_text())
+    assert genai["model"]["speech"]["filename"]
+    assert data["chat"]["stats"]["new_tokens"] > 0
+    # The clip reached the model: its prompt is longer than the same question alone.
+    assert data["chat"]["stats"]["prompt_tokens"] > 40, data["chat"]["stats"]
 
 
 def test_json_mode_prints_a_json_error_object_on_failure(tmp_path, capsys):

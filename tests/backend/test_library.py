@@ -126,3 +126,23 @@ def test_a_damaged_manifest_reads_as_none_everywhere(package, tmp_path, manifest
     assert library.packages(tmp_path / "library") == []
     assert _package_dtype(folder) == "f32" and not is_demo_package(folder)
     assert package_memory_bytes(folder) is not None  # from the graphs' own files
+
+
+def test_a_package_is_named_by_its_manifests_family_not_its_pipeline(package, tmp_path):
+    """LLaVA and PaliGemma share `videochat_flash_qwen`: the type alone named PaliGemma
+    packages "LLaVA" in the app."""
+    import json
+    import shutil
+
+    from mmforge.backend.library import model_name
+
+    folder = Path(shutil.copytree(package("qwen2_5_vl"), tmp_path / "p"))
+    assert model_name(folder, "qwen2_5_vl") == "Qwen2.5-VL"
+    manifest = folder / "mmforge_manifest.json"
+    data = json.loads(manifest.read_text())
+    data["family"] = "PaliGemma"
+    manifest.write_text(json.dumps(data))
+    assert model_name(folder, "videochat_flash_qwen") == "PaliGemma"
+    manifest.unlink()
+    assert model_name(folder, "qwen2_5_vl") == "Qwen2.5-VL"  # no manifest: by its type
+    assert model_name("", "qwen2_5_vl") == "Qwen2.5-VL"  # no folder: never the cwd's file

@@ -23,15 +23,27 @@ def _owns_the_default_config(family: families.Family) -> bool:
     """Whether transformers' default config of the family's model_type is this family's.
 
     Pixtral-12B shares `llava` with LLaVA-1.5, whose CLIP tower the default config has.
+    A default config the family refuses is not its own either: transformers' LlavaConfig
+    puts <image> at 32,000, past its 32,000-token vocabulary (bounds.py), where LLaVA-1.5's
+    release has 32,064 tokens.
     """
     import transformers
+
+    from mmforge.backend.bounds import check_token_ids
+    from mmforge.backend.errors import MmforgeError
 
     model_type = family.recognition.model_types[0]
     if model_type not in transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES:
         return False
     config = transformers.AutoConfig.for_model(model_type).to_dict()
     request = families.VariantRequest(config, Path())
-    return (family.recognition.variant(request) or family) is family
+    if (family.recognition.variant(request) or family) is not family:
+        return False
+    try:
+        check_token_ids(config, Path("config.json"), family.converts)
+    except MmforgeError:
+        return False
+    return True
 
 
 def _unstated(family: families.Family) -> list[str]:

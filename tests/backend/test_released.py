@@ -42,7 +42,9 @@ def released(tiny_root: Path):
 
 # Converted families whose released config.json text was not at hand (README says so);
 # their tiny checkpoints are built from transformers' config class.
-NO_RELEASED_CONFIG = {"gemma4_unified"}
+# No copy of these releases' config.json text was found offline: VipLLaVA's
+# (llava-hf/vip-llava-7b-hf) is reconstructed nowhere; its tiny checkpoint is all it has.
+NO_RELEASED_CONFIG = {"gemma4_unified", "vipllava"}
 
 
 def test_every_converted_family_has_a_release_shaped_checkpoint():
@@ -379,7 +381,16 @@ WITH_RELEASED_TEMPLATE = {
 # Releases whose chat template text was not at hand offline (the README says so): their
 # checkpoints carry the family's tiny template. Pixtral-12B's release ships its template in
 # tokenizer_config.json, of which no copy was found.
-NOT_FOUND: set[str] = {"pixtral-12b"}
+# PaliGemma's releases ship no chat template (it is not a chat model): their checkpoints
+# carry the tiny's, which writes PaliGemmaProcessor's layout, and packages get the family's.
+# LLaVA-1.5's template (llava-hf/llava-1.5-7b-hf's chat_template.json) was written from
+# its documented form, not from a stored copy (backend/families/llava/tiny.py says so).
+NOT_FOUND: set[str] = {
+    "pixtral-12b",
+    "paligemma-3b-pt-224",
+    "paligemma2-3b-pt-224",
+    "llava-1.5-7b",
+}
 
 
 def test_release_shaped_checkpoints_carry_their_releases_template(released):

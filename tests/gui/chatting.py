@@ -49,3 +49,14 @@ def send(qtbot, chat, text: str) -> None:
     chat.input.setPlainText(text)
     with answered(qtbot, chat):
         chat.send_button.click()
+
+
+def typed_in(text: str):
+    """QInputDialog.exec standing in for the user: types `text` and presses OK."""
+    from PySide6.QtWidgets import QInputDialog
+
+    def exec_(dialog: QInputDialog) -> QInputDialog.DialogCode:
+        dialog.setTextValue(text)
+        return QInputDialog.DialogCode.Accepted
+
+    return exec_

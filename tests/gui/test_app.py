@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from mmforge import resources
 from mmforge.backend.attachments import IMAGE
-from tests.gui.chatting import LONG, answered, idle, settled
+from tests.gui.chatting import LONG, answered, idle, settled, typed_in
 
 
 def _pictures(chat):
@@ -87,7 +87,7 @@ def test_inspect_convert_cancel_verify_and_chat(qtbot, window, tiny, tmp_path, m
 
     # Chat: the package is in the library; load, send with an image; text streams in.
     verify.next_button.click()
-    library = [chat.library.itemText(i) for i in range(chat.library.count())]
+    library = [chat.library.itemData(i) for i in range(chat.library.count())]
     assert str(out) in library
     with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
         chat.load_button.click()
@@ -486,7 +486,7 @@ def test_chat_bubbles_copy_links_settings_and_the_conversation_list(
     assert "Copied" in chat.status.text()
 
     # Rename: the title is the user's, and the worker saves it.
-    monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("Pirate talk", True))
+    monkeypatch.setattr(QInputDialog, "exec", typed_in("Pirate talk"))
     with settled(qtbot, chat):
         chat.conversation_list.rename_button.click()
     assert chat.conversation_list.current_title() == "Pirate talk"
@@ -595,6 +595,7 @@ def test_account_dialog_checks_the_token_with_the_hub_and_signs_out(
     with qtbot.waitSignal(dialog._call.done, timeout=LONG):
         dialog.sign_in_button.click()
     assert "refused this token" in dialog.who.text() and not store.exists()
+    assert dialog.token.text() == "hf_bad"  # issue 31: kept to correct, not cleared
 
     dialog.token.setText("hf_good")
     with qtbot.waitSignal(dialog._call.done, timeout=LONG):
@@ -787,6 +788,7 @@ def test_account_dialog_says_when_the_hub_cannot_be_reached(qtbot, window, tmp_p
         dialog.sign_in_button.click()
     assert dialog.who.text().startswith("Cannot reach the hub to check the token")
     assert dialog.sign_in_button.isEnabled() and not (tmp_path / "token").exists()
+    assert dialog.token.text() == "hf_any"  # issue 31: kept for the retry
 
 
 def test_a_slow_download_shows_its_rate_in_kb_per_s(window, monkeypatch):

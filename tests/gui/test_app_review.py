@@ -70,7 +70,7 @@ def test_5_after_attaching_the_keys_go_to_the_message(qtbot, window, monkeypatch
     window.show_page(chat)
     opened: list[int] = []
 
-    def pick(parent):
+    def pick(parent, start=""):
         opened.append(1)
         return [str(resources.probe_image())]
 
@@ -175,7 +175,7 @@ def test_2_a_model_typed_over_the_card_is_not_converted_as_the_card_s(qtbot, win
     converted the demo."""
     model = window.model_view
     model.source.setText(str(tiny("qwen2_5_vl")))
-    with qtbot.waitSignal(window.state.profile_changed, timeout=120_000):
+    with qtbot.waitSignal(window.state.profile_changed, timeout=300_000):
         model.inspect_button.click()
     assert model.next_button.isEnabled()
     model.source.selectAll()
@@ -195,7 +195,7 @@ def test_2_convert_forgets_its_finished_line_when_the_precision_changes(
     """Convert still said "finished … at f32" after int4 was chosen."""
     model, convert = window.model_view, window.convert_view
     model.source.setText(str(tiny("qwen2_5_vl")))
-    with qtbot.waitSignal(window.state.profile_changed, timeout=120_000):
+    with qtbot.waitSignal(window.state.profile_changed, timeout=300_000):
         model.inspect_button.click()
     model.next_button.click()
     convert.output.setText(str(tmp_path / "pkg"))
@@ -246,13 +246,13 @@ def test_the_card_says_not_yet_or_cannot_with_the_runtime_code(qtbot, window, tm
 
     model = window.model_view
     for config, title, named in (
-        (transformers.LlavaConfig(), "Not converted yet:", "videochat_flash_processor.cpp"),
+        (transformers.VideoLlavaConfig(), "Not converted yet:", "videochat_flash_processor.cpp"),
         (transformers.LlavaNextConfig(), "Cannot convert:", ".cpp"),
     ):
         folder = tmp_path / type(config).__name__
         config.save_pretrained(folder)
         model.source.setText(str(folder))
-        with qtbot.waitSignal(window.state.profile_changed, timeout=120_000):
+        with qtbot.waitSignal(window.state.profile_changed, timeout=300_000):
             model.inspect_button.click()
         card = model.card.toPlainText()
         assert title in card and named in card, card

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QApplication, QInputDialog, QMessageBox, QToolButt
 from mmforge import resources
 from mmforge.backend.attachments import IMAGE
 from mmforge.backend.chat.conversations import ConversationStore, Message
-from tests.gui.chatting import LONG, load, send, settled
+from tests.gui.chatting import LONG, load, send, settled, typed_in
 
 
 def _errors(win):
@@ -63,7 +63,7 @@ def test_2_saved_conversations_need_no_model_and_offer_to_load_theirs(
     assert chat.continue_bar.isVisible() and "Load pkg" in chat.continue_button.text()
     assert not chat.send_button.isEnabled()
     # Rename and export with no model.
-    monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("Cat facts", True))
+    monkeypatch.setattr(QInputDialog, "exec", typed_in("Cat facts"))
     chat.conversation_list.rename_button.click()
     assert store.load(saved.id).title == "Cat facts"
     assert chat.conversation_list.current_title() == "Cat facts"

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
 from mmforge.backend.inspect import Sizes
@@ -107,7 +108,7 @@ def test_5_a_deleted_package_leaves_the_list_and_picking_it_keeps_the_model(
         shutil.copytree(package("qwen2_5_vl"), folder)
     load(qtbot, chat, working)
     chat.refresh_library()
-    listed = [chat.library.itemText(i) for i in range(chat.library.count())]
+    listed = [chat.library.itemData(i) for i in range(chat.library.count())]
     assert str(doomed) in listed
     # Deleted behind the list's back (another program): picking it says so, the model stays.
     shutil.rmtree(doomed)
@@ -115,7 +116,7 @@ def test_5_a_deleted_package_leaves_the_list_and_picking_it_keeps_the_model(
         chat.library.activated.emit(listed.index(str(doomed)))
     assert chat._loaded and chat.session_info.package == str(working)
     assert "no longer there" in chat.info.text()
-    assert str(doomed) not in [chat.library.itemText(i) for i in range(chat.library.count())]
+    assert str(doomed) not in [chat.library.itemData(i) for i in range(chat.library.count())]
     # Deleted in File > Library: the drop-down follows at once.
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
     dialog = LibraryDialog(window.state, window)
@@ -123,7 +124,7 @@ def test_5_a_deleted_package_leaves_the_list_and_picking_it_keeps_the_model(
     dialog.package_table.selectRow(row)
     dialog.delete_package_button.click()
     dialog.close()
-    assert str(other) not in [chat.library.itemText(i) for i in range(chat.library.count())]
+    assert str(other) not in [chat.library.itemData(i) for i in range(chat.library.count())]
     assert chat._loaded
 
 
@@ -274,10 +275,14 @@ def test_12_the_answer_settings_use_the_chat_apps_names_and_say_what_each_does(w
 
 def test_3_a_full_context_can_go_on_in_a_new_conversation_said_plainly(window):
     box = window.chat_view.settings_box
-    choices = {box.context_full.itemData(i): box.context_full.itemText(i) for i in range(4)}
-    assert choices["carry"] == "Go on in a new conversation that starts with the latest turns"
-    assert choices["summary"] == (
-        "Go on in a new conversation that starts with a summary by the model"
+    # Short in the box (issue 31: a long one was cut), said whole in each choice's tooltip.
+    tips = {
+        box.context_full.itemData(i): box.context_full.itemData(i, Qt.ItemDataRole.ToolTipRole)
+        for i in range(4)
+    }
+    assert tips["carry"] == "Go on in a new conversation that starts with the latest turns."
+    assert tips["summary"] == (
+        "Go on in a new conversation that starts with a summary the model writes."
     )
     box.context_full.setCurrentIndex(box.context_full.findData("summary"))
     assert box.options()["context_full"] == "summary"

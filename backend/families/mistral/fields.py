@@ -96,7 +96,7 @@ MISTRAL3: tuple[Rule, ...] = (
 
 # Pixtral-12B: model_type llava with a Pixtral tower and a Mistral (Nemo) text model. The
 # text and tower rules are Mistral 3's; the top-level fields are LlavaConfig's. The other
-# llava checkpoints (CLIP towers, Llama text models) go to the inspect-only entry, so
+# llava checkpoints (CLIP towers, Llama text models) go to the LLaVA entry (families/llava), so
 # their fields are refused here by the two model types.
 _MISTRAL3_TOP = (
     "projector_hidden_act",
@@ -109,7 +109,7 @@ PIXTRAL_LLAVA: tuple[Rule, ...] = (
     only(
         "vision_config.model_type",
         "pixtral",
-        note="Pixtral-12B's tower; llava with a CLIP tower is inspect-only",
+        note="Pixtral-12B's tower; llava with a CLIP tower is LLaVA-1.5's entry",
     ),
     only(
         "text_config.model_type",

@@ -9,8 +9,8 @@ with a merge of 1 each patch is one token, as PixtralProcessor does for this rel
 The graphs are ours: mobius's Pixtral vision model with its Mistral 3 projector replaced
 by LLaVA's.
 
-Other `llava` checkpoints (LLaVA-1.5's CLIP tower) go to the inspect-only entry in
-others.py through this entry's `variant`.
+Other `llava` checkpoints (LLaVA-1.5's CLIP tower) go to the LLaVA entry
+(families/llava) through this entry's `variant`.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def make(mistral3: Family) -> Family:
     def variant(request: VariantRequest) -> Family | None:
         if _is_pixtral(request.config):
             return None
-        from mmforge.backend.families.others import LLAVA
+        from mmforge.backend.families.llava import LLAVA
 
         return LLAVA
 
@@ -123,7 +123,7 @@ def make(mistral3: Family) -> Family:
             notes=(
                 "Pixtral-12B is model_type llava with a Pixtral vision tower; mmforge "
                 "recognises it by vision_config.model_type. Other llava checkpoints (CLIP "
-                "towers) are inspect-only.",
+                "towers) are LLaVA-1.5's.",
                 *mistral3.profile.notes,
             ),
         ),

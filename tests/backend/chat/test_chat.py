@@ -17,7 +17,7 @@ from mmforge.backend.chat.conversations import ConversationStore, to_markdown
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.verify import hf_reference
 from tests.backend.families import AUDIO as AUDIO_FAMILIES
-from tests.backend.families import TESTED
+from tests.backend.families import TESTED, lookup_key
 
 ALL = TESTED  # every family, from the registry
 
@@ -25,7 +25,9 @@ ALL = TESTED  # every family, from the registry
 # The released Qwen3.5/3.6 template renders an earlier answer without the "<think>\n" the
 # generation prompt opened it with, so the new prompt does not extend the old one and the
 # session prefills afresh (exactly, as the checks below show).
-REWRITES_HISTORY = {"qwen3_5", "qwen3_5_moe"}
+# LLaVA-1.5's released template (VipLLaVA's tiny uses it too) writes an earlier answer as
+# "ASSISTANT: " + its text + " " where the generation prompt ended at "ASSISTANT:": the same.
+REWRITES_HISTORY = {"qwen3_5", "qwen3_5_moe", "llava", "vipllava"}
 
 
 def _greedy(n: int) -> GenerationOptions:
@@ -81,7 +83,31 @@ def _hf(checkpoint: Path, fresh: dict, n: int, eos: tuple[int, ...]) -> list[int
     )
 
 
-@pytest.mark.parametrize("family", ALL)
+# Families whose template takes one user message (PaliGemma): no second turn to continue.
+ONE_MESSAGE = {f for f in ALL if lookup_key(f).fixtures.expect.one_message}
+TURNS = [f for f in ALL if f not in ONE_MESSAGE]
+
+
+@pytest.mark.parametrize("family", sorted(ONE_MESSAGE))
+def test_one_message_equals_transformers_and_a_second_turn_is_refused(tiny, package, family):
+    session = ChatSession(package(family))
+    attachments = session.prepare_attachments(_files(family))
+    first = session.send("Describe this.", attachments, _greedy(16))
+    fresh, inputs = _fresh(session, 1, 16)
+    assert first.token_ids == fresh
+    hf = _hf(tiny(family), inputs, 16, session.info.eos_token_ids)
+    assert len(set(hf)) >= 4, "a degenerate reference would prove nothing"
+    assert first.token_ids == hf
+    with pytest.raises(MmforgeError, match="chat template refuses this conversation"):
+        session.send("And then?", options=_greedy(4))
+    assert len(session.messages) == 2  # the refused message went back to the draft
+    session = ChatSession(package(family))
+    session.set_system("Answer like a pirate.")
+    with pytest.raises(MmforgeError, match="one user message"):
+        session.send("Hello.", options=_greedy(4))
+
+
+@pytest.mark.parametrize("family", TURNS)
 def test_a_continued_turn_equals_a_fresh_prefill_and_transformers(tiny, package, family):
     session = ChatSession(package(family))
     attachments = session.prepare_attachments(_files(family))
@@ -184,6 +210,21 @@ def test_sampling_repeats_with_a_seed_and_changes_without(package):
     assert session.regenerate(sample(8)).token_ids != first
     greedy = session.regenerate(_greedy(24)).token_ids
     assert session.regenerate(_greedy(24)).token_ids == greedy
+
+
+def test_a_repeat_penalty_reaches_the_runtime_and_greedy_answers_repeat_less(package):
+    """Issue 31: Repeat penalty, as chat apps have it; it applies to greedy answers too."""
+    session = ChatSession(package("qwen2_5_vl"))
+    plain = session.send("Say it again and again.", options=_greedy(32)).token_ids
+    assert len(set(plain)) < len(plain)  # a random-weight model repeats itself
+    penalised = GenerationOptions(max_new_tokens=32, repetition_penalty=2.0)
+    again = session.regenerate(penalised).token_ids
+    assert again != plain
+    assert len(set(again)) > len(set(plain)), (plain, again)
+    with pytest.raises(MmforgeError, match=r"repetition_penalty 11\.0 is out of range"):
+        GenerationOptions(repetition_penalty=11.0)
+    assert GenerationOptions(repetition_penalty=1.3).search_options(9)["repetition_penalty"] == 1.3
+    assert "repetition_penalty" not in GenerationOptions().search_options(9)
 
 
 def test_conversations_persist_with_copies_of_their_attachments(package, tmp_path):
@@ -368,7 +409,7 @@ def test_cuda_is_offered_only_where_a_gpu_answers(monkeypatch):
     assert values.available_eps()["cuda"] is None
 
 
-@pytest.mark.parametrize("family", ALL)
+@pytest.mark.parametrize("family", TURNS)
 def test_a_system_prompt_reaches_the_model_and_later_turns_continue_exactly(package, family):
     session = ChatSession(package(family))
     session.set_system("Answer like a pirate.")

@@ -1,0 +1,46 @@
+"""LLaVA: HF inputs for verify, as LlavaProcessor makes them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mmforge.backend.families._hooks import ReferenceRequest, RuntimeArrays
+from mmforge.backend.families._reference import ReferenceInputs, image_processor, replace_each
+from mmforge.backend.families.llava.graphs import keeps_class_token
+
+
+def prepare(request: ReferenceRequest) -> ReferenceInputs:
+    """LlavaProcessor's inputs: each `<image>` becomes one `<image>` per feature.
+
+    LlavaProcessor counts (height / patch) · (width / patch) of the processed pixels,
+    plus the class token under strategy `full`, and tokenizes with the tokenizer's
+    special tokens (LLaVA's adds the BOS).
+    """
+    import torch
+
+    checkpoint = request.checkpoint
+    cfg = checkpoint.cfg
+    tensors: dict[str, Any] = {}
+    reps: list[str] = []
+    if request.images:
+        out = image_processor(checkpoint)(images=request.images, return_tensors="pt")
+        tensors["pixel_values"] = out["pixel_values"]
+        patch = int(cfg.get("vision_config.patch_size", 14))
+        height, width = out["pixel_values"].shape[-2:]
+        count = (height // patch) * (width // patch) + (1 if keeps_class_token(cfg) else 0)
+        reps = ["<image>" * count] * len(request.images)
+    expanded = replace_each(request.prompt, "<image>", reps)
+    ids = list(request.tokenizer(expanded)["input_ids"])
+    tensors["input_ids"] = torch.tensor([ids])
+    tensors["attention_mask"] = torch.ones_like(tensors["input_ids"])
+    return ReferenceInputs(prompt=request.prompt, input_ids=ids, tensors=tensors)
+
+
+def from_runtime(request: RuntimeArrays) -> None:
+    """The runtime's pixels, [1, N, 3, H, W], as HF's [N, 3, H, W]."""
+    import torch
+
+    pixels = request.arrays.get("pixel_values")
+    if pixels is not None:
+        flat = pixels.reshape(-1, *pixels.shape[-3:])
+        request.inputs.tensors["pixel_values"] = torch.from_numpy(flat.astype("float32"))
