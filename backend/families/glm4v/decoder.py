@@ -33,7 +33,10 @@ def _rotate_pairs(g: GraphBuilder, x: Any, i64: Any) -> Any:
 
 def decoder_graph(cfg: Cfg, prefix: str = "model.language_model.", head: str = "lm_head") -> Any:
     """The decoder, weights under the checkpoint's names (text_config values)."""
-    t = lambda k, d=None: cfg.first("text_config." + k, k, default=d)  # noqa: E731
+
+    def t(k: Any, d: Any = None) -> Any:
+        return cfg.first("text_config." + k, k, default=d)
+
     hidden, layers = int(t("hidden_size")), int(t("num_hidden_layers"))
     heads, kv = int(t("num_attention_heads")), int(t("num_key_value_heads"))
     inter, vocab, eps = int(t("intermediate_size")), int(t("vocab_size")), float(t("rms_norm_eps"))
@@ -54,7 +57,10 @@ def decoder_graph(cfg: Cfg, prefix: str = "model.language_model.", head: str = "
     g = GraphBuilder("glm4v_decoder")
     ir = g.ir
     f32, i64t = ir.DataType.FLOAT, ir.DataType.INT64
-    i64 = lambda a: g.const(np.array(a, dtype=np.int64))  # noqa: E731
+
+    def i64(a: Any) -> Any:
+        return g.const(np.array(a, dtype=np.int64))
+
     x = g.input("inputs_embeds", f32, ["batch", "seq", hidden])
     mask = g.input("attention_mask", i64t, ["batch", "total"])
     pos = g.input("position_ids", i64t, [3, "batch", "seq"])

@@ -23,7 +23,10 @@ def embedding_graph(
     """The embedding, its table under the checkpoint's name."""
     g = GraphBuilder("glm4v_embedding")
     ir = g.ir
-    i64 = lambda a: g.const(np.array(a, dtype=np.int64))  # noqa: E731
+
+    def i64(a: Any) -> Any:
+        return g.const(np.array(a, dtype=np.int64))
+
     ids = g.input("input_ids", ir.DataType.INT64, ["batch", "sequence_len"])
     features = g.input("image_features", ir.DataType.FLOAT, ["num_feature_tokens", hidden])
     text = g.op("Gather", g.weight(table, [vocab, hidden]), ids, axis=0)

@@ -38,7 +38,10 @@ def _rotate_half(g: GraphBuilder, x: Any, half: int) -> Any:
 
 def _positions(g: GraphBuilder, grid: Any, n: Any, merge: int) -> tuple[Any, Any, Any, Any]:
     """Each patch's row and column (float [N]) and the grid's height and width (float [1])."""
-    i64 = lambda v: g.const(np.array(v, dtype=np.int64))  # noqa: E731
+
+    def i64(v: Any) -> Any:
+        return g.const(np.array(v, dtype=np.int64))
+
     h = g.op("Gather", g.op("Reshape", grid, i64([-1])), i64([1]), axis=0)
     w = g.op("Gather", g.op("Reshape", grid, i64([-1])), i64([2]), axis=0)
     idx = g.op("Range", i64(0), n, i64(1))
@@ -56,7 +59,10 @@ def _positions(g: GraphBuilder, grid: Any, n: Any, merge: int) -> tuple[Any, Any
         g.op("Mul", g.op("Mod", block, blocks_w), i64(merge)),
         g.op("Mod", inner, i64(merge)),
     )
-    f = lambda v: g.op("Cast", v, to=1)  # noqa: E731
+
+    def f(v: Any) -> Any:
+        return g.op("Cast", v, to=1)
+
     return f(row), f(col), f(h), f(w)
 
 
@@ -65,7 +71,10 @@ def vision_graph(cfg: Cfg, prefix: str = "model.visual.") -> Any:
 
     pixel_values [N, C·T·p·p] and image_grid_thw [1, 3] → image_features [N / merge², out].
     """
-    v = lambda k, d=None: cfg.get("vision_config." + k, d)  # noqa: E731
+
+    def v(k: Any, d: Any = None) -> Any:
+        return cfg.get("vision_config." + k, d)
+
     dim, heads, depth = int(v("hidden_size")), int(v("num_heads")), int(v("depth"))
     out, inter = int(v("out_hidden_size")), int(v("intermediate_size"))
     patch, temporal = int(v("patch_size", 14)), int(v("temporal_patch_size", 2))
@@ -82,7 +91,9 @@ def vision_graph(cfg: Cfg, prefix: str = "model.visual.") -> Any:
     ir = g.ir
     pixels = g.input("pixel_values", ir.DataType.FLOAT, ["num_patches", flat])
     grid = g.input("image_grid_thw", ir.DataType.INT64, [1, 3])
-    i64 = lambda a: g.const(np.array(a, dtype=np.int64))  # noqa: E731
+
+    def i64(a: Any) -> Any:
+        return g.const(np.array(a, dtype=np.int64))
 
     conv = g.weight(prefix + "patch_embed.proj.weight", [dim, channels, temporal, patch, patch])
     x = g.op(
