@@ -37,7 +37,8 @@ def _windows_alive(pid: int) -> bool:
     kernel32.OpenProcess.restype = wintypes.HANDLE
     handle = kernel32.OpenProcess(_PROCESS_QUERY_LIMITED_INFORMATION, False, pid)
     if not handle:  # no such process, or one this user may not open
-        return ctypes.get_last_error() == _ERROR_ACCESS_DENIED  # type: ignore[attr-defined]
+        denied = ctypes.get_last_error() == _ERROR_ACCESS_DENIED  # type: ignore[attr-defined]
+        return bool(denied)
     try:
         code = wintypes.DWORD()
         if not kernel32.GetExitCodeProcess(wintypes.HANDLE(handle), ctypes.byref(code)):

@@ -112,7 +112,8 @@ def take_stdin() -> IO[str]:
         import msvcrt
 
         std_input_handle = -10
-        ctypes.windll.kernel32.SetStdHandle(std_input_handle, msvcrt.get_osfhandle(0))
+        handle = msvcrt.get_osfhandle(0)  # type: ignore[attr-defined]
+        ctypes.windll.kernel32.SetStdHandle(std_input_handle, handle)  # type: ignore[attr-defined]
     sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - the process's
     return open(commands, encoding="utf-8")
 
