@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
+from mmforge.app.stdio import utf8_stdio
 from mmforge.app.terminal import (
     emit_profile,
     failed,
@@ -640,6 +641,7 @@ def _interrupt(cancel: CancelToken, signum: int, frame: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
+    utf8_stdio()  # before anything is read or written: a pipe on Windows is cp1252
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == [GENAI_BUILDER]:
         return _genai_builder(args_list[1:])

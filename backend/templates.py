@@ -22,8 +22,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,10 @@ log = logging.getLogger(__name__)
 
 RENDER_TEMPLATE = "render-template"  # internal: `mmforge render-template` (JSON on stdin)
 TIMEOUT_S = 5.0  # real templates render the sample in milliseconds
+# The child's own start (an interpreter and its imports) is not the template's time: the
+# child times its rendering itself; the parent's deadline allows for a slow start (a
+# cold Windows start, antivirus scanning, Wine) on top, and is the backstop.
+STARTUP_S = 60.0
 MAX_OUTPUT_CHARS = 1 << 20
 MEMORY_BYTES = 1 << 30
 SAMPLE = [
@@ -112,6 +118,7 @@ def check_template(template: str, where: str, ctx: JobContext | None = None) -> 
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        encoding="utf-8",  # not the code page: the protocol and its messages are UTF-8
     )
     try:
         out, _ = _wait(child, request, ctx)
@@ -141,7 +148,7 @@ def check_template(template: str, where: str, ctx: JobContext | None = None) -> 
 
 def _wait(child: subprocess.Popen[str], request: str, ctx: JobContext) -> tuple[str, str]:
     """Hand the child its request and wait for it, in short steps that check cancel."""
-    deadline = time.monotonic() + TIMEOUT_S
+    deadline = time.monotonic() + STARTUP_S + TIMEOUT_S
     step = 0.02
     pending: str | None = request
     while True:
@@ -162,15 +169,17 @@ def _wait(child: subprocess.Popen[str], request: str, ctx: JobContext) -> tuple[
 def render_child() -> int:
     """`mmforge render-template`: render the request on stdin, report on stdout.
 
-    Runs in its own process, under its own memory and CPU limits.
+    Runs in its own process, under its own memory and CPU limits (`limit_this_process`;
+    the parent's deadline holds everywhere).
     """
-    import resource
-
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
-        cpu = int(TIMEOUT_S) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    limit_this_process()
     request = json.loads(sys.stdin.read())
+    reply = _Reply()
+    # The render's own clock, started now that the interpreter is up and has the request.
+    over = {"limit": f"it ran over {TIMEOUT_S:.0f} s"}
+    watchdog = threading.Timer(TIMEOUT_S, reply.send, args=(over,), kwargs={"end": True})
+    watchdog.daemon = True
+    watchdog.start()
     try:
         chars = _render(request["template"], request["messages"])
     except Exception as e:  # noqa: BLE001 - reported to the parent, which decides
@@ -185,9 +194,109 @@ def render_child() -> int:
             answer = {"limit": f"it wrote over {MAX_OUTPUT_CHARS:,} characters"}
     if request.get("probe") and "limit" not in answer:
         answer["form"] = _content_form(request["template"])
-    sys.stdout.write(json.dumps(answer))
-    sys.stdout.flush()
+    watchdog.cancel()
+    reply.send(answer)
     return 0
+
+
+class _Reply:
+    """The child's one answer on stdout: the render's, or the watchdog's when it ran over."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sent = False
+
+    def send(self, answer: dict[str, Any], end: bool = False) -> None:
+        """Write `answer` unless one was written; with `end`, end the process at once."""
+        with self._lock:
+            if not self._sent:
+                self._sent = True
+                sys.stdout.write(json.dumps(answer))
+                sys.stdout.flush()
+            if end:  # the watchdog: the render is still running, in this process
+                os._exit(0)
+
+
+def limit_this_process() -> str:
+    """Put this process under the renderer's memory limit (and CPU limit where there is one).
+
+    POSIX: `resource` limits (address space, CPU seconds). Windows has no `resource`: a
+    job object caps the process's committed memory; the CPU time is left to the parent's
+    deadline, which kills the child. Returns how it was limited ("rlimit", "job" or "none":
+    the deadline alone), for the tests and the log.
+    """
+    try:
+        import resource
+    except ImportError:  # Windows
+        return "job" if _windows_job_limit(MEMORY_BYTES) else "none"
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+        cpu = int(TIMEOUT_S) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        return "rlimit"
+    return "none"
+
+
+def _windows_job_limit(memory_bytes: int) -> bool:
+    """Windows: this process in a new job object whose processes may commit `memory_bytes`."""
+    import ctypes
+
+    windll = getattr(ctypes, "windll", None)
+    if windll is None:
+        return False
+    from ctypes import wintypes
+
+    class IoCounters(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_uint64) for name in (
+            "ReadOperationCount", "WriteOperationCount", "OtherOperationCount",
+            "ReadTransferCount", "WriteTransferCount", "OtherTransferCount",
+        )]  # fmt: skip
+
+    class BasicLimits(ctypes.Structure):
+        _fields_ = [
+            ("PerProcessUserTimeLimit", ctypes.c_int64),
+            ("PerJobUserTimeLimit", ctypes.c_int64),
+            ("LimitFlags", wintypes.DWORD),
+            ("MinimumWorkingSetSize", ctypes.c_size_t),
+            ("MaximumWorkingSetSize", ctypes.c_size_t),
+            ("ActiveProcessLimit", wintypes.DWORD),
+            ("Affinity", ctypes.c_size_t),
+            ("PriorityClass", wintypes.DWORD),
+            ("SchedulingClass", wintypes.DWORD),
+        ]
+
+    class ExtendedLimits(ctypes.Structure):
+        _fields_ = [
+            ("BasicLimitInformation", BasicLimits),
+            ("IoInfo", IoCounters),
+            ("ProcessMemoryLimit", ctypes.c_size_t),
+            ("JobMemoryLimit", ctypes.c_size_t),
+            ("PeakProcessMemoryUsed", ctypes.c_size_t),
+            ("PeakJobMemoryUsed", ctypes.c_size_t),
+        ]
+
+    job_object_limit_process_memory = 0x100
+    job_object_extended_limit_information = 9
+    kernel32 = windll.kernel32
+    kernel32.CreateJobObjectW.restype = wintypes.HANDLE
+    kernel32.GetCurrentProcess.restype = wintypes.HANDLE
+    try:
+        job = kernel32.CreateJobObjectW(None, None)
+        if not job:
+            return False
+        limits = ExtendedLimits()
+        limits.BasicLimitInformation.LimitFlags = job_object_limit_process_memory
+        limits.ProcessMemoryLimit = memory_bytes
+        if not kernel32.SetInformationJobObject(
+            wintypes.HANDLE(job), job_object_extended_limit_information,
+            ctypes.byref(limits), ctypes.sizeof(limits),
+        ):  # fmt: skip
+            return False
+        # The handle stays open for the process's life: the job lasts as long as it.
+        this_process = wintypes.HANDLE(kernel32.GetCurrentProcess())  # the pseudo-handle -1
+        return bool(kernel32.AssignProcessToJobObject(wintypes.HANDLE(job), this_process))
+    except (AttributeError, OSError, ctypes.ArgumentError):
+        return False
 
 
 def _limit_words(e: BaseException) -> str:

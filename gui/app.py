@@ -15,7 +15,9 @@ def run(self_test: bool = False, screenshots: Path | None = None) -> int:
 
     With `screenshots`, the self-test saves a picture of the window at each page there.
     """
-    if self_test and not os.environ.get("DISPLAY"):
+    if self_test and sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
+        # Linux without X11: offscreen. Windows and macOS always have their own platform
+        # (Windows has no DISPLAY: QT_QPA_PLATFORM=offscreen asks for offscreen there).
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     _check_display()
     _log_to_file()

@@ -6,8 +6,6 @@ and warn before a conversion that would run out of memory or disk.
 
 from __future__ import annotations
 
-import importlib
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,17 +45,10 @@ class Machine:
 
 
 def total_memory_bytes() -> int | None:
-    """Physical memory (None: unknown)."""
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):  # Windows has no sysconf
-        pass
-    try:
-        # psutil is not a dependency: used where a platform has no sysconf (Windows).
-        psutil = importlib.import_module("psutil")
-        return int(psutil.virtual_memory().total)
-    except Exception:  # noqa: BLE001 - absent, or failing on an odd platform
-        return None
+    """Physical memory (None: unknown): sysconf, or Windows' GlobalMemoryStatusEx."""
+    from mmforge.backend.memory import total_bytes
+
+    return total_bytes()
 
 
 def disk_free_bytes(folder: Path) -> int | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -140,8 +141,25 @@ class SelfTest(QObject):
 
     def _finish(self) -> None:
         self._timer.stop()
-        self.window.close()
-        self._tmp.cleanup()
-        app = QApplication.instance()
-        if app is not None:
-            app.quit()
+        self.window.close()  # stops the workers
+        try:
+            self._remove_scratch()
+        finally:  # the app ends whatever the folder does
+            app = QApplication.instance()
+            if app is not None:
+                app.quit()
+
+    def _remove_scratch(self) -> None:
+        """Remove the test's folder, trying for a few seconds, then leave it.
+
+        On Windows a file stays locked while the chat worker that opened it is ending
+        (measured under Wine: the package's folder was still open when the window
+        closed, and the cleanup's error kept the app from quitting).
+        """
+        for _ in range(50):
+            try:
+                self._tmp.cleanup()
+                return
+            except OSError:
+                time.sleep(0.1)
+        print(f"self-test: could not remove {self._tmp.name}", file=sys.stderr, flush=True)

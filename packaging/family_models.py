@@ -4,14 +4,25 @@ transformers imports model classes lazily by name, so PyInstaller cannot see the
 spec collects these. Each converted family's model class, its concrete sub-configs and
 its processors' classes are found here; a family added to the registry is collected
 without editing the spec. Towers that a config names only through AutoConfig (Mistral 3's
-Pixtral and Mistral text models, LFM2-VL's SigLIP2 and LFM2) are listed by hand, and
+Pixtral and Mistral text models, LFM2-VL's SigLIP2 and LFM2, LLaVA's and PaliGemma's text
+models) are listed by hand, and
 tests/packaging checks that every tiny checkpoint's sub-model types are covered.
 """
 
 from __future__ import annotations
 
-# Model types a family's config picks through AutoConfig, so no class names them.
-VIA_AUTO_CONFIG = ("mistral", "ministral3", "lfm2", "siglip", "siglip2")
+# Model types a family's config picks through AutoConfig, so no class names them
+# (LLaVA's Llama, PaliGemma's Gemma and PaliGemma 2's Gemma 2 text models among them).
+VIA_AUTO_CONFIG = (
+    "mistral",
+    "ministral3",
+    "lfm2",
+    "siglip",
+    "siglip2",
+    "llama",
+    "gemma",
+    "gemma2",
+)
 
 
 def _package_of(obj: object) -> str | None:

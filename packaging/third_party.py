@@ -1,6 +1,8 @@
 """Write THIRD-PARTY.txt: every distribution installed in the build environment and its licence.
 
-Usage: python packaging/third_party.py OUT_FILE (run with the build environment's Python).
+Usage: python packaging/third_party.py OUT_FILE [SITE_PACKAGES]
+(run with the build environment's Python; or name the folder the distributions are
+installed in, as build_windows.sh does for the Windows site-packages).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ def licence(dist: metadata.Distribution) -> str:
     return ", ".join(found) or "see the package's own files"
 
 
-def main(out: str) -> None:
-    """Write the list to `out`."""
+def main(out: str, site: str | None = None) -> None:
+    """Write the list to `out` (the distributions in `site`, else on sys.path)."""
+    found = metadata.distributions(path=[site]) if site else metadata.distributions()
     rows = sorted(
-        {(d.metadata["Name"] or "?", d.version, licence(d)) for d in metadata.distributions()},
+        {(d.metadata["Name"] or "?", d.version, licence(d)) for d in found},
         key=lambda r: r[0].lower(),
     )
     lines = [f"{name} {version}: {lic}" for name, version, lic in rows if name != "pip"]
@@ -35,4 +38,4 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

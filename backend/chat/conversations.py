@@ -359,15 +359,9 @@ def remove_orphan_temps(folder: Path) -> None:
 
 
 def _alive(pid: int) -> bool:
-    if os.name != "posix":  # Windows' os.kill(pid, 0) sends Ctrl+C: keep the file
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process, or a system that cannot tell: keep it
-        return True
-    return True
+    from mmforge.backend.processes import process_alive
+
+    return process_alive(pid)  # os.kill(pid, 0) is Ctrl+C on Windows
 
 
 def _sync_folder(folder: Path) -> None:

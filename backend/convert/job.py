@@ -35,6 +35,7 @@ from mmforge.backend.jobs import JobContext
 from mmforge.backend.localfiles import files_kept
 from mmforge.backend.memory import available_bytes, peak_rss_bytes
 from mmforge.backend.picture_sizing import Intake
+from mmforge.backend.processes import process_alive
 from mmforge.backend.source import parse_source, resolve
 from mmforge.backend.templates import check_folder_template
 from mmforge.backend.token_range import check_tokenizer, check_tokens_fit
@@ -573,12 +574,4 @@ def _recover_interrupted_publish(out: Path) -> None:
 
 
 def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's live process
-    return True
+    return process_alive(pid)  # os.kill(pid, 0) is Ctrl+C on Windows

@@ -43,6 +43,9 @@ class WorkerJob:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            # Not the code page (cp1252 on Windows): the worker writes UTF-8 (app/stdio.py).
+            encoding="utf-8",
+            errors="replace",
             env={**os.environ, **(env or {})},
             # Its own process group: `kill` reaches what the worker started too (a child
             # that inherited the pipe would otherwise keep it open after the worker died).

@@ -90,13 +90,41 @@ JOBS: dict[str, Callable[[dict[str, Any], JobContext], dict[str, Any]]] = {
 }
 
 
+def take_stdin() -> IO[str]:
+    """The command pipe, moved off descriptor 0, which becomes the null device.
+
+    A thread waits for the next command while the job runs. Windows' C runtime holds a
+    descriptor's lock for the whole of a blocking `_read`, so while that thread waits on
+    descriptor 0, any library that touches descriptor 0 (`_lseeki64(0)` when a DLL loads:
+    numpy's native module does) waits for a command that may never come; measured under
+    Wine 8 as a worker hung in `import numpy`, and shown by
+    packaging/windows/wine/repro_stdin_lock.py. Reading the commands from a descriptor of
+    their own leaves descriptor 0 (and Windows' standard input handle) to such callers.
+    """
+    import os
+
+    commands = os.dup(0)  # not inherited by children
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    if os.name == "nt":  # DLLs with their own C runtime take standard input from here
+        import ctypes
+        import msvcrt
+
+        std_input_handle = -10
+        handle = msvcrt.get_osfhandle(0)  # type: ignore[attr-defined]
+        ctypes.windll.kernel32.SetStdHandle(std_input_handle, handle)  # type: ignore[attr-defined]
+    sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - the process's
+    return open(commands, encoding="utf-8")
+
+
 def serve(stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
     """Run one job as the commands on stdin say; report on stdout. Returns an exit code.
 
     Anything else that writes to stdout (a library's print) is redirected to stderr, so
     the event stream stays parseable.
     """
-    stdin = stdin or sys.stdin
+    stdin = stdin or take_stdin()
     channel = Channel(stdout or sys.stdout)
     sys.stdout = sys.stderr
     channel.send(hello())

@@ -1,0 +1,270 @@
+"""What Windows lacks, simulated on Linux: `resource`, `os.sysconf`, a UTF-8 code page,
+streams in a windowed process, and `os.kill(pid, 0)` as a liveness probe.
+
+Issue #32: each of these made the app fail on Windows (the template check died on
+`import resource`, printing `→` to a pipe raised UnicodeEncodeError under cp1252, the
+memory figures called `os.sysconf`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import json
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from mmforge.app import cli
+from mmforge.app.stdio import utf8_stdio
+from mmforge.backend import memory, processes, templates
+
+TEMPLATE = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}→{% endfor %}"
+
+
+def no_resource(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`import resource` raises ImportError, as on Windows."""
+    monkeypatch.setitem(sys.modules, "resource", None)
+    with pytest.raises(ImportError):
+        import resource  # noqa: F401
+
+
+def cp1252(buffer: io.BytesIO) -> io.TextIOWrapper:
+    """A stream as Windows gives a redirected stdout: the ANSI code page."""
+    return io.TextIOWrapper(buffer, encoding="cp1252", write_through=True)
+
+
+class FakeKernel32:
+    """The few kernel32 functions the app calls through ctypes, answering as Windows."""
+
+    def __init__(self) -> None:
+        self.jobs: list[int] = []
+
+    def GlobalMemoryStatusEx(self, ref: object) -> int:
+        status = ref._obj  # type: ignore[attr-defined]
+        assert status.dwLength == ctypes.sizeof(status)
+        status.ullTotalPhys, status.ullAvailPhys = 16 << 30, 5 << 30
+        return 1
+
+    def GetCurrentProcess(self) -> int:
+        return 2**64 - 1  # the pseudo-handle -1, as restype HANDLE gives it
+
+    def K32GetProcessMemoryInfo(self, process: int, ref: object, size: int) -> int:
+        assert isinstance(process, ctypes.c_void_p) and process.value == 2**64 - 1
+        counters = ref._obj  # type: ignore[attr-defined]
+        assert size == ctypes.sizeof(counters) == counters.cb
+        counters.WorkingSetSize, counters.PeakWorkingSetSize = 300 << 20, 700 << 20
+        return 1
+
+    def CreateJobObjectW(self, attributes: object, name: object) -> int:
+        return 77
+
+    def SetInformationJobObject(self, job, kind, ref, size) -> int:
+        limits = ref._obj
+        assert kind == 9 and size == ctypes.sizeof(limits)
+        self.jobs.append(limits.ProcessMemoryLimit)
+        assert limits.BasicLimitInformation.LimitFlags == 0x100
+        return 1
+
+    def AssignProcessToJobObject(self, job, process) -> int:
+        # What ctypes could pass: a plain int over 32 bits fails to convert (ArgumentError).
+        assert isinstance(process, ctypes.c_void_p) and process.value == 2**64 - 1
+        return 1
+
+
+@pytest.fixture
+def windows_ctypes(monkeypatch: pytest.MonkeyPatch) -> FakeKernel32:
+    kernel32 = FakeKernel32()
+    # Plain functions, as ctypes' are: the app sets `restype` on some.
+    functions = {
+        name: (lambda method: lambda *args: method(*args))(getattr(kernel32, name))
+        for name in dir(FakeKernel32)
+        if name[0].isupper()
+    }
+    monkeypatch.setattr(
+        ctypes, "windll", SimpleNamespace(kernel32=SimpleNamespace(**functions)), raising=False
+    )
+    return kernel32
+
+
+def test_render_child_runs_without_resource(monkeypatch: pytest.MonkeyPatch) -> None:
+    no_resource(monkeypatch)
+    request = {"template": TEMPLATE, "messages": [{"role": "user", "content": "hi"}]}
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(request)))
+    monkeypatch.setattr(sys, "stdout", out)
+    assert templates.render_child() == 0
+    answer = json.loads(out.getvalue())
+    assert answer == {"ok": True, "chars": len("<|user|>hi→")}
+
+
+def test_render_limit_without_resource_is_a_job_object(
+    monkeypatch: pytest.MonkeyPatch, windows_ctypes: FakeKernel32
+) -> None:
+    no_resource(monkeypatch)
+    assert templates.limit_this_process() == "job"
+    assert windows_ctypes.jobs == [templates.MEMORY_BYTES]
+
+
+def test_render_limit_without_resource_or_windows_is_the_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    no_resource(monkeypatch)
+    monkeypatch.delattr(ctypes, "windll", raising=False)
+    assert templates.limit_this_process() == "none"
+
+
+def test_memory_figures_without_sysconf_or_resource(
+    monkeypatch: pytest.MonkeyPatch, windows_ctypes: FakeKernel32
+) -> None:
+    no_resource(monkeypatch)
+    monkeypatch.delattr(os, "sysconf")
+
+    def no_proc(path: str, *args: object, **kwargs: object) -> object:
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr(memory, "open", no_proc, raising=False)  # no /proc on Windows
+    assert memory.total_bytes() == 16 << 30
+    assert memory.available_bytes() == 5 << 30
+    assert memory.current_rss_bytes() == 300 << 20
+    assert memory.peak_rss_bytes() == 700 << 20
+    assert memory.peak_rss_bytes(children=True) == 0
+
+
+def test_memory_with_proc_but_no_sysconf(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wine: Linux's /proc is visible, os.sysconf is not; nothing raises."""
+    monkeypatch.delattr(os, "sysconf")
+    monkeypatch.delattr(ctypes, "windll", raising=False)
+    assert memory.total_bytes() is None
+    assert memory.current_rss_bytes() > 0  # the peak, from resource
+    assert (memory.available_bytes() or 0) > 0  # MemAvailable
+
+
+def test_the_model_card_gets_windows_memory(
+    monkeypatch: pytest.MonkeyPatch, windows_ctypes: FakeKernel32
+) -> None:
+    from mmforge.gui import fit
+
+    monkeypatch.delattr(os, "sysconf")
+    assert fit.total_memory_bytes() == 16 << 30
+
+
+def test_printing_arrows_to_a_cp1252_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    buffer = io.BytesIO()
+    stream = cp1252(buffer)
+    with pytest.raises(UnicodeEncodeError):  # what Windows did before
+        print("a → b", file=stream)
+    monkeypatch.setattr(sys, "stdout", stream)
+    monkeypatch.setattr(sys, "stderr", cp1252(io.BytesIO()))
+    utf8_stdio()
+    print("a → b 你好")
+    assert buffer.getvalue().decode("utf-8").endswith("a → b 你好\n")
+    assert sys.stderr.encoding == "utf-8"
+
+
+def test_the_cli_reconfigures_before_it_prints(monkeypatch: pytest.MonkeyPatch) -> None:
+    buffer = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", cp1252(buffer))
+    monkeypatch.setattr(cli, "_run", lambda args: print("checkpoint → package") or 0)
+    assert cli.main(["demo"]) == 0
+    assert "checkpoint → package" in buffer.getvalue().decode("utf-8")
+
+
+def test_a_windowed_process_gets_null_streams(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pythonw.exe (the Start-menu shortcut) starts with sys.stdout and sys.stderr None."""
+    for name in ("stdout", "stderr", "stdin"):
+        monkeypatch.setattr(sys, name, None)
+    utf8_stdio()
+    print("a stray line → nowhere")
+    print("and a warning", file=sys.stderr)
+    assert sys.stdin.read() == ""
+
+
+def test_worker_pipes_are_utf8_whatever_the_code_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[dict[str, object]] = []
+
+    class Stop(Exception):
+        pass
+
+    def popen(*args: object, **kwargs: object) -> None:
+        seen.append(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    from mmforge.backend.worker.client import WorkerJob
+
+    with pytest.raises(Stop):
+        WorkerJob("inspect", {})
+    with pytest.raises(Stop):
+        templates.check_template(TEMPLATE, "a test")
+    assert [kw.get("encoding") for kw in seen] == ["utf-8", "utf-8"]
+
+
+def test_liveness_is_not_os_kill_on_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """os.kill(pid, 0) on Windows sends Ctrl+C (CTRL_C_EVENT is 0): never called there."""
+    kills: list[tuple[int, int]] = []
+    monkeypatch.setattr(os, "kill", lambda pid, sig: kills.append((pid, sig)))
+    monkeypatch.setattr(os, "name", "nt")
+    monkeypatch.setattr(processes, "_windows_alive", lambda pid: pid == 4242)
+    assert processes.process_alive(4242) and not processes.process_alive(4243)
+    assert kills == []
+
+
+def test_liveness_on_posix() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert processes.process_alive(os.getpid())
+    assert not processes.process_alive(child.pid)
+
+
+def test_a_slow_start_is_not_the_templates_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under Wine (or a cold Windows start) the renderer's interpreter takes seconds to
+    start: the render's clock starts in the child, once it has the request."""
+    from mmforge.backend.worker import child
+
+    slow = (
+        "import time, sys; time.sleep(2.5); from mmforge.app.cli import main; "
+        "sys.exit(main(['render-template']))"
+    )
+    monkeypatch.setattr(child, "app_command", lambda *args: [sys.executable, "-c", slow])
+    monkeypatch.setattr(templates, "TIMEOUT_S", 1.0)  # the parent's share; the start is 2.5 s
+    monkeypatch.setattr(templates, "_FORMS", {})
+    assert templates.check_template(TEMPLATE, "a test") is not None
+
+
+def test_a_template_that_never_ends_is_stopped_by_the_childs_clock() -> None:
+    endless = (
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% for k in range(100000) %}"
+        "{% endfor %}{% endfor %}{% endfor %}"
+    )
+    request = json.dumps({"template": endless, "messages": []})
+    command = [sys.executable, "-m", "mmforge.app", "render-template"]
+    done = subprocess.run(command, input=request, capture_output=True, text=True, timeout=60)
+    assert json.loads(done.stdout) == {"limit": f"it ran over {templates.TIMEOUT_S:.0f} s"}
+
+
+def test_the_worker_reads_commands_off_descriptor_zero(tmp_path) -> None:
+    """Descriptor 0 is the null device once the worker has its command pipe: a library
+    that touches descriptor 0 while the listener waits (Windows' C runtime locks a
+    descriptor for a whole blocking read) does not wait for the next command."""
+    script = (
+        "import os, sys, threading\n"
+        "from mmforge.backend.worker.server import take_stdin\n"
+        "commands = take_stdin()\n"
+        "got = []\n"
+        "t = threading.Thread(target=lambda: got.append(commands.readline()))\n"
+        "t.start()\n"
+        "assert os.read(0, 10) == b''  # the null device, not the pipe\n"
+        "assert sys.stdin.read() == ''\n"
+        "t.join(30)\n"
+        "print(got)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], input='{"cmd": "run"} →\n', capture_output=True,
+        text=True, encoding="utf-8", timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(['{"cmd": "run"} →\n'])
