@@ -12,6 +12,23 @@ from mmforge.backend.units import human_rate
 from mmforge.gui.safe_text import for_display, plain_label
 
 STAGES = ("download", "inspect", "build", "weights", "write", "quantize", "package", "validate")
+# The stages as the page says them (the log keeps the stage names).
+STAGE_WORDS = {
+    "download": "Downloading",
+    "inspect": "Reading the model",
+    "build": "Building the graphs",
+    "weights": "Placing the weights",
+    "write": "Writing the graphs",
+    "quantize": "Rounding the weights",
+    "package": "Writing the package",
+    "validate": "Checking the package runs",
+    "done": "Done",
+}
+
+
+def stage_words(stage: str) -> str:
+    """ "Building the graphs" for "build"; an unknown stage with a capital."""
+    return STAGE_WORDS.get(stage, stage[:1].upper() + stage[1:])
 
 
 class ConvertProgress(QWidget):
@@ -84,21 +101,23 @@ class ConvertProgress(QWidget):
             self.stage_bar.setValue(int(fraction * 1000))
         else:
             self.stage_bar.setRange(0, 0)  # busy: the stage has no count
-        self.stage_bar.setFormat(f"{p.stage}: %p%")
+        self.stage_bar.setFormat(f"{stage_words(p.stage)}: %p%")
         self.stage.setText(self._stage_text(p, now))
         elapsed = now - self.started
         self.log.appendPlainText(f"[{elapsed:6.1f}s] {p.stage}: {p.message}")
 
     def _stage_text(self, p: Any, now: float) -> str:
         """What the stage is doing, with its rate and time left where it counts bytes."""
+        what = stage_words(p.stage)
         if p.unit != "bytes" or not p.total:
-            count = f" ({p.done:g} of {p.total:g} {p.unit})" if p.total else ""
-            return f"{p.stage}: {p.message}{count}"
+            # "(3 of 12 tensors)"; nothing for a stage of one step ("1 of 1 steps").
+            count = f" ({p.done:g} of {p.total:g} {p.unit})" if (p.total or 0) > 1 else ""
+            return f"{what}: {p.message}{count}" if p.message else f"{what}{count}"
         if p.stage == "download" and p.done:
             self.downloaded = True
         since, done_then = self._stage_since
         seconds = now - since
-        text = f"{p.stage}: {_amount(p.done, p.total)}"
+        text = f"{what}: {_amount(p.done, p.total)}"
         if seconds >= 0.5 and p.done > done_then:
             rate = (p.done - done_then) / seconds
             left = (p.total - p.done) / rate

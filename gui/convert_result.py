@@ -26,6 +26,20 @@ from mmforge.gui.details import Details
 FILTERS = ("all", "mapped", "unused", "missing", "shape mismatch")
 
 
+PART_WORDS = {
+    "vision_encoder": "image encoder",
+    "audio_encoder": "audio encoder",
+    "embedding": "embedding",
+    "decoder": "language model",
+}
+
+
+def part_words(components: list[str] | tuple[str, ...]) -> str:
+    """ "image encoder, embedding and language model" for a package's components."""
+    words = [PART_WORDS.get(c, c.replace("_", " ")) for c in components]
+    return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else "".join(words)
+
+
 class ConvertResult(QWidget):
     """A finished conversion: its summary, where to go next, and its weight mapping.
 
@@ -113,7 +127,7 @@ class ConvertResult(QWidget):
         self.summary.setText(
             f"<b>A {esc(manifest.family)} package at {esc(manifest.dtype)}</b> for "
             f"{where}: {human_bytes(sum(files.values()))} in {esc(out)}<br>"
-            f"<small>Parts: {esc(' + '.join(manifest.components))}; every checkpoint "
+            f"<small>Parts: {esc(part_words(manifest.components))}; every checkpoint "
             f"weight accounted for ({esc(str(w.get('mapped')))} used, "
             f"{esc(str(w.get('unused')))} not needed); {len(files)} files.</small>"
         )

@@ -389,7 +389,11 @@ class ModelView(QWidget):
             self.progress.setValue(int(1000 * min(1.0, p.done / p.total)))
         else:
             self.progress.setRange(0, 0)
-        what = {"download": "Downloading", "inspect": "Reading the model"}.get(p.stage, p.stage)
+        what = {
+            "download": "Downloading",
+            "inspect": "Reading the model",
+            "demo": "Building the demo model",
+        }.get(p.stage, p.stage[:1].upper() + p.stage[1:])
         amount = (
             f" {human_bytes(int(p.done))} of {human_bytes(int(p.total))}"
             if (p.unit == "bytes" and p.total)

@@ -69,9 +69,9 @@ def _demo(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     kind = str(args.get("kind", "pictures"))
     if kind not in DEMOS:
         raise MmforgeError(f"No demo model of kind {kind[:40]!r}", f"Use {' or '.join(DEMOS)}")
-    ctx.report("demo", 0, 1, message="building the demo checkpoint", force=True)
+    ctx.report("demo", 0, 1, message="offline, a few seconds", force=True)
     folder = demo_checkpoint(kind)
-    ctx.report("demo", 1, 1, message=str(folder))
+    ctx.report("demo", 1, 1, message="ready")
     return {"folder": str(folder)}
 
 

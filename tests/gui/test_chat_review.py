@@ -557,3 +557,25 @@ def test_18_a_restart_brings_back_the_last_model_one_inspect_away(qtbot, window,
     assert shown[:2] == ["Qwen/Qwen2.5-VL-3B-Instruct", "my-vlm (folder)"]
     assert model.known.item(1).data(Qt.ItemDataRole.UserRole) == str(folder)
     assert model.known.horizontalScrollBarPolicy() == Qt.ScrollBarPolicy.ScrollBarAlwaysOff
+
+
+def test_21_progress_and_parts_are_said_in_words(window):
+    """Convert said "done: package written to … (1 of 1 steps)" and "Parts: decoder +
+    vision_encoder + audio_encoder + embedding"; the Model page "demo: building the demo
+    checkpoint"."""
+    from mmforge.backend.jobs import Progress
+    from mmforge.gui.convert_result import part_words
+
+    progress = window.convert_view.progress
+    progress.start()
+    progress.show_progress(Progress("done", 1, 1, "steps", "package written to /tmp/x"))
+    assert progress.stage.text() == "Done: package written to /tmp/x"
+    progress.show_progress(Progress("weights", 3, 12, "tensors", "q_proj"))
+    assert progress.stage.text() == "Placing the weights: q_proj (3 of 12 tensors)"
+    assert progress.stage_bar.format() == "Placing the weights: %p%"
+    assert part_words(["decoder", "vision_encoder", "audio_encoder", "embedding"]) == (
+        "language model, image encoder, audio encoder and embedding"
+    )
+    model = window.model_view
+    model._on_progress(Progress("demo", 0, 1, "", "offline, a few seconds"))
+    assert model.status.text() == "Building the demo model: offline, a few seconds"
