@@ -27,7 +27,7 @@ STAGE_WORDS = {
 
 
 def stage_words(stage: str) -> str:
-    """ "Building the graphs" for "build"; an unknown stage with a capital."""
+    """A stage as the page says it: "Building the graphs" for "build"."""
     return STAGE_WORDS.get(stage, stage[:1].upper() + stage[1:])
 
 

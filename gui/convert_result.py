@@ -35,7 +35,7 @@ PART_WORDS = {
 
 
 def part_words(components: list[str] | tuple[str, ...]) -> str:
-    """ "image encoder, embedding and language model" for a package's components."""
+    """A package's components in words: "image encoder, embedding and language model"."""
     words = [PART_WORDS.get(c, c.replace("_", " ")) for c in components]
     return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else "".join(words)
 
