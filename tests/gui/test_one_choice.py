@@ -30,6 +30,9 @@ def _inspect(qtbot, window, source: Path) -> None:
     model.source.setText(str(source))
     with qtbot.waitSignal(window.state.profile_changed, timeout=LONG):
         model.inspect_button.click()
+    # The profile comes before the job's end: a second Inspect while the runner still
+    # runs is ignored (as a double click is), so wait for the end too.
+    qtbot.waitUntil(lambda: not model.runner.running, timeout=LONG)
 
 
 def _chats_with(window, monkeypatch) -> list[str]:
