@@ -1,6 +1,7 @@
-"""GLM-4.1V and GLM-4.5V: inspected, measured exact on `qwen2_5_vl`, not converted yet.
+"""GLM-4.1V and GLM-4.5V on the runtime's `qwen2_5_vl` pipeline; GLM-4.1V converts.
 
-Measured (transformers 5.24 against the ONNX Runtime GenAI 0.18 wheel;
+ONNX Runtime GenAI 0.18 has no GLM-4V type; its `qwen2_5_vl` pipeline runs GLM-4.1V
+exactly for pictures. Measured (transformers 5.24 against the 0.18 wheel;
 benchmarks/seed_probes/probe_glm.py, tests/backend/test_glm4v_host.py, docs/seed-families.md):
 - sizing: Glm4vImageProcessor's smart_resize counts a picture as t_bar = 2 frames
   (`t_bar * h_bar * w_bar` against min/max pixels), so it is Qwen2VLImageProcessor's with
@@ -9,36 +10,45 @@ benchmarks/seed_probes/probe_glm.py, tests/backend/test_glm4v_host.py, docs/seed
   first scales up to 28 and Qwen does not (10×1000: grid [1, 2, 200] against [1, 2, 58]);
 - the runtime's qwen2_5_vl processor (`qwen2_5_vl_image_processor.cpp`, `ProcessImagePrompt`,
   and ort-extensions' `Resize` with smart_resize) with the halved values gives GLM's grid
-  and pixels, with the Qwen families' known difference (halves rounded away from zero);
+  and pixels, with the Qwen families' known difference (halves rounded away from zero),
+  which chat's intake removes by handing it pictures already at transformers' size;
 - ids: with `<|begin_of_image|>`, `<|image|>`, `<|end_of_image|>` renamed in the package's
-  tokenizer.json to the text the runtime splices, the runtime's ids are Glm4vProcessor's;
+  tokenizer.json to the text the runtime splices (tokens.py), the runtime's ids are
+  Glm4vProcessor's;
 - positions: Glm4vModel.get_rope_index equals Qwen2_5_VLModel.get_rope_index for pictures
   (t = start, h/w = start + row/column, the next text at start + max(h, w) / merge), which
   the runtime's `Qwen2VLPositionInputs::CreateAndInitialize3DPositionIDs`
   (`position_inputs.cpp`) computes from `vision_start_token_id` followed by `image_token_id`.
-mobius 0.1 has neither GLM-4V's tower nor its decoder: ours are vision.py, embedding.py and
-decoder.py (GLM-4.1V), each held to transformers by a test, and a package assembled from them
-by hand gives transformers' greedy tokens on the 0.18 wheel (tests/backend/test_glm4v_e2e.py).
-What is missing for conversion is the package recipe (PackageSpec, tokenizer renames, chat
-template), the tiny and release-shaped checkpoints, verify's reference and fields.py; for
-GLM-4.5V also its mixture-of-experts decoder.
+mobius 0.1 has neither GLM-4V's tower nor its decoder: the package's three graphs are ours
+(vision.py, embedding.py, decoder.py; build.py). GLM-4.5V's tower and embedding are
+GLM-4.1V's; its GLM-4.5 mixture-of-experts decoder is not built, so it stays inspect-only.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from mmforge.backend.families._base import (
+    CLIP_MEAN,
+    CLIP_STD,
     Cfg,
-    DefaultConfig,
-    Expectations,
     Family,
     Fixtures,
     ImageTokens,
+    PackageSpec,
     Profile,
     Projector,
     Recognition,
+    Reference,
     dynamic_tokens,
     ids,
+    processor_op,
+    rescale_and_normalize,
 )
+from mmforge.backend.families.glm4v import expect, fields, reference, tiny
+from mmforge.backend.families.glm4v.build import build, checkpoint_name
+from mmforge.backend.families.glm4v.tokens import adapt_tokenizer
+from mmforge.backend.picture_sizing import SMART_RESIZE, Sizing, resample_name
 
 # Glm4vImageProcessor's defaults (size.shortest_edge / size.longest_edge), used when the
 # checkpoint has no preprocessor config.
@@ -70,12 +80,18 @@ def _tokens(cfg: Cfg) -> dict[str, int]:
     )
 
 
-def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
+def _sizes(cfg: Cfg, pre: Cfg) -> tuple[int, int, int, int]:
+    """(patch, merge, min_pixels, max_pixels) as Glm4vImageProcessor reads them."""
     patch = int(pre.first("patch_size", default=cfg.get("vision_config.patch_size", 14)))
     merge = int(pre.first("merge_size", default=cfg.get("vision_config.spatial_merge_size", 2)))
-    factor = patch * merge
     low = int(pre.first("size.shortest_edge", "min_pixels", default=_MIN_PIXELS))
     high = int(pre.first("size.longest_edge", "max_pixels", default=_MAX_PIXELS))
+    return patch, merge, low, high
+
+
+def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
+    patch, merge, low, high = _sizes(cfg, pre)
+    factor = patch * merge
     return dynamic_tokens(
         factor,
         low // FRAMES_PER_PICTURE,
@@ -101,41 +117,150 @@ _HOST = (
 )
 
 
+def _model_fields(cfg: Cfg) -> dict[str, Any]:
+    # The runtime builds 3-D positions from vision_start_token_id followed by
+    # image_token_id (position_inputs.cpp); without them it silently uses 1-D positions.
+    fields = ids(
+        cfg,
+        image_token_id="image_token_id",
+        video_token_id="video_token_id",
+        vision_start_token_id="image_start_token_id",
+    )
+    missing = {"image_token_id", "vision_start_token_id"} - set(fields)
+    if missing:
+        raise ValueError(
+            "config.json lacks "
+            + ", ".join("image_start_token_id" if m.startswith("vision") else m for m in missing)
+            + ", needed for 3-D positions"
+        )
+    return fields
+
+
+def _vision_fields(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    patch, merge, _, _ = _sizes(cfg, pre)
+    # No window_size: the runtime reads it only in its QNN pipeline
+    # (qwen_vl_vision.cpp, QwenVisionPipeline::CalculateWindowIndex).
+    return {"spatial_merge_size": merge, "patch_size": patch, "tokens_per_second": 2.0}
+
+
+def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    """The runtime's qwen2_5_vl chain with GLM's pixel budget halved (one frame, not two).
+
+    Glm4vImageProcessor's smart_resize weighs a picture as temporal_patch_size = 2 frames
+    against size.shortest_edge / longest_edge; the runtime's Resize (ort-extensions,
+    smart_resize) weighs one, so the same limits halved give GLM's grid (measured:
+    tests/backend/test_glm4v_host.py). PatchImage lays the patches out in GLM's order.
+    """
+    patch, merge, low, high = _sizes(cfg, pre)
+    temporal = int(
+        pre.first("temporal_patch_size", default=cfg.get("vision_config.temporal_patch_size", 2))
+    )
+    return {
+        "processor": {
+            "name": "qwen2_5_image_processor",
+            "transforms": [
+                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
+                processor_op("convert_to_rgb", "ConvertRGB"),
+                processor_op(
+                    "resize",
+                    "Resize",
+                    {
+                        "smart_resize": 1,
+                        "min_pixels": low // FRAMES_PER_PICTURE,
+                        "max_pixels": high // FRAMES_PER_PICTURE,
+                        "patch_size": patch,
+                        "merge_size": merge,
+                    },
+                ),
+                *rescale_and_normalize(pre, CLIP_MEAN, CLIP_STD, qwen=True),
+                processor_op(
+                    "patch_image",
+                    "PatchImage",
+                    {"patch_size": patch, "temporal_patch_size": temporal, "merge_size": merge},
+                ),
+            ],
+        }
+    }
+
+
+def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
+    """GLM's smart_resize: Qwen's rule (halves to even) within the halved budget."""
+    patch, merge, low, high = _sizes(cfg, pre)
+    return Sizing(
+        rule=SMART_RESIZE,
+        resample=resample_name(pre.get("resample"), "bicubic"),
+        factor=patch * merge,
+        min_pixels=low // FRAMES_PER_PICTURE,
+        max_pixels=high // FRAMES_PER_PICTURE,
+    )
+
+
+def _channels_first(pixels: Any) -> Any:
+    """GLM's (Qwen's) flattened patches [N, 3·t·p·p] as [3, everything else]."""
+    import numpy as np
+
+    return np.moveaxis(pixels.reshape(pixels.shape[0], 3, -1), 1, 0).reshape(3, -1)
+
+
+def _from_runtime(request: Any) -> None:
+    from mmforge.backend.families.qwen.reference import from_runtime
+
+    from_runtime(request)
+
+
+GLM4V_PACKAGE = PackageSpec(
+    model_fields=_model_fields,
+    vision_fields=_vision_fields,
+    vision_inputs={"pixel_values": "pixel_values", "image_grid_thw": "image_grid_thw"},
+    processor_json=_processor,
+    picture_sizing=_sizing,
+    build=build,
+    rename_checkpoint=checkpoint_name,
+    adapt_tokenizer=adapt_tokenizer,
+    # Our graphs compute in float32; int4 quantizes the decoder and the token table.
+    dtypes=("f32", "int4"),
+    notes=(
+        "Graphs: all three are mmforge's own (mobius 0.1 has no GLM-4V).",
+        "Runs on ONNX Runtime GenAI's qwen2_5_vl pipeline: the processor's pixel budget is "
+        "GLM's halved (GLM's smart_resize counts a picture as two frames), and the "
+        "package's tokenizer writes GLM's picture markers as <|vision_start|>, "
+        "<|image_pad|> and <|vision_end|> (their ids kept), the text the runtime splices.",
+        "genai_config's vision_start_token_id is GLM's image_start_token_id, so the runtime "
+        "builds GLM's 3-D M-RoPE positions.",
+        "Pictures are handed to the runtime already at transformers' size (the runtime's "
+        "Resize rounds halves away from zero). A picture with a side under 28 px is the "
+        "exception: GLM scales it up to 28 px first, the runtime's rule does not.",
+    ),
+)
+
 GLM4V = Family(
     key="glm4v",
     name="GLM-4.1V",
-    pipeline_type=None,
-    exact_host="qwen2_5_vl",
+    pipeline_type="qwen2_5_vl",
     recognition=Recognition(model_types=("glm4v",)),
     profile=Profile(
         projector=_merger,
         token_ids=_tokens,
         image_tokens=_image_tokens,
         hf_class="Glm4vForConditionalGeneration",
+        fields=fields.GLM4V,
         notes=(
+            "Runs on the runtime's qwen2_5_vl pipeline (the runtime has no GLM-4V type): "
+            "GLM's pixel budget halved, its picture markers renamed in the package's "
+            "tokenizer, the same ids and 3-D positions as transformers.",
             "The decoder is GLM-4's: half of each head rotated (partial_rotary_factor 0.5) "
             "with M-RoPE sections over interleaved pairs, and RMSNorms after attention and "
             "after the MLP.",
         ),
     ),
-    fixtures=Fixtures(
-        expect=Expectations(
-            default_config=DefaultConfig(
-                "Glm4vConfig",
-                "Glm4vVisionPatchMerger",
-                {"image_token_id": 151343, "image_start_token_id": 151339},
-                ("vision_encoder", "embedding", "decoder"),
-            )
-        )
+    package=GLM4V_PACKAGE,
+    reference=Reference(
+        prepare=reference.prepare,
+        from_runtime=_from_runtime,
+        channels_first=_channels_first,
+        config_tokens=("video_token_id",),
     ),
-    no_pipeline_reason=_HOST.format(
-        what="mmforge has its graphs (glm4v/vision.py, embedding.py, decoder.py, each equal "
-        "to transformers, and a package of them gives transformers' greedy tokens on the "
-        "0.18 wheel, tests/backend/test_glm4v_e2e.py) but does not convert it yet: the "
-        "package recipe (genai_config, processor JSON, the marker renames and chat template, "
-        "the weights path), its tiny and release-shaped checkpoints, verify's reference and "
-        "its config-field rules are not written"
-    ),
+    fixtures=Fixtures(tiny=tiny.GLM4V, released=tiny.RELEASED, expect=expect.GLM4V),
 )
 
 GLM4V_MOE = Family(
@@ -154,22 +279,10 @@ GLM4V_MOE = Family(
             "shared expert, dense first layers); its picture path is GLM-4.1V's.",
         ),
     ),
-    fixtures=Fixtures(
-        expect=Expectations(
-            default_config=DefaultConfig(
-                "Glm4vMoeConfig",
-                "Glm4vVisionPatchMerger",
-                {"image_token_id": 151363, "image_start_token_id": 151339},
-                ("vision_encoder", "embedding", "decoder"),
-                # transformers' default is 4096 wide over 96 heads with no head_dim, which
-                # bounds.py refuses; GLM-4.5V's release says head_dim 128.
-                config_kwargs={"text_config": {"head_dim": 128}},
-            )
-        )
-    ),
+    fixtures=Fixtures(expect=expect.GLM4V_MOE),
     no_pipeline_reason=_HOST.format(
         what="mmforge does not build its graphs yet: the tower and embedding are GLM-4.1V's "
-        "(written), the GLM-4.5 mixture-of-experts decoder is in neither mobius 0.1 nor "
+        "(converted, see GLM-4.1V), the GLM-4.5 mixture-of-experts decoder is in neither mobius 0.1 nor "
         "mmforge"
     ),
 )

@@ -2,7 +2,9 @@
 
 input_ids [B, S] and image_features [N, H] (the vision graph's, in prompt order) →
 inputs_embeds [B, S, H]: `embed_tokens` rows, each `image_token_id` position taking the next
-feature row, as Glm4vModel.forward's masked_scatter does. Not wired into a package yet.
+feature row, as Glm4vModel.forward's masked_scatter does. Without features (a text-only
+prompt, every decode step) an `image_token_id` embeds as text, as in transformers, which
+replaces placeholders only when pixel values come with them.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ def embedding_graph(
     ids = g.input("input_ids", ir.DataType.INT64, ["batch", "sequence_len"])
     features = g.input("image_features", ir.DataType.FLOAT, ["num_feature_tokens", hidden])
     text = g.op("Gather", g.weight(table, [vocab, hidden]), ids, axis=0)
-    is_image = g.op("Equal", ids, i64(image_token_id))
+    # An image id takes a feature row only when features came (HF: only with pixel values).
+    some = g.op("Greater", g.op("Gather", g.op("Shape", features), i64(0), axis=0), i64(0))
+    is_image = g.op("And", g.op("Equal", ids, i64(image_token_id)), some)
     flat = g.op("Reshape", g.op("Cast", is_image, to=7), i64([-1]))
     order = g.op("Reshape", g.op("Sub", g.op("CumSum", flat, i64(0)), i64(1)), g.op("Shape", ids))
     # A zero row after the features, for prompts without pictures (no row to index).

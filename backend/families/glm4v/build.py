@@ -1,0 +1,46 @@
+"""GLM-4.1V: all three graphs are ours (vision.py, embedding.py, decoder.py)."""
+
+from __future__ import annotations
+
+from mmforge.backend.families._base import Cfg
+from mmforge.backend.families._graphs import BuiltGraphs
+from mmforge.backend.families._hooks import BuildRequest
+from mmforge.backend.families.glm4v.decoder import decoder_graph
+from mmforge.backend.families.glm4v.embedding import embedding_graph
+from mmforge.backend.families.glm4v.vision import vision_graph
+
+EMBED = "model.language_model.embed_tokens"
+HEAD = "lm_head"
+
+
+def checkpoint_name(name: str) -> str:
+    """A checkpoint tensor's name in the graphs' layout (transformers 5's, the releases').
+
+    GLM-4.1V was released after transformers' VLM layout change (4.52): its tensors are
+    `model.visual.*`, `model.language_model.*` and `lm_head.*`, as transformers 5 saves
+    them. A checkpoint saved from the earlier layout (`model.layers.*`, `model.norm.*`,
+    `model.embed_tokens.*`) is read too, as transformers' key mapping reads it.
+    """
+    for old in ("model.layers.", "model.norm.", "model.embed_tokens."):
+        if name.startswith(old):
+            return "model.language_model." + name[len("model.") :]
+    return name
+
+
+def text_width(cfg: Cfg) -> tuple[int, int]:
+    """(vocabulary, hidden size) of the text model."""
+    text = cfg.text
+    return int(text.get("vocab_size")), int(text.get("hidden_size"))
+
+
+def build(request: BuildRequest) -> BuiltGraphs:
+    """GLM-4V's tower with its merger, the embedding and the GLM-4 decoder."""
+    checkpoint = request.checkpoint
+    cfg = checkpoint.cfg
+    vocab, hidden = text_width(cfg)
+    models = {
+        "vision_encoder": vision_graph(cfg),
+        "embedding": embedding_graph(vocab, hidden, int(cfg.get("image_token_id")), EMBED + ".weight"),
+        "decoder": decoder_graph(cfg, head=EMBED if checkpoint.output_tied else HEAD),
+    }
+    return BuiltGraphs(models=models, work=request.work)
