@@ -17,6 +17,9 @@ from typing import Any
 MAX_ASPECT = 200
 
 SMART_RESIZE = "smart_resize"
+# GLM-4V's smart_resize: a picture with a side under `factor` is first scaled up (aspect
+# kept, sides truncated) until both reach it, then Qwen's rule.
+SCALED_UP_SMART_RESIZE = "smart_resize_scaled_up"
 # LFM2-VL's smart resize: whole blocks at least, halves to even, then the pixel budget.
 WHOLE_BLOCKS = "smart_resize_whole_blocks"
 LONGEST_EDGE = "longest_edge"
@@ -30,6 +33,7 @@ ASPECT_BUDGET = "aspect_budget"
 SHORTEST_EDGE_CROP = "shortest_edge_crop"
 RULES = (
     SMART_RESIZE,
+    SCALED_UP_SMART_RESIZE,
     WHOLE_BLOCKS,
     LONGEST_EDGE,
     FIXED,
@@ -120,6 +124,8 @@ class Sizing:
                 height, width, self.factor, self.max_pixels, self.longest_edge
             )
             return w, h
+        if self.rule == SCALED_UP_SMART_RESIZE:
+            height, width = scaled_up(height, width, self.factor)
         if max(width, height) / min(width, height) > MAX_ASPECT:
             raise PictureError(
                 f"{width}×{height} is more elongated than {MAX_ASPECT}:1, which this model's "
@@ -182,8 +188,13 @@ class Sizing:
                 f"scaled down to at most {self.longest_edge} px a side (sides floored), then "
                 f"each side rounded up to a multiple of {self.factor} px ({self.resample})"
             )
+        first = (
+            f"a side under {self.factor} px scaled up to {self.factor} px (aspect kept), then "
+            if self.rule == SCALED_UP_SMART_RESIZE
+            else ""
+        )
         return (
-            f"each side rounded to a multiple of {self.factor} px with halves rounded to "
+            f"{first}each side rounded to a multiple of {self.factor} px with halves rounded to "
             f"even (Python's round), the area kept within {self.min_pixels:,}–"
             f"{self.max_pixels:,} pixels ({self.resample}); the runtime's own Resize rounds "
             "halves away from zero"
@@ -231,6 +242,15 @@ def smart_resize(
 ) -> tuple[int, int]:
     """Qwen2-VL's `smart_resize` as transformers has it: (height, width), halves rounded to even."""
     return _smart(height, width, factor, min_pixels, max_pixels, least=0)
+
+
+def scaled_up(height: int, width: int, factor: int) -> tuple[int, int]:
+    """GLM-4V's first step (image_processing_glm4v.smart_resize): (height, width) with a
+    side under `factor` scaled up, aspect kept, until both sides reach it (truncated)."""
+    if height < factor or width < factor:
+        scale = max(factor / height, factor / width)
+        return int(height * scale), int(width * scale)
+    return height, width
 
 
 def smart_resize_whole_blocks(

@@ -48,7 +48,7 @@ from mmforge.backend.families._base import (
 from mmforge.backend.families.glm4v import expect, fields, reference, tiny
 from mmforge.backend.families.glm4v.build import build, checkpoint_name
 from mmforge.backend.families.glm4v.tokens import adapt_tokenizer
-from mmforge.backend.picture_sizing import SMART_RESIZE, Sizing, resample_name
+from mmforge.backend.picture_sizing import SCALED_UP_SMART_RESIZE, Sizing, resample_name
 
 # Glm4vImageProcessor's defaults (size.shortest_edge / size.longest_edge), used when the
 # checkpoint has no preprocessor config.
@@ -184,10 +184,11 @@ def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
 
 
 def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
-    """GLM's smart_resize: Qwen's rule (halves to even) within the halved budget."""
+    """GLM's smart_resize: a side under 28 px scaled up first, then Qwen's rule (halves to
+    even) within the halved budget. The runtime keeps a picture at that size as it is."""
     patch, merge, low, high = _sizes(cfg, pre)
     return Sizing(
-        rule=SMART_RESIZE,
+        rule=SCALED_UP_SMART_RESIZE,
         resample=resample_name(pre.get("resample"), "bicubic"),
         factor=patch * merge,
         min_pixels=low // FRAMES_PER_PICTURE,
@@ -228,8 +229,8 @@ GLM4V_PACKAGE = PackageSpec(
         "genai_config's vision_start_token_id is GLM's image_start_token_id, so the runtime "
         "builds GLM's 3-D M-RoPE positions.",
         "Pictures are handed to the runtime already at transformers' size (the runtime's "
-        "Resize rounds halves away from zero). A picture with a side under 28 px is the "
-        "exception: GLM scales it up to 28 px first, the runtime's rule does not.",
+        "Resize rounds halves away from zero, and does not first scale a side under 28 px "
+        "up to 28 px as GLM does); the runtime's Resize leaves them as they are.",
     ),
 )
 
