@@ -130,14 +130,31 @@ CONVERSATIONS = [
         {"role": "user", "content": [{"type": "text", "text": "more"}]},
     ],
 ]
+# Chat builds every message as parts; the release's template writes a system or assistant
+# message's content as is, so the package's writes their text parts: transformers'
+# rendering of the same messages given as strings.
+AS_PARTS = [
+    {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+    {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Hi"}]},
+    {"role": "assistant", "content": [{"type": "text", "text": "Yo"}]},
+    {"role": "user", "content": [{"type": "text", "text": "And?"}]},
+]
+
+
+def _as_strings(messages: list[dict]) -> list[dict]:
+    return [
+        m if m["role"] == "user" else {**m, "content": "".join(p["text"] for p in m["content"])}
+        for m in messages
+    ]
 
 
 @pytest.mark.parametrize("renders_block_whitespace", [True, False])
 def test_the_runtime_renders_the_package_template_as_transformers_renders_glms(
     tiny, package, tmp_path, renders_block_whitespace
 ):
-    """The control keeps the released template's block whitespace (only the markers
-    renamed): the 0.18 renderer then keeps newlines transformers' Jinja settings drop."""
+    """The control keeps the released template as it is (only the markers renamed): the
+    0.18 renderer then keeps newlines transformers' Jinja settings drop, and writes the
+    parts of a system or assistant message in their Python form."""
     import shutil
 
     import onnxruntime_genai as og
@@ -160,8 +177,8 @@ def test_the_runtime_renders_the_package_template_as_transformers_renders_glms(
     hf = AutoTokenizer.from_pretrained(tiny("glm4v"))
     runtime = og.Tokenizer(og.Model(og.Config(str(folder))))
     same = []
-    for messages in CONVERSATIONS:
-        want = hf.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    for messages, as_hf in [*((c, c) for c in CONVERSATIONS), (AS_PARTS, _as_strings(AS_PARTS))]:
+        want = hf.apply_chat_template(as_hf, add_generation_prompt=True, tokenize=False)
         for glm, new in RENAMES.items():
             want = want.replace(glm, new)
         same.append(runtime.apply_chat_template(json.dumps(messages), add_generation_prompt=True) == want)

@@ -358,7 +358,8 @@ def test_inspect_says_native_phi4_checkpoints_carry_their_loras(released):
 # mistral3-small-3.1 the text transformers' processor test uses with that release's
 # processor; lfm2_vl-450m the first revision's; fara-7b Qwen2.5-VL's, which Fara-7B ships
 # unchanged; qwen2_vl-2b the Qwen2-VL Instruct text (each family's tiny.py, or
-# qwen/qwen2_vl.py, names the source).
+# qwen/qwen2_vl.py, names the source); glm4v-9b-thinking GLM-4.1V-9B's text from a stored
+# renderer record (glm4v/tiny.py).
 WITH_RELEASED_TEMPLATE = {
     "phi4mm-native",
     "phi4mm-remote",
@@ -377,6 +378,7 @@ WITH_RELEASED_TEMPLATE = {
     "mistral3-small-3.1",
     "lfm2_vl-450m",
     "fara-7b",
+    "glm4v-9b-thinking",
 }
 # Releases whose chat template text was not at hand offline (the README says so): their
 # checkpoints carry the family's tiny template. Pixtral-12B's release ships its template in

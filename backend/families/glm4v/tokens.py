@@ -46,15 +46,33 @@ def without_block_whitespace(template: str) -> str:
     return _NEWLINE_AFTER_TAG.sub(r"\1", _INDENT_BEFORE_TAG.sub("", template))
 
 
+# GLM-4.1V's released template takes a list of parts for user messages only: it writes a
+# system or assistant message's content as is, so a list (the form mmforge's chat builds
+# every message in, content_form.py) would reach the prompt in its Python form. In the
+# package's template such a content is written as its text parts, which is what
+# transformers renders for the same message given as a string.
+_CONTENT = re.compile(r"\{\{\s*(\w+)\.content\s*\}\}")
+
+
+def _content_as_text(match: re.Match[str]) -> str:
+    m = match.group(1)
+    return (
+        f"{{% if {m}.content is string %}}{{{{ {m}.content }}}}{{% else %}}"
+        f"{{% for part in {m}.content %}}{{% if part.type == 'text' %}}{{{{ part.text }}}}"
+        "{% endif %}{% endfor %}{% endif %}"
+    )
+
+
 def package_template(template: str) -> str:
     """The checkpoint's chat template as the runtime must render it.
 
-    GLM's picture markers in the text the runtime splices, and the whitespace transformers'
-    Jinja settings remove removed from the text itself.
+    GLM's picture markers in the text the runtime splices, the whitespace transformers'
+    Jinja settings remove removed from the text itself, and a message's content written
+    as its text parts where the template would print a list as is.
     """
     for glm, runtime in RENAMES.items():
         template = template.replace(glm, runtime)
-    return without_block_whitespace(template)
+    return _CONTENT.sub(_content_as_text, without_block_whitespace(template))
 
 
 def adapt_tokenizer(
