@@ -8,6 +8,8 @@ benchmarks/seed_probes/probe_glm.py, tests/backend/test_glm4v_host.py, docs/seed
   min/max pixels halved: the same grid and bit-identical `pixel_values` (the same
   patch order) for every size tried, except pictures with a side under 28 px, which GLM
   first scales up to 28 and Qwen does not (10×1000: grid [1, 2, 200] against [1, 2, 58]);
+  the package's picture sizing (SCALED_UP_SMART_RESIZE) does both, so the runtime gets
+  every picture at GLM's size and keeps it;
 - the runtime's qwen2_5_vl processor (`qwen2_5_vl_image_processor.cpp`, `ProcessImagePrompt`,
   and ort-extensions' `Resize` with smart_resize) with the halved values gives GLM's grid
   and pixels, with the Qwen families' known difference (halves rounded away from zero),
@@ -107,9 +109,10 @@ _HOST = (
     "ONNX Runtime GenAI 0.18 could run it exactly through its 'qwen2_5_vl' pipeline "
     "(measured on the 0.18 wheel): its processor (qwen2_5_vl_image_processor.cpp, "
     "ProcessImagePrompt, and ort-extensions' smart_resize) gives GLM's grid and pixels with "
-    "min/max pixels halved (GLM's smart_resize counts a picture as two frames), pictures with "
-    "a side under 28 px excepted (GLM scales them up first), with the Qwen hosts' known "
-    "rounding of halves; the package's tokenizer.json, "
+    "min/max pixels halved (GLM's smart_resize counts a picture as two frames) for pictures "
+    "handed to it at transformers' size (as GLM-4.1V's packages are: GLM scales a side under "
+    "28 px up first, and the runtime rounds halves away from zero); the package's "
+    "tokenizer.json, "
     "with <|begin_of_image|>, <|image|> and <|end_of_image|> renamed to the marker text the "
     "runtime splices, gives Glm4vProcessor's ids; and position_inputs.cpp "
     "(Qwen2VLPositionInputs::CreateAndInitialize3DPositionIDs) computes Glm4vModel."
