@@ -48,7 +48,7 @@ from mmforge.backend.families._base import (
     rescale_and_normalize,
 )
 from mmforge.backend.families.glm4v import expect, fields, reference, tiny
-from mmforge.backend.families.glm4v.build import build, checkpoint_name
+from mmforge.backend.families.glm4v.build import build
 from mmforge.backend.families.glm4v.tokens import adapt_tokenizer
 from mmforge.backend.picture_sizing import SCALED_UP_SMART_RESIZE, Sizing, resample_name
 
@@ -219,7 +219,6 @@ GLM4V_PACKAGE = PackageSpec(
     processor_json=_processor,
     picture_sizing=_sizing,
     build=build,
-    rename_checkpoint=checkpoint_name,
     adapt_tokenizer=adapt_tokenizer,
     # Our graphs compute in float32; int4 quantizes the decoder and the token table.
     dtypes=("f32", "int4"),

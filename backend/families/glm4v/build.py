@@ -11,20 +11,9 @@ from mmforge.backend.families.glm4v.vision import vision_graph
 
 EMBED = "model.language_model.embed_tokens"
 HEAD = "lm_head"
-
-
-def checkpoint_name(name: str) -> str:
-    """A checkpoint tensor's name in the graphs' layout (transformers 5's, the releases').
-
-    GLM-4.1V was released after transformers' VLM layout change (4.52): its tensors are
-    `model.visual.*`, `model.language_model.*` and `lm_head.*`, as transformers 5 saves
-    them. A checkpoint saved from the earlier layout (`model.layers.*`, `model.norm.*`,
-    `model.embed_tokens.*`) is read too, as transformers' key mapping reads it.
-    """
-    for old in ("model.layers.", "model.norm.", "model.embed_tokens."):
-        if name.startswith(old):
-            return "model.language_model." + name[len("model.") :]
-    return name
+# The graphs' initializers carry the checkpoint's own tensor names: transformers 5 has no
+# key mapping for glm4v (conversion_mapping.py), so it loads a release under the names it
+# saves (`model.visual.*`, `model.language_model.*`, `lm_head.*`).
 
 
 def text_width(cfg: Cfg) -> tuple[int, int]:
