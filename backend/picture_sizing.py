@@ -245,8 +245,11 @@ def smart_resize(
 
 
 def scaled_up(height: int, width: int, factor: int) -> tuple[int, int]:
-    """GLM-4V's first step (image_processing_glm4v.smart_resize): (height, width) with a
-    side under `factor` scaled up, aspect kept, until both sides reach it (truncated)."""
+    """GLM-4V's first step (image_processing_glm4v.smart_resize): small sides scaled up.
+
+    (height, width) with a side under `factor` scaled up, aspect kept, until both sides
+    reach it (truncated to integers, as transformers does).
+    """
     if height < factor or width < factor:
         scale = max(factor / height, factor / width)
         return int(height * scale), int(width * scale)

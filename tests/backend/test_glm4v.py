@@ -16,7 +16,6 @@ import pytest
 
 from mmforge.backend.errors import MmforgeError
 
-
 # The releases' preprocessor_config.json "size" (see test_glm4v_host.py).
 RELEASE_SIZE = {"shortest_edge": 112 * 112, "longest_edge": 9633792}
 
@@ -181,5 +180,7 @@ def test_the_runtime_renders_the_package_template_as_transformers_renders_glms(
         want = hf.apply_chat_template(as_hf, add_generation_prompt=True, tokenize=False)
         for glm, new in RENAMES.items():
             want = want.replace(glm, new)
-        same.append(runtime.apply_chat_template(json.dumps(messages), add_generation_prompt=True) == want)
+        same.append(
+            runtime.apply_chat_template(json.dumps(messages), add_generation_prompt=True) == want
+        )
     assert all(same) if renders_block_whitespace else not any(same)

@@ -187,8 +187,10 @@ def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
 
 
 def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
-    """GLM's smart_resize: a side under 28 px scaled up first, then Qwen's rule (halves to
-    even) within the halved budget. The runtime keeps a picture at that size as it is."""
+    """GLM's smart_resize: a side under 28 px scaled up, then Qwen's rule, budget halved.
+
+    Qwen's rule rounds halves to even; the runtime keeps a picture at that size as it is.
+    """
     patch, merge, low, high = _sizes(cfg, pre)
     return Sizing(
         rule=SCALED_UP_SMART_RESIZE,
@@ -285,8 +287,8 @@ GLM4V_MOE = Family(
     fixtures=Fixtures(expect=expect.GLM4V_MOE),
     no_pipeline_reason=_HOST.format(
         what="mmforge does not build its graphs yet: the tower and embedding are GLM-4.1V's "
-        "(converted, see GLM-4.1V), the GLM-4.5 mixture-of-experts decoder is in neither mobius 0.1 nor "
-        "mmforge"
+        "(converted, see GLM-4.1V), the GLM-4.5 mixture-of-experts decoder is in neither "
+        "mobius 0.1 nor mmforge"
     ),
 )
 

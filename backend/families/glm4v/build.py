@@ -29,7 +29,9 @@ def build(request: BuildRequest) -> BuiltGraphs:
     vocab, hidden = text_width(cfg)
     models = {
         "vision_encoder": vision_graph(cfg),
-        "embedding": embedding_graph(vocab, hidden, int(cfg.get("image_token_id")), EMBED + ".weight"),
+        "embedding": embedding_graph(
+            vocab, hidden, int(cfg.get("image_token_id")), EMBED + ".weight"
+        ),
         "decoder": decoder_graph(cfg, head=EMBED if checkpoint.output_tied else HEAD),
     }
     return BuiltGraphs(models=models, work=request.work)

@@ -23,7 +23,7 @@ from mmforge.backend.families._fields import (
 
 
 def _whole_heads(value: Any, cfg: Cfg) -> bool:
-    """transformers' GLM-4 attention splits hidden_size over the heads, whatever head_dim says."""
+    """Transformers' GLM-4 attention splits hidden_size over the heads, whatever head_dim says."""
     text = cfg.sub("text_config")
     heads = int(text.get("num_attention_heads", 1))
     return value is None or int(value) == int(text.get("hidden_size", 0)) // heads
