@@ -184,3 +184,25 @@ def test_the_runtime_renders_the_package_template_as_transformers_renders_glms(
             runtime.apply_chat_template(json.dumps(messages), add_generation_prompt=True) == want
         )
     assert all(same) if renders_block_whitespace else not any(same)
+
+
+def test_tied_embeddings_give_the_output_layer_the_token_table(tmp_path):
+    """A GLM-4.1V checkpoint with tied embeddings has no lm_head: the decoder's output layer
+    is the token table (build.py), at f32 and int4, and verify PASSes both."""
+    from mmforge.backend.checkpoint import Checkpoint
+    from mmforge.backend.convert import convert
+    from mmforge.backend.families import lookup
+    from mmforge.backend.tiny.build import with_config, write_tiny
+    from mmforge.backend.verify import verify
+
+    spec = with_config(
+        lookup("glm4v").fixtures.tiny,
+        {"tie_word_embeddings": True, "text_config.tie_word_embeddings": True},
+    )
+    folder = write_tiny(spec, tmp_path / "tied", seed=3).folder
+    assert Checkpoint.read(folder).output_tied
+    for dtype in ("f32", "int4"):
+        convert(str(folder), tmp_path / dtype, dtype=dtype)
+        report = verify(tmp_path / dtype, str(folder), tokens=16)
+        assert report.verdict == "PASS", [(c.name, c.verdict, c.reason) for c in report.components]
+        assert report.tokens["matched"] == report.tokens["total"] == 16
