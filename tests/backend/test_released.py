@@ -385,11 +385,14 @@ WITH_RELEASED_TEMPLATE = {
 # carry the tiny's, which writes PaliGemmaProcessor's layout, and packages get the family's.
 # LLaVA-1.5's template (llava-hf/llava-1.5-7b-hf's chat_template.json) was written from
 # its documented form, not from a stored copy (backend/families/llava/tiny.py says so).
+# Video-LLaVA's was reconstructed from its author's LLaVA-NeXT-Video template of the same
+# month (backend/families/llava/video_llava.py says so).
 NOT_FOUND: set[str] = {
     "pixtral-12b",
     "paligemma-3b-pt-224",
     "paligemma2-3b-pt-224",
     "llava-1.5-7b",
+    "video_llava-7b",
 }
 
 
