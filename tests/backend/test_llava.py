@@ -15,6 +15,7 @@ import pytest
 from mmforge.backend.families import Cfg
 from mmforge.backend.families.llava.tiny import RELEASE_TEMPLATE
 from mmforge.backend.families.llava.tokenizer import ABSORBED, adapt
+from mmforge.backend.families.llava.video_llava import RELEASE_TEMPLATE as VIDEO_LLAVA_TEMPLATE
 from mmforge.backend.picture_sizing import centre_crop_box, shortest_edge_size
 
 CONVERSATIONS = [
@@ -44,14 +45,21 @@ def _hf_render(template: str, messages: list, bos: str) -> str:
 
 
 @pytest.mark.parametrize("messages", CONVERSATIONS, ids=["one picture", "three turns"])
-def test_the_package_template_is_the_releases_with_markers_and_bos(package, tmp_path, messages):
+@pytest.mark.parametrize(
+    ("family", "template"),
+    [("llava", RELEASE_TEMPLATE), ("video_llava", VIDEO_LLAVA_TEMPLATE)],
+    ids=["llava", "video_llava"],
+)
+def test_the_package_template_is_the_releases_with_markers_and_bos(
+    package, tmp_path, messages, family, template
+):
     """The runtime renders the adapted release template as transformers renders the
     release's, `<image>` written `<|vision_start|>` and the BOS the tokenizer would add."""
     import onnxruntime_genai as og
 
-    folder = package("llava")
+    folder = package(family)
     tokenizer = json.loads((folder / "tokenizer.json").read_text())
-    config = {"chat_template": RELEASE_TEMPLATE}
+    config = {"chat_template": template}
     cfg = Cfg(json.loads((folder / "genai_config.json").read_text())["model"])
     image_id = cfg.get("image_token_id")
     source = Path(json.loads((folder / "mmforge_manifest.json").read_text())["source"])
@@ -61,7 +69,7 @@ def test_the_package_template_is_the_releases_with_markers_and_bos(package, tmp_
         json.dumps(messages), template_str=config["chat_template"], add_generation_prompt=True
     )
     # The tiny tokenizer adds no BOS (its template writes it): none is added here.
-    expected = _hf_render(RELEASE_TEMPLATE, messages, "<s>").replace("<image>", "<|vision_start|>")
+    expected = _hf_render(template, messages, "<s>").replace("<image>", "<|vision_start|>")
     assert got == expected
     assert "upper" not in config["chat_template"] and config["add_bos_token"] is False
 

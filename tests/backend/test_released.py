@@ -25,7 +25,8 @@ RELEASED = {r.key: r for f in ALL for r in f.fixtures.released}
 # On the probe at transformers' exact pixels, Gemma 4's random release-shaped model
 # generates its own image placeholder at step 5 (verify: AMBIGUOUS at end_to_end, since
 # nothing after an imageless placeholder means anything); a photo shows the 32 tokens.
-PHOTO = {"gemma4", "gemma4-26b-a4b", "gemma4-31b"}
+# Video-LLaVA's 224 px tower: a 900 × 600 photo takes the shortest-edge resize and crop.
+PHOTO = {"gemma4", "gemma4-26b-a4b", "gemma4-31b", "video_llava-7b"}
 
 _built: dict[str, Path] = {}
 
