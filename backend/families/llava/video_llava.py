@@ -264,6 +264,7 @@ RELEASED = (
 
 def make(llava: Family) -> Family:
     """The Video-LLaVA entry: LLaVA-1.5's package and reference, pictures only."""
+    assert llava.package is not None  # LLaVA-1.5 converts
     return dataclasses.replace(
         llava,
         key="video_llava",
