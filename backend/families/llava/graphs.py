@@ -83,9 +83,10 @@ def feature_layers(cfg: Cfg) -> list[int]:
 def tower_size(cfg: Cfg) -> int:
     """The CLIP tower's picture side.
 
-    A config that leaves it out gets its class's default: LlavaConfig's tower is 336 px;
-    Video-LLaVA's release writes a partial vision_config, which CLIPVisionConfig
-    completes with its own 224.
+    Checkpoint.read hands the config as transformers completes it, so Video-LLaVA's
+    release, whose partial vision_config has no image_size, arrives with
+    CLIPVisionConfig's 224 (measured). A config read without transformers falls back to
+    the class's default here too: 336 for LlavaConfig's tower, 224 for Video-LLaVA's.
     """
     default = 224 if cfg.get("model_type") == "video_llava" else 336
     return int(cfg.get("vision_config.image_size", default))
