@@ -26,8 +26,9 @@ ALL = TESTED  # every family, from the registry
 # generation prompt opened it with, so the new prompt does not extend the old one and the
 # session prefills afresh (exactly, as the checks below show).
 # LLaVA-1.5's released template (VipLLaVA's tiny uses it too) writes an earlier answer as
-# "ASSISTANT: " + its text + " " where the generation prompt ended at "ASSISTANT:": the same.
-REWRITES_HISTORY = {"qwen3_5", "qwen3_5_moe", "llava", "vipllava"}
+# "ASSISTANT: " + its text + " " where the generation prompt ended at "ASSISTANT:": the same
+# (and Video-LLaVA's, reconstructed from its author's LLaVA-NeXT-Video template).
+REWRITES_HISTORY = {"qwen3_5", "qwen3_5_moe", "llava", "vipllava", "video_llava"}
 
 
 def _greedy(n: int) -> GenerationOptions:
