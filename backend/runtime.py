@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend.errors import MmforgeError
+from mmforge.backend.threads import CpuWatch, ThreadPlan, default_threads
 from mmforge.backend.vocabulary import GENAI_SECTIONS
 
 
@@ -46,6 +47,9 @@ class Runtime:
         from mmforge.backend.templates import check_folder_template
         from mmforge.backend.token_range import check_tokenizer, check_tokens_fit
 
+        # On CPU, how busy the cores are decides whether the threads spin (`backend.threads`):
+        # the watch's first window is these checks (their renderer's time is ours).
+        self._watch: CpuWatch | None = CpuWatch() if ep == "cpu" else None
         # The runtime opens the package's files itself: a FIFO among them would block
         # it for good, a link out of the folder make it read what the package names.
         check_local_files(folder)
@@ -58,19 +62,57 @@ class Runtime:
         check_tokens_fit(
             folder / "tokenizer.json", vocab if isinstance(vocab, int) else None, str(folder)
         )
-        config = og.Config(str(folder))
-        if ep != "cpu":
-            config.clear_providers()
-            config.append_provider(ep)
-        else:
-            overlay = cpu_threads_overlay(folder)
-            if overlay:
-                config.overlay(overlay)
         self.og = og
         self.folder = folder
-        self.model = og.Model(config)
+        self.ep = ep
+        # On CPU: the thread plan, and one model per plan a turn needed (`model_for_turn`).
+        self.plan: ThreadPlan | None = None
+        self._models: dict[ThreadPlan, Any] = {}
+        self._twin = False
+        if self._watch is not None:
+            # Sleeping threads until a turn finds the cores free (`model_for_turn`): the
+            # checks above are rarely a long enough look, and waiting would slow every load.
+            self._twin = may_hold_twice(folder)
+            self.plan = cpu_plan(folder, self._twin and self._watch.cores_free())
+        self.model = self._load(self.plan)
         self.tokenizer = og.Tokenizer(self.model)
         self._processor: Any = None
+
+    def _load(self, plan: ThreadPlan | None) -> Any:
+        config = self.og.Config(str(self.folder))
+        if plan is None:
+            config.clear_providers()
+            config.append_provider(self.ep)
+        else:
+            overlay = cpu_threads_overlay(self.folder, plan)
+            if overlay:
+                config.overlay(overlay)
+        model = self.og.Model(config)
+        if plan is not None:
+            self._models[plan] = model
+        return model
+
+    def model_for_turn(self) -> Any:
+        """The model a fresh prefill should run on, by how busy the CPU is now.
+
+        On CPU, a package small enough to hold twice (`may_hold_twice`) spins its threads
+        while other processes leave the cores free and sleeps them otherwise; the other
+        setting is loaded the first time a turn needs it and kept. Elsewhere, and for a
+        larger package, the one loaded model.
+        """
+        if self.plan is None or self._watch is None or not self._twin:
+            return self.model
+        plan = cpu_plan(self.folder, self._watch.cores_free())
+        self._watch.look()
+        if plan not in self._models:
+            self._load(plan)
+        self.plan = plan
+        return self._models[plan]
+
+    def turn_ended(self) -> None:
+        """A turn's answer ended: the CPU watch's next window starts here."""
+        if self._watch is not None:
+            self._watch.look()
 
     @property
     def processor(self) -> Any:
@@ -207,51 +249,61 @@ def read_genai_config(folder: Path) -> dict[str, Any]:
     return dict(data)
 
 
-# What `Runtime` sets on CPU: spinning off, the thread count left to ONNX Runtime GenAI.
-CPU_SESSION_OPTIONS: dict[str, Any] = {"session.intra_op.allow_spinning": "0"}
-_THREAD_KEYS = ("intra_op_num_threads", "session.intra_op.allow_spinning")
+# A package whose graphs and weights are at most this size may be loaded a second time
+# with the other spinning setting (`Runtime.model_for_turn`), if memory holds it easily.
+TWIN_MAX_BYTES = 1 << 30
 
 
-def cpu_session_options(folder: Path) -> dict[str, Any]:
-    """The thread settings a package's decoder runs with on CPU under `Runtime`.
+def cpu_plan(folder: Path, free: bool) -> ThreadPlan:
+    """The thread plan a package's sessions run with on CPU under `Runtime`.
 
-    `CPU_SESSION_OPTIONS`, with the values the package's own decoder `session_options`
-    set winning. A waiting intra-op thread then sleeps instead of spinning, and the
-    thread count stays ONNX Runtime GenAI 0.18's own (half the logical CPUs, 1 to 16).
-
-    Chosen with `benchmarks/chat.py --load`: 2 cores, a synthetic 121M Qwen2.5-VL, decode
-    tokens/s as a ratio to a stock `og.Model` (one thread there) in the same round, on a
-    machine that other users' test suites kept at a load of about 8 ("idle") and with two
-    spinning processes added ("busy"):
-
-        setting                    f32 idle  f32 busy  int4 idle  int4 busy
-        2 threads, spinning (old)    0.50      0.79      0.52       0.82
-        2 threads, no spinning       0.77      1.44      0.93       1.98
-
-    The old overlay (one spinning thread per core) was slower than stock everywhere, its
-    spinning worker taking the CPU time other processes needed. Without spinning, two
-    threads were faster with the spinners but 23 % slower (f32) under the other users'
-    bursty load, beyond the noise (an A/A control: ±3 % f32, ±7 % int4): no count above
-    the stock one passed "never slower than stock". On an idle machine two spinning threads
-    doubled f32 decode (71 against 35 tokens/s), a gain given up here.
+    One thread per physical core this process may use, spinning when `free` (the cores
+    are free; `backend.threads`), with the values the package's own decoder
+    `session_options` set winning.
     """
     own = _session_options(folder, "decoder") or {}
-    return {**CPU_SESSION_OPTIONS, **{k: own[k] for k in _THREAD_KEYS if k in own}}
+    threads = own.get("intra_op_num_threads", default_threads())
+    spinning = own.get("session.intra_op.allow_spinning", "1" if free else "0")
+    return ThreadPlan(
+        threads if isinstance(threads, int) and threads >= 0 else default_threads(),
+        str(spinning) == "1",
+    )
 
 
-def cpu_threads_overlay(folder: Path) -> str | None:
-    """A genai_config overlay applying `CPU_SESSION_OPTIONS` to every CPU session.
+def may_hold_twice(folder: Path) -> bool:
+    """Whether a package is small enough to be loaded once per spinning setting.
+
+    Its ONNX graphs and weight files are at most `TWIN_MAX_BYTES` and a quarter of the
+    memory available now; and it leaves the choice to `Runtime` (its decoder sets no
+    spinning of its own).
+    """
+    from mmforge.backend.memory import available_bytes
+
+    own = _session_options(folder, "decoder") or {}
+    if "session.intra_op.allow_spinning" in own:
+        return False
+    size = 0
+    for path in folder.iterdir():
+        if path.is_file() and not path.is_symlink() and path.suffix in (".onnx", ".data"):
+            size += path.stat().st_size
+    available = available_bytes()
+    return size <= TWIN_MAX_BYTES and available is not None and size * 4 <= available
+
+
+def cpu_threads_overlay(folder: Path, plan: ThreadPlan) -> str | None:
+    """A genai_config overlay applying a thread plan to every CPU session.
 
     The embedding, vision and speech sessions inherit the decoder's options when they set
     none of their own, so the decoder's entry covers them. ONNX Runtime GenAI 0.18
     replaces a sub-model's `session_options` wholesale when an overlay names them (the
     decoder's are merged), so a sub-model that sets its own gets them written back along
-    with the defaults it lacks. Keys a section already sets keep their value.
+    with the plan's keys it lacks. Keys a section already sets keep their value.
     """
     try:
         model = read_genai_config(folder)["model"]
     except MmforgeError:
         return None  # the runtime reports the broken config itself
+    options = plan.session_options()
     sections: dict[str, Any] = {}
     for name in GENAI_SECTIONS.values():
         section = model.get(name)
@@ -261,10 +313,9 @@ def cpu_threads_overlay(folder: Path) -> str | None:
         if name != "decoder" and not isinstance(own, dict):
             continue  # inherits the decoder's
         own = own if isinstance(own, dict) else {}
-        added = {k: v for k, v in CPU_SESSION_OPTIONS.items() if k not in own}
+        added = {k: v for k, v in options.items() if k not in own}
         if added:
-            options = added if name == "decoder" else {**own, **added}
-            sections[name] = {"session_options": options}
+            sections[name] = {"session_options": added if name == "decoder" else {**own, **added}}
     return json.dumps({"model": sections}) if sections else None
 
 

@@ -1,29 +1,31 @@
-"""Decode speed of CPU thread settings on an idle and on a busy machine (`chat.py --load`).
+"""The CPU thread policy on an idle and on a busy machine (`chat.py --load`).
 
-Each setting is a `session_options` overlay on the decoder (the embedding and vision
-sessions of a package that sets no options of their own inherit it, as they do under
-`Runtime`). "Busy" means one pure-Python spin loop per usable core, started by this
-benchmark for the busy half of each round and killed at its end; a spinner also exits on
-its own when this process is gone, so nothing is left running even after a kill.
+Sides, each answering the same prompt with the probe picture (greedy):
+  - stock og.Model: the raw generator loop on `og.Model(folder)`, ONNX Runtime GenAI's own
+    threads (half the logical CPUs) with spinning on; every ratio is against it;
+  - stock again (A/A): a second stock og.Model, the same configuration: how far its ratio
+    strays from 1 is the noise, and a side counts as slower than stock only beyond it;
+  - ChatSession: the chat engine with mmforge's thread policy (`backend.threads`), a new
+    conversation each round, so the plan is chosen afresh at every turn;
+  - transformers: `generate` on the f32 checkpoint with torch's own threads.
 
-Every round runs every setting in both conditions (the order of settings rotated and the
-conditions alternated from round to round), and each figure is compared with the stock
-`og.Model` of the *same* round and condition; the medians of those paired ratios are
-printed, with their spread. A second copy of the stock thread count, set explicitly, is
-an identical configuration (an A/A control): how far its ratio strays from 1 is the
-noise, and a setting counts as slower than stock only beyond it.
+"Idle" is checked before each idle half-round: the benchmark waits (up to a minute) until
+other processes use at most `threads.FREE_SHARE` of the cores, and prints what they used.
+"Busy" is one pure-Python spin loop per usable core, started for the busy half of each
+round and killed at its end (they also exit if the benchmark dies). Rounds alternate the
+conditions and rotate the order of the sides; each figure is divided by stock's in the
+same round and condition, and the median of those ratios is printed with its range.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,9 @@ while os.getppid() == parent:
         pass
 """
 MIN_NOISE = 0.03  # never judge on a band narrower than this, whatever the control shows
+STOCK, CONTROL, SESSION, HF = "stock og.Model", "stock again (A/A)", "ChatSession", "transformers"
+
+Run = Callable[[], tuple[float, float]]  # () -> (TTFT s, decode tokens/s)
 
 
 def usable_cores() -> int:
@@ -46,46 +51,12 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-def stock_threads() -> int:
-    """ONNX Runtime GenAI 0.18's own intra-op default: half the hardware threads, 1..16."""
-    return min(16, max(1, (os.cpu_count() or 2) // 2))
-
-
-def settings(runtime_options: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
-    """The candidate decoder session options by label; None is the stock og.Model."""
-    n, s = usable_cores(), stock_threads()
-    off = {"session.intra_op.allow_spinning": "0"}
-    candidates: dict[str, dict[str, Any] | None] = {
-        "stock og.Model": None,
-        f"{s} thread(s), set (A/A)": {"intra_op_num_threads": s},
-        f"{s} threads, no spinning": {"intra_op_num_threads": s, **off},
-        f"{n} threads, spinning (old)": {"intra_op_num_threads": n},
-        f"{n} threads, no spinning": {"intra_op_num_threads": n, **off},
-        f"{n - 1} threads, spinning": {"intra_op_num_threads": n - 1},
-        f"{n - 1} threads, no spinning": {"intra_op_num_threads": n - 1, **off},
-    }
-    out: dict[str, dict[str, Any] | None] = {}
-    seen: list[tuple[Any, ...]] = []
-    for label, options in candidates.items():
-        if options is not None:
-            key = _key(options)
-            if int(key[0]) < 1 or key in seen:
-                continue  # 0 threads, or the same configuration as one already listed
-            seen.append(key)
-            if key == _key(runtime_options):
-                label += " <- Runtime"
-        out[label] = options
-    if _key(runtime_options) not in seen:
-        out["Runtime"] = runtime_options
-    return out
-
-
-def _key(options: dict[str, Any]) -> tuple[Any, ...]:
-    """What makes two settings differ: one thread has no pool, so no pool options count."""
-    threads = int(options.get("intra_op_num_threads", stock_threads()))
-    if threads <= 1:
-        return (threads,)
-    return threads, str(options.get("session.intra_op.allow_spinning", "1"))
+def pin(cores: int) -> None:
+    """Run on the first `cores` usable CPUs from here on, as `taskset` would."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if not 1 <= cores <= len(cpus):
+        raise SystemExit(f"--cores must be 1..{len(cpus)}")
+    os.sched_setaffinity(0, cpus[:cores])
 
 
 @contextmanager
@@ -102,18 +73,30 @@ def busy(n: int) -> Iterator[None]:
             p.wait()
 
 
-def _load_model(folder: Path, options: dict[str, Any] | None) -> Any:
-    import onnxruntime_genai as og
+@contextmanager
+def idle(limit_s: float = 60.0) -> Iterator[float]:
+    """Wait until other processes leave the cores free; yields the cores they used."""
+    from mmforge.backend.threads import FREE_SHARE, CpuWatch
 
-    if options is None:
-        return og.Model(str(folder))
-    config = og.Config(str(folder))
-    config.overlay(json.dumps({"model": {"decoder": {"session_options": options}}}))
-    return og.Model(config)
+    watch = CpuWatch()
+    deadline = time.monotonic() + limit_s
+    while True:
+        time.sleep(0.5)
+        others = watch.others()
+        if others is None:
+            break
+        if others <= FREE_SHARE * watch.cores() or time.monotonic() > deadline:
+            if others > FREE_SHARE * watch.cores():
+                print(f"  (not idle after {limit_s:.0f} s: others use {others:.2f} cores)")
+            break
+        watch.look()
+    yield others if others is not None else float("nan")
 
 
-def _run(model: Any, image: Path, prompt_text: str, n: int) -> tuple[float, float, float]:
-    """(TTFT s, decode tokens/s, CPU seconds per wall second while decoding)."""
+def raw_loop(model: Any, image: Path, prompt_text: str, n: int) -> tuple[float, float]:
+    """The runtime's own loop: processor, generator, token stream; (TTFT s, tokens/s)."""
+    import json
+
     import onnxruntime_genai as og
 
     tokenizer = og.Tokenizer(model)
@@ -128,62 +111,54 @@ def _run(model: Any, image: Path, prompt_text: str, n: int) -> tuple[float, floa
     gen = og.Generator(model, params)
     gen.set_inputs(processor(prompt, images=og.Images.open(str(image))))
     stream = tokenizer.create_stream()
-    count, first, cpu = 0, 0.0, 0.0
+    count, first = 0, 0.0
     while count < n and not gen.is_done():
         gen.generate_next_token()
         stream.decode(int(gen.get_next_tokens()[0]))
         if count == 0:
-            first, cpu = time.perf_counter(), time.process_time()
+            first = time.perf_counter()
         count += 1
-    end, cpu = time.perf_counter(), time.process_time() - cpu
-    return first - start, (count - 1) / (end - first), cpu / (end - first)
+    end = time.perf_counter()
+    return first - start, (count - 1) / (end - first)
 
 
-def run(folder: Path, image: Path, prompt_text: str, tokens: int, rounds: int) -> None:
-    """Measure every setting idle and busy, and print the table of ratios against stock."""
-    from mmforge.backend.runtime import cpu_session_options
-
-    runtime_options = cpu_session_options(folder)
-    table = settings(runtime_options)
+def run(sides: dict[str, Run], rounds: int, session: Any) -> None:
+    """Measure every side idle and busy, and print the ratios against stock."""
     n = usable_cores()
-    print(f"{n} usable cores; stock og.Model uses {stock_threads()} intra-op thread(s)")
-    print(f"Runtime's decoder options for this package: {runtime_options}")
-    models = {label: _load_model(folder, options) for label, options in table.items()}
     conditions = ("idle", f"busy (+{n} spinning processes)")
-    # results[condition][label] = [(ttft, tps, cpu share), ...], one entry per round
-    results: dict[str, dict[str, list[tuple[float, float, float]]]] = {
-        c: {label: [] for label in table} for c in conditions
+    results: dict[str, dict[str, list[tuple[float, float]]]] = {
+        c: {label: [] for label in sides} for c in conditions
     }
-    load: dict[str, list[float]] = {c: [] for c in conditions}
-    for model in models.values():  # warm-up
-        _run(model, image, prompt_text, tokens)
-    labels = list(table)
+    others: list[float] = []
+    spinning: dict[str, list[bool]] = {c: [] for c in conditions}
+    for go in sides.values():  # warm-up
+        go()
+    labels = list(sides)
     done = 0
-    # `timeout` (SIGTERM) ends the rounds early: the table then covers the rounds done.
-    previous = signal.signal(signal.SIGTERM, _stop)
+    previous = signal.signal(signal.SIGTERM, _stop)  # `timeout` ends the rounds early
     try:
         for r in range(rounds):
             order = labels[r % len(labels) :] + labels[: r % len(labels)]
             for condition in conditions if r % 2 == 0 else conditions[::-1]:
-                with busy(n) if condition.startswith("busy") else _nothing():
-                    load[condition].append(os.getloadavg()[0])
+                context = busy(n) if condition.startswith("busy") else idle()
+                with context as seen:
+                    if condition == "idle":
+                        others.append(seen)
                     for label in order:
-                        results[condition][label].append(
-                            _run(models[label], image, prompt_text, tokens)
-                        )
+                        results[condition][label].append(sides[label]())
+                        if label == SESSION:
+                            spinning[condition].append(bool(session.runtime.plan.spinning))
             done += 1
             print(f"round {done}/{rounds} done", flush=True)
     except _Stopped:
         print(f"stopped: the table covers the {done} complete round(s)", flush=True)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    if not done:
-        return
-    for condition, by_label in results.items():
-        del load[condition][done:]
-        for runs in by_label.values():
-            del runs[done:]
-    _report(results, load)
+    if done:
+        for by_label in results.values():
+            for runs in by_label.values():
+                del runs[done:]
+        _report(results, others[:done], spinning)
 
 
 class _Stopped(Exception):
@@ -194,48 +169,52 @@ def _stop(signum: int, frame: Any) -> None:
     raise _Stopped
 
 
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
-
-
 def _report(
-    results: dict[str, dict[str, list[tuple[float, float, float]]]], load: dict[str, list[float]]
+    results: dict[str, dict[str, list[tuple[float, float]]]],
+    others: list[float],
+    spinning: dict[str, list[bool]],
 ) -> None:
-    control = next(label for label in next(iter(results.values())) if "(A/A)" in label)
-    stock = "stock og.Model"
     noise = MIN_NOISE
     ratios: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
     for condition, by_label in results.items():
-        ratios[condition] = {}
-        base = by_label[stock]
-        for label, runs in by_label.items():
-            ttft = [b[0] / x[0] for x, b in zip(runs, base, strict=True)]  # >1: faster
-            tps = [x[1] / b[1] for x, b in zip(runs, base, strict=True)]
-            ratios[condition][label] = (ttft, tps)
-        noise = max(noise, abs(statistics.median(ratios[condition][control][1]) - 1))
+        base = by_label[STOCK]
+        ratios[condition] = {
+            label: (
+                [b[0] / x[0] for x, b in zip(runs, base, strict=True)],  # >1: sooner
+                [x[1] / b[1] for x, b in zip(runs, base, strict=True)],  # >1: faster
+            )
+            for label, runs in by_label.items()
+        }
+        noise = max(noise, abs(statistics.median(ratios[condition][CONTROL][1]) - 1))
     print(
-        "\nRatios are this setting / stock in the same round and condition (median of "
-        "rounds, [min-max]); above 1 is faster. TTFT ratio is stock's TTFT / this one's."
+        "\nRatios are this side / stock in the same round and condition (median of rounds, "
+        "[min-max]); above 1 is faster. TTFT ratio is stock's TTFT / this side's."
     )
     print(
         f"Noise band: ±{noise * 100:.1f}% (the A/A control's largest deviation of its median "
         "decode ratio from 1, floor 3%); SLOWER marks a median decode ratio below it"
     )
-    for condition, by_label in results.items():
-        avg = statistics.median(load[condition])
-        print(f"\n{condition}: 1-minute load average at the runs' start, median {avg:.2f}")
+    if others:
         print(
-            f"{'setting':>34} {'TTFT ms':>8} {'tok/s':>7} {'CPU/s':>6} "
-            f"{'TTFT vs stock':>14} {'decode vs stock [min-max]':>26}"
+            f"idle rounds: other processes used {statistics.median(others):.2f} cores "
+            f"(median; max {max(others):.2f}) before each"
         )
+    for condition, by_label in results.items():
+        spun = spinning[condition]
+        print(f"\n{condition}: ChatSession's threads spun in {sum(spun)} of {len(spun)} rounds")
+        print(
+            f"{'side':>20} {'TTFT ms':>8} {'tok/s':>7} {'TTFT vs stock':>14} "
+            f"{'decode vs stock [min-max]':>26} {'vs HF':>6}"
+        )
+        hf = statistics.median(x[1] for x in by_label[HF])
         for label, runs in by_label.items():
             ttft_r, tps_r = ratios[condition][label]
-            med = [statistics.median(x[i] for x in runs) for i in range(3)]
+            ttft = statistics.median(x[0] for x in runs)
+            tps = statistics.median(x[1] for x in runs)
             verdict = " SLOWER" if statistics.median(tps_r) < 1 - noise else ""
             print(
-                f"{label:>34} {med[0] * 1e3:>8.0f} {med[1]:>7.1f} {med[2]:>6.2f} "
-                f"{statistics.median(ttft_r):>14.2f} "
-                f"{statistics.median(tps_r):>9.2f} [{min(tps_r):.2f}-{max(tps_r):.2f}]{verdict}"
+                f"{label:>20} {ttft * 1e3:>8.0f} {tps:>7.1f} {statistics.median(ttft_r):>14.2f} "
+                f"{statistics.median(tps_r):>9.2f} [{min(tps_r):.2f}-{max(tps_r):.2f}]"
+                f"{verdict:7} {tps / hf:>6.2f}"
             )
     sys.stdout.flush()

@@ -214,10 +214,12 @@ class GeneratorDriver:
 
         t = self.transcript
         og = self.runtime.og
-        params = og.GeneratorParams(self.runtime.model)
-        params.set_search_options(**options.search_options(self.info.context_length))
         self.gen, self.gen_options, self.pending = None, None, False
-        gen = og.Generator(self.runtime.model, params)
+        # The thread plan is chosen here, where the KV cache starts afresh anyway.
+        model = self.runtime.model_for_turn()
+        params = og.GeneratorParams(model)
+        params.set_search_options(**options.search_options(self.info.context_length))
+        gen = og.Generator(model, params)
         attachments = t.attachments()
         images = [a.path for a in attachments if a.kind == IMAGE]
         audios = [a.path for a in attachments if a.kind == AUDIO]
@@ -290,6 +292,7 @@ class GeneratorDriver:
             pieces.append(piece)
             on_token(piece, token)
         end = time.perf_counter()
+        self.runtime.turn_ended()
         if first_at is None:
             # Nothing was generated: the prompt may not even have been processed.
             self.gen, self.gen_messages = None, -1

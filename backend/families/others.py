@@ -123,37 +123,6 @@ LLAVA_NEXT = Family(
     ),
 )
 
-VIDEO_LLAVA = Family(
-    key="video_llava",
-    fixtures=_inspected(
-        "VideoLlavaConfig",
-        "MLPMultiModalProjector",
-        {"image_token_id": 32000, "video_token_id": 32001},
-    ),
-    name="Video-LLaVA",
-    pipeline_type=None,
-    exact_host="videochat_flash_qwen",
-    recognition=Recognition(model_types=("video_llava",)),
-    profile=Profile(
-        projector=lambda cfg: _mlp(cfg, "Video-LLaVA"),
-        token_ids=lambda cfg: ids(
-            cfg,
-            image_token_id=("image_token_index", "image_token_id"),
-            video_token_id=("video_token_index", "video_token_id"),
-        ),
-        image_tokens=_clip_tokens,
-        hf_class="VideoLlavaForConditionalGeneration",
-        notes=(_CLIP_NOTE,),
-    ),
-    no_pipeline_reason=(
-        _VIDEOCHAT.format(k=256)
-        + " for pictures; a video's 8 frames would need 257 per frame, another package "
-        "config, and one prompt with both cannot be exact (BuildPromptTokens gives every "
-        "picture one count). mmforge does not build its graphs yet" + _SEE
-    ),
-)
-
-
 def _linear(cfg: Cfg, who: str, field: str, value: object) -> Projector:
     return Projector(
         "LinearMultiModalProjector",
@@ -518,7 +487,6 @@ VIDEOCHAT_FLASH = Family(
 
 FAMILIES = (
     LLAVA_NEXT,
-    VIDEO_LLAVA,
     INTERNVL,
     IDEFICS2,
     IDEFICS3,

@@ -22,6 +22,7 @@ LISTED = [
     listed("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2_5_vl", 1200),
     listed("llava-hf/llava-1.5-7b-hf", "llava", 500),
     listed("LanguageBind/Video-LLaVA-7B-hf", "video_llava", 50),
+    listed("llava-hf/llava-v1.6-mistral-7b-hf", "llava_next", 40),
     listed("someone/mystery-vlm", None, 5),
     listed("LiquidAI/LFM2-VL-450M", "lfm2_vl", 300),
     listed("microsoft/Phi-4-multimodal-instruct", "phi4mm", 400, tag="any-to-any"),
@@ -50,8 +51,10 @@ def test_search_lists_multimodal_models_with_their_family_marks(hub):
     marks = {f.repo_id: f.mark for f in every.found}
     assert marks["llava-hf/llava-1.5-7b-hf"].words() == "LLaVA: converts"
     video = marks["LanguageBind/Video-LLaVA-7B-hf"]
-    assert video.verdict == "not converted" and video.family == "Video-LLaVA"
-    assert "named but not converted (" in video.words()
+    assert video.words() == "Video-LLaVA: converts"  # pictures (videos are refused in chat)
+    next_ = marks["llava-hf/llava-v1.6-mistral-7b-hf"]
+    assert next_.verdict == "not converted" and next_.family == "LLaVA-NeXT"
+    assert "named but not converted (" in next_.words()
     assert marks["someone/mystery-vlm"].words() == "unknown until inspected"
     assert marks["microsoft/Phi-4-multimodal-instruct"].verdict == "converts"
 

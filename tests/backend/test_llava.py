@@ -15,6 +15,7 @@ import pytest
 from mmforge.backend.families import Cfg
 from mmforge.backend.families.llava.tiny import RELEASE_TEMPLATE
 from mmforge.backend.families.llava.tokenizer import ABSORBED, adapt
+from mmforge.backend.families.llava.video_llava import RELEASE_TEMPLATE as VIDEO_LLAVA_TEMPLATE
 from mmforge.backend.picture_sizing import centre_crop_box, shortest_edge_size
 
 CONVERSATIONS = [
@@ -44,14 +45,21 @@ def _hf_render(template: str, messages: list, bos: str) -> str:
 
 
 @pytest.mark.parametrize("messages", CONVERSATIONS, ids=["one picture", "three turns"])
-def test_the_package_template_is_the_releases_with_markers_and_bos(package, tmp_path, messages):
+@pytest.mark.parametrize(
+    ("family", "template"),
+    [("llava", RELEASE_TEMPLATE), ("video_llava", VIDEO_LLAVA_TEMPLATE)],
+    ids=["llava", "video_llava"],
+)
+def test_the_package_template_is_the_releases_with_markers_and_bos(
+    package, tmp_path, messages, family, template
+):
     """The runtime renders the adapted release template as transformers renders the
     release's, `<image>` written `<|vision_start|>` and the BOS the tokenizer would add."""
     import onnxruntime_genai as og
 
-    folder = package("llava")
+    folder = package(family)
     tokenizer = json.loads((folder / "tokenizer.json").read_text())
-    config = {"chat_template": RELEASE_TEMPLATE}
+    config = {"chat_template": template}
     cfg = Cfg(json.loads((folder / "genai_config.json").read_text())["model"])
     image_id = cfg.get("image_token_id")
     source = Path(json.loads((folder / "mmforge_manifest.json").read_text())["source"])
@@ -61,7 +69,7 @@ def test_the_package_template_is_the_releases_with_markers_and_bos(package, tmp_
         json.dumps(messages), template_str=config["chat_template"], add_generation_prompt=True
     )
     # The tiny tokenizer adds no BOS (its template writes it): none is added here.
-    expected = _hf_render(RELEASE_TEMPLATE, messages, "<s>").replace("<image>", "<|vision_start|>")
+    expected = _hf_render(template, messages, "<s>").replace("<image>", "<|vision_start|>")
     assert got == expected
     assert "upper" not in config["chat_template"] and config["add_bos_token"] is False
 
@@ -160,3 +168,70 @@ def test_a_tokenizer_that_adds_the_bos_gets_it_from_the_package_template(tiny, t
     stages = {c.name: c for c in report.components}
     assert stages["preprocessing"].verdict == "PASS", stages["preprocessing"].reason
     assert report.tokens["matched"] == report.tokens["total"] == 8
+
+
+def test_video_llava_pictures_get_video_llava_processors_ids_from_the_runtime(package, tmp_path):
+    """A Video-LLaVA package's ids for two pictures are transformers': its tokenizer and
+    chat template, VideoLlavaImageProcessor's pixels, and VideoLlavaProcessor's own
+    `replace_image_token` rule (the processor itself cannot be built without torchvision,
+    which its video processor needs)."""
+    from types import SimpleNamespace
+
+    from PIL import Image
+    from transformers import AutoTokenizer, VideoLlavaImageProcessor, VideoLlavaProcessor
+
+    from mmforge.backend.runtime import Runtime
+
+    folder = package("video_llava")
+    cfg = json.loads((folder / "genai_config.json").read_text())["model"]
+    source = Path(json.loads((folder / "mmforge_manifest.json").read_text())["source"])
+    config = json.loads((source / "config.json").read_text())
+    hf_tokenizer = AutoTokenizer.from_pretrained(source)
+    messages = CONVERSATIONS[1]
+    hf_prompt = hf_tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False
+    )
+    pixels = (np.random.default_rng(2).random((70, 90, 3)) * 255).astype("uint8")
+    picture = Image.fromarray(pixels)
+    path = tmp_path / "picture.png"
+    picture.save(path)
+    images = VideoLlavaImageProcessor.from_pretrained(source)(
+        images=[picture, picture], return_tensors="np"
+    )
+    rule = SimpleNamespace(  # VideoLlavaProcessor's settings, as its release writes them
+        patch_size=config["vision_config"]["patch_size"],
+        num_additional_image_tokens=1,
+        vision_feature_select_strategy=config["vision_feature_select_strategy"],
+        image_token="<image>",
+    )
+    pieces = hf_prompt.split("<image>")
+    expanded = pieces[0]
+    for i, rest in enumerate(pieces[1:]):
+        expanded += VideoLlavaProcessor.replace_image_token(rule, dict(images), i) + rest
+    expected = hf_tokenizer(expanded)["input_ids"]
+
+    runtime = Runtime(folder)
+    ids = runtime.process(runtime.prompt(messages), [path, path]).arrays["input_ids"]
+    assert ids.reshape(-1).tolist() == list(expected)
+    image_id = config["image_token_index"]
+    assert cfg["vision"]["num_visual_tokens"] == 16  # (56 / 14)², the class token dropped
+    assert int((ids == image_id).sum()) == 2 * 16
+    assert config["video_token_index"] not in ids.reshape(-1).tolist()
+
+
+def test_video_llava_says_pictures_only_and_chat_refuses_a_video(tiny, package, tmp_path):
+    """The Model card's notes say a package takes pictures only, and chat refuses a video
+    file before anything is loaded, naming the runtime's lack of video input."""
+    from mmforge.backend.attachments import IMAGE, AttachmentError
+    from mmforge.backend.chat import ChatSession
+    from mmforge.backend.inspect import inspect_source
+
+    profile = inspect_source(str(tiny("video_llava")))
+    assert profile.family == "Video-LLaVA" and profile.converts == "converts exactly"
+    assert any(n.startswith("Pictures only") for n in profile.notes)
+    session = ChatSession(package("video_llava"))
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(b"\x00\x00\x00\x18ftypmp42")
+    with pytest.raises(AttachmentError, match="takes no video"):
+        session.prepare_attachments([(clip, IMAGE)])
+    assert session.messages == []

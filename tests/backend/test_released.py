@@ -25,7 +25,8 @@ RELEASED = {r.key: r for f in ALL for r in f.fixtures.released}
 # On the probe at transformers' exact pixels, Gemma 4's random release-shaped model
 # generates its own image placeholder at step 5 (verify: AMBIGUOUS at end_to_end, since
 # nothing after an imageless placeholder means anything); a photo shows the 32 tokens.
-PHOTO = {"gemma4", "gemma4-26b-a4b", "gemma4-31b"}
+# Video-LLaVA's 224 px tower: a 900 × 600 photo takes the shortest-edge resize and crop.
+PHOTO = {"gemma4", "gemma4-26b-a4b", "gemma4-31b", "video_llava-7b"}
 
 _built: dict[str, Path] = {}
 
@@ -387,11 +388,14 @@ WITH_RELEASED_TEMPLATE = {
 # carry the tiny's, which writes PaliGemmaProcessor's layout, and packages get the family's.
 # LLaVA-1.5's template (llava-hf/llava-1.5-7b-hf's chat_template.json) was written from
 # its documented form, not from a stored copy (backend/families/llava/tiny.py says so).
+# Video-LLaVA's was reconstructed from its author's LLaVA-NeXT-Video template of the same
+# month (backend/families/llava/video_llava.py says so).
 NOT_FOUND: set[str] = {
     "pixtral-12b",
     "paligemma-3b-pt-224",
     "paligemma2-3b-pt-224",
     "llava-1.5-7b",
+    "video_llava-7b",
 }
 
 

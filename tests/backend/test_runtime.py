@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend.runtime import cpu_session_options, cpu_threads_overlay
+from mmforge.backend.runtime import cpu_plan, cpu_threads_overlay, may_hold_twice
+from mmforge.backend.threads import ThreadPlan, default_threads
 
-# Spinning off; the thread count is ONNX Runtime GenAI's own (not in the overlay).
-CHOSEN = {"session.intra_op.allow_spinning": "0"}
+PLAN = ThreadPlan(3, spinning=False)
+CHOSEN = {"intra_op_num_threads": 3, "session.intra_op.allow_spinning": "0"}
 
 
 def _package(folder: Path, **sections: dict[str, Any]) -> Path:
@@ -34,28 +35,57 @@ def _package(folder: Path, **sections: dict[str, Any]) -> Path:
     return folder
 
 
-def _overlay(folder: Path) -> dict[str, Any]:
-    text = cpu_threads_overlay(folder)
+def _overlay(folder: Path, plan: ThreadPlan = PLAN) -> dict[str, Any]:
+    text = cpu_threads_overlay(folder, plan)
     assert text is not None
     return dict(json.loads(text)["model"])
 
 
-def test_decoder_gets_spinning_off(tmp_path: Path) -> None:
+def test_decoder_gets_the_plan(tmp_path: Path) -> None:
     # The sub-models set no options, so they inherit the decoder's: only it is named.
     assert _overlay(_package(tmp_path)) == {"decoder": {"session_options": CHOSEN}}
-    assert cpu_session_options(tmp_path) == CHOSEN
+    spinning = ThreadPlan(2, spinning=True)
+    assert _overlay(tmp_path, spinning)["decoder"]["session_options"] == {
+        "intra_op_num_threads": 2,
+        "session.intra_op.allow_spinning": "1",
+    }
+    # One thread per physical core; spinning as the cores are.
+    assert cpu_plan(tmp_path, free=True) == ThreadPlan(default_threads(), spinning=True)
+    assert cpu_plan(tmp_path, free=False) == ThreadPlan(default_threads(), spinning=False)
 
 
 def test_package_values_win(tmp_path: Path) -> None:
-    own = {"intra_op_num_threads": 3, "session.intra_op.allow_spinning": "1"}
-    _package(tmp_path, decoder={"session_options": {"intra_op_num_threads": 3, "log_id": "d"}})
+    own = {"intra_op_num_threads": 5, "session.intra_op.allow_spinning": "1"}
+    _package(tmp_path, decoder={"session_options": {"intra_op_num_threads": 5, "log_id": "d"}})
     # The decoder's own options are merged with the overlay's, so only the new key goes.
-    assert _overlay(tmp_path) == {"decoder": {"session_options": CHOSEN}}
-    assert cpu_session_options(tmp_path) == {**CHOSEN, "intra_op_num_threads": 3}
+    assert _overlay(tmp_path) == {
+        "decoder": {"session_options": {"session.intra_op.allow_spinning": "0"}}
+    }
+    assert cpu_plan(tmp_path, free=True) == ThreadPlan(5, spinning=True)
+    assert may_hold_twice(tmp_path)
 
     _package(tmp_path, decoder={"session_options": own})
-    assert cpu_threads_overlay(tmp_path) is None
-    assert cpu_session_options(tmp_path) == own
+    assert cpu_threads_overlay(tmp_path, PLAN) is None
+    assert cpu_plan(tmp_path, free=False) == ThreadPlan(5, spinning=True)
+    # Its spinning is its own: no second load with the other setting.
+    assert not may_hold_twice(tmp_path)
+
+
+def test_only_a_small_package_is_held_twice(tmp_path: Path, monkeypatch: Any) -> None:
+    from mmforge.backend import memory, runtime
+
+    _package(tmp_path)
+    (tmp_path / "decoder.onnx").write_bytes(b"x" * 1000)
+    (tmp_path / "decoder.onnx.data").write_bytes(b"x" * 3000)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 16_000)
+    assert may_hold_twice(tmp_path)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 15_999)  # four copies no longer fit
+    assert not may_hold_twice(tmp_path)
+    monkeypatch.setattr(memory, "available_bytes", lambda: None)
+    assert not may_hold_twice(tmp_path)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 1 << 40)
+    monkeypatch.setattr(runtime, "TWIN_MAX_BYTES", 3999)
+    assert not may_hold_twice(tmp_path)
 
 
 def test_sub_model_options_are_written_back(tmp_path: Path) -> None:
@@ -63,7 +93,8 @@ def test_sub_model_options_are_written_back(tmp_path: Path) -> None:
     # so the package's own keys must travel with the added ones.
     vision = {"log_id": "vision", "intra_op_num_threads": 1}
     overlay = _overlay(_package(tmp_path, vision={"session_options": vision}))
-    assert overlay["vision"] == {"session_options": {**vision, **CHOSEN}}
+    # Its own thread count stays; the spinning setting is added.
+    assert overlay["vision"] == {"session_options": {**CHOSEN, **vision}}
     assert "embedding" not in overlay
     assert overlay["decoder"] == {"session_options": CHOSEN}
 
@@ -74,8 +105,8 @@ def test_the_runtime_takes_the_overlay(tmp_path: Path) -> None:
     import onnxruntime_genai as og
 
     _package(tmp_path, vision={"session_options": {"log_id": "vision"}})
-    og.Config(str(tmp_path)).overlay(cpu_threads_overlay(tmp_path))
+    og.Config(str(tmp_path)).overlay(cpu_threads_overlay(tmp_path, PLAN))
 
 
 def test_not_a_package(tmp_path: Path) -> None:
-    assert cpu_threads_overlay(tmp_path) is None
+    assert cpu_threads_overlay(tmp_path, PLAN) is None

@@ -246,7 +246,7 @@ def test_the_card_says_not_yet_or_cannot_with_the_runtime_code(qtbot, window, tm
 
     model = window.model_view
     for config, title, named in (
-        (transformers.VideoLlavaConfig(), "Not converted yet:", "videochat_flash_processor.cpp"),
+        (transformers.InternVLConfig(), "Not converted yet:", "videochat_flash_processor.cpp"),
         (transformers.LlavaNextConfig(), "Cannot convert:", ".cpp"),
     ):
         folder = tmp_path / type(config).__name__

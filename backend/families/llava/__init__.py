@@ -30,13 +30,22 @@ from mmforge.backend.families._base import (
     processor_op,
     rescale_and_normalize,
 )
-from mmforge.backend.families.llava import expect, fields, reference, tiny, tokenizer, vipllava
+from mmforge.backend.families.llava import (
+    expect,
+    fields,
+    reference,
+    tiny,
+    tokenizer,
+    video_llava,
+    vipllava,
+)
 from mmforge.backend.families.llava.graphs import (
     checkpoint_name,
     feature_layers,
     keeps_class_token,
     own_vision_and_embedding,
     tokens_per_image,
+    tower_size,
     unused_tensors,
 )
 from mmforge.backend.picture_sizing import FIXED, SHORTEST_EDGE_CROP, Sizing, resample_name
@@ -57,7 +66,7 @@ def _projector(cfg: Cfg) -> Projector:
 
 
 def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
-    image = int(cfg.get("vision_config.image_size", 336))
+    image = tower_size(cfg)
     patch = int(cfg.get("vision_config.patch_size", 14))
     strategy = cfg.get("vision_feature_select_strategy", "default")
     return ImageTokens(
@@ -68,7 +77,7 @@ def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
 
 def _crop(cfg: Cfg, pre: Cfg) -> tuple[int, int]:
     """The pixels' (width, height): the processor's crop, else its size, else the tower's."""
-    side = int(cfg.get("vision_config.image_size", 336))
+    side = tower_size(cfg)
     crop = pre.get("crop_size")
     if pre.get("do_center_crop", True) and isinstance(crop, dict):
         return int(crop.get("width", side)), int(crop.get("height", side))
@@ -174,4 +183,7 @@ LLAVA = Family(
 # VipLLaVA (model_type vipllava): the same package, five tower layers concatenated.
 VIPLLAVA = vipllava.make(LLAVA)
 
-FAMILIES = (LLAVA, VIPLLAVA)
+# Video-LLaVA (model_type video_llava): the same package for pictures, K = 256 at 224 px.
+VIDEO_LLAVA = video_llava.make(LLAVA)
+
+FAMILIES = (LLAVA, VIPLLAVA, VIDEO_LLAVA)

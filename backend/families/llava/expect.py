@@ -44,3 +44,25 @@ VIPLLAVA = Expectations(
         "vision_config.num_hidden_layers": 5,
     },
 )
+
+# Video-LLaVA: transformers' default VideoLlavaConfig has LlavaConfig's vocabulary clash
+# (<image> 32000 past a 32,000-token text vocabulary), so no default_config either.
+VIDEO_LLAVA = Expectations(
+    tiny_tokens={"image_token_id": "<image>", "video_token_id": "<video>"},
+    honoured={
+        "text_config.hidden_act": "gelu_pytorch_tanh",
+        "text_config.rms_norm_eps": 0.05,
+        "vision_config.layer_norm_eps": 0.05,
+        "vision_config.hidden_act": "gelu",
+        "multimodal_projector_bias": False,
+        "vision_feature_layer": -1,
+    },
+    quantized=("int4",),
+    released_rounded=(("video_llava-7b", "int4"),),
+    held_out={
+        "text_config.intermediate_size": 96,
+        "text_config.num_key_value_heads": 1,
+        "vision_config.num_hidden_layers": 4,
+        "vision_config.intermediate_size": 48,
+    },
+)

@@ -120,3 +120,15 @@ VIPLLAVA: tuple[Rule, ...] = (
         note="transformers 4's name of vision_feature_layer",
     ),
 )
+
+# Video-LLaVA: LLaVA-1.5's fields (one CLIP vision_config serves both towers) and the
+# video's, which a package for pictures does not use.
+VIDEO_LLAVA: tuple[Rule, ...] = (
+    *LLAVA,
+    inert(
+        "video_token_index",
+        "the package takes pictures only: the runtime has no video input, so no <video> "
+        "id is ever expanded or filled",
+    ),
+    inert("video_seq_length", "VideoLlavaProcessor counts the frames' patches instead"),
+)

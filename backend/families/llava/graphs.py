@@ -49,6 +49,11 @@ def checkpoint_name(name: str) -> str:
         ("model.vision_tower.", VISION),
         ("model.multi_modal_projector.", PROJECTOR),
         ("lm_head.", "language_model.lm_head."),
+        # Video-LLaVA: the picture tower is `image_tower` (transformers 4 and 5); its
+        # `video_tower` keeps its name and no graph reads it (`unused_tensors`).
+        ("model.image_tower.", VISION),
+        ("image_tower.", VISION),
+        ("model.video_tower.", "video_tower."),
     ):
         if name.startswith(new):
             name = old + name[len(new) :]
@@ -75,6 +80,18 @@ def feature_layers(cfg: Cfg) -> list[int]:
     return out
 
 
+def tower_size(cfg: Cfg) -> int:
+    """The CLIP tower's picture side.
+
+    Checkpoint.read hands the config as transformers completes it, so Video-LLaVA's
+    release, whose partial vision_config has no image_size, arrives with
+    CLIPVisionConfig's 224 (measured). A config read without transformers falls back to
+    the class's default here too: 336 for LlavaConfig's tower, 224 for Video-LLaVA's.
+    """
+    default = 224 if cfg.get("model_type") == "video_llava" else 336
+    return int(cfg.get("vision_config.image_size", default))
+
+
 def keeps_class_token(cfg: Cfg) -> bool:
     """LLaVA's strategy `full` keeps it; `default` (and VipLLaVA, always) drops it."""
     if cfg.get("model_type") == "vipllava":
@@ -84,22 +101,23 @@ def keeps_class_token(cfg: Cfg) -> bool:
 
 def tokens_per_image(cfg: Cfg) -> int:
     """The features one picture gives: (image_size / patch)², plus the class token if kept."""
-    image = int(cfg.get("vision_config.image_size", 336))
     patch = int(cfg.get("vision_config.patch_size", 14))
-    return (image // patch) ** 2 + (1 if keeps_class_token(cfg) else 0)
+    return (tower_size(cfg) // patch) ** 2 + (1 if keeps_class_token(cfg) else 0)
 
 
 def unused_tensors(cfg: Cfg) -> tuple[str, ...]:
     """Tower tensors LlavaModel never computes with.
 
     The layers past the deepest one read, and the post-layernorm (the features are
-    hidden states, not the pooled output).
+    hidden states, not the pooled output); Video-LLaVA's whole video tower, since a
+    package takes pictures only.
     """
     deepest = max(feature_layers(cfg))
     depth = int(cfg.get("vision_config.num_hidden_layers", 24))
-    tower = r"vision_tower\.(vision_model\.)?"
+    tower = r"(vision|image)_tower\.(vision_model\.)?"
     past = [rf"{tower}encoder\.layers\.{i}\." for i in range(deepest, depth)]
-    return (rf"{tower}post_layernorm\.", *past)
+    video = (r"(^|\.)video_tower\.",) if cfg.get("model_type") == "video_llava" else ()
+    return (rf"{tower}post_layernorm\.", *past, *video)
 
 
 def _act(g: GraphBuilder, x: Any, name: str) -> Any:
@@ -124,7 +142,7 @@ def vision_graph(cfg: Cfg) -> Any:
     ff = int(v.get("intermediate_size", 4096))
     eps = float(v.get("layer_norm_eps", 1e-5))
     patch = int(v.get("patch_size", 14))
-    size = int(v.get("image_size", 336))
+    size = tower_size(cfg)
     channels = int(v.get("num_channels", 3))
     act = str(v.get("hidden_act", "quick_gelu"))
     proj_act = str(cfg.get("projector_hidden_act", "gelu"))

@@ -1,4 +1,4 @@
-"""LLaVA: HF inputs for verify, as LlavaProcessor makes them."""
+"""LLaVA, VipLLaVA, Video-LLaVA (pictures): HF inputs for verify, as LlavaProcessor makes them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from mmforge.backend.families.llava.graphs import keeps_class_token
 def prepare(request: ReferenceRequest) -> ReferenceInputs:
     """LlavaProcessor's inputs: each `<image>` becomes one `<image>` per feature.
 
+    VideoLlavaProcessor.replace_image_token counts a picture's ids the same way.
     LlavaProcessor counts (height / patch) · (width / patch) of the processed pixels,
     plus the class token under strategy `full`, and tokenizes with the tokenizer's
     special tokens (LLaVA's adds the BOS).
@@ -24,9 +25,12 @@ def prepare(request: ReferenceRequest) -> ReferenceInputs:
     reps: list[str] = []
     if request.images:
         out = image_processor(checkpoint)(images=request.images, return_tensors="pt")
-        tensors["pixel_values"] = out["pixel_values"]
+        # VideoLlavaImageProcessor (transformers 5.24) still names them
+        # `pixel_values_images` unless told otherwise; the model takes `pixel_values`.
+        pixels = out["pixel_values"] if "pixel_values" in out else out["pixel_values_images"]
+        tensors["pixel_values"] = pixels
         patch = int(cfg.get("vision_config.patch_size", 14))
-        height, width = out["pixel_values"].shape[-2:]
+        height, width = pixels.shape[-2:]
         count = (height // patch) * (width // patch) + (1 if keeps_class_token(cfg) else 0)
         reps = ["<image>" * count] * len(request.images)
     expanded = replace_each(request.prompt, "<image>", reps)

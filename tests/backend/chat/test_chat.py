@@ -26,8 +26,9 @@ ALL = TESTED  # every family, from the registry
 # generation prompt opened it with, so the new prompt does not extend the old one and the
 # session prefills afresh (exactly, as the checks below show).
 # LLaVA-1.5's released template (VipLLaVA's tiny uses it too) writes an earlier answer as
-# "ASSISTANT: " + its text + " " where the generation prompt ended at "ASSISTANT:": the same.
-REWRITES_HISTORY = {"qwen3_5", "qwen3_5_moe", "llava", "vipllava"}
+# "ASSISTANT: " + its text + " " where the generation prompt ended at "ASSISTANT:": the same
+# (and Video-LLaVA's, reconstructed from its author's LLaVA-NeXT-Video template).
+REWRITES_HISTORY = {"qwen3_5", "qwen3_5_moe", "llava", "vipllava", "video_llava"}
 
 
 def _greedy(n: int) -> GenerationOptions:
@@ -602,3 +603,39 @@ def test_runtime_refusals_name_whose_fault_they_are():
     assert "new conversation" in lost.one_line() and "crop" not in lost.one_line()
     wide = _attachment_failure("[Resize]: ImagingResample failed")
     assert "crop such an image closer to square" in wide.one_line()
+
+
+def test_the_thread_plan_follows_the_cores_at_fresh_turns_and_answers_the_same(
+    package, monkeypatch
+):
+    # Spinning or not, the same threads compute the same numbers: a turn on the other
+    # plan's model answers as the first did, and a continued turn keeps its generator.
+    from mmforge.backend.threads import CpuWatch
+
+    free = [False]
+    monkeypatch.setattr(CpuWatch, "cores_free", lambda self: free[0])
+    session = ChatSession(package("qwen2_5_vl"))
+    runtime = session.runtime
+    assert runtime.plan is not None and not runtime.plan.spinning
+    first = session.send(
+        "Describe this.", session.prepare_attachments(_files("qwen2_5_vl")), _greedy(12)
+    )
+
+    free[0] = True
+    session.new_conversation()
+    again = session.send(
+        "Describe this.", session.prepare_attachments(_files("qwen2_5_vl")), _greedy(12)
+    )
+    assert runtime.plan.spinning and len(runtime._models) == 2
+    assert again.token_ids == first.token_ids
+
+    free[0] = False
+    later = session.send("And then?", options=_greedy(8))
+    assert later.stats.prefill == "continued"
+    assert runtime.plan.spinning  # the live generator's model, until the next fresh prefill
+    fresh, _ = _fresh(session, 3, 8)
+    assert later.token_ids == fresh
+
+    session.new_conversation()
+    session.send("Describe this.", session.prepare_attachments(_files("qwen2_5_vl")), _greedy(2))
+    assert not runtime.plan.spinning and len(runtime._models) == 2  # both kept

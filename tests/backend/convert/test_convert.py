@@ -457,10 +457,10 @@ def test_unsupported_family_exits_2(tmp_path, capsys):
     assert len(err) == 1 and "LLaVA-NeXT cannot be converted" in err[0]
     assert not (tmp_path / "out").exists()
     # A family a runtime pipeline could host but mmforge does not build: refused, saying which.
-    transformers.VideoLlavaConfig().save_pretrained(tmp_path / "video_llava")
-    assert main(["convert", str(tmp_path / "video_llava"), "-o", str(tmp_path / "out")]) == 2
+    transformers.InternVLConfig().save_pretrained(tmp_path / "internvl")
+    assert main(["convert", str(tmp_path / "internvl"), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "Converting Video-LLaVA is not supported yet" in err[0]
+    assert len(err) == 1 and "Converting InternVL is not supported yet" in err[0]
     assert "videochat_flash_qwen" in err[0]
     assert not (tmp_path / "out").exists()
 
