@@ -1,7 +1,7 @@
 """GLM-4.1V end to end on the runtime's qwen2_5_vl pipeline: greedy tokens equal transformers'.
 
-Not mmforge's converter (glm4v does not convert yet): a tiny random
-Glm4vForConditionalGeneration on the tiny Qwen2.5-VL package's tokenizer (whose marker ids
+The probe that came before the converter (the registry's tests convert glm4v now): a tiny
+random Glm4vForConditionalGeneration on the tiny Qwen2.5-VL package's tokenizer (whose marker ids
 serve as GLM's image_start / image / image_end ids), our three graphs
 (backend/families/glm4v/) holding its weights, genai_config type qwen2_5_vl, the
 processor's pixel budget halved. The control leaves the runtime 1-D positions (no

@@ -8,7 +8,8 @@ key/value heads shared by query groups, an RMSNorm after attention and one after
 attention_mask [B, past + S], position_ids [3, B, S] and past_key_values.%d.key/value
 [B, kv heads, past, head_dim]; outputs logits and present.%d.key/value.
 
-Not wired into a package yet (tests/backend/test_glm4v_decoder.py holds it to transformers).
+GLM-4.1V's packages use it (build.py); tests/backend/test_glm4v_decoder.py holds it to
+transformers.
 """
 
 from __future__ import annotations

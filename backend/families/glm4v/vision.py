@@ -10,8 +10,8 @@ patch merger (Linear, LayerNorm, GELU, gated MLP). Patches arrive block-major ov
 merge blocks (Qwen's order, measured equal to Glm4vImageProcessor's), so a patch's row and
 column are computed from its index and the grid.
 
-Not wired into a package yet (tests/backend/test_glm4v_vision.py holds it to transformers):
-the GLM-4 decoder, the embedding and the package recipe are still missing.
+GLM-4.1V's packages use it (build.py); tests/backend/test_glm4v_vision.py holds it to
+transformers.
 """
 
 from __future__ import annotations
