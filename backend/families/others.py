@@ -123,6 +123,7 @@ LLAVA_NEXT = Family(
     ),
 )
 
+
 def _linear(cfg: Cfg, who: str, field: str, value: object) -> Projector:
     return Projector(
         "LinearMultiModalProjector",
