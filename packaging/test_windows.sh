@@ -7,7 +7,7 @@
 # install without admin (/CurrentUser), --version, uninstall. Prints timings.
 #
 # Usage (as root, for apt): bash packaging/test_windows.sh   (SKIP_BUILD=1 reuses dist/)
-# Needs: apt (wine, wine64, nsis, gcc-mingw-w64-x86-64, xvfb, ...: installed here when
+# Needs: apt (wine, wine64, nsis, gcc-mingw-w64-x86-64, xvfb, imagemagick, ...: installed here when
 # missing) and the package registry (PyPI) for the build.
 #
 # Wine 8 (Debian 12) is not Windows 10. What stands in for what it lacks is TEST ONLY:
@@ -36,7 +36,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 echo "== tools"
 need=()
 for pair in wine64:wine64 wine:wine makensis:nsis x86_64-w64-mingw32-gcc:gcc-mingw-w64-x86-64 \
-  xvfb-run:xvfb xauth:xauth unzip:unzip; do
+  xvfb-run:xvfb xauth:xauth unzip:unzip import:imagemagick; do
   command -v "${pair%%:*}" >/dev/null || [ -x "/usr/lib/wine/${pair%%:*}" ] || need+=("${pair#*:}")
 done
 python3 -c "import venv, ensurepip" 2>/dev/null || need+=(python3-venv)
@@ -137,9 +137,13 @@ echo "chat in $(elapsed "$t")"
 # A GUI step that fails is reported at the end; the uninstall checks still run.
 gui_failed=()
 echo "== GUI self-test, offscreen"
+# Wine drops every Unix environment variable whose name starts with QT_ (Qt's own
+# settings would reach Windows programs otherwise); it passes WINEQT_X on as QT_X.
+# Without it Qt takes its Windows platform on Wine's null display driver, where the
+# window's close() returns with no close event.
 t=$(date +%s)
 set +e
-QT_QPA_PLATFORM=offscreen timeout 900 "$wine" "$mmforge" gui --self-test 2>&1 | sed -u 's/\r$//'
+WINEQT_QPA_PLATFORM=offscreen timeout 900 "$wine" "$mmforge" gui --self-test 2>&1 | sed -u 's/\r$//'
 code=${PIPESTATUS[0]}
 set -e
 [ "$code" -eq 0 ] || gui_failed+=("offscreen: exit $code")
@@ -151,8 +155,23 @@ shots=$work/screenshots
 mkdir -p "$shots"
 t=$(date +%s)
 set +e
-timeout 900 xvfb-run -a -s "-screen 0 1366x768x24" "$wine" "$mmforge" gui --self-test \
-  --screenshots "$(winpath "$shots")" 2>&1 | sed -u 's/\r$//'
+# The app saves the window at each page (--screenshots); beside each, the whole
+# 1366x768 screen as Xvfb shows it (screen-<page>.png: the window with Wine's frame).
+cat > "$work/xvfb-self-test.sh" <<'SH'
+"$@" &
+app=$!
+while kill -0 "$app" 2>/dev/null; do
+  for shot in "$SHOTS"/*.png; do
+    page=$(basename "$shot")
+    case $page in screen-*) continue ;; esac
+    [ -e "$SHOTS/screen-$page" ] || import -display "$DISPLAY" -window root "$SHOTS/screen-$page" 2>/dev/null || true
+  done
+  sleep 0.2
+done
+wait "$app"
+SH
+timeout 900 env SHOTS="$shots" xvfb-run -a -s "-screen 0 1366x768x24" bash "$work/xvfb-self-test.sh" \
+  "$wine" "$mmforge" gui --self-test --screenshots "$(winpath "$shots")" 2>&1 | sed -u 's/\r$//'
 code=${PIPESTATUS[0]}
 set -e
 [ "$code" -eq 0 ] || gui_failed+=("Xvfb: exit $code")
