@@ -111,7 +111,7 @@ grep -q "mmforge $version" "$work/version.txt" || fail "--version"
 t=$(date +%s)
 run "$mmforge" demo || fail "demo"
 echo "demo in $(elapsed "$t")"
-[ -f "$data/packages/demo-qwen2_5_vl/mmforge.json" ] || [ -d "$data/packages/demo-qwen2_5_vl" ] ||
+ls "$data"/packages/*/mmforge_manifest.json >/dev/null 2>&1 ||
   fail "no demo package in %LOCALAPPDATA%\\mmforge\\packages"
 checkpoint=$(ls -d "$data"/Cache/demo/* | head -1)
 [ -d "$checkpoint" ] || fail "no demo checkpoint under %LOCALAPPDATA%\\mmforge\\Cache"
@@ -153,6 +153,8 @@ echo "GUI self-test (offscreen) in $(elapsed "$t")"
 echo "== GUI self-test in a window (Xvfb, Wine's display driver, 1366x768)"
 shots=$work/screenshots
 mkdir -p "$shots"
+# A new user's window: not the size the offscreen run saved (its screen is 800x600).
+run reg delete 'HKCU\Software\mmforge' /f >/dev/null 2>&1 || true
 t=$(date +%s)
 set +e
 # The app saves the window at each page (--screenshots); beside each, the whole
@@ -162,6 +164,7 @@ cat > "$work/xvfb-self-test.sh" <<'SH'
 app=$!
 while kill -0 "$app" 2>/dev/null; do
   for shot in "$SHOTS"/*.png; do
+    [ -e "$shot" ] || continue
     page=$(basename "$shot")
     case $page in screen-*) continue ;; esac
     [ -e "$SHOTS/screen-$page" ] || import -display "$DISPLAY" -window root "$SHOTS/screen-$page" 2>/dev/null || true
@@ -188,6 +191,7 @@ echo "uninstalled in $(elapsed "$t")"
 [ ! -e "$WINEPREFIX/drive_c/ProgramData/Microsoft/Windows/Start Menu/Programs/Multimodal Forge.lnk" ] ||
   fail "the Start-menu entry is left"
 if run reg query "$key" >/dev/null 2>&1; then fail "the uninstall entry is left"; fi
+if run reg query 'HKCU\Software\mmforge' >/dev/null 2>&1; then fail "the app's settings are left"; fi
 left=$(ls -A "$data")
 [ "$(echo "$left" | tr '\n' ' ')" = "conversations packages " ] ||
   fail "in %LOCALAPPDATA%\\mmforge, expected only conversations and packages, found: $left"
