@@ -110,7 +110,7 @@ def test_the_self_test_ends_its_workers_and_the_app_when_the_window_will_not_clo
         refused = 0
         stuck = True
 
-        def closeEvent(self, event):  # noqa: N802 - Qt's name
+        def closeEvent(self, event):
             if self.stuck:
                 self.refused += 1
                 event.ignore()

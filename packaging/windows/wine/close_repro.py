@@ -1,4 +1,4 @@
-# ruff: noqa: T201, D103, N802 - a reproduction script: it prints what it measures
+# ruff: noqa: T201, D101, D102, D103, TID251 - a reproduction script with Qt alone: it prints what it measures
 """Minimal reproduction of the GUI self-test that never exited under Wine (issue #32).
 
 No mmforge code: a QMainWindow is shown, then closed from a timer as the self-test did,
