@@ -155,6 +155,9 @@ shots=$work/screenshots
 mkdir -p "$shots"
 # A new user's window: not the size the offscreen run saved (its screen is 800x600).
 run reg delete 'HKCU\Software\mmforge' /f >/dev/null 2>&1 || true
+# Wine's desktop process must start with the display: a Wine server still running from a
+# program started without one left Xvfb's screen black in screen captures.
+"$wineserver" -w
 t=$(date +%s)
 set +e
 # The app saves the window at each page (--screenshots); beside each, the whole
