@@ -39,6 +39,8 @@ def run(self_test: bool = False, screenshots: Path | None = None) -> int:
         QFontDatabase.addApplicationFont(str(font))  # text renders where fonts are missing
     settings = QSettings()
     window = MainWindow(settings)
+    # However the app ends (a quit need not close the window first), the workers end too.
+    app.aboutToQuit.connect(window.shutdown_workers)
     window.show()
     if os.environ.get("MMFORGE_QUIT_WHEN_SHOWN"):
         _quit_when_shown(app, window)

@@ -277,8 +277,17 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         """Save the geometry; stop workers (a running conversion is cancelled cleanly)."""
         self.state.settings.setValue("geometry", self.saveGeometry())
+        self.shutdown_workers()
+        super().closeEvent(event)
+
+    def shutdown_workers(self) -> None:
+        """Stop every worker and wait for it (cancel, then end it); a second call does nothing.
+
+        Called on close and when the app quits by any other way: a quit need not close the
+        window first (under Wine with no display, `close()` on the window returns without
+        a close event, so `closeEvent` never runs).
+        """
         for runner in (self.model_view.runner, self.convert_view.runner, self.verify_view.runner):
             runner.shutdown()
         self.chat_view.shutdown()
         self.compare_view.shutdown()
-        super().closeEvent(event)

@@ -36,6 +36,7 @@ class SelfTest(QObject):
         self.snapshot = snapshot
         self.ok = False
         self.steps: list[str] = []
+        self._finished = False
         self._tmp = tempfile.TemporaryDirectory(prefix="mmforge-self-test-")
         window.chat_view.store = ConversationStore(Path(self._tmp.name) / "conversations")
         state = window.state
@@ -135,19 +136,32 @@ class SelfTest(QObject):
         self._fail(f"timed out after {TIMEOUT_MS // 1000} s at: {self.steps[-1]}")
 
     def _fail(self, reason: str) -> None:
+        if self._finished:  # a worker ended by the finish reports its end: not a failure
+            return
         print(f"self-test FAILED: {reason}", file=sys.stderr, flush=True)
         self.ok = False
         self._finish()
 
     def _finish(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
         self._timer.stop()
-        self.window.close()  # stops the workers
+        # The workers end here, not through the window's close event: under Wine with no
+        # display (its null driver), close() on the window returns True with no close
+        # event and the window stays up (packaging/windows/wine/close_repro.py).
+        self.window.shutdown_workers()
+        self.window.close()
         try:
             self._remove_scratch()
         finally:  # the app ends whatever the folder does
             app = QApplication.instance()
             if app is not None:
-                app.quit()
+                # exit(), not quit(): Qt 6's quit() first closes every window, and retries
+                # for ever while a visible window's close() neither closes it nor refuses
+                # (measured under Wine's null driver: 100% of a core in
+                # QApplicationPrivate::tryCloseAllWidgetWindows).
+                app.exit(0 if self.ok else 1)
 
     def _remove_scratch(self) -> None:
         """Remove the test's folder, trying for a few seconds, then leave it.

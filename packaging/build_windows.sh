@@ -141,7 +141,8 @@ echo "installer $(du -h "$out" | cut -f1)  ($out)"
 size=$(stat -c %s "$out")
 [ "$size" -lt $((450 * 1024 * 1024)) ] || { echo "FAIL: the installer is over 450 MB" >&2; exit 1; }
 echo "ten biggest contributors:"
-du -s "$site"/* | sort -rn | head -10 | while read -r kb path; do
+# sed, not head: head's early exit would fail the pipe (pipefail) and end the script.
+du -s "$site"/* | sort -rn | sed -n 1,10p | while read -r kb path; do
   printf "  %7s MB  %s\n" "$((kb / 1024))" "${path#"$stage"/}"
 done
 echo "built in $(( $(date +%s) - start )) s"

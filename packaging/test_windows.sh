@@ -7,7 +7,7 @@
 # install without admin (/CurrentUser), --version, uninstall. Prints timings.
 #
 # Usage (as root, for apt): bash packaging/test_windows.sh   (SKIP_BUILD=1 reuses dist/)
-# Needs: apt (wine, wine64, nsis, gcc-mingw-w64-x86-64, xvfb, ...: installed here when
+# Needs: apt (wine, wine64, nsis, gcc-mingw-w64-x86-64, xvfb, imagemagick, ...: installed here when
 # missing) and the package registry (PyPI) for the build.
 #
 # Wine 8 (Debian 12) is not Windows 10. What stands in for what it lacks is TEST ONLY:
@@ -36,7 +36,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 echo "== tools"
 need=()
 for pair in wine64:wine64 wine:wine makensis:nsis x86_64-w64-mingw32-gcc:gcc-mingw-w64-x86-64 \
-  xvfb-run:xvfb xauth:xauth unzip:unzip; do
+  xvfb-run:xvfb xauth:xauth unzip:unzip import:imagemagick; do
   command -v "${pair%%:*}" >/dev/null || [ -x "/usr/lib/wine/${pair%%:*}" ] || need+=("${pair#*:}")
 done
 python3 -c "import venv, ensurepip" 2>/dev/null || need+=(python3-venv)
@@ -111,7 +111,7 @@ grep -q "mmforge $version" "$work/version.txt" || fail "--version"
 t=$(date +%s)
 run "$mmforge" demo || fail "demo"
 echo "demo in $(elapsed "$t")"
-[ -f "$data/packages/demo-qwen2_5_vl/mmforge.json" ] || [ -d "$data/packages/demo-qwen2_5_vl" ] ||
+ls "$data"/packages/*/mmforge_manifest.json >/dev/null 2>&1 ||
   fail "no demo package in %LOCALAPPDATA%\\mmforge\\packages"
 checkpoint=$(ls -d "$data"/Cache/demo/* | head -1)
 [ -d "$checkpoint" ] || fail "no demo checkpoint under %LOCALAPPDATA%\\mmforge\\Cache"
@@ -137,9 +137,13 @@ echo "chat in $(elapsed "$t")"
 # A GUI step that fails is reported at the end; the uninstall checks still run.
 gui_failed=()
 echo "== GUI self-test, offscreen"
+# Wine drops every Unix environment variable whose name starts with QT_ (Qt's own
+# settings would reach Windows programs otherwise); it passes WINEQT_X on as QT_X.
+# Without it Qt takes its Windows platform on Wine's null display driver, where the
+# window's close() returns with no close event.
 t=$(date +%s)
 set +e
-QT_QPA_PLATFORM=offscreen timeout 900 "$wine" "$mmforge" gui --self-test 2>&1 | sed -u 's/\r$//'
+WINEQT_QPA_PLATFORM=offscreen timeout 900 "$wine" "$mmforge" gui --self-test 2>&1 | sed -u 's/\r$//'
 code=${PIPESTATUS[0]}
 set -e
 [ "$code" -eq 0 ] || gui_failed+=("offscreen: exit $code")
@@ -149,10 +153,31 @@ echo "GUI self-test (offscreen) in $(elapsed "$t")"
 echo "== GUI self-test in a window (Xvfb, Wine's display driver, 1366x768)"
 shots=$work/screenshots
 mkdir -p "$shots"
+# A new user's window: not the size the offscreen run saved (its screen is 800x600).
+run reg delete 'HKCU\Software\mmforge' /f >/dev/null 2>&1 || true
+# Wine's desktop process must start with the display: a Wine server still running from a
+# program started without one left Xvfb's screen black in screen captures.
+"$wineserver" -w
 t=$(date +%s)
 set +e
-timeout 900 xvfb-run -a -s "-screen 0 1366x768x24" "$wine" "$mmforge" gui --self-test \
-  --screenshots "$(winpath "$shots")" 2>&1 | sed -u 's/\r$//'
+# The app saves the window at each page (--screenshots); beside each, the whole
+# 1366x768 screen as Xvfb shows it (screen-<page>.png: the window with Wine's frame).
+cat > "$work/xvfb-self-test.sh" <<'SH'
+"$@" &
+app=$!
+while kill -0 "$app" 2>/dev/null; do
+  for shot in "$SHOTS"/*.png; do
+    [ -e "$shot" ] || continue
+    page=$(basename "$shot")
+    case $page in screen-*) continue ;; esac
+    [ -e "$SHOTS/screen-$page" ] || import -display "$DISPLAY" -window root "$SHOTS/screen-$page" 2>/dev/null || true
+  done
+  sleep 0.2
+done
+wait "$app"
+SH
+timeout 900 env SHOTS="$shots" xvfb-run -a -s "-screen 0 1366x768x24" bash "$work/xvfb-self-test.sh" \
+  "$wine" "$mmforge" gui --self-test --screenshots "$(winpath "$shots")" 2>&1 | sed -u 's/\r$//'
 code=${PIPESTATUS[0]}
 set -e
 [ "$code" -eq 0 ] || gui_failed+=("Xvfb: exit $code")
@@ -169,6 +194,7 @@ echo "uninstalled in $(elapsed "$t")"
 [ ! -e "$WINEPREFIX/drive_c/ProgramData/Microsoft/Windows/Start Menu/Programs/Multimodal Forge.lnk" ] ||
   fail "the Start-menu entry is left"
 if run reg query "$key" >/dev/null 2>&1; then fail "the uninstall entry is left"; fi
+if run reg query 'HKCU\Software\mmforge' >/dev/null 2>&1; then fail "the app's settings are left"; fi
 left=$(ls -A "$data")
 [ "$(echo "$left" | tr '\n' ' ')" = "conversations packages " ] ||
   fail "in %LOCALAPPDATA%\\mmforge, expected only conversations and packages, found: $left"

@@ -124,6 +124,8 @@ Section "Uninstall"
   RMDir "$INSTDIR"
   ; The app's data is this user's, whatever the install's scope.
   SetShellVarContext current
+  ; Its settings (window size, recent models: Qt's QSettings, organisation "mmforge").
+  DeleteRegKey HKCU "Software\mmforge"
   IfFileExists "${DATADIR}\*.*" 0 done
   MessageBox MB_YESNO|MB_ICONQUESTION \
     "Remove your converted packages and conversations too?$\n$\n(${DATADIR}\packages and ${DATADIR}\conversations; No keeps them.)" \

@@ -165,3 +165,15 @@ def test_the_launcher_builds(tmp_path, flags):
         check=True,
     )  # fmt: skip
     assert out.read_bytes()[:2] == b"MZ"
+
+
+def test_qt_settings_reach_the_program_under_wine():
+    """Wine drops Unix variables named QT_*; a Windows program gets them as WINEQT_*.
+
+    The GUI self-test "offscreen" once ran Qt's Windows platform on Wine's null display
+    driver instead, where the window's close() returns with no close event.
+    """
+    test = (PACKAGING / "test_windows.sh").read_text()
+    code = "\n".join(line for line in test.splitlines() if not line.lstrip().startswith("#"))
+    assert not re.search(r"(?<!WINE)\bQT_[A-Z_]+=", code)
+    assert "WINEQT_QPA_PLATFORM=offscreen" in code
