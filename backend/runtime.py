@@ -76,7 +76,7 @@ class Runtime:
             self.plan = cpu_plan(folder, self._twin and self._watch.cores_free())
         self.model = self._load(self.plan)
         self.tokenizer = og.Tokenizer(self.model)
-        self._processor: Any = None
+        self._processors: dict[int, Any] = {}  # by id() of the model they were made from
 
     def _load(self, plan: ThreadPlan | None) -> Any:
         config = self.og.Config(str(self.folder))
@@ -116,10 +116,17 @@ class Runtime:
 
     @property
     def processor(self) -> Any:
-        """The multimodal processor (created on first use)."""
-        if self._processor is None:
-            self._processor = self.model.create_multimodal_processor()
-        return self._processor
+        """The multimodal processor of the model the next turn runs on (made on first use).
+
+        Each loaded model needs its own: ONNX Runtime GenAI 0.18's LFM2-VL processor output
+        from one `og.Model` lacks an input (`spatial_shapes`) the other's vision session
+        asks for (measured).
+        """
+        model = self._models.get(self.plan, self.model) if self.plan is not None else self.model
+        key = id(model)
+        if key not in self._processors:
+            self._processors[key] = model.create_multimodal_processor()
+        return self._processors[key]
 
     def prompt(self, messages: list[dict[str, Any]]) -> str:
         """Apply the package's chat template, the messages in the content form it takes."""
