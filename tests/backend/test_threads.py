@@ -136,3 +136,34 @@ def test_a_real_spinner_is_seen(tmp_path: Path) -> None:
     assert others > threads.FREE_SHARE * len(cpus)
     assert runnable is not None and runnable >= len(cpus)  # the spinners, steadily
     assert not free
+
+
+def test_on_windows_the_counters_come_from_getsystemtimes_and_unknown_means_no_spinning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Simulated on Linux: no /proc, no affinity, and the kernel32 call unavailable.
+    import ctypes
+
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.delattr(ctypes, "windll", raising=False)
+    assert threads.usable_cpus() is None
+    assert threads.default_threads() == 0  # ONNX Runtime counts its physical cores
+    assert threads._busy_seconds(tmp_path / "stat", None) is None  # /proc is not read
+    watch = CpuWatch(None, tmp_path / "stat", tmp_path / "loadavg")
+    assert watch.cores() == (os.cpu_count() or 1)
+    assert watch.others() is None
+    assert not watch.cores_free()  # unknown counts as busy: threads sleep
+
+    # With GetSystemTimes answering (kernel time includes idle), busy = kernel + user - idle.
+    class FakeKernel32:
+        def GetSystemTimes(self, idle, kernel, user):  # noqa: N802 - the Windows name
+            for ref, value in ((idle, 30_000_000), (kernel, 50_000_000), (user, 20_000_000)):
+                ref._obj.dwLowDateTime, ref._obj.dwHighDateTime = value, 0
+            return 1
+
+    class FakeWindll:
+        kernel32 = FakeKernel32()
+
+    monkeypatch.setattr(ctypes, "windll", FakeWindll(), raising=False)
+    assert threads._busy_seconds(tmp_path / "stat", None) == pytest.approx(4.0)
