@@ -157,7 +157,7 @@ def test_on_windows_the_counters_come_from_getsystemtimes_and_unknown_means_no_s
 
     # With GetSystemTimes answering (kernel time includes idle), busy = kernel + user - idle.
     class FakeKernel32:
-        def GetSystemTimes(self, idle, kernel, user):  # noqa: N802 - the Windows name
+        def GetSystemTimes(self, idle, kernel, user):
             for ref, value in ((idle, 30_000_000), (kernel, 50_000_000), (user, 20_000_000)):
                 ref._obj.dwLowDateTime, ref._obj.dwHighDateTime = value, 0
             return 1
