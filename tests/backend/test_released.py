@@ -369,6 +369,7 @@ WITH_RELEASED_TEMPLATE = {
     "qwen2_vl-2b",
     "qwen3_vl-2b",
     "qwen3_vl_moe-30b-a3b",
+    "qwen3_vl_moe-235b-a22b",  # the Qwen3-VL Instruct template, as the 30B-A3B's
     "ministral3-3b",
     "gemma4",
     "gemma4-26b-a4b",  # the same Gemma 4 template (tiny_large.py)

@@ -118,7 +118,8 @@ QWEN3_VL_MOE = Expectations(
         "text_config.mlp_only_layers": [0, 2],
     },
     quantized=("int4",),
-    # Experts stored transposed ([E, H, 2I]), as the releases store them.
-    released_rounded=(("qwen3_vl_moe-30b-a3b", "int4"),),
+    # Experts stored transposed ([E, H, 2I]), as the releases store them; the 235B-A22B's
+    # proportions (query twice the hidden width, 16 query heads per KV head) at int4 too.
+    released_rounded=(("qwen3_vl_moe-30b-a3b", "int4"), ("qwen3_vl_moe-235b-a22b", "int4")),
     held_out={"text_config.num_key_value_heads": 1, "text_config.num_experts": 5},
 )

@@ -128,6 +128,40 @@ def release_config(s: dict[str, int], vocab: int) -> dict[str, Any]:
     }
 
 
+def release_config_235b(s: dict[str, int], vocab: int) -> dict[str, Any]:
+    """Qwen/Qwen3-VL-235B-A22B-Instruct's config.json, shrunk with its proportions kept.
+
+    The release has the 30B-A3B's keys and layout (an architecture record in a public
+    GitHub repository, read with the `read_file` tool, lists its config.json fields as
+    verified against the release: 94 layers, hidden 4096, 64 query heads over 4 KV heads
+    of 128, 128 experts with 8 active of width 1536, `intermediate_size` 12288, an empty
+    `mlp_only_layers`, interleaved M-RoPE [24, 20, 20], the same 27-block tower tapped at
+    8, 16 and 24 projected to 4096). What the 30B-A3B's shrunk text does not keep and this
+    one does: query width twice the hidden size (64 × 128 = 2 × 4096), sixteen query heads
+    per KV head, one expert in sixteen active, and experts 3/8 of the hidden size wide.
+    The JSON is reconstructed from those fields in the 30B-A3B's own text layout, not
+    copied from the 235B's file (no copy of it was found offline).
+    """
+    config = release_config(s, vocab)
+    config["text_config"] = {
+        **config["text_config"],
+        "head_dim": 8,
+        "hidden_size": 64,
+        "intermediate_size": 192,
+        "moe_intermediate_size": 24,
+        "num_attention_heads": 16,
+        "num_experts": 32,
+        "num_experts_per_tok": 2,
+        "num_key_value_heads": 1,
+        "rope_scaling": {
+            "mrope_interleaved": True,
+            "mrope_section": [2, 1, 1],
+            "rope_type": "default",
+        },
+    }
+    return config
+
+
 def released_experts(weights: dict[str, Any]) -> dict[str, Any]:
     """The experts as the release stores them: `gate_up_proj` [E, H, 2I], `down_proj` [E, I, H].
 
@@ -153,6 +187,14 @@ RELEASED_QWEN3_VL_MOE = (
         seed=1,  # seed 0's int4 answer reaches a near-tie at token 7 (verify AMBIGUOUS)
         # The Qwen3-VL Instruct releases' shared template, stored from a copy of
         # Qwen3-VL-30B-A3B-Instruct's own (resources/qwen3_vl_chat_template.jinja).
+        chat_template=released_template("qwen3_vl"),
+    ),
+    ReleaseSpec(
+        key="qwen3_vl_moe-235b-a22b",
+        release="Qwen/Qwen3-VL-235B-A22B-Instruct",
+        tiny=QWEN3_VL_MOE,
+        config_json=release_config_235b,
+        adjust_weights=released_experts,
         chat_template=released_template("qwen3_vl"),
     ),
 )
