@@ -20,9 +20,8 @@ layers have a dense SwiGLU MLP of `intermediate_size`; the others Glm4vMoeTextMo
 - plus the shared experts: one SwiGLU MLP of moe_intermediate_size·n_shared_experts.
 
 Weights keep the checkpoint's names; experts are one Linear per expert and projection
-(`mlp.experts.<e>.gate_proj.weight`, ...), as the release stores them; transformers 5's
-fused `gate_up_proj` [E, 2I, H] / `down_proj` [E, H, I] are split into those names when
-the weights are routed (build.py, qwen3_vl_moe.split_experts).
+(`mlp.experts.<e>.gate_proj.weight`, ...), as the release stores them and as transformers 5
+saves them (it fuses them in memory only: conversion_mapping.py, "qwen2_moe").
 """
 
 from __future__ import annotations
