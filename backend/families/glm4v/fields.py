@@ -122,6 +122,8 @@ def _kept_groups(value: Any, cfg: Cfg) -> bool:
         return True
     if isinstance(value, bool) or not isinstance(value, int):
         return False
+    if not _groups_fit(groups, cfg):
+        return True  # n_group's own rule refuses it
     if not all(isinstance(v, int) and v > 0 for v in (groups, experts, top_k)):
         return False
     return 1 <= value <= groups and top_k <= value * (experts // groups)
