@@ -277,6 +277,23 @@ def _moe_architecture(cfg: Cfg) -> tuple[str, ...]:
     )
 
 
+def _next_n_layers(cfg: Cfg) -> tuple[str, ...]:
+    """The next-n (multi-token prediction) layers GLM-4.5 checkpoints may carry.
+
+    GLM-4.5 and GLM-4.5-Air store theirs after the last layer (`model.layers.92.*`,
+    `model.layers.46.*`); transformers builds `num_hidden_layers` layers, so it never
+    loads them (Glm4vMoePreTrainedModel's `_keys_to_ignore_on_load_unexpected` names
+    those two only to silence the warning). zai-org/GLM-4.5V's own weights carry none
+    (its 18,106 tensors are layers 0-45 exactly); a checkpoint that does is converted
+    without them, as transformers runs it.
+    """
+    text = cfg.text
+    layers = int(text.get("num_hidden_layers"))
+    extra = max(1, int(text.get("num_nextn_predict_layers") or 0))
+    indices = "|".join(str(layers + i) for i in range(extra))
+    return (rf"^model\.language_model\.layers\.({indices})\.",)
+
+
 # GLM-4.5V: GLM-4.1V's entry with the GLM-4.5 mixture-of-experts decoder (decoder_moe.py).
 GLM4V_MOE = dataclasses.replace(
     GLM4V,
@@ -299,6 +316,7 @@ GLM4V_MOE = dataclasses.replace(
     package=dataclasses.replace(
         GLM4V_PACKAGE,
         build=build_moe,
+        unused_ok=_next_n_layers,
         notes=(
             "Graphs: all three are mmforge's own (mobius 0.1 has neither GLM-4V nor "
             "GLM-4.5's mixture of experts); the tower and embedding are GLM-4.1V's.",
@@ -306,6 +324,8 @@ GLM4V_MOE = dataclasses.replace(
             "Experts: every expert runs on every token, weighted by the router (zero when "
             "not chosen); int4 quantizes each expert's MatMuls as it does the rest of the "
             "decoder.",
+            "Next-n (multi-token prediction) layers stored after the last layer, which "
+            "transformers never loads, are left out (GLM-4.5V's release carries none).",
         ),
     ),
     fixtures=Fixtures(tiny=tiny_moe.GLM4V_MOE, released=tiny_moe.RELEASED, expect=expect.GLM4V_MOE),

@@ -159,6 +159,11 @@ GLM4V_MOE: tuple[Rule, ...] = (
         None,
         note="transformers 5.24's GLM-4.5V attention has no q/k norm (the release: false)",
     ),
+    inert(
+        "text_config.num_nextn_predict_layers",
+        "GLM-4.5's next-n (multi-token prediction) layers: transformers builds none and "
+        "drops their tensors on load; so does the package (GLM-4.5V's release has none)",
+    ),
     inert("text_config.output_router_logits", "training-only router loss"),
     inert("text_config.router_aux_loss_coef", "training-only router loss"),
     inert(
