@@ -119,3 +119,10 @@ def test_a_next_n_layer_after_the_last_is_left_out_as_transformers_leaves_it(tin
     stray = _edited(tiny("glm4v_moe"), tmp_path / "stray", add_stray)
     with pytest.raises(MmforgeError, match="has no place in them"):
         convert(str(stray), tmp_path / "pkg-stray")
+
+
+def test_find_a_model_marks_glm_4_5v_as_converting():
+    from mmforge.backend.hubsearch import mark_for
+
+    mark = mark_for("glm4v_moe")
+    assert (mark.family, mark.verdict) == ("GLM-4.5V", "converts"), mark
