@@ -126,7 +126,7 @@ def _kept_groups(value: Any, cfg: Cfg) -> bool:
         return True  # n_group's own rule refuses it
     if not all(isinstance(v, int) and v > 0 for v in (groups, experts, top_k)):
         return False
-    return 1 <= value <= groups and top_k <= value * (experts // groups)
+    return bool(1 <= value <= groups and top_k <= value * (experts // groups))
 
 
 # GLM-4.1V's rules that GLM-4.5V's decoder reads otherwise.
