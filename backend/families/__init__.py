@@ -114,7 +114,7 @@ FOLDERS = (
     "phi",
     "lfm2",
     "paligemma",
-    "glm4v",  # inspected, measured exact on qwen2_5_vl, graphs not built yet
+    "glm4v",  # GLM-4.1V and GLM-4.5V, on the qwen2_5_vl pipeline
     "others",  # others.py: the families inspect names but the runtime cannot run
 )
 

@@ -47,6 +47,8 @@ class TinySpec:
             nearly flat, so greedy picks hinge on near-ties; a gain spreads them.
         vector_std: Noise added to every vector (biases, norm weights), so that a bias
             or a norm the graphs drop changes the output, as in trained weights.
+        adjust_model: Changes the model after the redraw (model, seed): values the redraw
+            leaves alone, such as GLM-4.5V's router correction bias (a buffer).
     """
 
     family_key: str
@@ -62,6 +64,7 @@ class TinySpec:
     logit_gain: float | None = None
     audio_preprocessor: dict[str, Any] | None = None
     vector_std: float | None = None
+    adjust_model: Callable[[Any, int], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,8 @@ def write_tiny(spec: TinySpec, folder: Path, *, seed: int = 0) -> TinyCheckpoint
     torch.manual_seed(seed)
     model = getattr(transformers, spec.hf_class)(config).eval()
     scale_init(model, seed, spec.embed_std, spec.vector_std)
+    if spec.adjust_model is not None:
+        spec.adjust_model(model, seed)
     if spec.logit_gain is not None:
         scale_final_norm(model, spec.logit_gain)
 

@@ -137,6 +137,8 @@ def write_release(spec: ReleaseSpec, folder: Path, *, seed: int | None = None) -
     torch.manual_seed(seed)
     model = getattr(transformers, tiny.hf_class)(config).eval()
     scale_init(model, seed, tiny.embed_std, VECTOR_STD)
+    if tiny.adjust_model is not None:
+        tiny.adjust_model(model, seed)
     if tiny.logit_gain is not None:
         scale_final_norm(model, tiny.logit_gain)
     weights = _release_weights(model, spec.rename)

@@ -153,24 +153,22 @@ def test_runtime_qwen2_5_vl_gives_glms_ids_grid_and_pixels(package, tmp_path, n)
     assert int(named["num_image_tokens"].as_numpy().sum()) == 154 * n  # 22·28 / 2²
 
 
-def test_inspect_names_glm_4_1v_converted_and_glm_4_5v_not_built_on_qwen2_5_vl(tmp_path):
+def test_inspect_names_glm_4_1v_and_glm_4_5v_converted_on_qwen2_5_vl(tmp_path):
     import transformers
 
     from mmforge.backend.inspect import inspect_source
 
     for config, key, pipeline in (
         (transformers.Glm4vConfig(), "glm4v", "qwen2_5_vl"),
-        (transformers.Glm4vMoeConfig(text_config={"head_dim": 128}), "glm4v_moe", None),
+        (transformers.Glm4vMoeConfig(text_config={"head_dim": 128}), "glm4v_moe", "qwen2_5_vl"),
     ):
         folder = tmp_path / key
         config.save_pretrained(folder)
         p = inspect_source(str(folder))
         assert p.family_key == key and p.pipeline_type == pipeline
-        if pipeline is None:  # GLM-4.5V: the mixture-of-experts decoder is not built
-            assert p.converts == "not built yet"
-            assert "qwen2_5_vl_image_processor.cpp" in p.runtime_reason
-            assert "position_inputs.cpp" in p.runtime_reason
-        else:
-            assert p.converts != "not built yet"
+        assert p.converts == "converts exactly", p.converts
+        if key == "glm4v_moe":  # GLM-4.5V's experts, as the release has them (one group)
+            assert "128 routed experts of width 1408, 8 active per token" in p.architecture[0]
+            assert "45 of 46 layers (dense MLP on the first 1)" in p.architecture[0]
         assert p.projector.variant == "Glm4vVisionPatchMerger"
         assert p.token_ids["image_start_token_id"] == 151339

@@ -416,7 +416,10 @@ WITH_RELEASED_TEMPLATE = {
 # its documented form, not from a stored copy (backend/families/llava/tiny.py says so).
 # Video-LLaVA's was reconstructed from its author's LLaVA-NeXT-Video template of the same
 # month (backend/families/llava/video_llava.py says so).
+# GLM-4.5V's template (zai-org/GLM-4.5V's chat_template.jinja) was not found either: its
+# checkpoint carries GLM-4.1V's released one (glm4v/tiny_moe.py says so).
 NOT_FOUND: set[str] = {
+    "glm4v_moe-106b-a12b",
     "pixtral-12b",
     "paligemma-3b-pt-224",
     "paligemma2-3b-pt-224",

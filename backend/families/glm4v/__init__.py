@@ -1,4 +1,4 @@
-"""GLM-4.1V and GLM-4.5V on the runtime's `qwen2_5_vl` pipeline; GLM-4.1V converts.
+"""GLM-4.1V and GLM-4.5V on the runtime's `qwen2_5_vl` pipeline; both convert.
 
 ONNX Runtime GenAI 0.18 has no GLM-4V type; its `qwen2_5_vl` pipeline runs GLM-4.1V
 exactly for pictures. Measured (transformers 5.24 against the 0.18 wheel;
@@ -22,12 +22,15 @@ benchmarks/seed_probes/probe_glm.py, tests/backend/test_glm4v_host.py, docs/seed
   the runtime's `Qwen2VLPositionInputs::CreateAndInitialize3DPositionIDs`
   (`position_inputs.cpp`) computes from `vision_start_token_id` followed by `image_token_id`.
 mobius 0.1 has neither GLM-4V's tower nor its decoder: the package's three graphs are ours
-(vision.py, embedding.py, decoder.py; build.py). GLM-4.5V's tower and embedding are
-GLM-4.1V's; its GLM-4.5 mixture-of-experts decoder is not built, so it stays inspect-only.
+(vision.py, embedding.py, decoder.py; build.py). GLM-4.5V's tower, embedding, picture
+path and host are GLM-4.1V's; its decoder is GLM-4.5's mixture of experts (decoder_moe.py,
+build_moe; tiny_moe.py has its test checkpoints), an entry made from GLM-4.1V's with
+`dataclasses.replace`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from mmforge.backend.families._base import (
@@ -47,8 +50,8 @@ from mmforge.backend.families._base import (
     processor_op,
     rescale_and_normalize,
 )
-from mmforge.backend.families.glm4v import expect, fields, reference, tiny
-from mmforge.backend.families.glm4v.build import build
+from mmforge.backend.families.glm4v import expect, fields, reference, tiny, tiny_moe
+from mmforge.backend.families.glm4v.build import build, build_moe
 from mmforge.backend.families.glm4v.tokens import adapt_tokenizer
 from mmforge.backend.picture_sizing import SCALED_UP_SMART_RESIZE, Sizing, resample_name
 
@@ -101,23 +104,6 @@ def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
         f"resize to multiples of {factor} px, 2·h·w within [{low}, {high}] pixels; "
         f"one token per {factor}×{factor} block",
     )
-
-
-_SEE = "; docs/seed-families.md has the details"
-
-_HOST = (
-    "ONNX Runtime GenAI 0.18 could run it exactly through its 'qwen2_5_vl' pipeline "
-    "(measured on the 0.18 wheel): its processor (qwen2_5_vl_image_processor.cpp, "
-    "ProcessImagePrompt, and ort-extensions' smart_resize) gives GLM's grid and pixels with "
-    "min/max pixels halved (GLM's smart_resize counts a picture as two frames) for pictures "
-    "handed to it at transformers' size (as GLM-4.1V's packages are: GLM scales a side under "
-    "28 px up first, and the runtime rounds halves away from zero); the package's "
-    "tokenizer.json, "
-    "with <|begin_of_image|>, <|image|> and <|end_of_image|> renamed to the marker text the "
-    "runtime splices, gives Glm4vProcessor's ids; and position_inputs.cpp "
-    "(Qwen2VLPositionInputs::CreateAndInitialize3DPositionIDs) computes Glm4vModel."
-    "get_rope_index's 3-D positions for pictures. {what}" + _SEE
-)
 
 
 def _model_fields(cfg: Cfg) -> dict[str, Any]:
@@ -268,28 +254,81 @@ GLM4V = Family(
     fixtures=Fixtures(tiny=tiny.GLM4V, released=tiny.RELEASED, expect=expect.GLM4V),
 )
 
-GLM4V_MOE = Family(
+
+def _moe_architecture(cfg: Cfg) -> tuple[str, ...]:
+    """The decoder's experts, in words, for inspect and the model card."""
+    text = cfg.text
+    layers = int(text.get("num_hidden_layers"))
+    dense = int(text.get("first_k_dense_replace", 1))
+    groups, kept = text.get("n_group", 1), text.get("topk_group", 1)
+    routing = (
+        f"chosen among the best {kept} of {groups} expert groups, "
+        if groups and int(groups) > 1
+        else ""
+    )
+    return (
+        f"Mixture of experts on {max(layers - dense, 0)} of {layers} layers (dense MLP on "
+        f"the first {dense}): {text.get('n_routed_experts', 128)} routed experts of width "
+        f"{text.get('moe_intermediate_size', 1408)}, {text.get('num_experts_per_tok', 8)} "
+        f"active per token ({routing}sigmoid router with a correction bias for choosing), "
+        f"plus {text.get('n_shared_experts', 1)} shared; the package computes every expert "
+        "for every token (the portable form), so decoding costs what the total parameters "
+        "cost, not the active ones",
+    )
+
+
+def _next_n_layers(cfg: Cfg) -> tuple[str, ...]:
+    """The next-n (multi-token prediction) layers GLM-4.5 checkpoints may carry.
+
+    GLM-4.5 and GLM-4.5-Air store theirs after the last layer (`model.layers.92.*`,
+    `model.layers.46.*`); transformers builds `num_hidden_layers` layers, so it never
+    loads them (Glm4vMoePreTrainedModel's `_keys_to_ignore_on_load_unexpected` names
+    those two only to silence the warning). zai-org/GLM-4.5V's own weights carry none
+    (its 18,106 tensors are layers 0-45 exactly); a checkpoint that does is converted
+    without them, as transformers runs it.
+    """
+    text = cfg.text
+    layers = int(text.get("num_hidden_layers"))
+    extra = max(1, int(text.get("num_nextn_predict_layers") or 0))
+    indices = "|".join(str(layers + i) for i in range(extra))
+    return (rf"^model\.language_model\.layers\.({indices})\.",)
+
+
+# GLM-4.5V: GLM-4.1V's entry with the GLM-4.5 mixture-of-experts decoder (decoder_moe.py).
+GLM4V_MOE = dataclasses.replace(
+    GLM4V,
     key="glm4v_moe",
     name="GLM-4.5V",
-    pipeline_type=None,
-    exact_host="qwen2_5_vl",
     recognition=Recognition(model_types=("glm4v_moe",)),
-    profile=Profile(
-        projector=_merger,
-        token_ids=_tokens,
-        image_tokens=_image_tokens,
+    profile=dataclasses.replace(
+        GLM4V.profile,
         hf_class="Glm4vMoeForConditionalGeneration",
+        fields=fields.GLM4V_MOE,
+        architecture=_moe_architecture,
         notes=(
-            "GLM-4.5V's decoder is GLM-4.5's mixture of experts (routed experts with a "
-            "shared expert, dense first layers); its picture path is GLM-4.1V's.",
+            GLM4V.profile.notes[0],
+            "The decoder is GLM-4.5's mixture of experts (GLM-4.5-Air's, 106B total, 12B "
+            "active): a dense first layer, then routed experts chosen by a sigmoid router "
+            "(a correction bias for choosing only, group-limited top-k) plus a shared "
+            "expert; half of each head rotated by halves with M-RoPE sections.",
         ),
     ),
-    fixtures=Fixtures(expect=expect.GLM4V_MOE),
-    no_pipeline_reason=_HOST.format(
-        what="mmforge does not build its graphs yet: the tower and embedding are GLM-4.1V's "
-        "(converted, see GLM-4.1V), the GLM-4.5 mixture-of-experts decoder is in neither "
-        "mobius 0.1 nor mmforge"
+    package=dataclasses.replace(
+        GLM4V_PACKAGE,
+        build=build_moe,
+        unused_ok=_next_n_layers,
+        notes=(
+            "Graphs: all three are mmforge's own (mobius 0.1 has neither GLM-4V nor "
+            "GLM-4.5's mixture of experts); the tower and embedding are GLM-4.1V's.",
+            *GLM4V_PACKAGE.notes[1:],
+            "Experts: every expert runs on every token, weighted by the router (zero when "
+            "not chosen); int4 quantizes each expert's MatMuls as it does the rest of the "
+            "decoder.",
+            "Next-n (multi-token prediction) layers stored after the last layer, which "
+            "transformers never loads, are left out (GLM-4.5V's release carries none).",
+        ),
     ),
+    fixtures=Fixtures(tiny=tiny_moe.GLM4V_MOE, released=tiny_moe.RELEASED, expect=expect.GLM4V_MOE),
 )
 
 FAMILIES = (GLM4V, GLM4V_MOE)

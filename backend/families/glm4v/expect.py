@@ -31,7 +31,7 @@ GLM4V = Expectations(
     },
 )
 
-# GLM-4.5V: inspected only (its mixture-of-experts decoder is not built).
+# GLM-4.5V: GLM-4.1V's picture path with the GLM-4.5 mixture-of-experts decoder.
 GLM4V_MOE = Expectations(
     default_config=DefaultConfig(
         "Glm4vMoeConfig",
@@ -41,5 +41,34 @@ GLM4V_MOE = Expectations(
         # transformers' default is 4096 wide over 96 heads with no head_dim, which
         # bounds.py refuses; GLM-4.5V's release says head_dim 128.
         config_kwargs={"text_config": {"head_dim": 128}},
-    )
+    ),
+    tiny_tokens={"image_token_id": "<|image|>", "image_start_token_id": "<|begin_of_image|>"},
+    honoured={
+        "text_config.rms_norm_eps": 0.05,
+        "text_config.rope_parameters.rope_theta": 500.0,
+        "text_config.num_experts_per_tok": 2,
+        "text_config.routed_scaling_factor": 1.0,
+        "text_config.n_group": 2,
+        "text_config.topk_group": 1,
+        "text_config.first_k_dense_replace": 2,
+        "text_config.norm_topk_prob": False,
+        "vision_config.rms_norm_eps": 0.05,
+    },
+    quantized=("int4",),
+    released_rounded=(("glm4v_moe-106b-a12b", "int4"),),
+    held_out={
+        "text_config.hidden_size": 48,
+        "text_config.head_dim": 20,
+        "text_config.rope_parameters.mrope_section": [1, 2, 2],
+        "text_config.moe_intermediate_size": 16,
+        "text_config.n_routed_experts": 6,
+        "text_config.n_group": 3,
+        "text_config.topk_group": 2,
+        "text_config.num_experts_per_tok": 2,
+        "text_config.num_key_value_heads": 1,
+        "text_config.num_hidden_layers": 4,
+        "text_config.first_k_dense_replace": 2,
+        "vision_config.out_hidden_size": 48,
+        "vision_config.depth": 3,
+    },
 )

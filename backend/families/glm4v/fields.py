@@ -97,3 +97,77 @@ GLM4V: tuple[Rule, ...] = (
     ),
     inert("vision_config.hidden_dropout_prob", "training only"),
 )
+
+
+def _groups_fit(value: Any, cfg: Cfg) -> bool:
+    """n_group splits the routed experts into groups of two or more.
+
+    transformers scores a group by its two best experts.
+    """
+    text = cfg.sub("text_config")
+    experts = text.get("n_routed_experts", 128)
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, int) or not isinstance(experts, int):
+        return False
+    return value >= 1 and experts % value == 0 and experts // value >= 2
+
+
+def _kept_groups(value: Any, cfg: Cfg) -> bool:
+    """topk_group keeps between 1 and n_group groups, with num_experts_per_tok experts in them."""
+    text = cfg.sub("text_config")
+    groups, experts = text.get("n_group", 1), text.get("n_routed_experts", 128)
+    top_k = text.get("num_experts_per_tok", 8)
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    if not _groups_fit(groups, cfg):
+        return True  # n_group's own rule refuses it
+    if not all(isinstance(v, int) and v > 0 for v in (groups, experts, top_k)):
+        return False
+    return bool(1 <= value <= groups and top_k <= value * (experts // groups))
+
+
+# GLM-4.1V's rules that GLM-4.5V's decoder reads otherwise.
+_MOE_DIFFERS = {"text_config.head_dim", "text_config.attention_bias"}
+
+GLM4V_MOE: tuple[Rule, ...] = (
+    *(r for r in GLM4V if r.path not in _MOE_DIFFERS),
+    honoured("text_config.head_dim", "each head's width (the release: 128, not 4096 / 96)"),
+    honoured("text_config.attention_bias", "q, k and v biases (measured)"),
+    *shapes("text_config.", "moe_intermediate_size", "n_routed_experts", "n_shared_experts"),
+    honoured("text_config.num_experts_per_tok", "experts a token (measured)"),
+    honoured("text_config.first_k_dense_replace", "the dense first layers (measured)"),
+    honoured("text_config.routed_scaling_factor", "scales the routing weights (measured)"),
+    honoured("text_config.norm_topk_prob", "the chosen weights divided by their sum (measured)"),
+    check(
+        "text_config.n_group",
+        _groups_fit,
+        "a divisor of n_routed_experts leaving two or more experts a group",
+        "transformers scores each group by its two best experts",
+    ),
+    check(
+        "text_config.topk_group",
+        _kept_groups,
+        "1 to n_group groups, holding num_experts_per_tok experts or more",
+        "the groups the router keeps before choosing experts",
+    ),
+    only(
+        "text_config.use_qk_norm",
+        False,
+        None,
+        note="transformers 5.24's GLM-4.5V attention has no q/k norm (the release: false)",
+    ),
+    inert(
+        "text_config.num_nextn_predict_layers",
+        "GLM-4.5's next-n (multi-token prediction) layers: transformers builds none and "
+        "drops their tensors on load; so does the package (GLM-4.5V's release has none)",
+    ),
+    inert("text_config.output_router_logits", "training-only router loss"),
+    inert("text_config.router_aux_loss_coef", "training-only router loss"),
+    inert(
+        "text_config.image_start_token_id", "a copy the release carries; the top-level id is read"
+    ),
+    inert("text_config.image_end_token_id", "a copy the release carries; nothing computes with it"),
+)
