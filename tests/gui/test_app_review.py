@@ -252,6 +252,9 @@ def test_the_card_says_not_yet_or_cannot_with_the_runtime_code(qtbot, window, tm
         folder = tmp_path / type(config).__name__
         config.save_pretrained(folder)
         model.source.setText(str(folder))
+        # The worker that read the previous model ends after its result: until then the
+        # button is disabled and a click does nothing.
+        qtbot.waitUntil(model.inspect_button.isEnabled, timeout=60_000)
         with qtbot.waitSignal(window.state.profile_changed, timeout=300_000):
             model.inspect_button.click()
         card = model.card.toPlainText()
