@@ -87,6 +87,9 @@ class Runtime:
             overlay = cpu_threads_overlay(self.folder, plan)
             if overlay:
                 config.overlay(overlay)
+            # A package made for CUDA names its provider: on CPU (chat --ep cpu, the
+            # encoder precision probe of a CUDA conversion) it runs on none but the CPU.
+            config.clear_providers()
         model = self.og.Model(config)
         if plan is not None:
             self._models[plan] = model

@@ -313,7 +313,7 @@ def _build_into(
             graphs.models[component] = model
             return _write_components(graphs, plan, "f32", staging, ctx, timings)
 
-        files.update(precision_policy.probe_and_settle(staging, policy, rewrite, ctx))
+        files.update(precision_policy.probe_and_settle(staging, policy, rewrite, ctx, ep))
     with _timed(timings, "validate"):
         image_token = config["model"].get("image_token_id")
         checked = validate_package(staging, image_token, ctx, ep=ep)

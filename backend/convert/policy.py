@@ -279,8 +279,14 @@ def probe_and_settle(
     policy: Policy,
     rewrite: Callable[[str, Any], dict[str, int]],
     ctx: JobContext,
+    ep: str = "cpu",
 ) -> dict[str, int]:
     """Run each f16 component on the probe inputs; rewrite in f32 what is not safe.
+
+    The probe runs the package where it is meant to run: a CUDA package's graphs may hold
+    kernels only CUDA has (the Qwen vision towers' PackedMultiHeadAttention). Without
+    CUDA here, nothing shows f16 safe: the encoders are written in f32, and the manifest
+    says why.
 
     Args:
         staging: The package written so far (every file the runtime reads).
@@ -288,6 +294,7 @@ def probe_and_settle(
         rewrite: Writes a component's float32 graph (weights applied) in place of its f16
             one; returns the files written.
         ctx: Progress.
+        ep: The execution provider the package is made for.
 
     Returns:
         The files rewritten, with their sizes.
@@ -300,10 +307,24 @@ def probe_and_settle(
     written: dict[str, int] = {}
     if not f16 and policy.dtype != "f16":
         return written
+    if not _runs_here(ep):
+        for component in f16:
+            policy.notes.append(
+                f"{component} kept in f32: f16 is shown safe by running the package, and "
+                f"this machine cannot run a {ep.upper()} package"
+            )
+            log.warning("%s", policy.notes[-1])
+            written.update(rewrite(component, policy.fallbacks[component]()))
+            policy.precisions[component] = "f32"
+        if policy.dtype == "f16":
+            policy.notes.append(
+                f"f16 logits not checked: this machine cannot run a {ep.upper()} package"
+            )
+        return written
     ctx.report("probe", 0, 1, message="probe run of the f16 components", force=True)
-    arrays = _probe_arrays(staging, [c for c in f16 if c in policy.precisions])
+    arrays = _probe_arrays(staging, [c for c in f16 if c in policy.precisions], ep)
     for component in f16:
-        result = probe_encoder(staging, component, arrays)
+        result = probe_encoder(staging, component, arrays, ep)
         if result.safe:
             continue
         seen = "inf or NaN" if not result.finite else f"{result.largest:.3g}"
@@ -315,19 +336,28 @@ def probe_and_settle(
         written.update(rewrite(component, policy.fallbacks[component]()))
         policy.precisions[component] = "f32"
     if policy.dtype == "f16":
-        _check_logits(staging)
+        _check_logits(staging, ep)
     ctx.report("probe", 1, 1, message="f16 components checked")
     return written
 
 
-def _probe_arrays(staging: Path, encoders: list[str]) -> dict[str, Any]:
+def _runs_here(ep: str) -> bool:
+    """Whether this machine runs a package made for `ep`."""
+    if ep == "cpu":
+        return True
+    import onnxruntime_genai as og
+
+    return ep == "cuda" and bool(og.is_cuda_available())
+
+
+def _probe_arrays(staging: Path, encoders: list[str], ep: str = "cpu") -> dict[str, Any]:
     """The runtime processor's output for the probe image and clip."""
     from mmforge import resources
     from mmforge.backend.runtime import Runtime
 
     if not encoders:
         return {}
-    runtime = Runtime(staging)
+    runtime = Runtime(staging, ep)
     images = [resources.probe_image()] if "vision_encoder" in encoders else []
     audios = [resources.probe_audio()] if "audio_encoder" in encoders else []
     content: list[dict[str, str]] = [{"type": "image"} for _ in images]
@@ -337,7 +367,7 @@ def _probe_arrays(staging: Path, encoders: list[str]) -> dict[str, Any]:
     return dict(runtime.process(prompt, images, audios).arrays)
 
 
-def probe_encoder(package: Path, component: str, arrays: dict[str, Any]) -> Probe:
+def probe_encoder(package: Path, component: str, arrays: dict[str, Any], ep: str = "cpu") -> Probe:
     """Run an encoder graph on the processor's arrays with every activation exposed."""
     import numpy as np
     import onnx
@@ -362,7 +392,10 @@ def probe_encoder(package: Path, component: str, arrays: dict[str, Any]) -> Prob
     try:
         options = ort.SessionOptions()
         options.log_severity_level = 4
-        session = ort.InferenceSession(str(exposed), options, providers=["CPUExecutionProvider"])
+        providers = ["CPUExecutionProvider"]
+        if ep == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
+            providers.insert(0, "CUDAExecutionProvider")
+        session = ort.InferenceSession(str(exposed), options, providers=providers)
         feeds = {}
         for spec in session.get_inputs():
             key = next((k for k, v in mapping.items() if v == spec.name), spec.name)
@@ -396,14 +429,14 @@ def probe_encoder(package: Path, component: str, arrays: dict[str, Any]) -> Prob
     return Probe(component, largest, finite)
 
 
-def _check_logits(staging: Path) -> None:
+def _check_logits(staging: Path, ep: str = "cpu") -> None:
     """Refuse an f16 package whose first logits on the probe prompt are not finite."""
     import numpy as np
 
     from mmforge import resources
     from mmforge.backend.runtime import Runtime
 
-    runtime = Runtime(staging)
+    runtime = Runtime(staging, ep)
     images = [resources.probe_image()] if (staging / "vision.onnx").exists() else []
     content: list[dict[str, str]] = [{"type": "image"} for _ in images]
     content.append({"type": "text", "text": "Describe this."})

@@ -506,17 +506,33 @@ def test_qwen3_deepstack_travels_as_extra_columns(package):
     assert any("deepstack_merger_list" in m["checkpoint"] for m in report["mapped"])
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "lfm2_vl"])
-def test_cuda_package_names_its_provider_and_says_when_it_was_not_run(tiny, tmp_path, family):
+@pytest.mark.parametrize(
+    ("family", "dtype"), [("qwen2_5_vl", "int4"), ("lfm2_vl", "f32"), ("gemma4", "int4")]
+)
+def test_cuda_package_names_its_provider_and_says_when_it_was_not_run(
+    tiny, tmp_path, family, dtype
+):
+    """A CUDA package converts on a machine without CUDA. Its f16 encoder probe cannot run
+    here (Qwen's CUDA vision graph holds PackedMultiHeadAttention, a CUDA-only kernel), so
+    the encoders stay f32 and the manifest says why; a package without CUDA-only kernels
+    still runs on the CPU when asked to."""
     import onnxruntime_genai as og
 
-    manifest = convert(str(tiny(family)), tmp_path / "cuda", ep="cuda")
+    from mmforge.backend.runtime import Runtime
+
+    manifest = convert(str(tiny(family)), tmp_path / "cuda", dtype=dtype, ep="cuda")
     config = json.loads((tmp_path / "cuda" / "genai_config.json").read_text())["model"]
     assert config["decoder"]["session_options"]["provider_options"] == [{"cuda": {}}]
     if og.is_cuda_available():
         assert manifest.validation["ep"] == "cuda" and manifest.validation["image_tokens"] > 0
-    else:
-        assert manifest.validation["ep"].startswith("not run")
+        return
+    assert manifest.validation["ep"].startswith("not run")
+    if dtype == "int4":
+        assert manifest.precisions["vision_encoder"] == "f32"
+        assert any("cannot run a CUDA package" in note for note in manifest.notes)
+    if family == "gemma4":
+        runtime = Runtime(tmp_path / "cuda", "cpu")
+        assert len(runtime.greedy(runtime.process("Hello"), 3)) == 3
 
 
 def test_without_cuda_a_malformed_graph_is_still_caught(package, tmp_path):
