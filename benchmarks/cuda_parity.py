@@ -11,7 +11,9 @@ clip where the family hears) through chat's own intake, and records the runtime'
 the CPU's prefill logits at the last position and 16 greedy tokens. `run` loads each
 package with the CUDA provider (mmforge's `Runtime`, the class chat uses) on the same
 prompt and files and prints, per package, the largest logit difference against the CPU's
-(relative to the CPU logits' spread) and how many greedy tokens agree.
+(relative to the CPU logits' spread) and how many greedy tokens agree. For int4 a second
+pair of columns compares with the CPU computing in float32 (verify's exact form): the
+package's CPU kernels quantize activations to 8 bits (accuracy level 4), CUDA's do not.
 
 Random-weight tiny models have near-ties, so a token split after a small logit difference
 is arithmetic, not a defect; a split at a large difference is one. W holds about 60 MB.
@@ -68,6 +70,7 @@ def prepare(work: Path, keys: list[str]) -> None:
     from mmforge.backend.runtime import Runtime
     from mmforge.backend.tiny import build_tiny
     from mmforge.backend.verify import hf_reference
+    from mmforge.backend.verify.rounding import exact_arithmetic_copy
     from tests.backend.families import AUDIO as HEARS
     from tests.images import make_tone, user_pictures
 
@@ -108,10 +111,17 @@ def prepare(work: Path, keys: list[str]) -> None:
                 logits, tokens = _case(runtime, case, out)
                 case["cpu_logits"], case["cpu_tokens"] = logits, tokens
                 del runtime
+                if dtype == "int4":
+                    # The CPU's int4 kernels quantize activations to 8 bits (accuracy
+                    # level 4); verify's exact form computes in float32, as CUDA's do.
+                    exact = exact_arithmetic_copy(out, scratch / "exact" / name)
+                    logits, tokens = _case(Runtime(exact), case, out)
+                    case["exact_logits"], case["exact_tokens"] = logits, tokens
             else:  # the CUDA package answers the same prompt as its CPU twin
                 twin = next(c for c in cases if c["package"] == f"{key}-{dtype}")
-                for field in ("prompt", "cpu_logits", "cpu_tokens"):
+                for field in ("prompt", "cpu_logits", "cpu_tokens", "exact_logits"):
                     case[field] = twin[field]
+                case["exact_tokens"] = twin["exact_tokens"]
             cases.append(case)
             print(f"{name:<28} ready  {time.perf_counter() - start:5.1f}s", flush=True)
     (work / "cases.json").write_text(json.dumps(cases))
@@ -127,7 +137,10 @@ def run(work: Path) -> int:
 
     print(f"onnxruntime-genai {og.__version__}, CUDA available: {og.is_cuda_available()}")
     cases = json.loads((work / "cases.json").read_text())
-    print(f"{'package':<28} {'max |Δlogit|':>12} {'/ spread':>9} {'tokens':>7}  first split")
+    print(
+        f"{'package':<24} {'|Δlogit| vs CPU':>15} {'/ spread':>9} {'tokens':>7}"
+        f"  {'vs CPU float32 arithmetic':>25} {'tokens':>7}"
+    )
     worst = 0.0
     for case in cases:
         folder = work / case["package"]
@@ -135,25 +148,27 @@ def run(work: Path) -> int:
             runtime = Runtime(folder, "cuda")
             logits, tokens = _case(runtime, case, folder)
         except Exception as e:  # noqa: BLE001 - one package's failure is its row
-            print(f"{case['package']:<28} FAILED: {type(e).__name__}: {str(e)[:200]}")
+            print(f"{case['package']:<24} FAILED: {type(e).__name__}: {str(e)[:200]}")
             continue
-        cpu = np.asarray(case["cpu_logits"], dtype=np.float64)
-        diff = float(np.max(np.abs(np.asarray(logits, dtype=np.float64) - cpu)))
-        spread = float(cpu.max() - cpu.min()) or 1.0
-        worst = max(worst, diff / spread)
-        mine, theirs = tokens, case["cpu_tokens"]
-        same = sum(1 for a, b in zip(mine, theirs, strict=False) if a == b)
-        split = next(
-            (i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b), None
-        )
-        said = "-" if split is None else f"step {split}"
-        print(
-            f"{case['package']:<28} {diff:12.2e} {diff / spread:9.1e} "
-            f"{same:>3}/{len(theirs):<3}  {said}",
-            flush=True,
-        )
+        row = f"{case['package']:<24}"
+        for prefix in ("cpu", "exact"):
+            if f"{prefix}_logits" not in case:
+                continue
+            cpu = np.asarray(case[f"{prefix}_logits"], dtype=np.float64)
+            diff = float(np.max(np.abs(np.asarray(logits, dtype=np.float64) - cpu)))
+            spread = float(cpu.max() - cpu.min()) or 1.0
+            if prefix == "cpu" and "exact_logits" not in case:
+                worst = max(worst, diff / spread)
+            if prefix == "exact":
+                worst = max(worst, diff / spread)
+            theirs = case[f"{prefix}_tokens"]
+            same = sum(1 for a, b in zip(tokens, theirs, strict=False) if a == b)
+            width = 15 if prefix == "cpu" else 16
+            row += f" {diff:{width}.2e} {diff / spread:9.1e} {same:>3}/{len(theirs):<3}"
+        print(row, flush=True)
         del runtime
-    print(f"largest logit difference / spread: {worst:.1e}")
+    print("largest logit difference / spread against the CPU's float32 arithmetic: ", end="")
+    print(f"{worst:.1e}")
     return 0
 
 
