@@ -164,21 +164,23 @@ def check_path_lengths(out: Path, repo_id: str | None) -> None:
             f"The package folder {out} is too deep for Windows: converting into it writes "
             f"paths of up to {deepest} characters, and with long paths disabled Windows "
             f"takes at most {limit} (MAX_PATH is {WINDOWS_MAX_PATH})",
-            f"Choose a package folder at least {deepest - limit} characters shorter (-o "
-            "OUT on the command line; in the app, the Package folder field, or File > "
-            f"Library… > Move library… for the packages folder), {_ENABLE_LONG_PATHS}",
+            f"Choose a package folder whose path has at most {_length(out) + limit - deepest} "
+            "characters (-o OUT on the command line; in the app, the Package folder field, "
+            f"or File > Library… > Move library… for the packages folder), {_ENABLE_LONG_PATHS}",
         )
     if repo_id is None:
         return
-    cache = repo_folder(hub_cache_dir() or default_cache(), repo_id)
+    root = hub_cache_dir() or default_cache()
+    cache = repo_folder(root, repo_id)
     deepest = _length(cache) + 1 + DEEPEST_IN_CACHE
     if deepest > limit:
         raise MmforgeError(
             f"The Hugging Face cache folder {cache} is too deep for Windows: downloading "
             f"the model writes paths of up to {deepest} characters there, and with long "
             f"paths disabled Windows takes at most {limit} (MAX_PATH is {WINDOWS_MAX_PATH})",
-            f"Set HF_HUB_CACHE to a folder at least {deepest - limit} characters shorter "
-            f"(for example C:\\hf), {_ENABLE_LONG_PATHS}",
+            f"Set HF_HUB_CACHE to a folder whose path has at most "
+            f"{_length(root) + limit - deepest} characters (for example C:\\hf), "
+            f"{_ENABLE_LONG_PATHS}",
         )
 
 

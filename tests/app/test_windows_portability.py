@@ -322,7 +322,8 @@ def test_a_deep_package_folder_is_refused_with_long_paths_off(
         outpath.check_path_lengths(out, None)
     line = caught.value.one_line()
     assert f"up to {outpath.WINDOWS_MAX_PATH} characters" in line and "at most 259" in line
-    assert "at least 1 characters shorter (-o OUT" in line and "Move library" in line
+    assert f"whose path has at most {allowed} characters (-o OUT" in line
+    assert "Package folder field" in line and "Move library" in line
     assert r"HKEY_LOCAL_MACHINE\SYSTEM\CurrentControlSet\Control\FileSystem" in line
     assert "LongPathsEnabled" in line and '"Enable Win32 long paths"' in line
     assert registry.read[0] == (
@@ -373,7 +374,7 @@ def test_a_deep_hub_cache_is_refused_for_a_hub_model_only(
         outpath.check_path_lengths(tmp_path / "pkg", repo)
     line = caught.value.one_line()
     assert "The Hugging Face cache folder" in line and "up to 260 characters" in line
-    assert "Set HF_HUB_CACHE to a folder at least 1 characters shorter" in line
+    assert f"Set HF_HUB_CACHE to a folder whose path has at most {259 - below} characters" in line
     assert '"Enable Win32 long paths"' in line
     outpath.check_path_lengths(tmp_path / "pkg", None)  # a local folder: no download
 
