@@ -44,11 +44,10 @@ DEEPEST_IN_CACHE = max(
     len("blobs/") + 64 + len(PARTIAL),
     len("snapshots/") + 40 + 1 + max(len(name) for name in (*ADAPTER_FILES, *METADATA_PATTERNS)),
 )
+# The way out that needs no shorter folder; short enough for the app's error dialog.
 _ENABLE_LONG_PATHS = (
-    "or enable long paths: set the registry value LongPathsEnabled (DWORD) to 1 under "
-    f'HKEY_LOCAL_MACHINE\\{LONG_PATHS_KEY}, or turn on the Group Policy "Enable Win32 long '
-    'paths" (Computer Configuration > Administrative Templates > System > Filesystem), '
-    "then start mmforge again"
+    f"or enable long paths (registry value LongPathsEnabled = 1 in HKLM\\{LONG_PATHS_KEY}, "
+    'or Group Policy "Enable Win32 long paths") and start mmforge again'
 )
 
 
@@ -161,12 +160,10 @@ def check_path_lengths(out: Path, repo_id: str | None) -> None:
     deepest = _length(out) + NAME_EXTRA + 1 + DEEPEST_IN_PACKAGE
     if deepest > limit:
         raise MmforgeError(
-            f"The package folder {out} is too deep for Windows: converting into it writes "
-            f"paths of up to {deepest} characters, and with long paths disabled Windows "
-            f"takes at most {limit} (MAX_PATH is {WINDOWS_MAX_PATH})",
-            f"Choose a package folder whose path has at most {_length(out) + limit - deepest} "
-            "characters (-o OUT on the command line; in the app, the Package folder field, "
-            f"or File > Library… > Move library… for the packages folder), {_ENABLE_LONG_PATHS}",
+            f"A path in the package would be {deepest} characters long, and with long paths "
+            f"disabled Windows takes at most {limit} (MAX_PATH); the package folder: {out}",
+            f"Use a package folder of at most {_length(out) + limit - deepest} characters "
+            f"(-o OUT), {_ENABLE_LONG_PATHS}",
         )
     if repo_id is None:
         return
@@ -175,12 +172,11 @@ def check_path_lengths(out: Path, repo_id: str | None) -> None:
     deepest = _length(cache) + 1 + DEEPEST_IN_CACHE
     if deepest > limit:
         raise MmforgeError(
-            f"The Hugging Face cache folder {cache} is too deep for Windows: downloading "
-            f"the model writes paths of up to {deepest} characters there, and with long "
-            f"paths disabled Windows takes at most {limit} (MAX_PATH is {WINDOWS_MAX_PATH})",
-            f"Set HF_HUB_CACHE to a folder whose path has at most "
-            f"{_length(root) + limit - deepest} characters (for example C:\\hf), "
-            f"{_ENABLE_LONG_PATHS}",
+            f"A path in the Hugging Face cache would be {deepest} characters long, and with "
+            f"long paths disabled Windows takes at most {limit} (MAX_PATH); the model's "
+            f"cache folder: {cache}",
+            f"Set HF_HUB_CACHE to a folder of at most {_length(root) + limit - deepest} "
+            f"characters (such as C:\\hf), {_ENABLE_LONG_PATHS}",
         )
 
 

@@ -26,6 +26,8 @@ from mmforge.app.stdio import utf8_stdio
 from mmforge.backend import memory, processes, templates
 from mmforge.backend.convert import outpath
 from mmforge.backend.errors import MmforgeError
+from mmforge.gui.errors import in_app_words  # imports Qt, which must not see "win32"
+from mmforge.gui.safe_text import SHORT, SHORT_LINES, for_display
 
 TEMPLATE = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}→{% endfor %}"
 
@@ -320,12 +322,21 @@ def test_a_deep_package_folder_is_refused_with_long_paths_off(
     out = deep_folder(tmp_path, allowed + 1)
     with pytest.raises(MmforgeError) as caught:
         outpath.check_path_lengths(out, None)
-    line = caught.value.one_line()
-    assert f"up to {outpath.WINDOWS_MAX_PATH} characters" in line and "at most 259" in line
-    assert f"whose path has at most {allowed} characters (-o OUT" in line
-    assert "Package folder field" in line and "Move library" in line
-    assert r"HKEY_LOCAL_MACHINE\SYSTEM\CurrentControlSet\Control\FileSystem" in line
-    assert "LongPathsEnabled" in line and '"Enable Win32 long paths"' in line
+    error = caught.value
+    assert error.user_message.startswith(
+        f"A path in the package would be {outpath.WINDOWS_MAX_PATH} characters long, and with "
+        "long paths disabled Windows takes at most 259 (MAX_PATH)"
+    )
+    assert error.user_message.endswith(f"the package folder: {out}")
+    assert error.hint is not None
+    assert error.hint.startswith(f"Use a package folder of at most {allowed} characters (-o OUT)")
+    assert r"LongPathsEnabled = 1 in HKLM\SYSTEM\CurrentControlSet\Control\FileSystem" in error.hint
+    assert 'Group Policy "Enable Win32 long paths"' in error.hint
+    # The app's dialog says it its way, the hint whole, the numbers before the cut.
+    in_app = in_app_words(error.hint)
+    assert "-o OUT" not in in_app and "the Package folder field, or File > Library…" in in_app
+    assert for_display(in_app, SHORT, SHORT_LINES) == in_app
+    assert "at most 259 (MAX_PATH)" in for_display(error.user_message, SHORT, SHORT_LINES)
     assert registry.read[0] == (
         registry.HKEY_LOCAL_MACHINE,
         r"SYSTEM\CurrentControlSet\Control\FileSystem",
@@ -373,8 +384,8 @@ def test_a_deep_hub_cache_is_refused_for_a_hub_model_only(
     with pytest.raises(MmforgeError) as caught:
         outpath.check_path_lengths(tmp_path / "pkg", repo)
     line = caught.value.one_line()
-    assert "The Hugging Face cache folder" in line and "up to 260 characters" in line
-    assert f"Set HF_HUB_CACHE to a folder whose path has at most {259 - below} characters" in line
+    assert line.startswith("A path in the Hugging Face cache would be 260 characters long")
+    assert f"Set HF_HUB_CACHE to a folder of at most {259 - below} characters" in line
     assert '"Enable Win32 long paths"' in line
     outpath.check_path_lengths(tmp_path / "pkg", None)  # a local folder: no download
 
@@ -391,9 +402,10 @@ def test_the_cli_refuses_a_deep_folder_before_writing_anything(
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert err.startswith(f"mmforge: error: The package folder {out} is too deep for Windows")
+    assert err.startswith("mmforge: error: A path in the package would be ")
+    assert f"the package folder: {out}. Use a package folder of at most" in err
     # The deepest path: a backup folder with a 7-digit pid, LFM2-VL's builder output in it.
     working = out.parent / f".{out.name}.mmforge-old-9999999-0123abcd"
     deepest = working / ".build" / "decoder" / "tokenizer_config.json"
-    assert f"up to {len(str(deepest))} characters" in err
+    assert f"would be {len(str(deepest))} characters long" in err
     assert sorted(p.name for p in out.parent.iterdir()) == [stale.name]  # nothing written
