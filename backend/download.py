@@ -39,6 +39,8 @@ _SAFE_NAME = re.compile(r"^(?:[\w-]+/)?[\w.-]+$")
 # The blob's name: the hub sends a git sha-1 or an LFS sha-256; a mirror may send another
 # opaque token, but never a dot or a slash (it would name a path out of `blobs/`).
 _ETAG = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+# A blob being downloaded: `blobs/<etag>` + this, renamed to the blob when complete.
+PARTIAL = ".mmforge-partial"
 
 
 def check_revision(revision: str) -> None:
@@ -128,7 +130,7 @@ def fetch_file(
     blob = root / "blobs" / etag
     if not blob.exists():
         blob.parent.mkdir(parents=True, exist_ok=True)
-        partial = blob.with_name(etag + ".mmforge-partial")
+        partial = blob.with_name(etag + PARTIAL)
         assert meta.size is not None  # _check_size refused a file of unknown size
         _download(meta.location, partial, meta.size, token, endpoint, on_bytes, filename)
         check_etag(partial, etag, filename)

@@ -49,6 +49,10 @@ APP_WORDS = (
         "pick a folder on this computer, or try Use the demo model (it needs no network)",
     ),
     (re.compile(r"run the same command again"), "start it again"),
+    (  # a package folder too deep for Windows (backend/convert/outpath.py)
+        re.compile(r"(Use a package folder of at most \d+ characters) \(-o OUT\)"),
+        r"\1 (the Package folder field, or File > Library… > Move library…)",
+    ),
     (re.compile(r"\bhub id\b"), "hub name"),
 )
 # The title of an error shown on a page or dialog: what the user was doing.

@@ -19,6 +19,7 @@
 #   mmforge.exe            console launcher (mingw-w64, packaging/windows/launcher.c):
 #                          python\python.exe -m mmforge.app ARGS
 #   mmforge-gui.exe        windowed launcher: python\pythonw.exe -m mmforge.app gui
+#                          (both with packaging/windows/launcher.manifest: longPathAware)
 #   licenses/, mmforge.ico
 # The NSIS script is packaging/windows/mmforge.nsi.
 set -euo pipefail
@@ -116,10 +117,12 @@ find "$site" -name '*.lib' -delete
 echo "== launchers"
 cc=x86_64-w64-mingw32-gcc
 "$tools/bin/python" -c "from PIL import Image; Image.open('resources/mmforge.png').save('$stage/mmforge.ico', sizes=[(16,16),(32,32),(48,48),(64,64),(128,128),(256,256)])"
-printf '1 ICON "%s"\n' "$stage/mmforge.ico" > "$build/launcher.rc"
-x86_64-w64-mingw32-windres "$build/launcher.rc" -O coff -o "$build/launcher-icon.o"
-"$cc" -municode -O2 -s -Wall -o "$stage/mmforge.exe" packaging/windows/launcher.c "$build/launcher-icon.o"
-"$cc" -municode -mwindows -DGUI -O2 -s -Wall -o "$stage/mmforge-gui.exe" packaging/windows/launcher.c "$build/launcher-icon.o"
+# The icon, and the manifest declaring the launchers long-path aware (type 24, id 1).
+printf '1 ICON "%s"\n1 24 "%s"\n' "$stage/mmforge.ico" "$root/packaging/windows/launcher.manifest" \
+  > "$build/launcher.rc"
+x86_64-w64-mingw32-windres "$build/launcher.rc" -O coff -o "$build/launcher-res.o"
+"$cc" -municode -O2 -s -Wall -o "$stage/mmforge.exe" packaging/windows/launcher.c "$build/launcher-res.o"
+"$cc" -municode -mwindows -DGUI -O2 -s -Wall -o "$stage/mmforge-gui.exe" packaging/windows/launcher.c "$build/launcher-res.o"
 
 echo "== licences"
 mkdir -p "$stage/licenses"

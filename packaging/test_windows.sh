@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Build the Windows installer, then try it as a new user would, under Wine in a fresh
-# prefix: silent install for all users (C:\Program Files\Multimodal Forge), --version,
-# the demo, a convert + verify + chat of the demo's tiny checkpoint, the GUI self-test
-# offscreen and in a window under Xvfb (screenshots at 1366x768), silent uninstall, and a
-# check that nothing is left but the user's packages and conversations; then a per-user
-# install without admin (/CurrentUser), --version, uninstall. Prints timings.
+# prefix: silent install for all users (C:\Program Files\Multimodal Forge; the launchers
+# and python.exe declare longPathAware), --version, the demo, a convert + verify + chat of
+# the demo's tiny checkpoint, the GUI self-test offscreen and in a window under Xvfb
+# (screenshots at 1366x768), silent uninstall, and a check that nothing is left but the
+# user's packages and conversations; then a per-user install without admin
+# (/CurrentUser), --version, uninstall. Prints timings.
 #
 # Usage (as root, for apt): bash packaging/test_windows.sh   (SKIP_BUILD=1 reuses dist/)
 # Needs: apt (wine, wine64, nsis, gcc-mingw-w64-x86-64, xvfb, imagemagick, ...: installed here when
@@ -98,11 +99,16 @@ done
 for f in ucrtbase.dll ucrtwine.dll bcryptprimitives.dll icuuc.dll; do
   [ ! -e "$app/python/$f" ] || fail "a test-only stand-in is in the install: $f"
 done
+# The launchers' manifest (packaging/windows/launcher.manifest): paths over MAX_PATH.
+aware='<longPathAware xmlns="http://schemas.microsoft.com/SMI/2016/WindowsSettings">true</longPathAware>'
+for f in mmforge.exe mmforge-gui.exe python/python.exe; do
+  grep -qF "$aware" "$app/$f" || fail "$f does not declare longPathAware in its manifest"
+done
 [ -f "$WINEPREFIX/drive_c/ProgramData/Microsoft/Windows/Start Menu/Programs/Multimodal Forge.lnk" ] ||
   fail "no Start-menu entry"
 key='HKLM\Software\Microsoft\Windows\CurrentVersion\Uninstall\mmforge'
 run reg query "$key" /v UninstallString | grep -q uninstall.exe || fail "no uninstall entry"
-echo "files, Start-menu entry, uninstall entry: ok ($(du -sh "$app" | cut -f1) installed)"
+echo "files, manifests, Start-menu entry, uninstall entry: ok ($(du -sh "$app" | cut -f1) installed)"
 mmforge='C:\Program Files\Multimodal Forge\mmforge.exe'
 
 echo "== the app"

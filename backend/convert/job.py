@@ -26,7 +26,7 @@ from mmforge.backend.bounds import vocab_size
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.checkpoint_digest import checkpoint_digest
 from mmforge.backend.convert import package
-from mmforge.backend.convert.outpath import check_out_path, staging_error
+from mmforge.backend.convert.outpath import check_out_path, check_path_lengths, staging_error
 from mmforge.backend.convert.policy import refuse_unknown
 from mmforge.backend.diskspace import no_space, out_of_space
 from mmforge.backend.errors import MmforgeError
@@ -152,10 +152,12 @@ def convert(
     _check_choices(dtype, ep)
     refuse_unknown(encoders)
     out = Path(out).expanduser().resolve()
+    source = parse_source(spec)
+    check_path_lengths(out, source.repo_id)  # Windows with long paths off: before any write
     _recover_interrupted_publish(out)
     _remove_stale_staging(out)
     check_output(out)
-    check_out_path(out, parse_source(spec).local_path)
+    check_out_path(out, source.local_path)
     before = _identity(out)
     timings: dict[str, float] = {}
 

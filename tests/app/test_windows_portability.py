@@ -1,5 +1,6 @@
 """What Windows lacks, simulated on Linux: `resource`, `os.sysconf`, a UTF-8 code page,
-streams in a windowed process, and `os.kill(pid, 0)` as a liveness probe.
+streams in a windowed process, `os.kill(pid, 0)` as a liveness probe, and paths over
+MAX_PATH (260 characters) while long paths are disabled.
 
 Issue #32: each of these made the app fail on Windows (the template check died on
 `import resource`, printing `→` to a pipe raised UnicodeEncodeError under cp1252, the
@@ -8,12 +9,14 @@ memory figures called `os.sysconf`).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import io
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -21,6 +24,10 @@ import pytest
 from mmforge.app import cli
 from mmforge.app.stdio import utf8_stdio
 from mmforge.backend import memory, processes, templates
+from mmforge.backend.convert import outpath
+from mmforge.backend.errors import MmforgeError
+from mmforge.gui.errors import in_app_words  # imports Qt, which must not see "win32"
+from mmforge.gui.safe_text import SHORT, SHORT_LINES, for_display
 
 TEMPLATE = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}→{% endfor %}"
 
@@ -268,3 +275,137 @@ def test_the_worker_reads_commands_off_descriptor_zero(tmp_path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(['{"cmd": "run"} →\n'])
+
+
+class FakeWinreg:
+    """The few `winreg` names the app uses, answering with LongPathsEnabled as given."""
+
+    HKEY_LOCAL_MACHINE = 0x80000002
+
+    def __init__(self, long_paths: int | None) -> None:
+        self.long_paths = long_paths  # None: the value is missing
+        self.read: list[tuple[int, str, str]] = []
+
+    def OpenKey(self, root: int, name: str) -> contextlib.AbstractContextManager[str]:
+        self.read.append((root, name, ""))
+        return contextlib.nullcontext(name)
+
+    def QueryValueEx(self, key: str, name: str) -> tuple[int, int]:
+        self.read[-1] = (*self.read[-1][:2], name)
+        if self.long_paths is None:
+            raise FileNotFoundError(2, "The system cannot find the file specified")
+        return self.long_paths, 4  # REG_DWORD
+
+
+def windows_with(monkeypatch: pytest.MonkeyPatch, long_paths: int | None) -> FakeWinreg:
+    """Windows as far as the path check sees: the platform and the registry."""
+    registry = FakeWinreg(long_paths)
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setitem(sys.modules, "winreg", registry)
+    return registry
+
+
+def deep_folder(root: Path, length: int) -> Path:
+    """A package folder whose path is `length` characters long."""
+    name = "x" * (length - len(str(root)) - 1)
+    return root / name[:100] / name[100:] if len(name) > 200 else root / name
+
+
+@pytest.mark.parametrize("long_paths", [0, None], ids=["disabled", "missing"])
+def test_a_deep_package_folder_is_refused_with_long_paths_off(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, long_paths: int | None
+) -> None:
+    registry = windows_with(monkeypatch, long_paths)
+    # The deepest path: OUT + its working folder's extra + the deepest file in it.
+    allowed = outpath.WINDOWS_MAX_PATH - 1 - outpath.NAME_EXTRA - 1 - outpath.DEEPEST_IN_PACKAGE
+    outpath.check_path_lengths(deep_folder(tmp_path, allowed), None)
+    out = deep_folder(tmp_path, allowed + 1)
+    with pytest.raises(MmforgeError) as caught:
+        outpath.check_path_lengths(out, None)
+    error = caught.value
+    assert error.user_message.startswith(
+        f"A path in the package would be {outpath.WINDOWS_MAX_PATH} characters long, and with "
+        "long paths disabled Windows takes at most 259 (MAX_PATH)"
+    )
+    assert error.user_message.endswith(f"the package folder: {out}")
+    assert error.hint is not None
+    assert error.hint.startswith(f"Use a package folder of at most {allowed} characters (-o OUT)")
+    assert r"LongPathsEnabled = 1 in HKLM\SYSTEM\CurrentControlSet\Control\FileSystem" in error.hint
+    assert 'Group Policy "Enable Win32 long paths"' in error.hint
+    # The app's dialog says it its way, the hint whole, the numbers before the cut.
+    in_app = in_app_words(error.hint)
+    assert "-o OUT" not in in_app and "the Package folder field, or File > Library…" in in_app
+    assert for_display(in_app, SHORT, SHORT_LINES) == in_app
+    assert "at most 259 (MAX_PATH)" in for_display(error.user_message, SHORT, SHORT_LINES)
+    assert registry.read[0] == (
+        registry.HKEY_LOCAL_MACHINE,
+        r"SYSTEM\CurrentControlSet\Control\FileSystem",
+        "LongPathsEnabled",
+    )
+
+
+def test_long_paths_enabled_or_not_windows_lets_any_depth(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    out = deep_folder(tmp_path, 400)
+    outpath.check_path_lengths(out, "org/model")  # Linux: nothing to check
+    windows_with(monkeypatch, 1)
+    assert outpath.long_paths_enabled()
+    outpath.check_path_lengths(out, "org/model")
+
+
+def test_a_registry_that_cannot_be_read_or_no_winreg_is_long_paths_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    registry = windows_with(monkeypatch, 1)
+    assert outpath.long_paths_enabled()
+
+    def denied(root: int, name: str) -> object:
+        raise PermissionError(5, "Access is denied")
+
+    monkeypatch.setattr(registry, "OpenKey", denied)
+    assert not outpath.long_paths_enabled()
+    monkeypatch.setitem(sys.modules, "winreg", None)  # import winreg raises ImportError
+    assert not outpath.long_paths_enabled()
+
+
+def test_a_deep_hub_cache_is_refused_for_a_hub_model_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    windows_with(monkeypatch, 0)
+    repo = "org/" + "m" * 40
+    # blobs/<sha-256>.mmforge-partial is 87; a Phi-4-multimodal adapter's snapshot entry 88.
+    snapshot_entry = "snapshots/" + "0" * 40 + "/speech-lora/adapter_model.safetensors"
+    assert len(snapshot_entry) == outpath.DEEPEST_IN_CACHE
+    below = len("/models--org--" + "m" * 40) + 1 + outpath.DEEPEST_IN_CACHE
+    monkeypatch.setenv("HF_HUB_CACHE", str(deep_folder(tmp_path, 259 - below)))
+    outpath.check_path_lengths(tmp_path / "pkg", repo)
+    monkeypatch.setenv("HF_HUB_CACHE", str(deep_folder(tmp_path, 260 - below)))
+    with pytest.raises(MmforgeError) as caught:
+        outpath.check_path_lengths(tmp_path / "pkg", repo)
+    line = caught.value.one_line()
+    assert line.startswith("A path in the Hugging Face cache would be 260 characters long")
+    assert f"Set HF_HUB_CACHE to a folder of at most {259 - below} characters" in line
+    assert '"Enable Win32 long paths"' in line
+    outpath.check_path_lengths(tmp_path / "pkg", None)  # a local folder: no download
+
+
+def test_the_cli_refuses_a_deep_folder_before_writing_anything(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    windows_with(monkeypatch, 0)
+    out = tmp_path / ("d" * 120) / ("e" * 120) / "model-int4"
+    # A killed conversion's working folder: any conversion reaching its cleanup removes it.
+    stale = out.parent / ".model-int4.mmforge-9999999-0123abcd"
+    stale.mkdir(parents=True)
+    code = cli.main(["convert", "org/model", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("mmforge: error: A path in the package would be ")
+    assert f"the package folder: {out}. Use a package folder of at most" in err
+    # The deepest path: a backup folder with a 7-digit pid, LFM2-VL's builder output in it.
+    working = out.parent / f".{out.name}.mmforge-old-9999999-0123abcd"
+    deepest = working / ".build" / "decoder" / "tokenizer_config.json"
+    assert f"would be {len(str(deepest))} characters long" in err
+    assert sorted(p.name for p in out.parent.iterdir()) == [stale.name]  # nothing written

@@ -9,8 +9,10 @@ from __future__ import annotations
 import importlib.util
 import re
 import shutil
+import struct
 import subprocess
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -155,16 +157,78 @@ def test_the_wine_stand_ins_never_reach_the_installer():
     assert "build_stubs.sh" in test and "a test-only stand-in is in the install" in test
 
 
-@pytest.mark.skipif(shutil.which("x86_64-w64-mingw32-gcc") is None, reason="no mingw-w64")
+MINGW = ("x86_64-w64-mingw32-gcc", "x86_64-w64-mingw32-windres")
+RT_ICON, RT_MANIFEST = 3, 24
+LONG_PATH_AWARE = "{http://schemas.microsoft.com/SMI/2016/WindowsSettings}longPathAware"
+
+
+@pytest.mark.skipif(any(shutil.which(tool) is None for tool in MINGW), reason="no mingw-w64")
 @pytest.mark.parametrize("flags", [[], ["-mwindows", "-DGUI"]], ids=["console", "gui"])
-def test_the_launcher_builds(tmp_path, flags):
-    out = tmp_path / "launcher.exe"
+def test_the_launcher_builds_long_path_aware(tmp_path, flags):
+    """Built as build_windows.sh builds it: the icon and the manifest linked in as resources,
+    and the manifest (resource 24, id 1) declares the launcher long-path aware."""
+    from PIL import Image
+
+    build = (PACKAGING / "build_windows.sh").read_text()
+    assert '1 24 "%s"' in build and "packaging/windows/launcher.manifest" in build
+    assert build.count('launcher.c "$build/launcher-res.o"') == 2  # both launchers
+    Image.open(ROOT / "resources" / "mmforge.png").save(tmp_path / "mmforge.ico", sizes=[(32, 32)])
+    manifest = PACKAGING / "windows" / "launcher.manifest"
+    (tmp_path / "launcher.rc").write_text(
+        f'1 ICON "{tmp_path / "mmforge.ico"}"\n1 24 "{manifest}"\n'
+    )
     subprocess.run(
-        ["x86_64-w64-mingw32-gcc", "-municode", "-O2", "-Wall", "-Werror", *flags,
-         "-o", str(out), str(PACKAGING / "windows" / "launcher.c")],
+        ["x86_64-w64-mingw32-windres", str(tmp_path / "launcher.rc"), "-O", "coff",
+         "-o", str(tmp_path / "launcher-res.o")],
         check=True,
     )  # fmt: skip
-    assert out.read_bytes()[:2] == b"MZ"
+    out = tmp_path / "launcher.exe"
+    subprocess.run(
+        ["x86_64-w64-mingw32-gcc", "-municode", "-O2", "-s", "-Wall", "-Werror", *flags,
+         "-o", str(out), str(PACKAGING / "windows" / "launcher.c"),
+         str(tmp_path / "launcher-res.o")],
+        check=True,
+    )  # fmt: skip
+    exe = out.read_bytes()
+    assert exe[:2] == b"MZ"
+    assert pe_resource(exe, RT_ICON, None)
+    declared = ElementTree.fromstring(pe_resource(exe, RT_MANIFEST, 1))
+    assert [e.text for e in declared.iter(LONG_PATH_AWARE)] == ["true"]
+
+
+def pe_resource(exe: bytes, kind: int, ident: int | None) -> bytes:
+    """A resource's bytes in a 64-bit PE file: type `kind`, id `ident` (None: the first),
+    its first language."""
+    pe = struct.unpack_from("<I", exe, 0x3C)[0]
+    assert exe[pe : pe + 4] == b"PE\0\0"
+    sections, optional_size = struct.unpack_from("<H12xH", exe, pe + 6)
+    optional = pe + 24
+    assert struct.unpack_from("<H", exe, optional)[0] == 0x20B  # PE32+
+    table = optional + optional_size
+
+    def offset(rva: int) -> int:
+        for i in range(sections):
+            size, address, raw_size, raw = struct.unpack_from("<IIII", exe, table + 40 * i + 8)
+            if address <= rva < address + max(size, raw_size):
+                return rva - address + raw
+        raise AssertionError(f"no section holds RVA {rva:#x}")
+
+    root = offset(struct.unpack_from("<I", exe, optional + 112 + 2 * 8)[0])  # directory 2
+
+    def entry(directory: int, wanted: int | None) -> int:
+        named, ids = struct.unpack_from("<HH", exe, root + directory + 12)
+        for i in range(named + ids):
+            name, target = struct.unpack_from("<II", exe, root + directory + 16 + 8 * i)
+            if wanted is None or name == wanted:  # a named entry has its top bit set
+                return int(target)
+        raise AssertionError(f"no resource {wanted} (type {kind})")
+
+    names = entry(0, kind) & 0x7FFFFFFF
+    languages = entry(names, ident) & 0x7FFFFFFF
+    leaf = entry(languages, None)
+    rva, size = struct.unpack_from("<II", exe, root + leaf)
+    start = offset(rva)
+    return exe[start : start + size]
 
 
 def test_qt_settings_reach_the_program_under_wine():
