@@ -82,6 +82,8 @@ constraints=$build/constraints.txt
 if [ -x .venv/bin/python ]; then
   .venv/bin/python -m pip freeze --exclude-editable 2>/dev/null | grep -E '^[A-Za-z0-9_.-]+==' |
     grep -viE '^(nvidia|triton|cuda|mmforge)' | sed 's/+.*//' > "$constraints" || true
+else
+  echo "no .venv: the newest versions pyproject.toml allows (scripts/venv first pins the tested ones)"
 fi
 requirements=$build/requirements-$variant.txt
 "$uv" pip compile "$requirements_in" "${platform[@]}" --no-build --no-header --quiet \
