@@ -11,6 +11,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -141,7 +142,9 @@ def test_the_build_scripts_parse(script):
 
 def test_the_third_party_list_names_the_bundled_libraries(tmp_path):
     out = tmp_path / "THIRD-PARTY.txt"
-    subprocess.run(["python", str(PACKAGING / "third_party.py"), str(out)], check=True, cwd=ROOT)
+    subprocess.run(
+        [sys.executable, str(PACKAGING / "third_party.py"), str(out)], check=True, cwd=ROOT
+    )
     text = out.read_text()
     for name in ("torch", "onnxruntime-genai", "PySide6", "transformers"):
         assert re.search(rf"^{re.escape(name)}[ _-]?\S* \S+: \S", text, re.I | re.M), name
