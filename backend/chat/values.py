@@ -257,7 +257,8 @@ def available_eps() -> dict[str, str | None]:
     if not og.is_cuda_available():
         cuda = (
             "The installed onnxruntime-genai has no CUDA support; install "
-            "onnxruntime-genai-cuda and a CUDA 12 runtime on a machine with an NVIDIA GPU"
+            "onnxruntime-genai-cuda, NVIDIA's CUDA 13 runtime and cuDNN 9 on a machine with an "
+            "NVIDIA GPU"
         )
     elif (devices := cuda_devices()) is not None:
         cuda = devices
