@@ -47,9 +47,11 @@ IDEFICS2: tuple[Rule, ...] = (
     honoured("vision_config.image_size", "the position grid the patches are bucketed onto"),
     honoured("vision_config.layer_norm_eps", "every tower LayerNorm"),
     only("vision_config.hidden_act", *_ACTS, note="the tower's MLP activation"),
-    inert("perceiver_config.model_type", "bookkeeping"),
-    inert("perceiver_config.initializer_range", "initialisation only"),
-    inert("perceiver_config.attention_dropout", "training-only"),
+    *(
+        inert(f"perceiver_config.{rule.path}", rule.note)
+        for rule in COMMON_INERT
+        if "." not in rule.path
+    ),
     *shapes(
         "perceiver_config.",
         "hidden_size",
