@@ -157,6 +157,17 @@ class Sizing:
         w_bar = max(self.patch, round(width / block) * block)
         return h_bar * w_bar > self.tile_above
 
+    @property
+    def one_size(self) -> bool:
+        """Whether a prompt's pictures must share one size after this sizing.
+
+        Idefics2's package hands the runtime pictures at transformers' size with no Resize
+        of its own; the runtime stacks a prompt's pictures into one tensor the size of the
+        first, which cuts and zero-fills a picture of another size (measured on the 0.18
+        wheel, docs/seed-families.md), where transformers pads each and masks the padding.
+        """
+        return self.rule == EDGE_BOUNDS
+
     def runtime_keeps(self, width: int, height: int) -> bool:
         """Whether the package's Resize leaves a `width` × `height` picture as it is.
 

@@ -194,6 +194,7 @@ IDEFICS2_SPLITTING = dataclasses.replace(
             "the picture)",
         ),
     ),
+    package=None,  # convert refuses it, naming `not_converted`
     not_converted=SPLITTING,
 )
 
