@@ -68,7 +68,7 @@ def position_boundaries(side: int) -> np.ndarray:
     import torch
 
     step = 1 / side
-    return torch.arange(step, 1.0, step, dtype=torch.float32).numpy()
+    return np.asarray(torch.arange(step, 1.0, step, dtype=torch.float32).numpy(), np.float32)
 
 
 def _act(g: GraphBuilder, x: Any, name: str, where: str) -> Any:
