@@ -147,7 +147,7 @@ IDEFICS2 = Family(
     ),
     package=IDEFICS2_PACKAGE,
     reference=Reference(prepare=reference.prepare, from_runtime=reference.from_runtime),
-    fixtures=Fixtures(tiny=tiny.IDEFICS2, expect=expect.IDEFICS2),
+    fixtures=Fixtures(tiny=tiny.IDEFICS2, released=tiny.RELEASED_IDEFICS2, expect=expect.IDEFICS2),
 )
 
 SPLITTING = (

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from mmforge.backend.tiny.build import TinySpec
+from mmforge.backend.tiny.release import ReleaseSpec
 from mmforge.backend.tiny.sizes import TEXT, VISION
 
 # HuggingFaceM4/idefics2-8b's chat template (its tokenizer_config.json, as transformers'
@@ -88,4 +90,75 @@ IDEFICS2 = TinySpec(
     },
     preprocessor=_PREPROCESSOR,
     eos_tokens=["<end_of_utterance>", "</s>"],
+)
+
+
+def _idefics2_8b_release(s: dict[str, int], vocab: int) -> dict[str, Any]:
+    """HuggingFaceM4/idefics2-8b's config.json (transformers 4.40), shrunk.
+
+    Reconstructed, not copied: the hub is not reachable here and no stored copy of the
+    file was found. Its shape follows what transformers 4.40 wrote for the release and
+    what its Idefics2Config reads: sub-configs with `model_type` "idefics2" (which
+    transformers 5 drops), a perceiver_config without `hidden_size` or `rms_norm_eps`
+    (transformers takes the text model's), a partial `mistral` text_config (vocabulary
+    32,003, 1e-5 norms, 32k positions, a 4,096 window), the 980 px tower with 14 px
+    patches (a 70 × 70 position grid, kept), image_token_id 32,001. Widths, depths, heads
+    and the vocabulary are shrunk; token ids ours.
+    """
+    return {
+        "architectures": ["Idefics2ForConditionalGeneration"],
+        "image_token_id": s["<image>"],
+        "model_type": "idefics2",
+        "perceiver_config": {
+            "model_type": "idefics2",
+            "resampler_depth": 3,
+            "resampler_head_dim": 8,
+            "resampler_n_heads": 4,
+            "resampler_n_latents": 64,
+            "num_key_value_heads": 2,
+        },
+        "text_config": {
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "max_position_embeddings": 32768,
+            "model_type": "mistral",
+            "num_attention_heads": 4,
+            "num_hidden_layers": 2,
+            "num_key_value_heads": 2,
+            "pad_token_id": s["<unk>"],
+            "rms_norm_eps": 1e-05,
+            "sliding_window": 4096,
+            "vocab_size": vocab,
+        },
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "transformers_version": "4.40.0.dev0",
+        "use_cache": True,
+        "vision_config": {
+            "hidden_size": 32,
+            "image_size": 980,
+            "intermediate_size": 64,
+            "model_type": "idefics2",
+            "num_attention_heads": 2,
+            "num_hidden_layers": 2,
+            "patch_size": 14,
+        },
+    }
+
+
+RELEASED_IDEFICS2 = (
+    ReleaseSpec(
+        key="idefics2-8b",
+        release="HuggingFaceM4/idefics2-8b",
+        tiny=dataclasses.replace(
+            IDEFICS2,
+            # The release's tokenizer adds the BOS itself (LlamaTokenizerFast, add_bos_token).
+            tokenizer_extra={**IDEFICS2.tokenizer_extra, "add_bos_token": True},
+        ),
+        config_json=_idefics2_8b_release,
+        # The release's processor (without splitting) at smaller edges, so that the tiny
+        # tower sees a few dozen patches spread over its 70 × 70 position grid.
+        preprocessor={**_PREPROCESSOR, "size": {"longest_edge": 98, "shortest_edge": 42}},
+        chat_template=RELEASE_TEMPLATE,
+    ),
 )
