@@ -32,7 +32,7 @@ IDEFICS2: tuple[Rule, ...] = (
         "default",
         note="the decoder is built with plain RoPE, as Idefics2 releases",
     ),
-    honoured("text_config.sliding_window", "the decoder's attention window"),
+    honoured("text_config.sliding_window", "the decoder's attention window (measured)"),
     honoured("text_config.tie_word_embeddings", "the checkpoint decides, as in transformers"),
     honoured("tie_word_embeddings", "the checkpoint decides, as in transformers"),
     *shapes(
