@@ -16,7 +16,7 @@ import pytest
 
 from mmforge.backend.attachments import IMAGE, AttachmentError
 from mmforge.backend.errors import MmforgeError
-from mmforge.backend.families.idefics2.graphs import position_boundaries
+from mmforge.backend.families.idefics2.graphs import _bucket, position_boundaries
 from mmforge.backend.families.idefics2.tokenizer import FAKE_TEXT, PIECES
 from mmforge.backend.picture_sizing import edge_bounds_size
 
@@ -166,6 +166,48 @@ def test_position_boundaries_are_torchs(side):
 
     expected = torch.arange(1 / side, 1.0, 1 / side).numpy()
     assert np.array_equal(position_boundaries(side), expected)
+
+
+@pytest.mark.parametrize("side", [27, 70])
+def test_the_graphs_position_buckets_are_transformers_under_onnx_runtime(side, tmp_path):
+    """Every patch count up to 120 along a side, through ONNX Runtime's own optimisations
+    (its DivMulFusion once turned 1 / n · i into i / n: 7 of 49 rows landed a bucket up)."""
+    import onnx_ir as ir
+    import onnxruntime as ort
+    import torch
+
+    from mmforge.backend.families.lfm2.ops import GraphBuilder
+
+    g = GraphBuilder("buckets")
+    patches = g.input("patches", ir.DataType.FLOAT, ["count"])
+    boundaries = g.const(position_boundaries(side))
+    g.output(_bucket(g, g.op("Shape", patches), boundaries), "buckets")
+    path = tmp_path / "buckets.onnx"
+    ir.save(g.model(), path)
+    session = ort.InferenceSession(str(path))
+    grid = torch.arange(1 / side, 1.0, 1 / side)
+    for count in range(1, 121):
+        got = session.run(None, {"patches": np.zeros(count, np.float32)})[0]
+        step = 1.0 / torch.tensor([count])  # Idefics2VisionEmbeddings' arithmetic
+        coords = torch.arange(count, dtype=torch.float32)[None, :] * step[:, None]
+        expected = torch.bucketize(coords.clamp(max=1.0 - 1e-6), grid, right=True)[0]
+        assert got.tolist() == expected.tolist(), count
+
+
+def test_a_release_shaped_tower_matches_on_a_tall_picture(tmp_path):
+    """idefics2-8b's shape (a 70 × 70 grid, 378-980 px) on 50 × 70 patches: verify PASS."""
+    from mmforge.backend.convert import convert
+    from mmforge.backend.families.idefics2.tiny import RELEASED_IDEFICS2
+    from mmforge.backend.tiny.release import write_release
+    from mmforge.backend.verify import verify
+
+    source = write_release(RELEASED_IDEFICS2[0], tmp_path / "release").folder
+    convert(str(source), tmp_path / "pkg")
+    picture = _picture(tmp_path, "tall.png", 980, 700)  # kept at 980×700: 50 × 70 patches
+    report = verify(tmp_path / "pkg", str(source), images=[picture], tokens=16)
+    stages = {c.name: c for c in report.components}
+    assert stages["vision_encoder"].verdict == "PASS", stages["vision_encoder"].reason
+    assert report.verdict == "PASS" and report.tokens["matched"] == 16
 
 
 def test_a_splitting_checkpoint_is_inspected_and_refused_not_converted(tiny, tmp_path):

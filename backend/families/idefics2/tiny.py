@@ -156,9 +156,9 @@ RELEASED_IDEFICS2 = (
             tokenizer_extra={**IDEFICS2.tokenizer_extra, "add_bos_token": True},
         ),
         config_json=_idefics2_8b_release,
-        # The release's processor (without splitting) at smaller edges, so that the tiny
-        # tower sees a few dozen patches spread over its 70 × 70 position grid.
-        preprocessor={**_PREPROCESSOR, "size": {"longest_edge": 98, "shortest_edge": 42}},
+        # The release's processor settings (without splitting): 378 to 980 px a side, so
+        # the tiny tower sees the release's patch grids on its 70 × 70 position grid.
+        preprocessor={**_PREPROCESSOR, "size": {"longest_edge": 980, "shortest_edge": 378}},
         chat_template=RELEASE_TEMPLATE,
     ),
 )
