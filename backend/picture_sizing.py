@@ -31,6 +31,9 @@ ASPECT_BUDGET = "aspect_budget"
 # CLIPImageProcessor (LLaVA-1.5): the shortest edge scaled to `shortest_edge`, then a
 # centre crop of `width` × `height`.
 SHORTEST_EDGE_CROP = "shortest_edge_crop"
+# Idefics2ImageProcessor: a side past `longest_edge` scaled down to it (aspect kept, the
+# other side truncated), then each side raised to at least `shortest_edge`.
+EDGE_BOUNDS = "edge_bounds"
 RULES = (
     SMART_RESIZE,
     SCALED_UP_SMART_RESIZE,
@@ -40,6 +43,7 @@ RULES = (
     PHI4_HD,
     ASPECT_BUDGET,
     SHORTEST_EDGE_CROP,
+    EDGE_BOUNDS,
 )
 # Who resizes: PIL (transformers' PIL processors) or torch (its torchvision processors,
 # which use torch's interpolation; mmforge's reference restates them with the same).
@@ -74,7 +78,8 @@ class Sizing:
             side, then up to whole `factor` blocks), `fixed` (`width` × `height`) or
             `phi4_hd` (Phi-4: fitted into a grid of `factor` px crops) or
             `shortest_edge_crop` (CLIP: the shortest side scaled to `shortest_edge`, then
-            the centre `width` × `height` cut out).
+            the centre `width` × `height` cut out) or `edge_bounds` (Idefics2: the longest
+            side down to `longest_edge`, then each side up to `shortest_edge`).
         resample: PIL's filter transformers resizes with (`bicubic`, `bilinear`, ...).
         factor: The block both sides are multiples of (patch size × merge size).
         min_pixels: smart_resize's smallest area.
@@ -117,6 +122,9 @@ class Sizing:
         if self.rule == LONGEST_EDGE:
             h, w = longest_edge_size(height, width, self.longest_edge, self.factor)
             return w, h
+        if self.rule == EDGE_BOUNDS:
+            h, w = edge_bounds_size(height, width, self.shortest_edge, self.longest_edge)
+            return w, h
         if self.rule == PHI4_HD:
             return phi4_hd_fit(width, height, self.factor, self.max_crops)[0]
         if self.rule == ASPECT_BUDGET:
@@ -149,6 +157,17 @@ class Sizing:
         w_bar = max(self.patch, round(width / block) * block)
         return h_bar * w_bar > self.tile_above
 
+    @property
+    def one_size(self) -> bool:
+        """Whether a prompt's pictures must share one size after this sizing.
+
+        Idefics2's package hands the runtime pictures at transformers' size with no Resize
+        of its own; the runtime stacks a prompt's pictures into one tensor the size of the
+        first, which cuts and zero-fills a picture of another size (measured on the 0.18
+        wheel, docs/seed-families.md), where transformers pads each and masks the padding.
+        """
+        return self.rule == EDGE_BOUNDS
+
     def runtime_keeps(self, width: int, height: int) -> bool:
         """Whether the package's Resize leaves a `width` × `height` picture as it is.
 
@@ -157,6 +176,8 @@ class Sizing:
         """
         if self.rule in (FIXED, SHORTEST_EDGE_CROP):
             return (width, height) == (self.width, self.height)
+        if self.rule == EDGE_BOUNDS:  # the package's chain has no Resize
+            return True
         if self.rule == ASPECT_BUDGET:  # the transform's own rule, applied again
             return self.target(width, height) == (width, height)
         if self.rule == PHI4_HD:  # the transform fits a fitted picture to itself
@@ -172,6 +193,12 @@ class Sizing:
             return (
                 f"the shortest side scaled to {self.shortest_edge} px ({self.resample}), then "
                 f"the centre {self.width}×{self.height} px cut out"
+            )
+        if self.rule == EDGE_BOUNDS:
+            return (
+                f"a side over {self.longest_edge} px scaled down to it (aspect kept, the "
+                f"other side truncated), then each side raised to at least "
+                f"{self.shortest_edge} px ({self.resample})"
             )
         if self.rule == ASPECT_BUDGET:
             return (
@@ -227,6 +254,8 @@ class Sizing:
             return 0 < self.width <= self.shortest_edge and 0 < self.height <= self.shortest_edge
         if self.rule == LONGEST_EDGE:
             return self.factor > 0 and self.longest_edge >= self.factor
+        if self.rule == EDGE_BOUNDS:
+            return 0 < self.shortest_edge <= self.longest_edge
         if self.rule == PHI4_HD:
             return self.factor > 0 and self.max_crops > 0
         if self.rule == ASPECT_BUDGET:
@@ -360,6 +389,21 @@ def runtime_smart_resize(
     if h_bar * w_bar > max_pixels or h_bar * w_bar < min_pixels:
         return smart_resize(height, width, factor, min_pixels, max_pixels)
     return h_bar, w_bar
+
+
+def edge_bounds_size(height: int, width: int, shortest: int, longest: int) -> tuple[int, int]:
+    """Idefics2's `get_resize_output_image_size`: (height, width).
+
+    A picture whose longer side passes `longest` is scaled down to it, the other side
+    truncated (a tie counts as landscape); then each side is raised to `shortest`,
+    without keeping the aspect.
+    """
+    aspect = width / height
+    if width >= height and width > longest:
+        width, height = longest, int(longest / aspect)
+    elif height > width and height > longest:
+        height, width = longest, int(longest * aspect)
+    return max(height, shortest), max(width, shortest)
 
 
 def longest_edge_size(height: int, width: int, edge: int, block: int) -> tuple[int, int]:

@@ -227,11 +227,35 @@ class ChatSession:
                 )
         dest = self._attachment_folder()
         try:
-            return [prepare(path, kind, dest, self._intake) for path, kind in files]
+            prepared = [prepare(path, kind, dest, self._intake) for path, kind in files]
+            self._check_one_size(prepared)
+            return prepared
         except BaseException:
             if self.store is not None and not self.messages:  # never saved: leave no folder
                 self.store.discard_unsaved(self.conversation.id)
             raise
+
+    def _check_one_size(self, prepared: Sequence[Attachment]) -> None:
+        """Refuse pictures of different sizes where the package cannot stack them.
+
+        Raises:
+            AttachmentError: The conversation would hold pictures of two sizes (after the
+                intake sized them as transformers does) in a package whose pictures must
+                share one (`Sizing.one_size`, Idefics2).
+        """
+        sizing = None if self._intake is None else self._intake.sizing
+        if sizing is None or not sizing.one_size:
+            return
+        pictures = [a for a in (*self._attachments(), *prepared) if a.kind == IMAGE]
+        sizes = {(a.width, a.height) for a in pictures}
+        if len(sizes) > 1:
+            shown = ", ".join(f"{w}×{h}" for w, h in sorted(sizes))
+            raise AttachmentError(
+                f"This model's pictures in one conversation must share one size after its "
+                f"resize, and these would be {shown}: ONNX Runtime GenAI stacks them into "
+                "one tensor, which would cut and zero-fill the others",
+                "Send pictures of one size and shape, or start a new conversation for this one",
+            )
 
     def send(
         self,

@@ -181,41 +181,6 @@ INTERNVL = Family(
     ),
 )
 
-IDEFICS2 = Family(
-    key="idefics2",
-    fixtures=_inspected("Idefics2Config", "LinearMultiModalProjector", {"image_token_id": 32001}),
-    name="Idefics2",
-    pipeline_type=None,
-    exact_host="videochat_flash_qwen",
-    recognition=Recognition(model_types=("idefics2",)),
-    profile=Profile(
-        projector=lambda cfg: Projector(
-            "LinearMultiModalProjector",
-            "MLP modality projection → perceiver resampler",
-            "Idefics2 projects with its modality projection, then a perceiver resampler to "
-            f"resampler_n_latents={cfg.get('perceiver_config.resampler_n_latents', 64)}",
-            {
-                "perceiver_config.resampler_n_latents": cfg.get(
-                    "perceiver_config.resampler_n_latents", 64
-                )
-            },
-        ),
-        token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
-        image_tokens=lambda cfg, pre: ImageTokens(
-            fixed=int(cfg.get("perceiver_config.resampler_n_latents", 64)),
-            rule="resampler_n_latents per image (per split when do_image_splitting)",
-        ),
-        hf_class="Idefics2ForConditionalGeneration",
-    ),
-    no_pipeline_reason=(
-        _VIDEOCHAT.format(k="64 (324 with image splitting)")
-        + ", the markers becoming its <fake_token_around_image> (measured on the 0.18 wheel: "
-        "the same ids as transformers' Idefics2Processor, with and without splitting). "
-        "mmforge does not build its graphs yet (SigLIP on the picture's own size, a perceiver "
-        "resampler), and a prompt's pictures would have to share one size" + _SEE
-    ),
-)
-
 
 def _idefics3_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     image = as_int(cfg.get("vision_config.image_size", 224))
@@ -493,7 +458,6 @@ VIDEOCHAT_FLASH = Family(
 FAMILIES = (
     LLAVA_NEXT,
     INTERNVL,
-    IDEFICS2,
     IDEFICS3,
     MOLMO,
     FLORENCE2,

@@ -68,7 +68,7 @@ def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: P
     template = str(config.get("chat_template", ""))
     template = template.replace(IMAGE_TEXT, MARKER)
     template = _UPPER_ROLE.sub(_spelled_out, template)
-    bos = _adds_bos(folder)
+    bos = adds_bos(folder)
     if bos and "bos_token" not in template:
         template = "{{ bos_token }}" + template
     config["chat_template"] = template
@@ -92,7 +92,7 @@ def _spelled_out(match: re.Match[str]) -> str:
     )
 
 
-def _adds_bos(folder: Path) -> bool:
+def adds_bos(folder: Path) -> bool:
     """Whether the checkpoint's transformers tokenizer starts its encodings with a BOS."""
     from transformers import AutoTokenizer
 

@@ -28,7 +28,9 @@ ALL = TESTED  # every family, from the registry
 # LLaVA-1.5's released template (VipLLaVA's tiny uses it too) writes an earlier answer as
 # "ASSISTANT: " + its text + " " where the generation prompt ended at "ASSISTANT:": the same
 # (and Video-LLaVA's, reconstructed from its author's LLaVA-NeXT-Video template).
-REWRITES_HISTORY = {"qwen3_5", "qwen3_5_moe", "llava", "vipllava", "video_llava"}
+# Idefics2's released template writes an earlier answer as "Assistant: " + its text +
+# "<end_of_utterance>\n" where the generation prompt ended at "Assistant:".
+REWRITES_HISTORY = {"qwen3_5", "qwen3_5_moe", "llava", "vipllava", "video_llava", "idefics2"}
 
 
 def _greedy(n: int) -> GenerationOptions:

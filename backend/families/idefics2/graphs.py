@@ -1,0 +1,321 @@
+"""Idefics2's vision tower and embedding graphs, written here; the decoder is mobius's.
+
+mobius 0.1 registers `idefics2` with its LLaVA model: its Llama decoder (inputs_embeds in,
+Mistral's sliding window as GroupQueryAttention's `local_window_size`) is right, but its
+vision graph is a fixed-size SigLIP with an MLP projector, where Idefics2 has a NaViT-style
+SigLIP on the picture's own size and a perceiver resampler. So the graph fix
+`own_vision_and_embedding` puts our graphs in place of mobius's vision and embedding,
+and gives the decoder's initializers the checkpoint's names (`model.text_model.*`,
+`lm_head.weight`), so every weight goes through the common path (convert/weights.py).
+
+The vision graph follows transformers 5.24's Idefics2Model.get_image_features for
+pictures that fill their pixel tensor (one picture per prompt, or pictures of one size:
+no padding, so `pixel_attention_mask` is all ones and every patch is attended):
+
+- Idefics2VisionEmbeddings: the patch conv (valid: a remainder under one patch is
+  dropped), and position ids bucketed from each patch's fractional coordinates onto the
+  tower's `image_size / patch_size` grid (`torch.bucketize(..., right=True)` is the count
+  of boundaries at or below the coordinate);
+- the SigLIP encoder and `post_layernorm`;
+- Idefics2Connector: the modality projection (gate/up/down MLP with the text's
+  activation) and the perceiver resampler (latents attending to the context and
+  themselves, grouped-query, RMSNorms, a final RMSNorm) to `resampler_n_latents` rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.families._base import Cfg, as_int
+from mmforge.backend.families._hooks import FixRequest
+from mmforge.backend.families.lfm2.ops import GraphBuilder
+
+VISION = "model.vision_model."
+CONNECTOR = "model.connector."
+TEXT = "model.text_model."
+HEAD = "lm_head.weight"
+
+# transformers' activations the tower and connector may name.
+GELU_TANH = ("gelu_pytorch_tanh", "gelu_new", "gelu_fast")
+
+
+def checkpoint_name(name: str) -> str:
+    """A tensor name in the layout the graphs use (transformers 5's, which the release shares).
+
+    transformers 4.40's Idefics2 (the release's) wrote the same names; only a checkpoint
+    saved without the `model.` prefix (the base Idefics2Model) is renamed.
+    """
+    for part in ("vision_model.", "connector.", "text_model."):
+        if name.startswith(part):
+            return "model." + name
+    return name
+
+
+def tokens_per_image(cfg: Cfg) -> int:
+    """The features one picture gives: the perceiver's latents."""
+    return int(cfg.get("perceiver_config.resampler_n_latents", 64))
+
+
+def position_boundaries(side: int) -> np.ndarray:
+    """The bucket boundaries Idefics2VisionEmbeddings uses: `arange(1 / side, 1.0, 1 / side)`.
+
+    Made by torch itself (float32), since its arange rounds differently from a float64
+    arange cast to float32 for most sides.
+    """
+    import torch
+
+    step = 1 / side
+    return np.asarray(torch.arange(step, 1.0, step, dtype=torch.float32).numpy(), np.float32)
+
+
+def _act(g: GraphBuilder, x: Any, name: str, where: str) -> Any:
+    if name == "silu":
+        return g.op("Mul", x, g.op("Sigmoid", x))
+    if name in GELU_TANH:
+        return g.gelu(x, tanh=True)
+    if name == "gelu":
+        return g.gelu(x, tanh=False)
+    raise MmforgeError(
+        f"{where} activation {name!r} is not supported",
+        "Idefics2 releases use gelu_pytorch_tanh in the tower and silu in the connector",
+    )
+
+
+def _rms_norm(g: GraphBuilder, x: Any, name: str, size: int, eps: float) -> Any:
+    """Idefics2RMSNorm: weight · x / √(mean(x²) + eps)."""
+    mean = g.op("ReduceMean", g.op("Mul", x, x), g.const(np.array([-1])), keepdims=1)
+    normed = g.op("Div", x, g.op("Sqrt", g.op("Add", mean, g.const(np.float32(eps)))))
+    return g.op("Mul", g.weight(name, [size]), normed)
+
+
+def _mlp(g: GraphBuilder, x: Any, prefix: str, n_in: int, ff: int, n_out: int, act: str) -> Any:
+    """Idefics2MLP: down(act(gate(x)) · up(x)), no biases."""
+    gate = _act(g, g.linear(x, prefix + "gate_proj", n_in, ff, False), act, "Connector")
+    up = g.linear(x, prefix + "up_proj", n_in, ff, False)
+    return g.linear(g.op("Mul", gate, up), prefix + "down_proj", ff, n_out, False)
+
+
+def _bucket(g: GraphBuilder, count: Any, boundaries: Any) -> Any:
+    """Each patch index's position bucket along one side of `count` patches, [count]."""
+    import onnx_ir as ir
+
+    f32 = ir.DataType.FLOAT
+    # Reciprocal, not Div(1, n): ONNX Runtime's DivMulFusion rewrites 1 / n · i as i / n,
+    # which rounds otherwise than transformers' float32 i · (1 / n) and moves a patch to
+    # the next bucket (measured: 7 of 49 rows on a 70-wide grid).
+    step = g.op("Reciprocal", g.op("Cast", count, to=f32))
+    index = g.op(
+        "Cast",
+        g.op("Range", g.const(np.int64(0)), g.op("Squeeze", count), g.const(np.int64(1))),
+        to=f32,
+    )
+    coord = g.op("Min", g.op("Mul", index, step), g.const(np.float32(1.0 - 1e-6)))
+    at_or_below = g.op(
+        "LessOrEqual",
+        g.op("Unsqueeze", boundaries, g.const(np.array([0]))),
+        g.op("Unsqueeze", coord, g.const(np.array([1]))),
+    )  # [count, side - 1]
+    return g.op(
+        "ReduceSum",
+        g.op("Cast", at_or_below, to=ir.DataType.INT64),
+        g.const(np.array([1])),
+        keepdims=0,
+    )
+
+
+def vision_graph(cfg: Cfg) -> Any:
+    """SigLIP with NaViT positions, the connector: pixel_values -> image_features [N·K, H].
+
+    Input: pixel_values [1, N, 3, H, W] as the runtime's videochat_flash_qwen processor
+    hands them (pictures of one size), at the size transformers resized them to.
+    """
+    import onnx_ir as ir
+
+    v = cfg.sub("vision_config")
+    width = int(v.get("hidden_size", 768))
+    heads = int(v.get("num_attention_heads", 12))
+    ff = int(v.get("intermediate_size", 3072))
+    layers = int(v.get("num_hidden_layers", 12))
+    eps = float(v.get("layer_norm_eps", 1e-6))
+    patch = as_int(v.get("patch_size", 32))
+    side = as_int(v.get("image_size", 224)) // patch
+    channels = int(v.get("num_channels", 3))
+    act = str(v.get("hidden_act", "gelu_pytorch_tanh"))
+    text = cfg.text
+    hidden = int(text.get("hidden_size"))
+    text_ff = int(text.get("intermediate_size"))
+    text_act = str(text.get("hidden_act", "silu"))
+    p = cfg.sub("perceiver_config")
+    latents = tokens_per_image(cfg)
+    depth = int(p.get("resampler_depth", 3))
+    p_heads = int(p.get("resampler_n_heads", 16))
+    p_dim = int(p.get("resampler_head_dim", 96))
+    p_kv = int(p.get("num_key_value_heads", 4))
+    p_eps = float(p.get("rms_norm_eps", text.get("rms_norm_eps", 1e-6)))
+    p_act = str(p.get("hidden_act", "silu"))
+    head_dim = width // heads
+
+    g = GraphBuilder("idefics2_vision")
+    f32 = ir.DataType.FLOAT
+    pixels = g.input("pixel_values", f32, ["batch", "num_images", channels, "height", "width"])
+    shape = g.op("Concat", g.const(np.array([-1])), g.op("Shape", pixels, start=2, end=5), axis=0)
+    x = g.op("Reshape", pixels, shape)
+    emb = VISION + "embeddings."
+    x = g.op(
+        "Conv",
+        x,
+        g.weight(emb + "patch_embedding.weight", [width, channels, patch, patch]),
+        g.weight(emb + "patch_embedding.bias", [width]),
+        strides=[patch, patch],
+        kernel_shape=[patch, patch],
+    )  # [N, D, h, w]
+    rows = g.op("Shape", x, start=2, end=3)
+    cols = g.op("Shape", x, start=3, end=4)
+    x = g.op("Transpose", g.op("Reshape", x, g.const(np.array([0, width, -1]))), perm=[0, 2, 1])
+    boundaries = g.const(position_boundaries(side))
+    by_row = g.op("Mul", _bucket(g, rows, boundaries), g.const(np.int64(side)))
+    positions = g.op(
+        "Add",
+        g.op("Unsqueeze", by_row, g.const(np.array([1]))),
+        g.op("Unsqueeze", _bucket(g, cols, boundaries), g.const(np.array([0]))),
+    )  # [h, w]
+    positions = g.op("Reshape", positions, g.const(np.array([-1])))
+    table = g.weight(emb + "position_embedding.weight", [side * side, width])
+    x = g.op("Add", x, g.op("Gather", table, positions, axis=0))
+
+    def heads_first(t: Any, n: int, d: int) -> Any:
+        return g.op(
+            "Transpose", g.op("Reshape", t, g.const(np.array([0, 0, n, d]))), perm=[0, 2, 1, 3]
+        )
+
+    for i in range(layers):
+        pre = f"{VISION}encoder.layers.{i}."
+        h = g.layer_norm(x, pre + "layer_norm1", width, eps)
+        q = heads_first(g.linear(h, pre + "self_attn.q_proj", width, width), heads, head_dim)
+        k = heads_first(g.linear(h, pre + "self_attn.k_proj", width, width), heads, head_dim)
+        val = heads_first(g.linear(h, pre + "self_attn.v_proj", width, width), heads, head_dim)
+        scores = g.op("MatMul", q, g.op("Transpose", k, perm=[0, 1, 3, 2]))
+        scores = g.op("Mul", scores, g.const(np.float32(head_dim**-0.5)))
+        ctx = g.op("MatMul", g.op("Softmax", scores, axis=-1), val)
+        ctx = g.op(
+            "Reshape", g.op("Transpose", ctx, perm=[0, 2, 1, 3]), g.const(np.array([0, 0, width]))
+        )
+        x = g.op("Add", x, g.linear(ctx, pre + "self_attn.out_proj", width, width))
+        h = g.layer_norm(x, pre + "layer_norm2", width, eps)
+        h = _act(g, g.linear(h, pre + "mlp.fc1", width, ff), act, "Vision")
+        x = g.op("Add", x, g.linear(h, pre + "mlp.fc2", ff, width))
+    x = g.layer_norm(x, VISION + "post_layernorm", width, eps)
+
+    # The connector: modality projection, then the perceiver resampler.
+    context = _mlp(g, x, CONNECTOR + "modality_projection.", width, text_ff, hidden, text_act)
+    res = CONNECTOR + "perceiver_resampler."
+    count = g.op("Shape", context, start=0, end=1)
+    lat = g.op(
+        "Expand",
+        g.weight(res + "latents", [latents, hidden]),
+        g.op("Concat", count, g.const(np.array([latents, hidden])), axis=0),
+    )  # [N, L, H]
+
+    def repeat(t: Any) -> Any:
+        if p_kv == p_heads:
+            return t
+        b = g.op("Unsqueeze", t, g.const(np.array([2])))  # [N, kv, 1, T, d]
+        shape = g.op(
+            "Concat",
+            g.op("Shape", t, start=0, end=2),
+            g.const(np.array([p_heads // p_kv])),
+            g.op("Shape", t, start=2, end=4),
+            axis=0,
+        )
+        return g.op("Reshape", g.op("Expand", b, shape), g.const(np.array([0, p_heads, -1, p_dim])))
+
+    for i in range(depth):
+        pre = f"{res}layers.{i}."
+        normed = _rms_norm(g, lat, pre + "input_latents_norm.weight", hidden, p_eps)
+        ctx_n = _rms_norm(g, context, pre + "input_context_norm.weight", hidden, p_eps)
+        both = g.op("Concat", ctx_n, normed, axis=1)  # context first, then the latents
+        q = heads_first(
+            g.linear(normed, pre + "self_attn.q_proj", hidden, p_heads * p_dim, False),
+            p_heads,
+            p_dim,
+        )
+        k = heads_first(
+            g.linear(both, pre + "self_attn.k_proj", hidden, p_kv * p_dim, False), p_kv, p_dim
+        )
+        val = heads_first(
+            g.linear(both, pre + "self_attn.v_proj", hidden, p_kv * p_dim, False), p_kv, p_dim
+        )
+        scores = g.op("MatMul", q, g.op("Transpose", repeat(k), perm=[0, 1, 3, 2]))
+        scores = g.op("Mul", scores, g.const(np.float32(p_dim**-0.5)))
+        att = g.op("MatMul", g.op("Softmax", scores, axis=-1), repeat(val))
+        att = g.op(
+            "Reshape",
+            g.op("Transpose", att, perm=[0, 2, 1, 3]),
+            g.const(np.array([0, 0, p_heads * p_dim])),
+        )
+        lat = g.op(
+            "Add", lat, g.linear(att, pre + "self_attn.o_proj", p_heads * p_dim, hidden, False)
+        )
+        h = _rms_norm(g, lat, pre + "post_attention_layernorm.weight", hidden, p_eps)
+        lat = g.op("Add", lat, _mlp(g, h, pre + "mlp.", hidden, 4 * hidden, hidden, p_act))
+    lat = _rms_norm(g, lat, res + "norm.weight", hidden, p_eps)
+    g.output(g.op("Reshape", lat, g.const(np.array([-1, hidden]))), "image_features")
+    return g.model()
+
+
+def embedding_graph(cfg: Cfg) -> Any:
+    """Token embeddings with the picture features written, in order, at the `<image>` ids.
+
+    The package's tokenizer reads the runtime's marker text as `<fake_token_around_image>`
+    and `<image>` ids (tokenizer.py), so the ids are exactly Idefics2Processor's.
+    Placeholders keep their text embedding when no features come with them (every decode
+    step).
+    """
+    import onnx_ir as ir
+
+    vocab, hidden = int(cfg.text.get("vocab_size")), int(cfg.text.get("hidden_size"))
+    image = cfg.get("image_token_id")
+    if not isinstance(image, int):
+        raise MmforgeError(
+            "config.json has no image_token_id",
+            "Add image_token_id (the id of <image> in the tokenizer) to config.json",
+        )
+    g = GraphBuilder("idefics2_embedding")
+    ids = g.input("input_ids", ir.DataType.INT64, ["batch_size", "sequence_length"])
+    features = g.input("image_features", ir.DataType.FLOAT, ["num_image_tokens", hidden])
+    embeds = g.op("Gather", g.weight(TEXT + "embed_tokens.weight", [vocab, hidden]), ids, axis=0)
+    has_features = g.op("Greater", g.op("Size", features), g.const(np.int64(0)))
+    slots = g.op("And", g.op("Equal", ids, g.const(np.int64(image))), has_features)
+    where = g.op("Transpose", g.op("NonZero", slots), perm=[1, 0])  # [M, 2]
+    g.output(g.op("ScatterND", embeds, where, features), "inputs_embeds")
+    return g.model()
+
+
+def own_vision_and_embedding(request: FixRequest) -> str | None:
+    """Put our vision and embedding graphs in place of mobius's; name the decoder's weights."""
+    models, cfg = request.models, request.cfg
+    models["vision_encoder"] = vision_graph(cfg)
+    models["embedding"] = embedding_graph(cfg)
+    graph = models["decoder"].graph
+    renamed = 0
+    for name, value in list(graph.initializers.items()):
+        if value.const_value is not None:
+            continue  # mobius's constants (rotary tables): computed, not weights
+        if name.startswith("decoder.model."):
+            new = TEXT + name[len("decoder.model.") :]
+        elif name == "decoder.lm_head.weight":
+            new = HEAD
+        else:
+            continue
+        del graph.initializers[name]
+        value.name = new
+        graph.initializers[new] = value
+        renamed += 1
+    return (
+        "Graphs: the NaViT SigLIP tower, the connector (modality projection, perceiver "
+        f"resampler to {tokens_per_image(cfg)} latents) and the embedding are mmforge's; "
+        f"mobius's Mistral decoder ({renamed} weights)"
+    )
