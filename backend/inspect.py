@@ -140,6 +140,18 @@ class Profile:
     converts: str = ""
     converts_reason: str = ""
 
+    @property
+    def convertible(self) -> bool:
+        """Whether this version converts the model.
+
+        The runtime runs it, and mmforge builds it (exactly, or with the user's consent).
+        A runtime pipeline alone is not enough: Idefics2 with image splitting runs on one,
+        but is not built yet.
+        """
+        from mmforge.backend.families.catalog import CANNOT, NOT_YET
+
+        return self.runnable and self.converts not in (NOT_YET, CANNOT)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return asdict(self)

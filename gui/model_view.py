@@ -60,7 +60,7 @@ def plain_sentence(p: Profile) -> str:
         if p.sizes.checkpoint_bytes
         else ""
     )
-    if not p.runnable:
+    if not p.convertible:
         return f"{p.family}{size} reads {inputs}, but this app cannot run it{download}."
     return f"A {p.family} chat model{size}: it reads {inputs} and answers in text{download}."
 
@@ -69,18 +69,19 @@ def profile_html(p: Profile, c: Colours, machine: Machine | None = None) -> str:
     """The inspection card: the plain sentence, what fits this machine, the sizes."""
     esc = html.escape
     parts = [f"<h2>{esc(p.family)}</h2><p style='font-size:large'>{esc(plain_sentence(p))}</p>"]
-    if not p.runnable:
+    if not p.convertible:
         # Said as what this app can do with it: not built yet (a runtime pipeline could
         # run it exactly), or cannot convert (the runtime code that rules it out).
         title = "Not converted yet" if p.converts == NOT_YET else "Cannot convert"
-        parts.append(f"<p style='color:{c.bad}'><b>{title}:</b> {esc(str(p.runtime_reason))}</p>")
+        why = p.runtime_reason if not p.runnable else (p.converts_reason or p.runtime_reason)
+        parts.append(f"<p style='color:{c.bad}'><b>{title}:</b> {esc(str(why))}</p>")
     if p.converts == CONSENT:
         parts.append(
             f"<p style='color:{c.warn}'><b>Converts with your consent:</b> "
             f"{esc(p.converts_reason)}</p>"
         )
     sizes = p.sizes
-    if machine is not None and p.runnable:
+    if machine is not None and p.convertible:
         advice = recommendation(sizes, machine)
         if advice:
             parts.append(f"<p><b>On this computer:</b> {esc(advice)}</p>")
@@ -407,7 +408,7 @@ class ModelView(QWidget):
         self._pending = ""
         self.status.setText("Cancelled.")
         self._inspecting = ""  # the card is the model that was inspected before
-        self.next_button.setEnabled(self._profile is not None and self._profile.runnable)
+        self.next_button.setEnabled(self._profile is not None and self._profile.convertible)
         self._draw_card()
 
     @Slot(object)
@@ -424,8 +425,8 @@ class ModelView(QWidget):
         self._inspecting = ""
         self._machine = this_machine(self.state.packages_folder())
         self._draw_card()
-        self.next_button.setEnabled(profile.runnable)
-        self.status.setText("Inspected." if profile.runnable else "Inspected: cannot convert.")
+        self.next_button.setEnabled(profile.convertible)
+        self.status.setText("Inspected." if profile.convertible else "Inspected: cannot convert.")
         self.refresh_known()
 
     @Slot(str)
@@ -436,7 +437,7 @@ class ModelView(QWidget):
         self._typed = typed if stale else ""
         self.state.selection.set_typed(self._typed)  # Convert waits for it too
         if self._profile is not None and not self._inspecting:
-            self.next_button.setEnabled(not stale and self._profile.runnable)
+            self.next_button.setEnabled(not stale and self._profile.convertible)
             self._draw_card()
 
     def _draw_card(self) -> None:

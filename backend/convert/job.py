@@ -152,9 +152,9 @@ def convert(
     _check_choices(dtype, ep)
     refuse_unknown(encoders)
     out = Path(out).expanduser().resolve()
+    _recover_interrupted_publish(out)  # puts the user's package back: first, whatever fails
     source = parse_source(spec)
     check_path_lengths(out, source.repo_id)  # Windows with long paths off: before any write
-    _recover_interrupted_publish(out)
     _remove_stale_staging(out)
     check_output(out)
     check_out_path(out, source.local_path)

@@ -213,6 +213,7 @@ def test_a_release_shaped_tower_matches_on_a_tall_picture(tmp_path):
 def test_a_splitting_checkpoint_is_inspected_and_refused_not_converted(tiny, tmp_path):
     """do_image_splitting: five sub-pictures per picture, which mmforge does not convert."""
     from mmforge.backend.convert import convert
+    from mmforge.backend.families.catalog import NOT_YET
     from mmforge.backend.inspect import inspect_source
 
     source = tmp_path / "splitting"
@@ -222,7 +223,9 @@ def test_a_splitting_checkpoint_is_inspected_and_refused_not_converted(tiny, tmp
         json.dumps({**pre, "do_image_splitting": True})
     )
     profile = inspect_source(str(source))
-    assert profile.converts == "cannot convert" and "do_image_splitting" in profile.converts_reason
+    # The runtime's pipeline could run it exactly: "not built yet", not "cannot".
+    assert profile.converts == NOT_YET and "do_image_splitting" in profile.converts_reason
+    assert profile.runnable and not profile.convertible  # no Convert → on the card
     assert profile.image_tokens.fixed == 5 * 64
     with pytest.raises(MmforgeError) as e:
         convert(str(source), tmp_path / "out")

@@ -16,7 +16,6 @@ inspect-only variant, which convert refuses.
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 from mmforge.backend.families._base import (
@@ -165,8 +164,12 @@ def splits_pictures(folder: Any) -> bool:
     """Whether the checkpoint's image processor splits pictures (do_image_splitting).
 
     Read from preprocessor_config.json, else processor_config.json's image_processor
-    block; absent or unreadable: Idefics2ImageProcessor's default, false.
+    block; absent: Idefics2ImageProcessor's default, false. A file that cannot be read is
+    refused (MmforgeError) rather than taken as false: that would convert a splitting
+    model without its splitting.
     """
+    from mmforge.backend.untrusted import read_json_file
+
     for name, block in (
         ("preprocessor_config.json", None),
         ("processor_config.json", "image_processor"),
@@ -174,10 +177,7 @@ def splits_pictures(folder: Any) -> bool:
         path = folder / name
         if not path.is_file():
             continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return False
+        data = read_json_file(path, name)
         if block is not None:
             data = data.get(block) if isinstance(data, dict) else None
         return isinstance(data, dict) and data.get("do_image_splitting") is True
@@ -194,8 +194,9 @@ IDEFICS2_SPLITTING = dataclasses.replace(
             "the picture)",
         ),
     ),
-    package=None,  # convert refuses it, naming `not_converted`
-    not_converted=SPLITTING,
+    package=None,  # convert refuses it, naming the reason: not built yet
+    exact_host="videochat_flash_qwen",
+    no_pipeline_reason=SPLITTING,
 )
 
 
