@@ -20,6 +20,7 @@ from mmforge.backend.errors import LayoutError, MmforgeError
 from mmforge.backend.families import Cfg, Family, PackageSpec
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.source import read_json
+from mmforge.backend.spm_form import spm_runtime_form
 from mmforge.backend.templates import template_of
 
 if TYPE_CHECKING:
@@ -49,8 +50,6 @@ TOKENIZER_FILES = (
 # tokenizer_config classes that ORT GenAI 0.18 reads with the wrong algorithm for a
 # byte-level BPE tokenizer.json (it then produces different ids from HF).
 _BAD_BPE_CLASSES = {"LlamaTokenizer", "LlamaTokenizerFast", "CLIPTokenizer", "CLIPTokenizerFast"}
-_LLAMA_CLASSES = {"LlamaTokenizer", "LlamaTokenizerFast"}
-SPACE = "\u2581"  # SentencePiece's space
 
 
 WRITE_WORKERS = max(2, min(4, os.cpu_count() or 1))
@@ -311,8 +310,8 @@ def write_tokenizer(src: Path, out: Path) -> list[str]:
     - the chat template moves into tokenizer_config.json when it sits in a separate file;
     - a byte-level BPE declared as LlamaTokenizer/CLIPTokenizer is relabelled
       PreTrainedTokenizerFast (ORT GenAI 0.18 gives wrong ids for it otherwise);
-    - a SentencePiece-style LlamaTokenizer that transformers reads with the `▁` prepended
-      to the first text only gets the form the runtime reads that way (`spm_first_form`).
+    - a SentencePiece-style LlamaTokenizer gets the form the runtime reads as transformers
+      does (`spm_runtime_form`).
 
     Raises:
         MmforgeError: There is no tokenizer.json or no chat template.
@@ -356,62 +355,14 @@ def write_tokenizer(src: Path, out: Path) -> list[str]:
     if byte_level and config.get("tokenizer_class") in _BAD_BPE_CLASSES:
         log.info("relabelling %s as PreTrainedTokenizerFast", config["tokenizer_class"])
         config["tokenizer_class"] = "PreTrainedTokenizerFast"
-    if spm_first_form(tokenizer, config):
-        log.info("rewriting the SentencePiece tokenizer in the form ORT GenAI reads like HF")
+    scheme = spm_runtime_form(tokenizer, config, src)
+    if scheme is not None:
+        log.info("SentencePiece tokenizer (HF prepends: %s) in the form ORT GenAI reads", scheme)
         write_json(out / "tokenizer.json", tokenizer)
     config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
     if "tokenizer_config.json" not in copied:
         copied.append("tokenizer_config.json")
     return copied
-
-
-def is_sentencepiece(tokenizer: dict[str, Any]) -> bool:
-    """Whether tokenizer.json is a converted SentencePiece BPE (`▁` spaces, byte fallback)."""
-    model = tokenizer.get("model")
-    steps = json.dumps(
-        [tokenizer.get("normalizer"), tokenizer.get("pre_tokenizer")], ensure_ascii=False
-    )
-    return (
-        isinstance(model, dict)
-        and model.get("type", "BPE") == "BPE"
-        and bool(model.get("byte_fallback"))
-        and SPACE in steps
-    )
-
-
-def spm_first_form(tokenizer: dict[str, Any], config: dict[str, Any]) -> bool:
-    """Rewrite a SentencePiece LlamaTokenizer the way the runtime tokenizes like HF (in place).
-
-    transformers 5 builds LlamaTokenizer's pipeline itself, whatever tokenizer.json's
-    normalizer says: a `Metaspace` pre-tokenizer that puts `▁` before the first text of
-    the input only (`prepend_scheme` "first": `legacy` false, `add_prefix_space` not
-    false). ONNX Runtime GenAI 0.18 reads a LlamaTokenizer's file otherwise: a `▁` before
-    the text after every special token, a second one before text that starts with a
-    space, and digits and punctuation split off before the merges (measured,
-    docs/chat-engine.md). With class GemmaTokenizer it applies the file's normalizer and
-    the merges, nothing more, as long as the decoder strips no leading space: the
-    package's file gets `Replace(" ", "▁")`, no pre-tokenizer and no `Strip` decoder:
-    transformers' ids for text that follows a special token, the chat prompts' case (a
-    template that starts with the BOS and then text writes the space itself,
-    families/llava/tokenizer.py).
-
-    Returns:
-        Whether the tokenizer was rewritten.
-    """
-    if config.get("tokenizer_class") not in _LLAMA_CLASSES or not is_sentencepiece(tokenizer):
-        return False
-    if config.get("legacy", False) or config.get("add_prefix_space") is False:
-        return False  # "always" or "never": not measured, left as released
-    tokenizer["normalizer"] = {"type": "Replace", "pattern": {"String": " "}, "content": SPACE}
-    tokenizer["pre_tokenizer"] = None
-    decoder = tokenizer.get("decoder")
-    if isinstance(decoder, dict) and decoder.get("type") == "Sequence":
-        # The runtime takes a decoder that strips the first space for a tokenizer that
-        # prepends one: it would put `▁` before the text after every special token. Its
-        # decoding of the ids is the same without it (measured).
-        decoder["decoders"] = [d for d in decoder.get("decoders", []) if d.get("type") != "Strip"]
-    config["tokenizer_class"] = "GemmaTokenizer"
-    return True
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

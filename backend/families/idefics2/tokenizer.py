@@ -26,7 +26,8 @@ from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.families.llava.tokenizer import adds_bos, prepends_space
+from mmforge.backend.families.llava.tokenizer import adds_bos
+from mmforge.backend.spm_form import hf_prepend, runtime_prepends
 
 MARKER = "<|vision_start|>"
 FAKE_TEXT = "<fake_token_around_image>"
@@ -123,9 +124,9 @@ def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: P
     bos = adds_bos(folder)
     if bos and "bos_token" not in template:
         # The space: transformers' `▁` before the first text (a SentencePiece tokenizer
-        # read with prepend_scheme "first"), which the package's, relabelled GemmaTokenizer
-        # by convert/package.py, does not write (a LlamaTokenizer's writes its own).
-        space = prepends_space(folder) and config.get("tokenizer_class") == "GemmaTokenizer"
+        # read with prepend_scheme "first"), which the package's tokenizer does not put
+        # (spm_form.py).
+        space = hf_prepend(folder) == "first" and not runtime_prepends(tokenizer)
         template = "{{ bos_token }}" + (" " if space else "") + template
     config["chat_template"] = template
     config["add_bos_token"] = False  # the template writes it

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend.families._base import Cfg
+from mmforge.backend.spm_form import hf_prepend, runtime_prepends
 
 MARKER = "<|vision_start|>"
 # The pieces the runtime's marker text is read as, longest first.
@@ -71,9 +72,9 @@ def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: P
     bos = adds_bos(folder)
     if bos and "bos_token" not in template:
         # The space: transformers' `▁` before the first text (a SentencePiece tokenizer
-        # read with prepend_scheme "first"), which the package's, relabelled GemmaTokenizer
-        # by convert/package.py, does not write (a LlamaTokenizer's writes its own).
-        space = prepends_space(folder) and config.get("tokenizer_class") == "GemmaTokenizer"
+        # read with prepend_scheme "first"), which the package's tokenizer does not put
+        # (spm_form.py).
+        space = hf_prepend(folder) == "first" and not runtime_prepends(tokenizer)
         template = "{{ bos_token }}" + (" " if space else "") + template
     config["chat_template"] = template
     config["add_bos_token"] = False  # the template writes it
@@ -104,16 +105,3 @@ def adds_bos(folder: Path) -> bool:
     bos = tok.bos_token_id
     ids = tok("a")["input_ids"]
     return bos is not None and bool(ids) and ids[0] == bos
-
-
-def prepends_space(folder: Path) -> bool:
-    """Whether the checkpoint's transformers tokenizer puts `▁` before the first text.
-
-    A SentencePiece tokenizer with prepend_scheme "first" (LlamaTokenizer, legacy false)
-    does; a byte-level BPE and Gemma's do not.
-    """
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(folder)
-    ids = tok("a", add_special_tokens=False)["input_ids"]
-    return bool(ids) and str(tok.convert_ids_to_tokens(ids[0])).startswith("\u2581")
