@@ -9,20 +9,26 @@ package whose tokenizer is swapped; ONNX Runtime GenAI 0.18 then tokenizes them.
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mmforge.backend.convert.package import write_tokenizer
 from mmforge.backend.families import Cfg
 from mmforge.backend.families.llava.tiny import RELEASE_TEMPLATE
-from mmforge.backend.families.llava.tokenizer import adapt
 from mmforge.backend.tiny.spm import FORMS, build_spm
 
 ADDED = ["<image>", "<pad>", "<end_of_utterance>", "<start_of_turn>", "<end_of_turn>"]
 ADDED += ["<start_of_image>", "[INST]", "[/INST]"]
+FAMILY_ADDED = {
+    "llava": ["<image>", "<pad>"],
+    "idefics2": ["<fake_token_around_image>", "<image>", "<end_of_utterance>"],
+}
 
 # Prompts that start with a special token, as every chat prompt the packages write does
 # (the template writes the BOS, or a turn marker, first).
@@ -49,6 +55,7 @@ CONVERSATIONS = [
                 {"type": "text", "text": "And these?"},
                 {"type": "image"},
                 {"type": "image"},
+                {"type": "text", "text": "<b> and \nmore"},
             ],
         },
     ],
@@ -77,49 +84,123 @@ def _runtime(folder: Path):
     return og.Tokenizer(og.Model(og.Config(str(folder))))
 
 
-@pytest.mark.parametrize("form", FORMS)
-def test_the_runtime_reads_text_after_special_tokens_as_transformers(package, tmp_path, form):
+@pytest.mark.parametrize(
+    ("form", "config"),
+    [(form, {}) for form in FORMS] + [("llama_legacy", {"legacy": True})],
+    ids=[*FORMS, "llama legacy true"],
+)
+def test_the_runtime_reads_text_after_special_tokens_as_transformers(
+    package, tmp_path, form, config
+):
     """Every prompt that starts with a special token: the runtime's ids are transformers'
-    (AutoTokenizer of the checkpoint's files, no special tokens added), token for token."""
+    (AutoTokenizer of the tokenizer files alone, no special tokens added), token for token.
+    `legacy: true` makes transformers' LlamaTokenizer prepend `▁` to every text (not to
+    text that starts with a space, which the runtime does)."""
     from transformers import AutoTokenizer
 
-    src, out, _ = _packaged(package, tmp_path, form)
+    src, out, _ = _packaged(package, tmp_path, form, **config)
     hf = AutoTokenizer.from_pretrained(src)
     runtime = _runtime(out)
     bos, eos = hf.bos_token, hf.eos_token
+    special = "|".join(re.escape(t) for t in hf.all_special_tokens + ADDED)
     for prompt in (p.format(bos=bos, eos=eos) for p in PROMPTS):
         expected = hf(prompt, add_special_tokens=False)["input_ids"]
-        assert list(runtime.encode(prompt)) == expected, prompt
+        got = list(runtime.encode(prompt))
+        if config.get("legacy") and re.search(f"({special}) ", prompt):
+            # Metaspace "always" puts no `▁` before text that starts with a space; the
+            # runtime's per-text prefix, SentencePiece's, puts a second one (a known
+            # difference, docs/chat-engine.md).
+            assert len(got) > len(expected), prompt
+            continue
+        assert got == expected, prompt
     # The text really goes through SentencePiece pieces and byte fallback.
     pieces = hf.convert_ids_to_tokens(hf(PROMPTS[3].format(bos=bos))["input_ids"])
     assert any(p.startswith("\u2581") for p in pieces) and "<0xF0>" in pieces
 
 
-@pytest.mark.parametrize("form", ["llama_legacy", "llama_metaspace"])
-@pytest.mark.parametrize("messages", CONVERSATIONS, ids=["one picture", "three turns"])
-def test_llava_chat_prompts_get_llava_processors_ids(package, tmp_path, form, messages):
-    """The package's template (the BOS and the space before the first text) rendered and
-    tokenized by the runtime gives what LlavaProcessor's tokenizer gives for the release's
-    template: [BOS] + the prompt with `▁` before its first text; one image id a picture."""
-    from transformers import AutoTokenizer
+def _family_package(tiny, package, tmp_path: Path, family: str, form: str):
+    """The tiny checkpoint of `family` with a release-shaped tokenizer of `form`, and its
+    package's tokenizer files written as conversion writes them (write_tokenizer, then the
+    family's adapt), in a copy of the converted tiny package.
 
-    src, out, spm = _packaged(package, tmp_path, form)
-    tokenizer = json.loads((out / "tokenizer.json").read_text())
-    config = json.loads((out / "tokenizer_config.json").read_text())
+    The weights stay the tiny ones: only the ids and the processor's input are compared,
+    so the vocabulary size and image ids are set to the new tokenizer's on both sides.
+    """
+    tokenizer_module = importlib.import_module(f"mmforge.backend.families.{family}.tokenizer")
+    template = importlib.import_module(f"mmforge.backend.families.{family}.tiny").RELEASE_TEMPLATE
+    src, out = tmp_path / "src", tmp_path / "pkg"
+    shutil.copytree(tiny(family), src)
+    shutil.copytree(package(family), out)
+    added = FAMILY_ADDED[family]
+    spm = build_spm(form, added)
+    spm.write(src, template)
     image = spm.ids["<image>"]
-    adapt(tokenizer, config, Cfg({"image_token_index": image}), src)
+    key = "image_token_index" if family == "llava" else "image_token_id"
+    config = json.loads((src / "config.json").read_text())
+    config[key] = image
+    config["text_config"]["vocab_size"] = spm.vocab_size
+    (src / "config.json").write_text(json.dumps(config))
+    write_tokenizer(src, out)
+    tokenizer = json.loads((out / "tokenizer.json").read_text())
+    settings = json.loads((out / "tokenizer_config.json").read_text())
+    tokenizer_module.adapt(tokenizer, settings, Cfg({key: image}), src)
     (out / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False))
-    (out / "tokenizer_config.json").write_text(json.dumps(config, ensure_ascii=False))
-    hf = AutoTokenizer.from_pretrained(src)
-    prompt = hf.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    expected = hf(prompt)["input_ids"]  # LlavaProcessor: special tokens added (the BOS)
-    runtime = _runtime(out)
-    text = runtime.apply_chat_template(
-        json.dumps(messages), template_str=config["chat_template"], add_generation_prompt=True
+    (out / "tokenizer_config.json").write_text(json.dumps(settings, ensure_ascii=False))
+    genai = json.loads((out / "genai_config.json").read_text())
+    genai["model"].update(vocab_size=spm.vocab_size, image_token_id=image)
+    (out / "genai_config.json").write_text(json.dumps(genai))
+    return src, out, spm
+
+
+def _hf_processor(family: str, source: Path):
+    from transformers import AutoProcessor, AutoTokenizer, CLIPImageProcessor, LlavaProcessor
+
+    if family == "idefics2":
+        return AutoProcessor.from_pretrained(source)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    return LlavaProcessor(
+        image_processor=CLIPImageProcessor.from_pretrained(source),
+        tokenizer=tokenizer,
+        patch_size=14,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=tokenizer.chat_template,
     )
-    ids = list(runtime.encode(text))
-    assert ids == expected, (hf.convert_ids_to_tokens(ids), hf.convert_ids_to_tokens(expected))
-    assert ids[0] == spm.ids["<s>"] and ids.count(image) == prompt.count("<image>") > 0
+
+
+@pytest.mark.parametrize("form", ["llama_legacy", "llama_metaspace"])
+@pytest.mark.parametrize("family", ["llava", "idefics2"])
+def test_chat_prompts_get_the_hf_processors_ids(tiny, package, tmp_path, family, form):
+    """Through chat's intake and the runtime's processor, the ids are LlavaProcessor's /
+    Idefics2Processor's with the release's template and tokenizer (which transformers
+    reads as written for llava, and rebuilds as a first-text-only Metaspace for
+    idefics2): two conversations, pictures, leading spaces, digits, non-ASCII."""
+    from PIL import Image
+
+    from mmforge.backend.attachments import IMAGE, package_intake, prepare
+    from mmforge.backend.runtime import Runtime
+
+    src, out, spm = _family_package(tiny, package, tmp_path, family, form)
+    processor = _hf_processor(family, src)
+    rng = np.random.default_rng(0)
+    picture = tmp_path / "p.png"
+    Image.fromarray((rng.random((56, 56, 3)) * 255).astype("uint8")).save(picture)
+    runtime = Runtime(out)
+    intake = package_intake(out)
+    for messages in CONVERSATIONS:
+        n = sum(part["type"] == "image" for m in messages for part in m["content"])
+        sent = [prepare(picture, IMAGE, tmp_path / f"in{i}", intake).path for i in range(n)]
+        ids = runtime.process(runtime.prompt(messages), sent).arrays["input_ids"]
+        prompt = processor.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False
+        )
+        expected = processor(text=prompt, images=[Image.open(picture)] * n)["input_ids"]
+        expected_ids = np.asarray(expected).reshape(-1).tolist()
+        got = ids.reshape(-1).tolist()
+        tokens = processor.tokenizer.convert_ids_to_tokens
+        assert got == expected_ids, (tokens(got), tokens(expected_ids))
+        assert got[0] == spm.ids["<s>"] and spm.ids["<image>"] in got
+        assert any(str(t).startswith("\u2581") for t in tokens(got))
 
 
 def test_a_llama_sentencepiece_tokenizer_is_rewritten_in_the_form_the_runtime_reads(
@@ -146,18 +227,24 @@ def test_a_llama_sentencepiece_tokenizer_is_rewritten_in_the_form_the_runtime_re
     )
 
 
-@pytest.mark.parametrize(
-    ("form", "config"),
-    [("gemma", {}), ("llama_legacy", {"legacy": True})],
-    ids=["gemma", "llama legacy true"],
-)
-def test_other_sentencepiece_forms_are_copied_as_released(package, tmp_path, form, config):
-    """Gemma's (already read like transformers) and a legacy Llama (prepend_scheme
-    "always", not rewritten) keep the released tokenizer.json and class."""
-    src, out, spm = _packaged(package, tmp_path, form, **config)
+def test_gemmas_tokenizer_is_copied_as_released(package, tmp_path):
+    """Gemma's form, which the runtime already reads like transformers, is the file."""
+    _, out, spm = _packaged(package, tmp_path, "gemma")
     assert json.loads((out / "tokenizer.json").read_text()) == spm.tokenizer
-    released = json.loads((src / "tokenizer_config.json").read_text())["tokenizer_class"]
-    assert json.loads((out / "tokenizer_config.json").read_text())["tokenizer_class"] == released
+    assert json.loads((out / "tokenizer_config.json").read_text())["tokenizer_class"] == (
+        "GemmaTokenizer"
+    )
+
+
+def test_a_tokenizer_transformers_prefixes_every_text_keeps_its_file(package, tmp_path):
+    """`legacy: true`: transformers prepends `▁` to every text, as the runtime does for a
+    file whose decoder strips a space: the file is kept, only the class is Gemma's (no
+    regex split of digits and punctuation)."""
+    _, out, spm = _packaged(package, tmp_path, "llama_legacy", legacy=True)
+    assert json.loads((out / "tokenizer.json").read_text()) == spm.tokenizer
+    assert json.loads((out / "tokenizer_config.json").read_text())["tokenizer_class"] == (
+        "GemmaTokenizer"
+    )
 
 
 def test_a_byte_level_tokenizer_is_copied_unchanged(tiny, tmp_path):
