@@ -252,3 +252,50 @@ def test_a_byte_level_tokenizer_is_copied_unchanged(tiny, tmp_path):
     src = tiny("llava")
     write_tokenizer(src, tmp_path)
     assert (tmp_path / "tokenizer.json").read_bytes() == (src / "tokenizer.json").read_bytes()
+
+
+PHI3V_PROMPTS = [
+    "<|user|>\n<|image_1|>\nDescribe this.<|end|>\n<|assistant|>\n",
+    "<|system|>\nBe brief.<|end|>\n<|user|>\n<|image_1|>\n<|image_2|>\nCompare 12 and 3.14 "
+    "déjà 🙂<|end|>\n<|assistant|>\nOk.<|end|>\n<|user|>\n And?<|end|>\n<|assistant|>\n",
+]
+
+
+@pytest.fixture(scope="module")
+def phi3v(tmp_path_factory):
+    """(checkpoint, package) of the tiny Phi-3.5-Vision."""
+    from mmforge.backend.convert import convert
+    from mmforge.backend.families.phi3v.tiny import write_phi3v
+
+    root = tmp_path_factory.mktemp("phi3v")
+    folder = write_phi3v(root / "tiny").folder
+    convert(str(folder), root / "pkg", trust_remote_code=True)
+    return folder, root / "pkg"
+
+
+def test_phi3v_prompt_pieces_get_the_references_ids(phi3v, tmp_path):
+    """Phi-3.5-Vision's tokenizer (Llama form, `Prepend` normalizer; transformers reads
+    phi3_v's file as written): the runtime's processor tokenizes the text between image
+    tags piece by piece (phi_image_processor.cpp ProcessImagePrompt), as the reference
+    does (phi3v/reference.py): every piece's ids are transformers'."""
+    from transformers import AutoTokenizer
+
+    from mmforge.backend.families.phi3v.reference import _IMAGE_TAG
+
+    checkpoint, converted = phi3v
+    src, out = tmp_path / "src", tmp_path / "pkg"
+    shutil.copytree(checkpoint, src)
+    shutil.copytree(converted, out)
+    template = json.loads((src / "tokenizer_config.json").read_text())["chat_template"]
+    specials = ["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
+    build_spm("llama_legacy", specials).write(src, template)
+    write_tokenizer(src, out)
+    assert json.loads((out / "tokenizer_config.json").read_text())["tokenizer_class"] == (
+        "GemmaTokenizer"
+    )
+    hf = AutoTokenizer.from_pretrained(src, trust_remote_code=False)
+    runtime = _runtime(out)
+    for prompt in PHI3V_PROMPTS:
+        for piece in re.split(_IMAGE_TAG, prompt)[::2]:
+            expected = hf(piece, add_special_tokens=False)["input_ids"]
+            assert list(runtime.encode(piece)) == expected, piece
