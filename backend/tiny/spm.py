@@ -128,19 +128,23 @@ def _decoder(strip_first: bool) -> dict[str, Any]:
     return {"type": "Sequence", "decoders": steps}
 
 
-def build_spm(form: str, added: list[str], *, trained: int = 600) -> SpmTokenizer:
+def build_spm(
+    form: str, added: list[str], *, trained: int = 600, first_added: int | None = None
+) -> SpmTokenizer:
     """A release-shaped SentencePiece tokenizer.
 
     Args:
         form: One of FORMS.
         added: Added tokens after the vocabulary, in id order (`<image>`, `<pad>`, ...).
         trained: Size of the trained vocabulary (before specials and bytes).
+        first_added: The id of the first added token: filler pieces, which no merge
+            makes, pad the vocabulary up to it (to fit a tiny checkpoint's ids).
 
     Returns:
         The files' contents and the ids of the special and added tokens.
 
     Raises:
-        ValueError: An unknown form.
+        ValueError: An unknown form, or a first_added id already taken.
     """
     if form not in FORMS:
         raise ValueError(f"unknown SentencePiece form {form!r}; known: {', '.join(FORMS)}")
@@ -155,6 +159,11 @@ def build_spm(form: str, added: list[str], *, trained: int = 600) -> SpmTokenize
     for piece in pieces:
         if piece not in vocab:
             vocab[piece] = len(vocab)
+    if first_added is not None:
+        if first_added < len(vocab):
+            raise ValueError(f"ids up to {len(vocab)} are taken; train a smaller vocabulary")
+        for i in range(len(vocab), first_added):
+            vocab[f"<filler_{i}>"] = i
     ids = {token: vocab[token] for token in front}
     extra = [t for t in added if t not in vocab]
     for token in extra:

@@ -299,3 +299,36 @@ def test_phi3v_prompt_pieces_get_the_references_ids(phi3v, tmp_path):
         for piece in re.split(_IMAGE_TAG, prompt)[::2]:
             expected = hf(piece, add_special_tokens=False)["input_ids"]
             assert list(runtime.encode(piece)) == expected, piece
+
+
+@pytest.mark.parametrize("form", ["llama_legacy", "llama_metaspace"])
+def test_a_llava_checkpoint_with_a_release_tokenizer_converts_and_verifies(tiny, tmp_path, form):
+    """The whole path: the tiny LLaVA with a release-shaped tokenizer on its own ids
+    (<s> 1, </s> 2, <pad> and <image> where the tiny weights have them) converts, and
+    verify passes every stage: the runtime's prompt ids are transformers' (with the
+    released files unchanged, the Metaspace one is AMBIGUOUS at preprocessing)."""
+    from mmforge.backend.convert import convert
+    from mmforge.backend.verify import verify
+
+    src = tmp_path / "src"
+    shutil.copytree(tiny("llava"), src)
+    config = json.loads((src / "config.json").read_text())
+    text = config["text_config"]
+    pad, image = text["pad_token_id"], config["image_token_index"]
+    assert image == pad + 1
+    spm = build_spm(form, ["<pad>", "<image>"], trained=100, first_added=pad)
+    assert spm.ids["<image>"] == image and spm.vocab_size == text["vocab_size"]
+    spm.write(src, RELEASE_TEMPLATE)
+    for name in ("config.json", "generation_config.json"):
+        data = json.loads((src / name).read_text())
+        ids = {"bos_token_id": spm.ids["<s>"], "eos_token_id": spm.ids["</s>"]}
+        (data["text_config"] if name == "config.json" else data).update(ids)
+        (src / name).write_text(json.dumps(data))
+    convert(str(src), tmp_path / "pkg")
+    report = verify(tmp_path / "pkg", str(src), tokens=8)
+    stages = {c.name: c for c in report.components}
+    assert all(c.verdict == "PASS" for c in stages.values()), {
+        n: (c.verdict, c.reason) for n, c in stages.items()
+    }
+    assert "the same" in stages["preprocessing"].reason
+    assert report.tokens["matched"] == report.tokens["total"] == 8
