@@ -20,6 +20,7 @@ from mmforge.backend.errors import LayoutError, MmforgeError
 from mmforge.backend.families import Cfg, Family, PackageSpec
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.source import read_json
+from mmforge.backend.spm_form import spm_runtime_form
 from mmforge.backend.templates import template_of
 
 if TYPE_CHECKING:
@@ -308,7 +309,9 @@ def write_tokenizer(src: Path, out: Path) -> list[str]:
 
     - the chat template moves into tokenizer_config.json when it sits in a separate file;
     - a byte-level BPE declared as LlamaTokenizer/CLIPTokenizer is relabelled
-      PreTrainedTokenizerFast (ORT GenAI 0.18 gives wrong ids for it otherwise).
+      PreTrainedTokenizerFast (ORT GenAI 0.18 gives wrong ids for it otherwise);
+    - a SentencePiece-style LlamaTokenizer gets the form the runtime reads as transformers
+      does (`spm_runtime_form`).
 
     Raises:
         MmforgeError: There is no tokenizer.json or no chat template.
@@ -352,6 +355,10 @@ def write_tokenizer(src: Path, out: Path) -> list[str]:
     if byte_level and config.get("tokenizer_class") in _BAD_BPE_CLASSES:
         log.info("relabelling %s as PreTrainedTokenizerFast", config["tokenizer_class"])
         config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    scheme = spm_runtime_form(tokenizer, config, src)
+    if scheme is not None:
+        log.info("SentencePiece tokenizer (HF prepends: %s) in the form ORT GenAI reads", scheme)
+        write_json(out / "tokenizer.json", tokenizer)
     config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
     if "tokenizer_config.json" not in copied:
         copied.append("tokenizer_config.json")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend.families._base import Cfg
+from mmforge.backend.spm_form import hf_prepend, runtime_prepends
 
 MARKER = "<|vision_start|>"
 # The pieces the runtime's marker text is read as, longest first.
@@ -70,7 +71,11 @@ def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: P
     template = _UPPER_ROLE.sub(_spelled_out, template)
     bos = adds_bos(folder)
     if bos and "bos_token" not in template:
-        template = "{{ bos_token }}" + template
+        # The space: transformers' `▁` before the first text (a SentencePiece tokenizer
+        # read with prepend_scheme "first"), which the package's tokenizer does not put
+        # (spm_form.py).
+        space = hf_prepend(folder) == "first" and not runtime_prepends(tokenizer)
+        template = "{{ bos_token }}" + (" " if space else "") + template
     config["chat_template"] = template
     config["add_bos_token"] = False  # the template writes it
     return (
