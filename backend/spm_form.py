@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 SPACE = "\u2581"  # SentencePiece's space
+# A package file (mmforge's, the runtime reads none of it): how chat decodes an answer
+# where the package's tokenizer.json no longer decodes as transformers does.
+DECODING_FILE = "mmforge_decoding.json"
 _LLAMA_CLASSES = {"LlamaTokenizer", "LlamaTokenizerFast"}
 
 
@@ -116,3 +119,21 @@ def runtime_prepends(tokenizer: dict[str, Any]) -> bool:
         for d in steps
         if isinstance(d, dict)
     )
+
+
+def hf_strips_answer_space(src: Path, tokenizer: dict[str, Any]) -> bool:
+    """Whether transformers' decode drops a leading space the package's tokenizer keeps.
+
+    The form the runtime reads has no `Strip` decoder (it would make the runtime prepend
+    `▁` to every text), so the `tokenizers` decode chat streams an answer with keeps the
+    space of an answer's first `▁` piece, where transformers' decode of the checkpoint's
+    tokenizer drops it (measured: " The cat sat" against "The cat sat"). Asked of both.
+    """
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    hf = AutoTokenizer.from_pretrained(src, trust_remote_code=False)
+    ids = hf("The cat sat", add_special_tokens=False)["input_ids"]
+    ours = Tokenizer.from_str(json.dumps(tokenizer)).decode(ids, skip_special_tokens=True)
+    theirs = hf.decode(ids, skip_special_tokens=True)
+    return ours != theirs and ours == " " + theirs

@@ -71,15 +71,31 @@ def _refusal_hint(message: str) -> str:
 def _answer_decoder(package: Path) -> Callable[[list[int]], str] | None:
     """The package tokenizer's decode of a whole answer; None without a tokenizer.json.
 
-    Special tokens are skipped, as the runtime's stream skips them.
+    Special tokens are skipped, as the runtime's stream skips them. Where the package's
+    SentencePiece tokenizer lost the `Strip` decoder the runtime's encoding must not see
+    (`backend/spm_form.py`), one leading space is dropped as transformers' decode drops
+    it, so the answer, and the history the next turn renders, are transformers' text.
     """
     path = package / "tokenizer.json"
     if not path.is_file():
         return None
     from tokenizers import Tokenizer
 
+    from mmforge.backend.spm_form import DECODING_FILE
+    from mmforge.backend.untrusted import read_json_object
+
     tokenizer = Tokenizer.from_file(str(path))
-    return lambda ids: str(tokenizer.decode(ids, skip_special_tokens=True))
+    decoding = package / DECODING_FILE
+    strip = (
+        decoding.is_file()
+        and read_json_object(decoding, "package").get("strip_leading_space") is True
+    )
+
+    def decode(ids: list[int]) -> str:
+        text = str(tokenizer.decode(ids, skip_special_tokens=True))
+        return text[1:] if strip and text.startswith(" ") else text
+
+    return decode
 
 
 class _IncrementalText:

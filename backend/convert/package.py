@@ -20,7 +20,7 @@ from mmforge.backend.errors import LayoutError, MmforgeError
 from mmforge.backend.families import Cfg, Family, PackageSpec
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.source import read_json
-from mmforge.backend.spm_form import spm_runtime_form
+from mmforge.backend.spm_form import DECODING_FILE, hf_strips_answer_space, spm_runtime_form
 from mmforge.backend.templates import template_of
 
 if TYPE_CHECKING:
@@ -359,6 +359,9 @@ def write_tokenizer(src: Path, out: Path) -> list[str]:
     if scheme is not None:
         log.info("SentencePiece tokenizer (HF prepends: %s) in the form ORT GenAI reads", scheme)
         write_json(out / "tokenizer.json", tokenizer)
+        if hf_strips_answer_space(src, tokenizer):
+            write_json(out / DECODING_FILE, {"strip_leading_space": True})
+            copied.append(DECODING_FILE)
     config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
     if "tokenizer_config.json" not in copied:
         copied.append("tokenizer_config.json")

@@ -332,3 +332,16 @@ def test_a_llava_checkpoint_with_a_release_tokenizer_converts_and_verifies(tiny,
     }
     assert "the same" in stages["preprocessing"].reason
     assert report.tokens["matched"] == report.tokens["total"] == 8
+    # Chat streams an answer as transformers decodes it: no leading space of its own (the
+    # package's tokenizer.json lost the Strip decoder the runtime must not see).
+    from transformers import AutoTokenizer
+
+    from mmforge.backend.chat.generation import _answer_decoder, _IncrementalText
+
+    hf = AutoTokenizer.from_pretrained(src)
+    ids = hf("The cat sat on the mat. It is 12 o'clock.", add_special_tokens=False)["input_ids"]
+    decode = _answer_decoder(tmp_path / "pkg")
+    assert decode is not None
+    stream = _IncrementalText(decode)
+    streamed = "".join(stream.decode(token) for token in ids)
+    assert streamed == decode(ids) == hf.decode(ids, skip_special_tokens=True)
