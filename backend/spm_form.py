@@ -136,4 +136,4 @@ def hf_strips_answer_space(src: Path, tokenizer: dict[str, Any]) -> bool:
     ids = hf("The cat sat", add_special_tokens=False)["input_ids"]
     ours = Tokenizer.from_str(json.dumps(tokenizer)).decode(ids, skip_special_tokens=True)
     theirs = hf.decode(ids, skip_special_tokens=True)
-    return ours != theirs and ours == " " + theirs
+    return bool(ours != theirs and ours == " " + str(theirs))
