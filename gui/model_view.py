@@ -426,7 +426,8 @@ class ModelView(QWidget):
         self._machine = this_machine(self.state.packages_folder())
         self._draw_card()
         self.next_button.setEnabled(profile.convertible)
-        self.status.setText("Inspected." if profile.convertible else "Inspected: cannot convert.")
+        said = "not converted yet" if profile.converts == NOT_YET else "cannot convert"
+        self.status.setText("Inspected." if profile.convertible else f"Inspected: {said}.")
         self.refresh_known()
 
     @Slot(str)

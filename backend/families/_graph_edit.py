@@ -60,3 +60,27 @@ def initializer(graph: Any, name: str, array: np.ndarray) -> Any:
     value = ir.Value(name=name, const_value=ir.tensor(array, name=name))
     graph.register_initializer(value)
     return value
+
+
+def name_decoder_weights(graph: Any, text: str, head: str) -> int:
+    """Give a mobius decoder's weights the checkpoint's names; the count renamed.
+
+    mobius names them `decoder.model.*` and `decoder.lm_head.weight`; a checkpoint puts
+    its language model under `text` (`language_model.model.`) and its head at `head`.
+    Its computed constants (rotary tables) keep their names.
+    """
+    renamed = 0
+    for name, value in list(graph.initializers.items()):
+        if value.const_value is not None:
+            continue  # mobius's constants (rotary tables): computed, not weights
+        if name.startswith("decoder.model."):
+            new = text + name[len("decoder.model.") :]
+        elif name == "decoder.lm_head.weight":
+            new = head
+        else:
+            continue
+        del graph.initializers[name]
+        value.name = new
+        graph.initializers[new] = value
+        renamed += 1
+    return renamed

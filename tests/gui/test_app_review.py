@@ -264,3 +264,5 @@ def test_the_card_says_not_yet_or_cannot_with_the_runtime_code(qtbot, window, tm
         card = model.card.toPlainText()
         assert title in card and named in card, card
         assert not model.next_button.isEnabled()
+        # The status line says what the card's title says.
+        assert model.status.text() == f"Inspected: {title[:-1].lower()}."

@@ -150,13 +150,13 @@ IDEFICS2 = Family(
 )
 
 SPLITTING = (
-    "its processor splits every picture (do_image_splitting: four crops and the picture, "
-    "5 × 64 image ids framed by six fake tokens), which mmforge does not convert yet. "
-    "ONNX Runtime GenAI 0.18's videochat_flash_qwen pipeline could run it exactly with "
-    "vision.num_visual_tokens = 324 (the four interior fake tokens as pad slots the "
-    "embedding maps to the fake token's embedding, measured); converting it without "
-    "splitting would answer otherwise than transformers. Set do_image_splitting to false "
-    "in its preprocessor_config.json to convert it without (docs/seed-families.md)"
+    "this checkpoint cuts every picture into four crops plus the whole picture "
+    "(do_image_splitting), which mmforge does not build yet, and converting it without "
+    "the cut would answer otherwise than transformers. To convert it without, set "
+    "do_image_splitting to false in its preprocessor_config.json. (ONNX Runtime GenAI "
+    "0.18's videochat_flash_qwen pipeline could run the cut exactly, 5 × 64 image ids and "
+    "the four fake tokens between them as vision.num_visual_tokens = 324, measured; "
+    "docs/seed-families.md)"
 )
 
 

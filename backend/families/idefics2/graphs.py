@@ -30,8 +30,10 @@ import numpy as np
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg, as_int
+from mmforge.backend.families._graph_edit import name_decoder_weights
 from mmforge.backend.families._hooks import FixRequest
 from mmforge.backend.families.lfm2.ops import GraphBuilder
+from mmforge.backend.families.paligemma.graphs import siglip_encoder
 
 VISION = "model.vision_model."
 CONNECTOR = "model.connector."
@@ -156,7 +158,6 @@ def vision_graph(cfg: Cfg) -> Any:
     p_kv = int(p.get("num_key_value_heads", 4))
     p_eps = float(p.get("rms_norm_eps", text.get("rms_norm_eps", 1e-6)))
     p_act = str(p.get("hidden_act", "silu"))
-    head_dim = width // heads
 
     g = GraphBuilder("idefics2_vision")
     f32 = ir.DataType.FLOAT
@@ -191,23 +192,9 @@ def vision_graph(cfg: Cfg) -> Any:
             "Transpose", g.op("Reshape", t, g.const(np.array([0, 0, n, d]))), perm=[0, 2, 1, 3]
         )
 
-    for i in range(layers):
-        pre = f"{VISION}encoder.layers.{i}."
-        h = g.layer_norm(x, pre + "layer_norm1", width, eps)
-        q = heads_first(g.linear(h, pre + "self_attn.q_proj", width, width), heads, head_dim)
-        k = heads_first(g.linear(h, pre + "self_attn.k_proj", width, width), heads, head_dim)
-        val = heads_first(g.linear(h, pre + "self_attn.v_proj", width, width), heads, head_dim)
-        scores = g.op("MatMul", q, g.op("Transpose", k, perm=[0, 1, 3, 2]))
-        scores = g.op("Mul", scores, g.const(np.float32(head_dim**-0.5)))
-        ctx = g.op("MatMul", g.op("Softmax", scores, axis=-1), val)
-        ctx = g.op(
-            "Reshape", g.op("Transpose", ctx, perm=[0, 2, 1, 3]), g.const(np.array([0, 0, width]))
-        )
-        x = g.op("Add", x, g.linear(ctx, pre + "self_attn.out_proj", width, width))
-        h = g.layer_norm(x, pre + "layer_norm2", width, eps)
-        h = _act(g, g.linear(h, pre + "mlp.fc1", width, ff), act, "Vision")
-        x = g.op("Add", x, g.linear(h, pre + "mlp.fc2", ff, width))
-    x = g.layer_norm(x, VISION + "post_layernorm", width, eps)
+    x = siglip_encoder(
+        g, x, VISION, layers, width, heads, ff, eps, lambda h: _act(g, h, act, "Vision")
+    )
 
     # The connector: modality projection, then the perceiver resampler.
     context = _mlp(g, x, CONNECTOR + "modality_projection.", width, text_ff, hidden, text_act)
@@ -299,21 +286,7 @@ def own_vision_and_embedding(request: FixRequest) -> str | None:
     models, cfg = request.models, request.cfg
     models["vision_encoder"] = vision_graph(cfg)
     models["embedding"] = embedding_graph(cfg)
-    graph = models["decoder"].graph
-    renamed = 0
-    for name, value in list(graph.initializers.items()):
-        if value.const_value is not None:
-            continue  # mobius's constants (rotary tables): computed, not weights
-        if name.startswith("decoder.model."):
-            new = TEXT + name[len("decoder.model.") :]
-        elif name == "decoder.lm_head.weight":
-            new = HEAD
-        else:
-            continue
-        del graph.initializers[name]
-        value.name = new
-        graph.initializers[new] = value
-        renamed += 1
+    renamed = name_decoder_weights(models["decoder"].graph, TEXT, HEAD)
     return (
         "Graphs: the NaViT SigLIP tower, the connector (modality projection, perceiver "
         f"resampler to {tokens_per_image(cfg)} latents) and the embedding are mmforge's; "

@@ -26,8 +26,7 @@ from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.families.llava.tokenizer import adds_bos
-from mmforge.backend.spm_form import hf_prepend, runtime_prepends
+from mmforge.backend.families.llava.tokenizer import bos_written
 
 MARKER = "<|vision_start|>"
 FAKE_TEXT = "<fake_token_around_image>"
@@ -121,13 +120,7 @@ def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: P
         )
     template = template.replace(_RELEASED_PICTURE, _PICTURE)
     template = _CAPITALIZED_ROLE.sub(_named, template)
-    bos = adds_bos(folder)
-    if bos and "bos_token" not in template:
-        # The space: transformers' `▁` before the first text (a SentencePiece tokenizer
-        # read with prepend_scheme "first"), which the package's tokenizer does not put
-        # (spm_form.py).
-        space = hf_prepend(folder) == "first" and not runtime_prepends(tokenizer)
-        template = "{{ bos_token }}" + (" " if space else "") + template
+    template, bos = bos_written(template, tokenizer, folder)
     config["chat_template"] = template
     config["add_bos_token"] = False  # the template writes it
     return (

@@ -23,6 +23,7 @@ import numpy as np
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
+from mmforge.backend.families._graph_edit import name_decoder_weights
 from mmforge.backend.families._hooks import FixRequest
 from mmforge.backend.families.lfm2.ops import GraphBuilder
 
@@ -249,21 +250,7 @@ def own_vision_and_embedding(request: FixRequest) -> str | None:
     models, cfg = request.models, request.cfg
     models["vision_encoder"] = vision_graph(cfg)
     models["embedding"] = embedding_graph(cfg)
-    graph = models["decoder"].graph
-    renamed = 0
-    for name, value in list(graph.initializers.items()):
-        if value.const_value is not None:
-            continue  # mobius's constants (rotary tables): computed, not weights
-        if name.startswith("decoder.model."):
-            new = TEXT + name[len("decoder.model.") :]
-        elif name == "decoder.lm_head.weight":
-            new = HEAD
-        else:
-            continue
-        del graph.initializers[name]
-        value.name = new
-        graph.initializers[new] = value
-        renamed += 1
+    renamed = name_decoder_weights(models["decoder"].graph, TEXT, HEAD)
     return (
         f"Graphs: the CLIP tower (hidden states {feature_layers(cfg)}, class token "
         f"{'kept' if keeps_class_token(cfg) else 'dropped'}) and the embedding are mmforge's; "

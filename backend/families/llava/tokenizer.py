@@ -69,13 +69,7 @@ def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: P
     template = str(config.get("chat_template", ""))
     template = template.replace(IMAGE_TEXT, MARKER)
     template = _UPPER_ROLE.sub(_spelled_out, template)
-    bos = adds_bos(folder)
-    if bos and "bos_token" not in template:
-        # The space: transformers' `▁` before the first text (a SentencePiece tokenizer
-        # read with prepend_scheme "first"), which the package's tokenizer does not put
-        # (spm_form.py).
-        space = hf_prepend(folder) == "first" and not runtime_prepends(tokenizer)
-        template = "{{ bos_token }}" + (" " if space else "") + template
+    template, bos = bos_written(template, tokenizer, folder)
     config["chat_template"] = template
     config["add_bos_token"] = False  # the template writes it
     return (
@@ -95,6 +89,21 @@ def _spelled_out(match: re.Match[str]) -> str:
         f"('USER' if {role} == 'user' else 'ASSISTANT' if {role} == 'assistant' "
         f"else 'SYSTEM' if {role} == 'system' else {role})"
     )
+
+
+def bos_written(template: str, tokenizer: dict[str, Any], folder: Path) -> tuple[str, bool]:
+    """The template writing the BOS transformers' tokenizer adds (ORT GenAI 0.18 adds none).
+
+    Returns:
+        The template, and whether the tokenizer adds a BOS. After it, a space where
+        transformers puts `▁` before the first text (a SentencePiece tokenizer read with
+        prepend_scheme "first") and the package's tokenizer does not (spm_form.py).
+    """
+    bos = adds_bos(folder)
+    if bos and "bos_token" not in template:
+        space = hf_prepend(folder) == "first" and not runtime_prepends(tokenizer)
+        template = "{{ bos_token }}" + (" " if space else "") + template
+    return template, bos
 
 
 def adds_bos(folder: Path) -> bool:

@@ -23,6 +23,7 @@ weights go through the common path (convert/weights.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,49 @@ def _activation(g: GraphBuilder, x: Any, act: str, where: str) -> Any:
     )
 
 
+def siglip_encoder(
+    g: GraphBuilder,
+    x: Any,
+    prefix: str,
+    layers: int,
+    width: int,
+    heads: int,
+    ff: int,
+    eps: float,
+    activation: Callable[[Any], Any],
+) -> Any:
+    """SigLIP's encoder on patch embeddings [N, P, width], then its post layernorm.
+
+    Each layer: LayerNorm, multi-head self-attention (biased q/k/v/out projections, no
+    mask: every patch is a picture's), residual; LayerNorm, fc1, `activation`, fc2,
+    residual. The weights are under `prefix` + "encoder.layers.{i}." (PaliGemma's and
+    Idefics2's towers).
+    """
+    head_dim = width // heads
+    split = g.const(np.array([0, 0, heads, head_dim]))
+
+    def heads_first(t: Any) -> Any:
+        return g.op("Transpose", g.op("Reshape", t, split), perm=[0, 2, 1, 3])
+
+    for i in range(layers):
+        p = f"{prefix}encoder.layers.{i}."
+        h = g.layer_norm(x, p + "layer_norm1", width, eps)
+        q = heads_first(g.linear(h, p + "self_attn.q_proj", width, width))
+        k = heads_first(g.linear(h, p + "self_attn.k_proj", width, width))
+        val = heads_first(g.linear(h, p + "self_attn.v_proj", width, width))
+        scores = g.op("MatMul", q, g.op("Transpose", k, perm=[0, 1, 3, 2]))
+        scores = g.op("Mul", scores, g.const(np.float32(head_dim**-0.5)))
+        ctx = g.op("MatMul", g.op("Softmax", scores, axis=-1), val)
+        ctx = g.op(
+            "Reshape", g.op("Transpose", ctx, perm=[0, 2, 1, 3]), g.const(np.array([0, 0, width]))
+        )
+        x = g.op("Add", x, g.linear(ctx, p + "self_attn.out_proj", width, width))
+        h = g.layer_norm(x, p + "layer_norm2", width, eps)
+        h = activation(g.linear(h, p + "mlp.fc1", width, ff))
+        x = g.op("Add", x, g.linear(h, p + "mlp.fc2", ff, width))
+    return g.layer_norm(x, prefix + "post_layernorm", width, eps)
+
+
 def image_tokens(cfg: Cfg) -> int:
     """Ids per picture: the SigLIP patch grid, (image_size / patch_size)²."""
     v = cfg.sub("vision_config")
@@ -109,29 +153,9 @@ def vision_graph(cfg: Cfg) -> Any:
     x = g.op("Transpose", x, perm=[0, 2, 1])
     x = g.op("Add", x, g.weight(emb + "position_embedding.weight", [grid * grid, hidden]))
 
-    head_dim = hidden // heads
-    split = g.const(np.array([0, 0, heads, head_dim]))
-
-    def heads_first(t: Any) -> Any:
-        return g.op("Transpose", g.op("Reshape", t, split), perm=[0, 2, 1, 3])
-
-    for i in range(layers):
-        p = f"{VISION}encoder.layers.{i}."
-        h = g.layer_norm(x, p + "layer_norm1", hidden, eps)
-        q = heads_first(g.linear(h, p + "self_attn.q_proj", hidden, hidden))
-        k = heads_first(g.linear(h, p + "self_attn.k_proj", hidden, hidden))
-        val = heads_first(g.linear(h, p + "self_attn.v_proj", hidden, hidden))
-        scores = g.op("MatMul", q, g.op("Transpose", k, perm=[0, 1, 3, 2]))
-        scores = g.op("Mul", scores, g.const(np.float32(head_dim**-0.5)))
-        ctx = g.op("MatMul", g.op("Softmax", scores, axis=-1), val)
-        ctx = g.op(
-            "Reshape", g.op("Transpose", ctx, perm=[0, 2, 1, 3]), g.const(np.array([0, 0, hidden]))
-        )
-        x = g.op("Add", x, g.linear(ctx, p + "self_attn.out_proj", hidden, hidden))
-        h = g.layer_norm(x, p + "layer_norm2", hidden, eps)
-        h = _activation(g, g.linear(h, p + "mlp.fc1", hidden, ff), act, "Vision")
-        x = g.op("Add", x, g.linear(h, p + "mlp.fc2", ff, hidden))
-    x = g.layer_norm(x, VISION + "post_layernorm", hidden, eps)
+    x = siglip_encoder(
+        g, x, VISION, layers, hidden, heads, ff, eps, lambda h: _activation(g, h, act, "Vision")
+    )
     y = g.linear(x, PROJECTOR, hidden, projection)
     g.output(g.op("Reshape", y, g.const(np.array([-1, projection]))), "image_features")
     return g.model()
