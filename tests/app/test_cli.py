@@ -443,3 +443,37 @@ def test_inspect_on_a_package_says_what_other_programs_must_do(package, capsys):
     assert main(["inspect", str(folder)]) == 0
     text = capsys.readouterr().out
     assert text.startswith("Qwen2.5-VL package (f32) at ") and "pictures: each side" in text
+
+
+def test_an_approximation_is_refused_with_one_line_until_approximate(tiny, tmp_path, capsys):
+    """Issue 30: exit 2 naming what differs and the flag; with --approximate it converts,
+    and verify exits 4 (APPROXIMATE), never 0."""
+    folder = tmp_path / "splitting"
+    shutil.copytree(tiny("idefics2"), folder)
+    pre = json.loads((folder / "preprocessor_config.json").read_text())
+    (folder / "preprocessor_config.json").write_text(
+        json.dumps({**pre, "do_image_splitting": True})
+    )
+    out = tmp_path / "pkg"
+    code, printed, err = _run(capsys, "convert", str(folder), "-o", str(out), "--json")
+    assert code == 2 and not out.exists()
+    line = _one_clear_line(err)
+    assert "only as an approximation" in line and "--approximate" in line
+    assert "--approximate" in json.loads(printed)["error"]["hint"]
+    code, _, _ = _run(capsys, "convert", str(folder), "-o", str(out), "--approximate")
+    assert code == 0
+    report = tmp_path / "report.json"
+    code, _, _ = _run(
+        capsys,
+        "verify",
+        str(out),
+        "--reference",
+        str(folder),
+        "--tokens",
+        "4",
+        "--json",
+        str(report),
+    )
+    written = json.loads(report.read_text())
+    assert code == 4 and written["verdict"] == "APPROXIMATE"
+    assert "do_image_splitting" in written["approximation"]
