@@ -240,6 +240,23 @@ def _release(text_type: str, architecture: str, version: str) -> Any:
     return config_json
 
 
+def _release_names(name: str) -> str:
+    """The releases' tensor names (transformers 4.52's converter): `model.*` and `lm_head.*`.
+
+    transformers 5 saves its legacy names (`language_model.model.*`, `vision_tower.*`);
+    its state dict has the releases' own.
+    """
+    for saved, released in (
+        ("language_model.model.", "model.language_model."),
+        ("language_model.lm_head.", "lm_head."),
+        ("vision_tower.", "model.vision_tower."),
+        ("multi_modal_projector.", "model.multi_modal_projector."),
+    ):
+        if name.startswith(saved):
+            return released + name[len(saved) :]
+    return name
+
+
 # Reconstructed, not copied: the hub is not reachable here and no stored copy of either
 # release's config.json was found. The shape follows what transformers' InternVL converter
 # (convert_internvl_weights_to_hf.py) writes: InternVLConfig with the original remote-code
@@ -256,15 +273,19 @@ RELEASED_INTERNVL = (
         release="OpenGVLab/InternVL3-1B-hf",
         tiny=INTERNVL,
         config_json=_release("qwen2", "Qwen2ForCausalLM", "4.52.0.dev0"),
+        rename=_release_names,
         preprocessor=_PREPROCESSOR,
         chat_template=RELEASE_TEMPLATE,
+        seed=1,  # 15 distinct tokens in 32 greedy ones (seed 0: one token repeated)
     ),
     ReleaseSpec(
         key="internvl3_5-1b",
         release="OpenGVLab/InternVL3_5-1B-HF",
         tiny=dataclasses.replace(INTERNVL, make_config=_config("qwen3")),
         config_json=_release("qwen3", "Qwen3ForCausalLM", "4.56.0.dev0"),
+        rename=_release_names,
         preprocessor=_PREPROCESSOR,
         chat_template=RELEASE_TEMPLATE,
+        seed=2,  # 9 distinct tokens in 32 greedy ones (seed 0: one token repeated)
     ),
 )
