@@ -41,7 +41,8 @@ EXIT_CANCELLED = 130
 STREAM_KEPT = "\n\t"  # the only control characters a streamed answer writes as they are
 EXIT_CODES = (
     "exit codes: 0 success (verify: PASS); 1 verify FAIL; 2 bad input (one line on stderr "
-    "says what to do); 3 verify AMBIGUOUS; 70 internal error (the traceback goes to a log "
+    "says what to do); 3 verify AMBIGUOUS; 4 verify APPROXIMATE (an approximated package that "
+    "matches transformers run the same way); 70 internal error (the traceback goes to a log "
     "file); 130 cancelled (Ctrl+C or SIGTERM). With --json, a failure also prints "
     '{"error": {"kind", "message", "hint", "exit_code"}} on stdout.'
 )
@@ -137,6 +138,12 @@ def _add_convert(sub: Any) -> None:
         action="store_true",
         help="accept pickled .bin weights (loaded with weights_only=True)",
     )
+    p.add_argument(
+        "--approximate",
+        action="store_true",
+        help="convert a model that no runtime pipeline runs exactly as released, with the "
+        "approximation `inspect` names (verify then says APPROXIMATE, never PASS)",
+    )
     p.set_defaults(func=_cmd_convert)
 
 
@@ -194,8 +201,8 @@ def _add_verify(sub: Any) -> None:
     p = sub.add_parser(
         "verify",
         help="compare a package with its Hugging Face reference, stage by stage",
-        description="Exit codes: 0 PASS, 1 FAIL, 3 AMBIGUOUS, 2 bad input, 70 internal error, "
-        "130 cancelled.",
+        description="Exit codes: 0 PASS, 1 FAIL, 3 AMBIGUOUS, 4 APPROXIMATE, 2 bad input, "
+        "70 internal error, 130 cancelled.",
     )
     p.add_argument("package", type=Path, metavar="PACKAGE", help="a package folder")
     p.add_argument(
@@ -392,6 +399,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         trust_remote_code=args.trust_remote_code,
         allow_pickle=args.allow_pickle,
         encoders=args.encoders,
+        approximate=args.approximate,
     )
     if args.json:
         print(json.dumps(manifest.to_dict(), indent=2))
@@ -427,7 +435,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-EXIT_VERDICT = {"PASS": 0, "FAIL": 1, "AMBIGUOUS": 3}
+EXIT_VERDICT = {"PASS": 0, "FAIL": 1, "AMBIGUOUS": 3, "APPROXIMATE": 4}
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:

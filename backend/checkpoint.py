@@ -24,7 +24,14 @@ from mmforge.backend.bounds import (
     vocab_size,
 )
 from mmforge.backend.errors import REMOTE_CODE, MmforgeError
-from mmforge.backend.families import Cfg, Family, FieldReview, VariantRequest, review
+from mmforge.backend.families import (
+    Approximation,
+    Cfg,
+    Family,
+    FieldReview,
+    VariantRequest,
+    review,
+)
 from mmforge.backend.source import read_json
 from mmforge.backend.tensors import TensorInfo, local_tensors
 from mmforge.backend.untrusted import text_field
@@ -50,6 +57,8 @@ class Checkpoint:
             is the native config it maps to).
         remote_layout: Whether the folder is a remote-code layout mapped to the native
             classes (`Recognition.remote_layout`), its code never run.
+        approximation: The family's approximation, when the user opted in to it: then
+            `preprocessor` holds its overrides, and so does `image_processor_overrides`.
     """
 
     folder: Path
@@ -62,6 +71,12 @@ class Checkpoint:
     hf_config: Any = field(default=None, repr=False, compare=False)
     written: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     remote_layout: bool = False
+    approximation: Approximation | None = None
+
+    @property
+    def image_processor_overrides(self) -> dict[str, Any]:
+        """Settings transformers' image processor takes over its file's (an approximation's)."""
+        return dict(self.approximation.overrides) if self.approximation is not None else {}
 
     @property
     def cfg(self) -> Cfg:
@@ -162,6 +177,7 @@ class Checkpoint:
         *,
         trust_remote_code: bool = False,
         config: dict[str, Any] | None = None,
+        approximate: bool = False,
     ) -> Checkpoint:
         """Read a checkpoint folder.
 
@@ -171,6 +187,8 @@ class Checkpoint:
                 config is read as written; its code is never run).
             config: config.json as already parsed (`ResolvedSource.config`), so that it
                 is not parsed again.
+            approximate: The user accepts the family's approximation, if it has one
+                (`Family.approximation`): the processor settings take its overrides.
 
         Raises:
             MmforgeError: Malformed or unreadable config, an unknown or text-only family,
@@ -204,6 +222,9 @@ class Checkpoint:
         hf_config = _transformers_config(folder, raw, family, trust_remote_code)
         check_head_counts(raw if hf_config is None else hf_config.to_dict(), folder / "config.json")
         classes = layout.processor_classes if mapped and layout is not None else {}
+        approximation = family.approximation if approximate else None
+        if approximation is not None:
+            preprocessor = Cfg({**preprocessor.data, **approximation.overrides})
         return cls(
             folder=folder,
             family=family,
@@ -215,6 +236,7 @@ class Checkpoint:
             hf_config=hf_config,
             written=written,
             remote_layout=mapped,
+            approximation=approximation,
         )
 
 

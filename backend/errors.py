@@ -43,6 +43,7 @@ class MmforgeError(Exception):
 # Error kinds that a consent answers: the command line's flag, or the app's question.
 REMOTE_CODE = "remote_code"  # --trust-remote-code
 PICKLE = "pickle"  # --allow-pickle
+APPROXIMATE = "approximate"  # --approximate
 
 
 def _sentence(text: str) -> str:

@@ -1,8 +1,9 @@
 """Consent the command line gives with a flag, asked in the app instead.
 
-A model defined only by code in its repository (`--trust-remote-code`) and weights saved
-as pickles (`--allow-pickle`) are refused until the user agrees, for that model: the app
-asks once, then repeats the step that was refused.
+A model defined only by code in its repository (`--trust-remote-code`), weights saved
+as pickles (`--allow-pickle`) and a family that converts only as an approximation
+(`--approximate`) are refused until the user agrees, for that model: the app asks once,
+then repeats the step that was refused.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import html
 
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from mmforge.backend.errors import PICKLE, REMOTE_CODE
+from mmforge.backend.errors import APPROXIMATE, PICKLE, REMOTE_CODE
 from mmforge.gui.safe_text import as_html
 
 QUESTIONS = {
@@ -25,9 +26,14 @@ QUESTIONS = {
         "mmforge reads them with PyTorch's weights_only loader, which refuses anything but "
         "tensors; only agree for a model from someone you trust. Read them for this model?",
     ),
+    APPROXIMATE: (
+        "Convert as an approximation?",
+        "The package would not answer exactly as the released model does. Verify will say "
+        "APPROXIMATE, never PASS, and the Model card says what differs. Convert it anyway?",
+    ),
 }
 # The worker's argument each consent sets.
-ARGUMENTS = {REMOTE_CODE: "trust_remote_code", PICKLE: "allow_pickle"}
+ARGUMENTS = {REMOTE_CODE: "trust_remote_code", PICKLE: "allow_pickle", APPROXIMATE: "approximate"}
 
 
 def ask(parent: QWidget, kind: str, message: str) -> bool:

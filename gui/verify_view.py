@@ -93,7 +93,8 @@ class Chart(QSvgWidget):
 
 def verdict_colour(verdict: str, c: Colours) -> str:
     """The colour a verdict is shown in."""
-    return {"PASS": c.ok, "AMBIGUOUS": c.warn, "FAIL": c.bad}.get(verdict, c.muted)
+    colours = {"PASS": c.ok, "AMBIGUOUS": c.warn, "APPROXIMATE": c.warn, "FAIL": c.bad}
+    return colours.get(verdict, c.muted)
 
 
 def summary_html(report: VerifyReport, c: Colours) -> str:
@@ -124,6 +125,12 @@ def summary_html(report: VerifyReport, c: Colours) -> str:
     elif report.verdict == "PASS":
         meaning = (
             f"The converted model computes what the original computes at every step ({answer})."
+        )
+    elif report.verdict == "APPROXIMATE":
+        meaning = (
+            "Every part of the converted model computes what the original computes when "
+            f"transformers is run with the approximation you accepted ({answer}). That is "
+            f"not the model as released: {report.approximation or 'see the Model card'}."
         )
     elif report.verdict == "AMBIGUOUS" and _only_the_prompt_differs(report):
         meaning = (

@@ -29,7 +29,7 @@ from mmforge.backend.convert import package
 from mmforge.backend.convert.outpath import check_out_path, check_path_lengths, staging_error
 from mmforge.backend.convert.policy import refuse_unknown
 from mmforge.backend.diskspace import no_space, out_of_space
-from mmforge.backend.errors import MmforgeError
+from mmforge.backend.errors import APPROXIMATE, MmforgeError
 from mmforge.backend.inspect import Profile, Sizes, profile_checkpoint
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.localfiles import files_kept
@@ -82,6 +82,9 @@ class Manifest:
     # hand the runtime pictures as it would. Packages written before this field have no
     # key: their pictures keep their size and the runtime's resize is used.
     pictures: dict[str, Any] = field(default_factory=dict)
+    # The approximation the user accepted (Family.approximation: {"what", "overrides"});
+    # empty for an exact package. Verify compares with the same overrides and says so.
+    approximation: dict[str, Any] = field(default_factory=dict)
     mmforge_version: str = __version__
 
     def to_dict(self) -> dict[str, Any]:
@@ -137,11 +140,14 @@ def convert(
     allow_pickle: bool = False,
     trust_remote_code: bool = False,
     encoders: str = "auto",
+    approximate: bool = False,
 ) -> Manifest:
     """Convert a hub id or local folder into an ONNX Runtime GenAI package at `out`.
 
     `encoders`: "auto" stores encoders in f16 where a probe run shows it safe (f16, int4
-    and int8 packages), "f32" keeps them float32 (policy.py).
+    and int8 packages), "f32" keeps them float32 (policy.py). `approximate`: the user
+    accepts the family's approximation (`Family.approximation`); without it such a family
+    is refused, naming what would differ.
 
     Raises:
         MmforgeError: Anything the user can act on (unsupported family, corrupt weights,
@@ -162,7 +168,10 @@ def convert(
     timings: dict[str, float] = {}
 
     def vet(folder: Path) -> None:  # before a hub download's weights: refuse early
-        _check_convertible(Checkpoint.read(folder, trust_remote_code=trust_remote_code), dtype)
+        _check_convertible(
+            Checkpoint.read(folder, trust_remote_code=trust_remote_code, approximate=approximate),
+            dtype,
+        )
 
     with _timed(timings, "resolve"):
         resolved = resolve(
@@ -171,7 +180,10 @@ def convert(
     with files_kept(resolved.folder):
         with _timed(timings, "inspect"):
             checkpoint = Checkpoint.read(
-                resolved.folder, trust_remote_code=trust_remote_code, config=resolved.config
+                resolved.folder,
+                trust_remote_code=trust_remote_code,
+                config=resolved.config,
+                approximate=approximate,
             )
             profile = profile_checkpoint(checkpoint, resolved, token=token, ctx=ctx)
         _check_convertible(checkpoint, dtype)
@@ -254,6 +266,14 @@ def _check_convertible(checkpoint: Checkpoint, dtype: str) -> None:
             f"Converting {family.name} is not supported yet in this version of mmforge{why}",
             "Supported now: " + ", ".join(f.name for f in families.ALL if f.package),
         )
+    if family.approximation is not None and checkpoint.approximation is None:
+        raise MmforgeError(
+            f"{family.name} converts only as an approximation: "
+            f"{family.approximation.what}. mmforge converts it that way only if you agree",
+            "If that is acceptable, rerun with --approximate; verify then reports "
+            "APPROXIMATE instead of PASS",
+            kind=APPROXIMATE,
+        )
     if dtype not in family.package.dtypes:
         raise MmforgeError(
             f"{family.name} converts to {' or '.join(family.package.dtypes)} in this version, "
@@ -335,9 +355,19 @@ def _build_into(
         weights=plan.report.summary(),
         validation=asdict(checked),
         peak_rss_mb={**peak, "with_validation": _peak_rss_mb(), **_child_peak(graphs)},
-        notes=[*fixes, *policy.notes, *spec.notes],
+        notes=[*_approximated(checkpoint), *fixes, *policy.notes, *spec.notes],
         pictures=_picture_intake(checkpoint),
+        approximation=(
+            checkpoint.approximation.to_dict() if checkpoint.approximation is not None else {}
+        ),
     )
+
+
+def _approximated(checkpoint: Checkpoint) -> list[str]:
+    """The manifest's note on an approximation the user accepted."""
+    if checkpoint.approximation is None:
+        return []
+    return [f"An approximation, converted with your consent: {checkpoint.approximation.what}"]
 
 
 def _picture_intake(checkpoint: Checkpoint) -> dict[str, Any]:

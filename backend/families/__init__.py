@@ -22,6 +22,7 @@ from importlib import import_module
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import (
+    Approximation,
     Cfg,
     DefaultConfig,
     Expectations,
@@ -64,6 +65,7 @@ __all__ = [
     "ALL",
     "COMPONENT_NAMES",
     "REGISTRY",
+    "Approximation",
     "BuildRequest",
     "BuiltGraphs",
     "Cfg",

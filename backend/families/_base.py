@@ -403,6 +403,31 @@ class Fixtures:
 
 
 @dataclass(frozen=True)
+class Approximation:
+    """How a family converts only approximately, and only when the user opts in.
+
+    No runtime pipeline gives the released processor's layout (InternVL's tiles,
+    Idefics2's image splitting), but the model runs exactly on a simpler setting of its
+    own image processor. With the user's consent (`convert --approximate`, the app's
+    question) the package is built for that setting, the Model card and inspect say what
+    differs, and verify compares against transformers run with the same setting and
+    reports APPROXIMATE, never PASS.
+
+    Attributes:
+        what: What differs from transformers as released, in the user's words.
+        overrides: The image processor settings the package is built for; the checkpoint's
+            processor settings and verify's HF processor both take them.
+    """
+
+    what: str
+    overrides: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest's record of it."""
+        return {"what": self.what, "overrides": dict(self.overrides)}
+
+
+@dataclass(frozen=True)
 class Family:
     """One model family, in its parts: recognition, profile, package, reference, fixtures.
 
@@ -424,6 +449,8 @@ class Family:
         exact_host: The runtime pipeline that could run this family exactly although the
             runtime has no type of its name, where mmforge does not build its graphs yet
             (`no_pipeline_reason` says how, measured); None: no pipeline can.
+        approximation: Set where the package can only approximate the released model:
+            convert refuses without the user's consent, and verify reports APPROXIMATE.
     """
 
     key: str
@@ -437,6 +464,7 @@ class Family:
     no_pipeline_reason: str | None = None
     not_converted: str | None = None
     exact_host: str | None = None
+    approximation: Approximation | None = None
 
     @property
     def converts(self) -> bool:

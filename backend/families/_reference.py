@@ -40,7 +40,8 @@ def image_processor(checkpoint: Checkpoint) -> Any:
     """The checkpoint's HF image processor (the PIL implementation without torchvision).
 
     Named by its settings file, so transformers does not open config.json again (it
-    would, to look for a timm checkpoint).
+    would, to look for a timm checkpoint). An approximation the user accepted sets its
+    overrides over the file's settings, as the package was built for them.
     """
     from transformers import AutoImageProcessor
 
@@ -49,7 +50,9 @@ def image_processor(checkpoint: Checkpoint) -> Any:
         if (checkpoint.folder / "preprocessor_config.json").is_file()
         else "processor_config.json"
     )
-    return AutoImageProcessor.from_pretrained(checkpoint.folder, image_processor_filename=name)
+    return AutoImageProcessor.from_pretrained(
+        checkpoint.folder, image_processor_filename=name, **checkpoint.image_processor_overrides
+    )
 
 
 # The clip as transformers loads it from a file: `load_audio` with its soundfile backend

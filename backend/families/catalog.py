@@ -40,6 +40,13 @@ def standing(family: Family) -> Standing:
         return Standing(CANNOT, family.not_converted)
     if family.package is None:
         return Standing(CANNOT, "not converted by this version")
+    if family.approximation is not None:
+        return Standing(
+            CONSENT,
+            "no runtime pipeline runs it exactly as released, so it converts only as an "
+            f"approximation, and only if you agree (convert --approximate): "
+            f"{family.approximation.what}; verify then reports APPROXIMATE, never PASS",
+        )
     if family.recognition.remote_code_types and set(family.recognition.model_types) <= set(
         family.recognition.remote_code_types
     ):

@@ -37,7 +37,14 @@ from mmforge.backend.verify.evidence import (
     gather_reference,
     gather_runtime,
 )
-from mmforge.backend.verify.parity import FAIL, PASS, Comparison, overall, tolerance
+from mmforge.backend.verify.parity import (
+    APPROXIMATE,
+    FAIL,
+    PASS,
+    Comparison,
+    overall,
+    tolerance,
+)
 from mmforge.backend.verify.preprocessing import check as check_preprocessing
 from mmforge.backend.verify.report import VerifyReport
 from mmforge.backend.verify.rounding import RoundingCost
@@ -119,7 +126,12 @@ def verify(
     config = resolved.config if resolved.config is not None else check_model_folder(resolved.folder)
     family = families.lookup(config.get("model_type"))
     as_data = family.reference is not None and family.reference.load is not None
-    checkpoint = Checkpoint.read(resolved.folder, config=config, trust_remote_code=as_data)
+    # A package built as an approximation (convert --approximate) is compared with
+    # transformers run the same way: the reference takes the same processor settings.
+    approximated = bool(read_manifest(package).get("approximation"))
+    checkpoint = Checkpoint.read(
+        resolved.folder, config=config, trust_remote_code=as_data, approximate=approximated
+    )
     if checkpoint.tensors is None:  # checked before anything runs: a corrupt file is named
         raise MmforgeError(
             f"{checkpoint.folder} has no safetensors weights to compare against",
@@ -149,6 +161,7 @@ def verify(
             ctx,
             Path(scratch),
             (tuple(originals), recorded.sizing if recorded is not None else None),
+            approximated,
         )
 
 
@@ -162,6 +175,7 @@ def _verify(
     ctx: JobContext,
     scratch: Path,
     given: tuple[tuple[Path, ...], Sizing | None] = ((), None),
+    approximated: bool = False,
 ) -> VerifyReport:
     images, audios = files
     dtype = _package_dtype(package)
@@ -183,7 +197,9 @@ def _verify(
     )
     quantized = precisions.is_quantized(dtype)
     rounded = precision.prepare(setup, scratch, dtype) if quantized else None
-    return _Verification(setup, reference, dtype, tokens, ctx, rounded).run(images, audios)
+    verification = _Verification(setup, reference, dtype, tokens, ctx, rounded)
+    verification.approximated = approximated
+    return verification.run(images, audios)
 
 
 def _pictures(images: Sequence[Path], audios: Sequence[Path]) -> list[Path]:
@@ -245,6 +261,7 @@ class _Verification:
         self.ctx = ctx
         self.timings: dict[str, float] = {}
         self.notes: list[str] = []
+        self.approximated = False  # the package records an approximation (its manifest)
 
     def _phase(self, name: str, step: int, message: str) -> Any:
         self.ctx.report("verify", step, 4, message=message, force=True)
@@ -358,6 +375,9 @@ class _Verification:
         if limit is not None and verdict != PASS:
             cause = f"{limit}. {cause}" if cause else limit
         checkpoint = self.setup.checkpoint
+        approximation = self._approximation()
+        if approximation is not None and verdict == PASS:
+            verdict = APPROXIMATE
         weights = sum(p.stat().st_size for p in checkpoint.folder.glob("*.safetensors"))
         return VerifyReport(
             verdict=verdict,
@@ -374,7 +394,24 @@ class _Verification:
             timings_s=self.timings,
             notes=self.notes,
             rounding=self.cost,
+            approximation=approximation,
         )
+
+    def _approximation(self) -> str | None:
+        """What the package's approximation changes, in words (None: an exact package).
+
+        The reference family's own words; a package whose manifest records an
+        approximation its reference family does not have is still never a PASS.
+        """
+        accepted = self.setup.checkpoint.approximation
+        if accepted is not None:
+            return accepted.what
+        if self.approximated:
+            return (
+                "the package's manifest records an approximation, which this reference's "
+                "family does not have; the comparison used the reference as it is"
+            )
+        return None
 
 
 class _Timer:

@@ -31,6 +31,10 @@ from typing import Any
 PASS = "PASS"
 AMBIGUOUS = "AMBIGUOUS"
 FAIL = "FAIL"
+# A package's overall verdict only, never a stage's: every stage matches transformers run
+# with the approximation the user accepted (Family.approximation), which is not the model
+# as released.
+APPROXIMATE = "APPROXIMATE"
 DEEP_LAYERS = 32
 # Up to this many times outside the elementwise bound, a close output is AMBIGUOUS; beyond
 # it the difference is no longer rounding noise, whatever the cosine says.

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmforge.backend import typed
-from mmforge.backend.verify.parity import AMBIGUOUS, FAIL, PASS, Comparison
+from mmforge.backend.verify.parity import AMBIGUOUS, APPROXIMATE, FAIL, PASS, Comparison
 from mmforge.backend.verify.rounding import RoundingCost
 
-_COLOURS = {PASS: "#1a7f37", AMBIGUOUS: "#9a6700", FAIL: "#cf222e"}
+_COLOURS = {PASS: "#1a7f37", AMBIGUOUS: "#9a6700", FAIL: "#cf222e", APPROXIMATE: "#9a6700"}
 
 
 @dataclass
@@ -19,7 +19,8 @@ class VerifyReport:
     """The result of `verify`.
 
     Attributes:
-        verdict: PASS, AMBIGUOUS or FAIL.
+        verdict: PASS, AMBIGUOUS or FAIL; APPROXIMATE for an approximated package
+            (convert --approximate) whose every stage matches transformers run the same way.
         first_divergent_stage: The first FAIL stage (else the first AMBIGUOUS one).
         cause: The likely cause of that stage's divergence, in plain words.
         components: Each stage's comparison, in check order.
@@ -34,6 +35,8 @@ class VerifyReport:
         notes: Documented differences that apply here.
         rounding: For an int4 package judged against its own rounded weights: what the
             rounding itself changes (None otherwise).
+        approximation: What the package's approximation changes, in words (None: an
+            exact package).
     """
 
     verdict: str
@@ -50,9 +53,15 @@ class VerifyReport:
     timings_s: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     rounding: RoundingCost | None = None
+    approximation: str | None = None
 
     def summary(self) -> str:
         """The verdict in one sentence."""
+        if self.verdict == APPROXIMATE:
+            return (
+                "APPROXIMATE: every stage matches transformers run with the approximation "
+                f"you accepted, which is not the model as released ({self.approximation})"
+            )
         if self.rounding is None or self.verdict != "PASS":
             return self.verdict
         if self.dtype == "f16":
@@ -82,6 +91,7 @@ class VerifyReport:
             "timings_s": self.timings_s,
             "notes": self.notes,
             "rounding": None if self.rounding is None else dataclasses.asdict(self.rounding),
+            "approximation": self.approximation,
         }
 
     @classmethod
@@ -210,6 +220,12 @@ def _rounding_html(report: VerifyReport) -> str:
     return f"<p><b>{html.escape(report.summary())}</b></p>"
 
 
+def _approximation_html(report: VerifyReport) -> str:
+    if report.approximation is None:
+        return ""
+    return f"<p><b>{html.escape(report.summary())}</b></p>"
+
+
 def render_html(report: VerifyReport) -> str:
     """The report as one HTML page with no outside references."""
     esc = html.escape
@@ -249,6 +265,7 @@ tr.first td {{ background: #fff8c5; }}
 against <code>{esc(report.reference)}</code></p>
 <p class=verdict>Verdict: <span class=badge style="background:{_COLOURS[report.verdict]}">
 {report.verdict}</span></p>
+{_approximation_html(report)}
 {cause}
 <table><tr><th>stage</th><th>verdict</th><th>max abs diff</th><th>cosine</th>
 <th>argmax</th><th>why</th></tr>

@@ -45,6 +45,7 @@ def _convert(args: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         ep=str(args.get("ep", "cpu")),
         trust_remote_code=bool(args.get("trust_remote_code", False)),
         allow_pickle=bool(args.get("allow_pickle", False)),
+        approximate=bool(args.get("approximate", False)),
     )
     return manifest.to_dict()
 

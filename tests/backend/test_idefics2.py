@@ -210,11 +210,16 @@ def test_a_release_shaped_tower_matches_on_a_tall_picture(tmp_path):
     assert report.verdict == "PASS" and report.tokens["matched"] == 16
 
 
-def test_a_splitting_checkpoint_is_inspected_and_refused_not_converted(tiny, tmp_path):
-    """do_image_splitting: five sub-pictures per picture, which mmforge does not convert."""
+def test_a_splitting_checkpoint_converts_only_as_an_approximation_with_consent(tiny, tmp_path):
+    """do_image_splitting: five sub-pictures per picture, which no package builds yet. It is
+    refused until the user accepts reading each picture whole, and then verify compares
+    with transformers run that way and says APPROXIMATE, never PASS."""
+    from mmforge.app.cli import EXIT_VERDICT
     from mmforge.backend.convert import convert
-    from mmforge.backend.families.catalog import NOT_YET
+    from mmforge.backend.errors import APPROXIMATE
+    from mmforge.backend.families.catalog import CONSENT
     from mmforge.backend.inspect import inspect_source
+    from mmforge.backend.verify import verify
 
     source = tmp_path / "splitting"
     shutil.copytree(tiny("idefics2"), source)
@@ -223,11 +228,28 @@ def test_a_splitting_checkpoint_is_inspected_and_refused_not_converted(tiny, tmp
         json.dumps({**pre, "do_image_splitting": True})
     )
     profile = inspect_source(str(source))
-    # The runtime's pipeline could run it exactly: "not built yet", not "cannot".
-    assert profile.converts == NOT_YET and "do_image_splitting" in profile.converts_reason
-    assert profile.runnable and not profile.convertible  # no Convert → on the card
-    assert profile.image_tokens.fixed == 5 * 64
+    assert profile.converts == CONSENT and "do_image_splitting" in profile.converts_reason
+    assert "approximation" in profile.converts_reason
+    assert profile.runnable and profile.convertible  # Convert → on the card; it asks first
+    assert profile.image_tokens.fixed == 5 * 64  # the model as released
     with pytest.raises(MmforgeError) as e:
         convert(str(source), tmp_path / "out")
-    assert "do_image_splitting" in e.value.one_line()
+    assert e.value.kind == APPROXIMATE and "do_image_splitting" in e.value.one_line()
+    assert "--approximate" in e.value.one_line()
     assert not (tmp_path / "out").exists()
+
+    manifest = convert(str(source), tmp_path / "out", approximate=True)
+    assert manifest.approximation["overrides"] == {"do_image_splitting": False}
+    assert any("approximation" in n for n in manifest.notes)
+    written = json.loads((tmp_path / "out" / "mmforge_manifest.json").read_text())
+    assert written["approximation"]["what"] == manifest.approximation["what"]
+    # The package reads each picture as 64 ids, as transformers does without the cut.
+    genai = json.loads((tmp_path / "out" / "genai_config.json").read_text())
+    assert genai["model"]["vision"]["num_visual_tokens"] == 64
+    picture = _picture(tmp_path, "wide.png", 640, 480)
+    report = verify(tmp_path / "out", str(source), images=[picture], tokens=8)
+    assert all(c.verdict == "PASS" for c in report.components), report.components
+    assert report.verdict == "APPROXIMATE" and report.tokens["matched"] == 8
+    assert "do_image_splitting" in (report.approximation or "")
+    assert report.summary().startswith("APPROXIMATE") and EXIT_VERDICT[report.verdict] == 4
+    assert report.to_dict()["approximation"] == report.approximation

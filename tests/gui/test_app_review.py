@@ -246,15 +246,11 @@ def test_the_card_says_not_yet_or_cannot_with_the_runtime_code(qtbot, window, tm
 
     model = window.model_view
     for config, title, named in (
-        (transformers.InternVLConfig(), "Not converted yet:", "videochat_flash_processor.cpp"),
+        (transformers.Gemma3nConfig(), "Not converted yet:", "gemma_image_processor.cpp"),
         (transformers.LlavaNextConfig(), "Cannot convert:", ".cpp"),
-        # A runtime pipeline runs Idefics2, but mmforge does not build its splitting yet.
-        (transformers.Idefics2Config(), "Not converted yet:", "do_image_splitting"),
     ):
         folder = tmp_path / type(config).__name__
         config.save_pretrained(folder)
-        if isinstance(config, transformers.Idefics2Config):
-            (folder / "preprocessor_config.json").write_text('{"do_image_splitting": true}')
         model.source.setText(str(folder))
         # The worker that read the previous model ends after its result: until then the
         # button is disabled and a click does nothing.

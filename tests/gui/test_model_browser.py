@@ -197,3 +197,41 @@ def test_pickled_weights_are_asked_about_and_the_conversion_goes_on(
         convert.convert()
     assert asked == ["Read pickled weights?"]
     assert (tmp_path / "out" / "genai_config.json").is_file()
+
+
+def test_an_approximation_is_asked_about_and_the_card_says_what_differs(
+    qtbot, window, tiny, tmp_path, monkeypatch
+):
+    """Issue 30: a model no pipeline runs exactly as released (Idefics2 that splits its
+    pictures) converts only as an approximation the user agreed to; the card says what
+    differs before anything is converted, and the app asks before converting."""
+    import json
+    import shutil
+
+    folder = tmp_path / "splitting"
+    shutil.copytree(tiny("idefics2"), folder)
+    pre = json.loads((folder / "preprocessor_config.json").read_text())
+    (folder / "preprocessor_config.json").write_text(
+        json.dumps({**pre, "do_image_splitting": True})
+    )
+    asked: list[str] = []
+
+    def answer(parent, title, text, *args):
+        asked.append(title)
+        return QMessageBox.StandardButton.Yes
+
+    monkeypatch.setattr(QMessageBox, "question", answer)
+    model = window.model_view
+    model.source.setText(str(folder))
+    with qtbot.waitSignal(window.state.profile_changed, timeout=LONG):
+        model.inspect_button.click()
+    card = model.card.toPlainText()
+    assert "Converts with your consent:" in card and "do_image_splitting" in card, card
+    assert model.next_button.isEnabled() and asked == []  # nothing asked before converting
+    convert = window.convert_view
+    convert.output.setText(str(tmp_path / "out"))
+    with qtbot.waitSignal(convert.runner.succeeded, timeout=LONG):
+        convert.convert()
+    assert asked == ["Convert as an approximation?"]
+    manifest = json.loads((tmp_path / "out" / "mmforge_manifest.json").read_text())
+    assert manifest["approximation"]["overrides"] == {"do_image_splitting": False}

@@ -355,6 +355,33 @@ def test_verify_card_says_what_f16_and_int4_each_prove(qapp):
     assert "computes exactly what the original computes with int4 weights" in int4
 
 
+def test_verify_card_never_calls_an_approximation_a_pass(qapp):
+    """Issue 30: an approximated package that matches transformers run the same way is
+    APPROXIMATE, in the warning colour, with what differs from the model as released."""
+    from mmforge.backend.verify import VerifyReport
+    from mmforge.gui.theme import colours
+    from mmforge.gui.verify_view import summary_html, verdict_colour
+
+    what = "each picture is read whole, where the release also cuts it into four crops"
+    report = VerifyReport(
+        "APPROXIMATE",
+        None,
+        None,
+        [],
+        {"matched": 8, "total": 8},
+        "Idefics2",
+        "f32",
+        "p",
+        "r",
+        approximation=what,
+    )
+    card = summary_html(report, colours())
+    assert "APPROXIMATE" in card and "PASS" not in card
+    assert "not the model as released: " + what in card
+    assert verdict_colour("APPROXIMATE", colours()) == colours().warn
+    assert report.summary().startswith("APPROXIMATE: every stage matches transformers run")
+
+
 def test_a_second_precision_gets_its_own_folder_by_default(window, tmp_path):
     """The default folder was one per model: converting at int4 after f16 asked to replace
     the f16 package, and Compare then had only one package of the model."""

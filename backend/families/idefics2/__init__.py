@@ -8,9 +8,10 @@ ids, with 1-D positions and a causal decoder, as Idefics2 has. Pictures are size
 Idefics2ImageProcessor sizes them before the runtime sees them, and the package's pixel
 chain has no Resize, so the vision graph (graphs.py) gets them at that size.
 
-Without image splitting only: a checkpoint whose processor splits pictures
+Exactly without image splitting only: a checkpoint whose processor splits pictures
 (`do_image_splitting`, 5 × 64 ids and four sub-images per picture) is this entry's
-inspect-only variant, which convert refuses.
+variant that converts only as an approximation (each picture read whole), with the
+user's consent (`Family.approximation`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import dataclasses
 from typing import Any
 
 from mmforge.backend.families._base import (
+    Approximation,
     Cfg,
     Family,
     Fixtures,
@@ -149,14 +151,14 @@ IDEFICS2 = Family(
     fixtures=Fixtures(tiny=tiny.IDEFICS2, released=tiny.RELEASED_IDEFICS2, expect=expect.IDEFICS2),
 )
 
-SPLITTING = (
-    "this checkpoint cuts every picture into four crops plus the whole picture "
-    "(do_image_splitting), which mmforge does not build yet, and converting it without "
-    "the cut would answer otherwise than transformers. To convert it without, set "
-    "do_image_splitting to false in its preprocessor_config.json. (ONNX Runtime GenAI "
-    "0.18's videochat_flash_qwen pipeline could run the cut exactly, 5 × 64 image ids and "
-    "the four fake tokens between them as vision.num_visual_tokens = 324, measured; "
-    "docs/seed-families.md)"
+SPLITTING = Approximation(
+    what="each picture is read whole, as 64 image tokens, where this checkpoint's "
+    "processor also cuts it into four crops (do_image_splitting: 5 × 64 tokens a picture), "
+    "so answers may differ from transformers', most on small print and details; mmforge "
+    "does not build the cut yet (ONNX Runtime GenAI 0.18's videochat_flash_qwen pipeline "
+    "could run it exactly with vision.num_visual_tokens = 324, measured: "
+    "docs/seed-families.md)",
+    overrides={"do_image_splitting": False},
 )
 
 
@@ -184,6 +186,7 @@ def splits_pictures(folder: Any) -> bool:
     return False
 
 
+# A splitting checkpoint converts without its splitting, only if the user agrees.
 IDEFICS2_SPLITTING = dataclasses.replace(
     IDEFICS2,
     profile=dataclasses.replace(
@@ -191,12 +194,10 @@ IDEFICS2_SPLITTING = dataclasses.replace(
         image_tokens=lambda cfg, pre: ImageTokens(
             fixed=5 * tokens_per_image(cfg),
             rule="5 × resampler_n_latents per picture (do_image_splitting: four crops and "
-            "the picture)",
+            "the picture); the package, an approximation, reads each picture whole",
         ),
     ),
-    package=None,  # convert refuses it, naming the reason: not built yet
-    exact_host="videochat_flash_qwen",
-    no_pipeline_reason=SPLITTING,
+    approximation=SPLITTING,
 )
 
 
