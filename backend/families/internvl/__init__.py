@@ -8,10 +8,12 @@ package's tokenizer reads as InternVL's `<img>`, `<IMG_CONTEXT>` and `</img>` id
 resized to 448 × 448 (bicubic) as GotOcr2ImageProcessor resizes them without tiling,
 before the runtime sees them. The graphs: graphs.py.
 
-One view a picture: transformers' InternVLProcessor tiles by default (its processor
-default `crop_to_patches: True` outranks the image processor's own setting), giving a
-picture 256 × (1 + tiles) ids by its aspect ratio, a count no 0.18 pipeline gives. The
-package sees each picture whole, as InternVLProcessor does with crop_to_patches=False.
+Only as an approximation, with the user's consent (`CROP_TO_PATCHES`): transformers'
+InternVLProcessor tiles by default (its processor default `crop_to_patches: True`
+outranks the image processor's own setting), giving a picture 256 × (1 + tiles) ids by
+its aspect ratio, a count no 0.18 pipeline gives. The package sees each picture whole, as
+InternVLProcessor does with crop_to_patches=False, which the approximation's overrides
+give the checkpoint's processor settings and verify's reference.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import (
+    Approximation,
     Cfg,
     Family,
     Fixtures,
@@ -164,6 +167,21 @@ _NOTES = (
     "InternVLProcessor tiles a picture by default (crop_to_patches).",
 )
 
+# InternVLProcessor's own default (processing_internvl.py, images_kwargs) outranks the
+# image processor's setting (processing_utils.py, _merge_kwargs), so every release tiles
+# unless the caller says otherwise: the package is an approximation of every checkpoint.
+CROP_TO_PATCHES = Approximation(
+    what="each picture is seen as one 448 × 448 view (256 image tokens), where "
+    "transformers' InternVLProcessor cuts it into up to max_patches (12) tiles of 448 px "
+    "plus a thumbnail (crop_to_patches: 256 tokens a view), so answers may differ from "
+    "transformers', most on small print and details. A picture whose closest tile grid is "
+    "1 × 1 (near-square, width/height between 0.875 and 1.167, and under about 634 × 634 "
+    "pixels) is one view either way, with the same pixels (measured). No ONNX Runtime "
+    "GenAI 0.18 pipeline gives the tiled count, 256 × (1 + tiles) by the picture's aspect "
+    "ratio (docs/seed-families.md)",
+    overrides={"crop_to_patches": False},
+)
+
 INTERNVL = Family(
     key="internvl",
     name="InternVL",
@@ -183,6 +201,7 @@ INTERNVL = Family(
     package=INTERNVL_PACKAGE,
     reference=Reference(prepare=reference.prepare, from_runtime=reference.from_runtime),
     fixtures=Fixtures(tiny=tiny.INTERNVL, released=tiny.RELEASED_INTERNVL, expect=expect.INTERNVL),
+    approximation=CROP_TO_PATCHES,
 )
 
 REMOTE_CODE = (
@@ -194,6 +213,7 @@ REMOTE_CODE = (
 
 INTERNVL_REMOTE = dataclasses.replace(
     INTERNVL,
+    approximation=None,
     package=None,
     reference=None,
     fixtures=Fixtures(),

@@ -9,9 +9,11 @@ does (`replace_image_token`): each `<IMG_CONTEXT>` of the prompt becomes `<img>`
 `<IMG_CONTEXT>` × image_seq_length · views + `</img>`, views being the picture's
 `num_patches` from the image processor.
 
-The image processor is called with crop_to_patches=False: the package sees every picture
-as one 448 × 448 view, where InternVLProcessor (its processor default, crop_to_patches
-True) cuts it into tiles plus a thumbnail.
+The package sees every picture as one 448 × 448 view, where InternVLProcessor (its
+processor default, crop_to_patches True) cuts it into tiles plus a thumbnail: an
+approximation the user accepts, whose overrides (crop_to_patches false) the image
+processor takes (`_reference.image_processor`). Without them the processor tiles, and
+the ids count every view, as transformers' InternVLProcessor would.
 """
 
 from __future__ import annotations
@@ -38,9 +40,7 @@ def prepare(request: ReferenceRequest) -> ReferenceInputs:
     tensors: dict[str, Any] = {}
     views: list[int] = []
     if request.images:
-        out = image_processor(checkpoint)(
-            images=request.images, crop_to_patches=False, return_tensors="pt"
-        )
+        out = image_processor(checkpoint)(images=request.images, return_tensors="pt")
         tensors["pixel_values"] = out["pixel_values"]
         views = [int(n) for n in out["num_patches"]]
     expanded = expand(request.prompt, views, tokens_per_image(checkpoint.cfg))
