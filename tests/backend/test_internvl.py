@@ -325,3 +325,18 @@ def test_convert_asks_for_consent_to_one_view_a_picture(tiny, tmp_path):
     assert manifest.approximation["overrides"] == {"crop_to_patches": False}
     pre = json.loads((source / "preprocessor_config.json").read_text())
     assert pre["crop_to_patches"] is True  # the release's setting, untouched
+
+
+def test_a_processor_size_other_than_the_towers_is_refused(tiny, tmp_path):
+    """transformers would interpolate the 448 px position table; the package does not."""
+    from mmforge.backend.convert import convert
+
+    source = tmp_path / "other-size"
+    shutil.copytree(tiny("internvl"), source)
+    pre = json.loads((source / "preprocessor_config.json").read_text())
+    pre["size"] = {"height": 224, "width": 224}
+    (source / "preprocessor_config.json").write_text(json.dumps(pre))
+    with pytest.raises(MmforgeError) as e:
+        convert(str(source), tmp_path / "out", approximate=True)
+    assert "224 × 224" in e.value.one_line() and "interpolate" in e.value.one_line()
+    assert not (tmp_path / "out").exists()

@@ -85,11 +85,23 @@ def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
 
 
 def _side(cfg: Cfg, pre: Cfg) -> tuple[int, int]:
-    """The view's (width, height): the processor's size, else the tower's."""
+    """The view's (width, height): the processor's size, which must be the tower's.
+
+    Raises:
+        MmforgeError: The processor resizes to another size than the tower's, where
+            transformers would interpolate the position embeddings (not built).
+    """
+    side = view_size(cfg)
     size = pre.get("size")
     if isinstance(size, dict) and "height" in size and "width" in size:
-        return int(size["width"]), int(size["height"])
-    side = view_size(cfg)
+        width, height = int(size["width"]), int(size["height"])
+        if (width, height) != (side, side):
+            raise MmforgeError(
+                f"The image processor resizes pictures to {width} × {height}, the vision "
+                f"tower's positions are for {side} × {side}",
+                "transformers would interpolate the position embeddings, which mmforge does "
+                f"not build: set size to {side} × {side} in preprocessor_config.json",
+            )
     return side, side
 
 
