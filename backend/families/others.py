@@ -133,55 +133,6 @@ def _linear(cfg: Cfg, who: str, field: str, value: object) -> Projector:
     )
 
 
-def _internvl_projector(cfg: Cfg) -> Projector:
-    ratio = cfg.get("downsample_ratio", 0.5)
-    return Projector(
-        "MLPMultiModalProjector",
-        "pixel shuffle → LayerNorm → Linear → GELU → Linear",
-        f"InternVL shuffles pixels by downsample_ratio={ratio}, then a LayerNorm + two-layer MLP",
-        {"downsample_ratio": ratio},
-    )
-
-
-def _internvl_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
-    image = as_int(cfg.first("vision_config.image_size", "force_image_size", default=448))
-    patch = as_int(cfg.get("vision_config.patch_size", 14))
-    ratio = float(cfg.get("downsample_ratio", 0.5))
-    per_tile = int(cfg.get("image_seq_length", int((image // patch) ** 2 * ratio * ratio)))
-    tiles = int(pre.first("max_patches", default=12))
-    return ImageTokens(
-        minimum=per_tile,
-        maximum=per_tile * (tiles + 1),
-        rule=f"{per_tile} tokens per {image}px tile, up to {tiles} tiles plus a thumbnail",
-    )
-
-
-INTERNVL = Family(
-    key="internvl",
-    fixtures=_inspected("InternVLConfig", "MLPMultiModalProjector", {"image_token_id": 151667}),
-    name="InternVL",
-    pipeline_type=None,
-    exact_host="videochat_flash_qwen",
-    recognition=Recognition(
-        model_types=("internvl", "internvl_chat"), remote_code_types=("internvl_chat",)
-    ),
-    profile=Profile(
-        projector=_internvl_projector,
-        token_ids=lambda cfg: ids(cfg, image_token_id=("image_token_id", "img_context_token_id")),
-        image_tokens=_internvl_tokens,
-        hf_class="InternVLForConditionalGeneration",
-    ),
-    no_pipeline_reason=(
-        _VIDEOCHAT.format(k=256)
-        + " when the processor does not tile (crop_to_patches false, transformers' default: "
-        "<img>, 256 <IMG_CONTEXT>, </img>, which the runtime's markers can be). Tiled "
-        "pictures (crop_to_patches true, as the original remote code always does) take "
-        "256 × (tiles + thumbnail) ids, a count no 0.18 processor gives. mmforge does not "
-        "build its graphs yet" + _SEE
-    ),
-)
-
-
 def _idefics3_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     image = as_int(cfg.get("vision_config.image_size", 224))
     patch = as_int(cfg.get("vision_config.patch_size", 32))
@@ -457,7 +408,6 @@ VIDEOCHAT_FLASH = Family(
 
 FAMILIES = (
     LLAVA_NEXT,
-    INTERNVL,
     IDEFICS3,
     MOLMO,
     FLORENCE2,

@@ -457,11 +457,18 @@ def test_unsupported_family_exits_2(tmp_path, capsys):
     assert len(err) == 1 and "LLaVA-NeXT cannot be converted" in err[0]
     assert not (tmp_path / "out").exists()
     # A family a runtime pipeline could host but mmforge does not build: refused, saying which.
+    transformers.Gemma3nConfig().save_pretrained(tmp_path / "gemma3n")
+    assert main(["convert", str(tmp_path / "gemma3n"), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Converting Gemma 3n is not supported yet" in err[0]
+    assert "gemma3" in err[0]
+    assert not (tmp_path / "out").exists()
+    # A family that converts only as an approximation: refused without the user's consent.
     transformers.InternVLConfig().save_pretrained(tmp_path / "internvl")
     assert main(["convert", str(tmp_path / "internvl"), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "Converting InternVL is not supported yet" in err[0]
-    assert "videochat_flash_qwen" in err[0]
+    assert len(err) == 1 and "InternVL converts only as an approximation" in err[0]
+    assert "--approximate" in err[0]
     assert not (tmp_path / "out").exists()
 
 
@@ -716,7 +723,7 @@ def test_a_remote_code_only_checkpoint_is_refused_saying_why(tmp_path):
         convert(str(folder), tmp_path / "out", trust_remote_code=True)
     assert "defined by remote code, which mmforge does not convert" in e.value.one_line()
     assert "model_type internvl" in e.value.one_line()
-    assert "crop_to_patches" in e.value.one_line()  # InternVL's own reason, named
+    assert "-hf" in e.value.one_line()  # InternVL's own reason: convert the -hf release
     assert not (tmp_path / "out").exists()
 
 

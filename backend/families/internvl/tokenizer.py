@@ -1,0 +1,118 @@
+"""The package's tokenizer for InternVL on ONNX Runtime GenAI's `videochat_flash_qwen`.
+
+That pipeline's processor (videochat_flash_processor.cpp, BuildPromptTokens) replaces each
+`<|vision_start|>` of the prompt by `<|vision_start|>` + K × `<|image_pad|>` +
+`<|vision_end|>` and tokenizes the text with the package's tokenizer. InternVLProcessor
+writes `<img>` + K × `<IMG_CONTEXT>` + `</img>` for each `<IMG_CONTEXT>` of the prompt
+(one 448 × 448 view, K = 256). So the package's tokenizer.json reads the runtime's pieces
+on InternVL's own ids: `<|vision_start|>` as `<img>`, `<|image_pad|>` as `<IMG_CONTEXT>`,
+`<|vision_end|>` as `</img>`. The releases' tokenizer is Qwen2.5-VL's, which already holds
+those three pieces on Qwen's ids of their own: their entries move to InternVL's ids (the
+0.18 wheel reads duplicate-id added tokens as written, measured for LLaVA and Idefics2),
+and tokenizer_config.json's `added_tokens_decoder` drops them at their old ids.
+
+The chat template writes `<|vision_start|>` and a newline where the release's writes
+`<IMG_CONTEXT>` and a newline; pictures are then never adjacent (a newline after each), so no
+`<|vision_end|><|vision_start|>` piece is needed. Qwen's tokenizer adds no BOS.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.families._base import Cfg
+from mmforge.backend.families.llava.tokenizer import bos_written
+
+MARKER = "<|vision_start|>"
+START, CONTEXT, END = "<img>", "<IMG_CONTEXT>", "</img>"
+# The runtime's pieces and the InternVL token each one is read as.
+PIECES = ((MARKER, START), ("<|image_pad|>", CONTEXT), ("<|vision_end|>", END))
+
+_RELEASED_PICTURE = "{{ '<IMG_CONTEXT>\\n' }}"
+_PICTURE = "{{ '" + MARKER + "\\n' }}"
+
+
+def token_id(tokenizer: dict[str, Any], content: str) -> int:
+    """The id of an added token of tokenizer.json.
+
+    Raises:
+        MmforgeError: The tokenizer has no such token.
+    """
+    for token in tokenizer.get("added_tokens", []):
+        if token.get("content") == content:
+            return int(token["id"])
+    raise MmforgeError(
+        f"The tokenizer has no {content} token",
+        "InternVL's tokenizer defines <img>, <IMG_CONTEXT> and </img>; use the "
+        "checkpoint's own tokenizer files",
+    )
+
+
+def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: Path) -> str:
+    """Put the marker pieces on the model's ids and rewrite the template (in place).
+
+    Args:
+        tokenizer: The package's tokenizer.json, parsed.
+        config: The package's tokenizer_config.json, parsed (its chat_template is text).
+        cfg: The checkpoint's config.
+        folder: The checkpoint folder (its tokenizer tells whether it adds a BOS).
+
+    Returns:
+        A line for the manifest.
+
+    Raises:
+        MmforgeError: The template writes pictures otherwise than the released one, or
+            config.json's image_token_id is not <IMG_CONTEXT>'s.
+    """
+    ids = {name: token_id(tokenizer, name) for name in (START, CONTEXT, END)}
+    if cfg.get("image_token_id") != ids[CONTEXT]:
+        raise MmforgeError(
+            f"config.json's image_token_id {cfg.get('image_token_id')} is not the "
+            f"tokenizer's {CONTEXT} ({ids[CONTEXT]})",
+            "Use the checkpoint's own tokenizer files with its config.json",
+        )
+    added = tokenizer.setdefault("added_tokens", [])
+    moved: set[str] = set()
+    for content, reads_as in PIECES:
+        entries = [t for t in added if t.get("content") == content]
+        for entry in entries:
+            entry["id"] = ids[reads_as]
+            moved.add(content)
+        if not entries:
+            added.append(
+                {
+                    "id": ids[reads_as],
+                    "content": content,
+                    "single_word": False,
+                    "lstrip": False,
+                    "rstrip": False,
+                    "normalized": False,
+                    "special": True,
+                }
+            )
+    decoder = config.get("added_tokens_decoder")
+    if isinstance(decoder, dict):
+        for key in [
+            k for k, v in decoder.items() if isinstance(v, dict) and v.get("content") in moved
+        ]:
+            del decoder[key]
+    template = str(config.get("chat_template", ""))
+    if _RELEASED_PICTURE not in template:
+        raise MmforgeError(
+            "The chat template does not write pictures as InternVL's released template does "
+            f"({_RELEASED_PICTURE})",
+            "Use the release's chat template: the package's copy writes the runtime's "
+            "picture marker where it writes <IMG_CONTEXT>",
+        )
+    template = template.replace(_RELEASED_PICTURE, _PICTURE)
+    template, bos = bos_written(template, tokenizer, folder)
+    config["chat_template"] = template
+    config["add_bos_token"] = False  # the template writes it where the tokenizer adds one
+    return (
+        f"Tokenizer: the runtime's {MARKER}, <|image_pad|> and <|vision_end|> read as "
+        f"{START}, {CONTEXT} and {END} (ids {ids[START]}, {ids[CONTEXT]}, {ids[END]}); the "
+        f"chat template writes {MARKER} for each picture"
+        + ("" if not bos else " and the BOS transformers' tokenizer adds")
+    )
