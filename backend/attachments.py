@@ -63,6 +63,9 @@ class Attachment:
         width: Image width after preparation (images only).
         height: Image height after preparation (images only).
         seconds: Duration (audio only).
+        shown_width: The picture's upright width as the user took it, where the copy was
+            stretched to a fixed size for the model (InternVL's 448 × 448); 0: the copy's.
+        shown_height: Likewise its height: the transcript draws the copy at this shape.
     """
 
     kind: str
@@ -72,6 +75,8 @@ class Attachment:
     width: int = 0
     height: int = 0
     seconds: float = 0.0
+    shown_width: int = 0
+    shown_height: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the path as a string)."""
@@ -242,7 +247,19 @@ def _prepare_image(path: Path, dest: Path, intake: picture_sizing.Intake | None)
     target = _free_name(dest, path.stem, ".png")
     pictures.save_lossless(taken.image, target)
     width, height = taken.image.size
-    return Attachment(IMAGE, target, path.name, taken.note, width=width, height=height)
+    # A copy stretched to a fixed size is drawn at the picture's own shape again.
+    stretched = intake is not None and intake.sizing is not None and intake.sizing.stretches
+    shown = (taken.width, taken.height) if stretched and taken.resized else (0, 0)
+    return Attachment(
+        IMAGE,
+        target,
+        path.name,
+        taken.note,
+        width=width,
+        height=height,
+        shown_width=shown[0],
+        shown_height=shown[1],
+    )
 
 
 def package_intake(package: Path) -> picture_sizing.Intake | None:

@@ -158,6 +158,14 @@ class Sizing:
         return h_bar * w_bar > self.tile_above
 
     @property
+    def stretches(self) -> bool:
+        """Whether this sizing may change a picture's shape (a fixed size; sides raised alone).
+
+        Chat draws such a picture at the shape the user took it again.
+        """
+        return self.rule in (FIXED, EDGE_BOUNDS)
+
+    @property
     def one_size(self) -> bool:
         """Whether a prompt's pictures must share one size after this sizing.
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtCore import QSize, Qt, QUrl, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QImageReader, QTextDocument
 from PySide6.QtWidgets import QWidget
 
@@ -47,30 +47,35 @@ class Transcript(SafeBrowser):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self._thumbs: dict[str, QImage] = {}
-        self._urls: dict[Path, str] = {}
-        self._paths: dict[str, Path] = {}
+        self._urls: dict[tuple[Path, tuple[int, int]], str] = {}
+        self._paths: dict[str, tuple[Path, tuple[int, int]]] = {}
         # Not guessable: an answer that writes `thumb:...` draws none of these pictures.
         self._secret = secrets.token_hex(8)
         self.setOpenLinks(False)
         self.setAcceptDrops(True)
         self.viewport().setAcceptDrops(True)
 
-    def thumb_url(self, path: Path) -> str:
-        """The URL the transcript draws the picture `path` by (it may load that file)."""
-        url = self._urls.get(path)
+    def thumb_url(self, path: Path, shape: tuple[int, int] = (0, 0)) -> str:
+        """The URL the transcript draws the picture `path` by (it may load that file).
+
+        `shape`: the (width, height) to draw it at the proportions of, where the file was
+        stretched for the model (Attachment.shown_width); (0, 0): the file's own.
+        """
+        key = (path, shape)
+        url = self._urls.get(key)
         if url is None:
-            url = self._urls[path] = f"thumb:{self._secret}-{len(self._urls)}"
-            self._paths[url] = path
+            url = self._urls[key] = f"thumb:{self._secret}-{len(self._urls)}"
+            self._paths[url] = key
         return url
 
     def loadResource(self, kind: int, url: QUrl | str) -> Any:
         """The registered thumbnails; nothing else (see `safe_text.refused`)."""
         key = QUrl(url).toString()
-        path = self._paths.get(key)
-        if kind != QTextDocument.ResourceType.ImageResource.value or path is None:
+        registered = self._paths.get(key)
+        if kind != QTextDocument.ResourceType.ImageResource.value or registered is None:
             return refused()
         if key not in self._thumbs:
-            self._thumbs[key] = _thumbnail(path)
+            self._thumbs[key] = _thumbnail(*registered)
         return self._thumbs[key]
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
@@ -98,13 +103,19 @@ class Transcript(SafeBrowser):
             event.ignore()
 
 
-def _thumbnail(path: Path) -> QImage:
-    """The picture scaled to fit THUMB; an empty image for anything but a readable file."""
+def _thumbnail(path: Path, shape: tuple[int, int] = (0, 0)) -> QImage:
+    """The picture scaled to fit THUMB, at `shape`'s proportions where it is given.
+
+    An empty image for anything but a readable file.
+    """
     if not is_regular_file(path):  # a FIFO or a device named in a saved conversation
         return QImage()
     reader = QImageReader(str(path))
     size = reader.size()
-    if size.isValid() and max(size.width(), size.height()) > THUMB:
+    if min(shape) > 0 and size.isValid():  # stretched back to the picture as taken
+        fit = QSize(*shape).scaled(THUMB, THUMB, Qt.AspectRatioMode.KeepAspectRatio)
+        reader.setScaledSize(fit if max(shape) > THUMB else QSize(*shape))
+    elif size.isValid() and max(size.width(), size.height()) > THUMB:
         reader.setScaledSize(size.scaled(THUMB, THUMB, Qt.AspectRatioMode.KeepAspectRatio))
     image = reader.read()
     return image if not image.isNull() else QImage()
@@ -165,7 +176,10 @@ def bubble(body: str, c: Colours, *, user: bool) -> str:
 
 
 def message_html(
-    m: Message, index: int | None, c: Colours, thumb: Callable[[Path], str] | None = None
+    m: Message,
+    index: int | None,
+    c: Colours,
+    thumb: Callable[[Path, tuple[int, int]], str] | None = None,
 ) -> str:
     """One message of the transcript; `index` names it in its Copy links (None: none).
 
@@ -177,7 +191,7 @@ def message_html(
     copy = f" · <a href='copy:{index}'>Copy</a>" if index is not None and m.text.strip() else ""
     if m.role == "user":
         pictures = "".join(
-            f"<img src='{html.escape(thumb(a.path))}'> "
+            f"<img src='{html.escape(thumb(a.path, (a.shown_width, a.shown_height)))}'> "
             for a in m.attachments
             if a.kind == IMAGE and thumb is not None
         )

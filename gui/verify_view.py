@@ -495,7 +495,8 @@ class VerifyView(QWidget):
                 item = QTableWidgetItem(text)
                 item.setToolTip(text if j == 5 else STAGES.get(comp.name, ""))
                 if j == 1:
-                    item.setForeground(QColor("white"))
+                    # The dark palette's bright accents need dark letters (white: 2.5:1).
+                    item.setForeground(QColor("#0d1117" if c.dark else "white"))
                     item.setBackground(QColor(verdict_colour(comp.verdict, c)))
                 elif comp.name == first:
                     item.setBackground(QColor(c.note))

@@ -162,3 +162,27 @@ def test_the_first_look_refuses_at_once_what_send_would(tmp_path):
                 prepare(path, kind, tmp_path / "out")
     first_look(resources.probe_image(), IMAGE)
     first_look(resources.probe_audio(), AUDIO)
+
+
+@pytest.mark.parametrize(
+    "rule,shown",
+    [("fixed", (900, 600)), ("edge_bounds", (900, 600)), ("shortest_edge_crop", (0, 0))],
+)
+def test_a_picture_stretched_for_the_model_keeps_its_shape_for_the_transcript(
+    tmp_path, rule, shown
+):
+    """A 900×600 photo sized to InternVL's 448 × 448 was drawn squashed in the transcript:
+    the copy keeps the model's size, and the attachment says the shape the user took."""
+    from mmforge.backend.picture_sizing import Intake, Sizing
+
+    photo = tmp_path / "photo.jpg"
+    Image.effect_noise((900, 600), 60).convert("RGB").save(photo, quality=90)
+    sizes = {
+        "fixed": Sizing(rule, "bicubic", width=448, height=448),
+        "edge_bounds": Sizing(rule, "bilinear", shortest_edge=700, longest_edge=980),
+        "shortest_edge_crop": Sizing(rule, "bicubic", shortest_edge=336, width=336, height=336),
+    }
+    sent = prepare(photo, IMAGE, tmp_path / "out", Intake(on_white=True, sizing=sizes[rule]))
+    with Image.open(sent.path) as copy:
+        assert copy.size == (sent.width, sent.height) != (900, 600)
+    assert (sent.shown_width, sent.shown_height) == shown

@@ -414,3 +414,19 @@ def test_5_a_new_run_does_not_show_the_last_ones_finished(window):
     progress.start()
     progress.failed("no room")
     assert progress.stage_bar.format().startswith("failed") and progress.stage_bar.maximum()
+
+
+def test_a_picture_stretched_for_the_model_is_drawn_at_the_shape_it_was_taken(qapp, tmp_path):
+    """The GUI review: a 900×600 photo sent to InternVL (448 × 448 for the model) showed
+    as a squashed square in the transcript."""
+    from PIL import Image
+
+    from mmforge.gui.transcript import THUMB, _thumbnail
+
+    copy = tmp_path / "photo.png"
+    Image.new("RGB", (448, 448), (90, 140, 200)).save(copy)
+    drawn = _thumbnail(copy, (900, 600))
+    assert (drawn.width(), drawn.height()) == (THUMB, THUMB * 600 // 900)
+    assert (_thumbnail(copy).width(), _thumbnail(copy).height()) == (THUMB, THUMB)
+    small = _thumbnail(copy, (150, 100))  # smaller than THUMB: its own size
+    assert (small.width(), small.height()) == (150, 100)
