@@ -51,6 +51,7 @@ IDEFICS3: tuple[Rule, ...] = (
     ),
     honoured("vision_config.layer_norm_eps", "every tower LayerNorm"),
     only("vision_config.hidden_act", "gelu", *GELU_TANH, note="the tower's MLP activation"),
+    inert("_pad_token_id", "the deprecated top-level pad id transformers 5 writes; unread"),
     honoured("scale_factor", "the connector's pixel shuffle and the features per picture"),
     *token_ids("image_token_id"),
 )

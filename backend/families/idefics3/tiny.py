@@ -81,6 +81,7 @@ def _config(model_type: str, image_size: int, patch: int, scale: int, bos: str, 
             vision_config=vision,
             scale_factor=scale,
             image_token_id=s["<image>"],
+            pad_token_id=s[eos],
             tie_word_embeddings=False,
         )
 
