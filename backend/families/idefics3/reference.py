@@ -33,9 +33,13 @@ def expand(prompt: str, pictures: int, per_image: int) -> str:
 def prepare(request: ReferenceRequest) -> ReferenceInputs:
     """The processors' inputs without splitting: ids, pixels [1, N, 3, S, S] and their mask.
 
+    The image processor runs with the checkpoint's settings (and an accepted
+    approximation's overrides); one that splits with a single tile a picture (its first
+    resize no larger than the tile) makes the pixels it makes without splitting.
+
     Raises:
-        MmforgeError: The image processor splits pictures (a checkpoint converted
-            without the user's consent to read them whole).
+        MmforgeError: The image processor cuts a picture into tiles (a checkpoint
+            converted without the user's consent to read them whole).
     """
     import torch
 
@@ -43,13 +47,13 @@ def prepare(request: ReferenceRequest) -> ReferenceInputs:
     tensors: dict[str, Any] = {}
     if request.images:
         processor = image_processor(checkpoint)
-        if getattr(processor, "do_image_splitting", False):
+        out = processor(images=[request.images], return_tensors="pt", return_row_col_info=True)
+        if any(n for grid in (out["rows"], out["cols"]) for row in grid for n in row):
             raise MmforgeError(
-                "This checkpoint's image processor splits pictures (do_image_splitting), "
-                "which the package does not",
+                "This checkpoint's image processor splits the picture into tiles "
+                "(do_image_splitting), which the package does not",
                 "Convert it with --approximate (each picture read whole) and verify that package",
             )
-        out = processor(images=[request.images], return_tensors="pt")
         tensors["pixel_values"] = out["pixel_values"]
         tensors["pixel_attention_mask"] = out["pixel_attention_mask"]
     expanded = expand(request.prompt, len(request.images), tokens_per_image(checkpoint.cfg))
