@@ -9,6 +9,7 @@ exactly), nor do the release-shaped ones (the releases do: an approximation, wit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mmforge.backend.tiny.build import TinySpec
@@ -54,7 +55,9 @@ def _preprocessor(side: int, splitting: bool, processor: str) -> dict[str, Any]:
     }
 
 
-def _config(model_type: str, image_size: int, patch: int, scale: int, bos: str, eos: str):
+def _config(
+    model_type: str, image_size: int, patch: int, scale: int, bos: str, eos: str
+) -> Callable[[dict[str, int], int], Any]:
     def make(s: dict[str, int], vocab: int) -> Any:
         import transformers
 
