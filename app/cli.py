@@ -335,7 +335,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _inspect_package(folder: Path, *, as_json: bool) -> int:
     """A converted package: what it is, and what programs that hand it files must do."""
     from mmforge.backend.attachments import package_intake
-    from mmforge.backend.library import read_manifest
+    from mmforge.backend.library import approximation, read_manifest
     from mmforge.backend.picture_sizing import for_other_programs
 
     manifest = read_manifest(folder)
@@ -343,15 +343,24 @@ def _inspect_package(folder: Path, *, as_json: bool) -> int:
     sizing = intake.sizing if intake is not None else None
     advice = for_other_programs(intake)
     family, dtype = str(manifest.get("family", "?")), str(manifest.get("dtype", "?"))
+    differs = approximation(folder)
     if as_json:
         pictures = {"sizing": sizing.to_dict() if sizing else None, "other_programs": advice}
         print(
             json.dumps(
-                {"package": str(folder), "family": family, "dtype": dtype, "pictures": pictures}
+                {
+                    "package": str(folder),
+                    "family": family,
+                    "dtype": dtype,
+                    "pictures": pictures,
+                    "approximation": differs,
+                }
             )
         )
         return 0
     print(escape(f"{family} package ({dtype}) at {folder}"))
+    if differs is not None:
+        print(escape(f"  approximation: {differs} (converted with --approximate)"))
     if sizing is not None:
         print(f"  pictures: {sizing.describe()}")
     elif "pictures" not in manifest:

@@ -13,7 +13,7 @@ from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QWidget
 
 from mmforge.backend.chat.values import SessionInfo
-from mmforge.backend.library import model_name
+from mmforge.backend.library import approximation, model_name
 from mmforge.gui.chat_column import input_hint
 from mmforge.gui.chat_turns import is_demo, same_package
 from mmforge.gui.errors import show_error
@@ -127,6 +127,9 @@ class ChatLoading(_Page):
                 "\nThis is the random-weight demo model: it talks nonsense by design, "
                 "while its parity with the original is exact."
             )
+        differs = approximation(info.package)
+        if differs is not None:
+            text += f"\nAn approximation you agreed to when converting: {differs}."
         self.info.setText(text)
         self.input.setPlaceholderText(input_hint(info.vision, info.audio))
         self._on_conversation(info.conversation)

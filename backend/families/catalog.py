@@ -73,8 +73,8 @@ def sentence(n: dict[str, int] | None = None) -> str:
     return (
         f"{n[EXACT]} families convert exactly, {n[CONSENT]} with your consent; "
         f"{n[NOT_YET]} more could run exactly on a runtime pipeline but mmforge does not build "
-        f"their graphs yet, and {n[CANNOT]} cannot convert, each with its measured reason "
-        "(inspect describes them all)."
+        f"{'its' if n[NOT_YET] == 1 else 'their'} graphs yet, and {n[CANNOT]} cannot convert, "
+        "each with its measured reason (inspect describes them all)."
     )
 
 
@@ -91,11 +91,25 @@ def table(entries: tuple[Family, ...] = ALL) -> str:
     ]
     for family in entries:
         s = standing(family)
-        types = ", ".join(f"`{t}`" for t in family.recognition.model_types)
+        types = ", ".join(_type_words(family, t) for t in family.recognition.model_types)
         why = s.why.replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
         lines.append(f"| {family.name} | {types} | {s.kind} | {why} |")
     lines += ["", END]
     return "\n".join(lines)
+
+
+def _type_words(family: Family, model_type: str) -> str:
+    """A model_type as the table names it: a remote-code layout convert refuses says so.
+
+    Remote code converts only through a family builder or a layout map that reads it as
+    data (convert/job.py, `_check_convertible`; `Recognition.remote_layout`); otherwise
+    inspect describes it and no more.
+    """
+    builder = family.package is not None and family.package.build is not None
+    read_as_data = builder or family.recognition.remote_layout is not None
+    if model_type in family.recognition.remote_code_types and not read_as_data:
+        return f"`{model_type}` (remote code: inspect only)"
+    return f"`{model_type}`"
 
 
 def rewrite(text: str) -> str:

@@ -462,6 +462,10 @@ def test_an_approximation_is_refused_with_one_line_until_approximate(tiny, tmp_p
     assert "--approximate" in json.loads(printed)["error"]["hint"]
     code, _, _ = _run(capsys, "convert", str(folder), "-o", str(out), "--approximate")
     assert code == 0
+    code, printed, _ = _run(capsys, "inspect", str(out))  # the package says what it is
+    assert code == 0 and "approximation: each picture is read whole" in printed
+    code, printed, _ = _run(capsys, "inspect", str(out), "--json")
+    assert "do_image_splitting" in json.loads(printed)["approximation"]
     report = tmp_path / "report.json"
     code, _, _ = _run(
         capsys,

@@ -235,3 +235,11 @@ def test_an_approximation_is_asked_about_and_the_card_says_what_differs(
     assert asked == ["Convert as an approximation?"]
     manifest = json.loads((tmp_path / "out" / "mmforge_manifest.json").read_text())
     assert manifest["approximation"]["overrides"] == {"do_image_splitting": False}
+    # Chatting with it says so too, not only the card that is gone by then.
+    from tests.gui.chatting import load
+
+    chat = window.chat_view
+    load(qtbot, chat, tmp_path / "out")
+    assert "An approximation you agreed to when converting: each picture is read whole" in (
+        chat.info.text()
+    )

@@ -33,6 +33,7 @@ from mmforge.backend.families._base import Cfg, as_int
 from mmforge.backend.families._graph_edit import name_decoder_weights
 from mmforge.backend.families._hooks import FixRequest
 from mmforge.backend.families.lfm2.ops import GraphBuilder
+from mmforge.backend.families.llava.graphs import features_at_image_ids
 from mmforge.backend.families.paligemma.graphs import siglip_encoder
 
 VISION = "model.vision_model."
@@ -267,31 +268,11 @@ def vision_graph(cfg: Cfg) -> Any:
 
 
 def embedding_graph(cfg: Cfg) -> Any:
-    """Token embeddings with the picture features written, in order, at the `<image>` ids.
-
-    The package's tokenizer reads the runtime's marker text as `<fake_token_around_image>`
-    and `<image>` ids (tokenizer.py), so the ids are exactly Idefics2Processor's.
-    Placeholders keep their text embedding when no features come with them (every decode
-    step).
-    """
-    import onnx_ir as ir
-
-    vocab, hidden = int(cfg.text.get("vocab_size")), int(cfg.text.get("hidden_size"))
-    image = cfg.get("image_token_id")
-    if not isinstance(image, int):
-        raise MmforgeError(
-            "config.json has no image_token_id",
-            "Add image_token_id (the id of <image> in the tokenizer) to config.json",
-        )
-    g = GraphBuilder("idefics2_embedding")
-    ids = g.input("input_ids", ir.DataType.INT64, ["batch_size", "sequence_length"])
-    features = g.input("image_features", ir.DataType.FLOAT, ["num_image_tokens", hidden])
-    embeds = g.op("Gather", g.weight(TEXT + "embed_tokens.weight", [vocab, hidden]), ids, axis=0)
-    has_features = g.op("Greater", g.op("Size", features), g.const(np.int64(0)))
-    slots = g.op("And", g.op("Equal", ids, g.const(np.int64(image))), has_features)
-    where = g.op("Transpose", g.op("NonZero", slots), perm=[1, 0])  # [M, 2]
-    g.output(g.op("ScatterND", embeds, where, features), "inputs_embeds")
-    return g.model()
+    """The features at the `<image>` ids (llava.graphs.features_at_image_ids)."""
+    table = TEXT + "embed_tokens.weight"
+    return features_at_image_ids(
+        cfg, "idefics2_embedding", table, "<image>", field="image_token_id"
+    )
 
 
 def own_vision_and_embedding(request: FixRequest) -> str | None:

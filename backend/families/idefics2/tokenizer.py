@@ -27,6 +27,7 @@ from typing import Any
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
 from mmforge.backend.families.llava.tokenizer import bos_written
+from mmforge.backend.families.llava.tokenizer import token_id as _token_id
 
 MARKER = "<|vision_start|>"
 FAKE_TEXT = "<fake_token_around_image>"
@@ -63,19 +64,8 @@ def _named(match: re.Match[str]) -> str:
 
 
 def token_id(tokenizer: dict[str, Any], content: str) -> int:
-    """The id of an added token of tokenizer.json.
-
-    Raises:
-        MmforgeError: The tokenizer has no such token.
-    """
-    for token in tokenizer.get("added_tokens", []):
-        if token.get("content") == content:
-            return int(token["id"])
-    raise MmforgeError(
-        f"The tokenizer has no {content} token",
-        "Idefics2's tokenizer defines <fake_token_around_image> and <image>; use the "
-        "checkpoint's own tokenizer files",
-    )
+    """The id of an added token of tokenizer.json (llava.tokenizer.token_id)."""
+    return _token_id(tokenizer, content, "Idefics2", "<fake_token_around_image> and <image>")
 
 
 def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: Path) -> str:

@@ -37,8 +37,6 @@ from mmforge.backend.families._base import (
     Reference,
     as_int,
     ids,
-    processor_op,
-    rescale_and_normalize,
 )
 from mmforge.backend.families._hooks import VariantRequest
 from mmforge.backend.families.idefics2 import splits_pictures
@@ -49,6 +47,7 @@ from mmforge.backend.families.idefics3.graphs import (
     scale,
     tokens_per_image,
 )
+from mmforge.backend.families.llava import sized_pixels
 from mmforge.backend.picture_sizing import EDGE_THEN_FIXED, Sizing, resample_name
 
 IMAGENET_STANDARD = [0.5, 0.5, 0.5]
@@ -109,28 +108,11 @@ def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
 
 
 def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
-    """The runtime's pixel chain: Resize (the identity), rescale, normalise, CHW."""
+    """The square's pixel chain (`llava.sized_pixels`: its Resize is the identity)."""
     side = _side(cfg, pre)
-    return {
-        "processor": {
-            "name": "idefics3_image_processor",
-            "transforms": [
-                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
-                processor_op(
-                    "resize",
-                    "Resize",
-                    {
-                        "interpolation": "CUBIC",
-                        "width": side,
-                        "height": side,
-                        "keep_aspect_ratio": 0,
-                    },
-                ),
-                *rescale_and_normalize(pre, IMAGENET_STANDARD, IMAGENET_STANDARD),
-                processor_op("to_channel_first", "Permute3D", {"dims": [2, 0, 1]}),
-            ],
-        }
-    }
+    return sized_pixels(
+        "idefics3_image_processor", (side, side), pre, IMAGENET_STANDARD, IMAGENET_STANDARD
+    )
 
 
 def _tokens(cfg: Cfg) -> dict[str, int]:

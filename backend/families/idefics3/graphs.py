@@ -17,7 +17,8 @@ picture the image processor makes without splitting (one square of
   one row, s² · width wide, in transformers' order), then `modality_projection.proj`,
   one Linear without bias, to the text width: (side / s)² features a picture.
 
-The embedding is Idefics2's (features written at the `<image>` ids in order).
+The embedding writes the features at the `<image>` ids in order
+(`llava.graphs.features_at_image_ids`, the graph of every family on this pipeline).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg, as_int
 from mmforge.backend.families._graph_edit import name_decoder_weights
 from mmforge.backend.families._hooks import FixRequest
-from mmforge.backend.families.idefics2.graphs import HEAD, TEXT, embedding_graph, navit_tower
+from mmforge.backend.families.idefics2.graphs import HEAD, TEXT, navit_tower
 from mmforge.backend.families.lfm2.ops import GraphBuilder
+from mmforge.backend.families.llava.graphs import features_at_image_ids
 
 CONNECTOR = "model.connector."
 
@@ -97,7 +99,10 @@ def own_vision_and_embedding(request: FixRequest) -> str | None:
     """Put our vision and embedding graphs in place of mobius's; name the decoder's weights."""
     models, cfg = request.models, request.cfg
     models["vision_encoder"] = vision_graph(cfg)
-    models["embedding"] = embedding_graph(cfg)
+    table = TEXT + "embed_tokens.weight"
+    models["embedding"] = features_at_image_ids(
+        cfg, "idefics3_embedding", table, "<image>", field="image_token_id"
+    )
     renamed = name_decoder_weights(models["decoder"].graph, TEXT, HEAD)
     return (
         "Graphs: the NaViT SigLIP tower, the connector (pixel shuffle by "

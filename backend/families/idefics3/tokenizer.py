@@ -29,8 +29,7 @@ from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.families.idefics2.tokenizer import token_id
-from mmforge.backend.families.llava.tokenizer import bos_written
+from mmforge.backend.families.llava.tokenizer import bos_written, token_id
 
 MARKER = "<|vision_start|>"
 FAKE_TEXT = "<fake_token_around_image>"
@@ -74,7 +73,9 @@ def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: P
         MmforgeError: The tokenizer lacks a marker token, config.json's image_token_id is
             not `<image>`'s, or the template writes pictures otherwise than the releases'.
     """
-    ids = {t: token_id(tokenizer, t) for t in (FAKE_TEXT, GLOBAL_TEXT, IMAGE_TEXT)}
+    names = f"{FAKE_TEXT}, {GLOBAL_TEXT} and {IMAGE_TEXT}"
+    markers = (FAKE_TEXT, GLOBAL_TEXT, IMAGE_TEXT)
+    ids = {t: token_id(tokenizer, t, "Idefics3", names) for t in markers}
     if cfg.get("image_token_id") != ids[IMAGE_TEXT]:
         raise MmforgeError(
             f"config.json's image_token_id {cfg.get('image_token_id')} is not the "

@@ -34,8 +34,6 @@ from mmforge.backend.families._base import (
     Recognition,
     Reference,
     ids,
-    processor_op,
-    rescale_and_normalize,
 )
 from mmforge.backend.families._hooks import VariantRequest
 from mmforge.backend.families.internvl import expect, fields, reference, tiny, tokenizer
@@ -48,6 +46,7 @@ from mmforge.backend.families.internvl.graphs import (
     unused_tensors,
     view_size,
 )
+from mmforge.backend.families.llava import sized_pixels
 from mmforge.backend.picture_sizing import FIXED, Sizing, resample_name
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
@@ -112,32 +111,10 @@ def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
 
 
 def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
-    """The runtime's pixel chain: Resize (the identity), rescale, normalise, CHW.
-
-    The intake already sized the picture as transformers does (`_sizing`), so `Resize`
-    to that size leaves it as it is.
-    """
-    width, height = _side(cfg, pre)
-    return {
-        "processor": {
-            "name": "internvl_image_processor",
-            "transforms": [
-                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
-                processor_op(
-                    "resize",
-                    "Resize",
-                    {
-                        "interpolation": "CUBIC",
-                        "width": width,
-                        "height": height,
-                        "keep_aspect_ratio": 0,
-                    },
-                ),
-                *rescale_and_normalize(pre, IMAGENET_MEAN, IMAGENET_STD),
-                processor_op("to_channel_first", "Permute3D", {"dims": [2, 0, 1]}),
-            ],
-        }
-    }
+    """GotOcr2ImageProcessor's size (llava's `sized_pixels`), ImageNet's mean and std."""
+    return sized_pixels(
+        "internvl_image_processor", _side(cfg, pre), pre, IMAGENET_MEAN, IMAGENET_STD
+    )
 
 
 def _tokens(cfg: Cfg) -> dict[str, int]:

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmforge.backend.families._hooks import ReferenceRequest, RuntimeArrays
+from mmforge.backend.families._hooks import ReferenceRequest
 from mmforge.backend.families._reference import ReferenceInputs, image_processor, replace_each
 from mmforge.backend.families.internvl.graphs import tokens_per_image
+from mmforge.backend.families.llava import reference as llava_reference
 
 START, CONTEXT, END = "<img>", "<IMG_CONTEXT>", "</img>"
 
@@ -50,11 +51,5 @@ def prepare(request: ReferenceRequest) -> ReferenceInputs:
     return ReferenceInputs(prompt=request.prompt, input_ids=ids, tensors=tensors)
 
 
-def from_runtime(request: RuntimeArrays) -> None:
-    """The runtime's pixels, [1, N, 3, H, W], as HF's [N, 3, H, W]."""
-    import torch
-
-    pixels = request.arrays.get("pixel_values")
-    if pixels is not None:
-        flat = pixels.reshape(-1, *pixels.shape[-3:])
-        request.inputs.tensors["pixel_values"] = torch.from_numpy(flat.astype("float32"))
+# The runtime's pixels, [1, N, 3, H, W], as HF's [N, 3, H, W]: as LLaVA's.
+from_runtime = llava_reference.from_runtime

@@ -24,6 +24,7 @@ from typing import Any
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
 from mmforge.backend.families.llava.tokenizer import bos_written
+from mmforge.backend.families.llava.tokenizer import token_id as _token_id
 
 MARKER = "<|vision_start|>"
 START, CONTEXT, END = "<img>", "<IMG_CONTEXT>", "</img>"
@@ -35,19 +36,8 @@ _PICTURE = "{{ '" + MARKER + "\\n' }}"
 
 
 def token_id(tokenizer: dict[str, Any], content: str) -> int:
-    """The id of an added token of tokenizer.json.
-
-    Raises:
-        MmforgeError: The tokenizer has no such token.
-    """
-    for token in tokenizer.get("added_tokens", []):
-        if token.get("content") == content:
-            return int(token["id"])
-    raise MmforgeError(
-        f"The tokenizer has no {content} token",
-        "InternVL's tokenizer defines <img>, <IMG_CONTEXT> and </img>; use the "
-        "checkpoint's own tokenizer files",
-    )
+    """The id of an added token of tokenizer.json (llava.tokenizer.token_id)."""
+    return _token_id(tokenizer, content, "InternVL", "<img>, <IMG_CONTEXT> and </img>")
 
 
 def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: Path) -> str:

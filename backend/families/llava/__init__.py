@@ -100,33 +100,33 @@ def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
     return Sizing(FIXED, resample, width=width, height=height)
 
 
-def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
-    """The runtime's pixel chain: Resize (the identity), rescale, normalise, CHW.
+def sized_pixels(
+    name: str, size: tuple[int, int], pre: Cfg, mean: list[float], std: list[float]
+) -> dict[str, Any]:
+    """The runtime's pixel chain for a picture the intake sized: Resize, rescale, normalise, CHW.
 
-    The intake already sized the picture as transformers does (`_sizing`), so `Resize`
-    to that size leaves it as it is.
+    The intake already sized the picture as transformers does (the family's
+    `picture_sizing`), so `Resize` to that (width, height) leaves it as it is; a program
+    that hands the runtime a picture file of another size still gets the model's size.
     """
-    width, height = _crop(cfg, pre)
+    width, height = size
+    resize = {"interpolation": "CUBIC", "width": width, "height": height, "keep_aspect_ratio": 0}
     return {
         "processor": {
-            "name": "llava_clip_image_processor",
+            "name": name,
             "transforms": [
                 processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
-                processor_op(
-                    "resize",
-                    "Resize",
-                    {
-                        "interpolation": "CUBIC",
-                        "width": width,
-                        "height": height,
-                        "keep_aspect_ratio": 0,
-                    },
-                ),
-                *rescale_and_normalize(pre, CLIP_MEAN, CLIP_STD),
+                processor_op("resize", "Resize", resize),
+                *rescale_and_normalize(pre, mean, std),
                 processor_op("to_channel_first", "Permute3D", {"dims": [2, 0, 1]}),
             ],
         }
     }
+
+
+def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
+    """CLIPImageProcessor's size (`sized_pixels`)."""
+    return sized_pixels("llava_clip_image_processor", _crop(cfg, pre), pre, CLIP_MEAN, CLIP_STD)
 
 
 def _tokens(cfg: Cfg) -> dict[str, int]:

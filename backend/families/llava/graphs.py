@@ -214,31 +214,50 @@ def vision_graph(cfg: Cfg) -> Any:
     return g.model()
 
 
-def embedding_graph(cfg: Cfg) -> Any:
+def features_at_image_ids(
+    cfg: Cfg, name: str, table: str, token_text: str, field: str = "image_token_index"
+) -> Any:
     """Token embeddings with the picture features written, in order, at the image ids.
 
-    The package's tokenizer reads the runtime's marker text as the image token's own id
-    (tokenizer.py), so the image positions are exactly transformers'. Placeholders keep
-    their text embedding when no features come with them (every decode step).
+    The graph of every family on `videochat_flash_qwen`: the package's tokenizer reads
+    the runtime's marker text as the model's own ids (its tokenizer.py), so the image
+    positions are exactly transformers'. Placeholders keep their text embedding when no
+    features come with them (every decode step), as transformers replaces them only
+    when pixels are given.
+
+    Args:
+        cfg: The checkpoint's config.
+        name: The graph's name.
+        table: The token table's checkpoint name.
+        token_text: The image token's text, for the error message.
+        field: The config field that names the image token's id (else image_token_id).
+
+    Raises:
+        MmforgeError: config.json does not name the image token's id.
     """
     import onnx_ir as ir
 
     vocab, hidden = int(cfg.text.get("vocab_size")), int(cfg.text.get("hidden_size"))
-    image_token = cfg.first("image_token_index", "image_token_id")
+    image_token = cfg.first(field, "image_token_id")
     if not isinstance(image_token, int):
         raise MmforgeError(
-            "config.json has no image_token_index",
-            "Add image_token_index (the id of <image> in the tokenizer) to config.json",
+            f"config.json has no {field}",
+            f"Add {field} (the id of {token_text} in the tokenizer) to config.json",
         )
-    g = GraphBuilder("llava_embedding")
+    g = GraphBuilder(name)
     ids = g.input("input_ids", ir.DataType.INT64, ["batch_size", "sequence_length"])
     features = g.input("image_features", ir.DataType.FLOAT, ["num_image_tokens", hidden])
-    embeds = g.op("Gather", g.weight(TEXT + "embed_tokens.weight", [vocab, hidden]), ids, axis=0)
+    embeds = g.op("Gather", g.weight(table, [vocab, hidden]), ids, axis=0)
     has_features = g.op("Greater", g.op("Size", features), g.const(np.int64(0)))
     slots = g.op("And", g.op("Equal", ids, g.const(np.int64(image_token))), has_features)
     where = g.op("Transpose", g.op("NonZero", slots), perm=[1, 0])  # [M, 2]
     g.output(g.op("ScatterND", embeds, where, features), "inputs_embeds")
     return g.model()
+
+
+def embedding_graph(cfg: Cfg) -> Any:
+    """LLaVA's embedding: the features at the `<image>` ids."""
+    return features_at_image_ids(cfg, "llava_embedding", TEXT + "embed_tokens.weight", "<image>")
 
 
 def own_vision_and_embedding(request: FixRequest) -> str | None:

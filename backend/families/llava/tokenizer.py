@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
 from mmforge.backend.spm_form import hf_prepend, runtime_prepends
 
@@ -35,6 +36,21 @@ ABSORBED = (
     MARKER,
 )
 IMAGE_TEXT = "<image>"
+
+
+def token_id(tokenizer: dict[str, Any], content: str, family: str, names: str) -> int:
+    """The id of an added token of tokenizer.json (`names`: the tokens `family`'s defines).
+
+    Raises:
+        MmforgeError: The tokenizer has no such token.
+    """
+    for token in tokenizer.get("added_tokens", []):
+        if token.get("content") == content:
+            return int(token["id"])
+    raise MmforgeError(
+        f"The tokenizer has no {content} token",
+        f"{family}'s tokenizer defines {names}; use the checkpoint's own tokenizer files",
+    )
 
 
 def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: Path) -> str:
