@@ -360,7 +360,7 @@ def _inspect_package(folder: Path, *, as_json: bool) -> int:
         return 0
     print(escape(f"{family} package ({dtype}) at {folder}"))
     if differs is not None:
-        print(escape(f"  approximation: {differs} (converted with --approximate)"))
+        print(escape(f"  approximation (converted with --approximate): {differs}"))
     if sizing is not None:
         print(f"  pictures: {sizing.describe()}")
     elif "pictures" not in manifest:

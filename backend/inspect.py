@@ -139,6 +139,9 @@ class Profile:
     architecture: tuple[str, ...] = ()
     converts: str = ""
     converts_reason: str = ""
+    # A family that converts only as an approximation: what differs, in a few words
+    # (Family.approximation.short); empty otherwise.
+    approximation: str = ""
 
     @property
     def convertible(self) -> bool:
@@ -544,7 +547,7 @@ def profile_checkpoint(
         dtype=_dtype(cfg),
         remote_code=remote,
         sizes=estimate_sizes(tensors_found, tensor_source, cfg, family, copied_bytes(folder)),
-        notes=family.profile.notes,
+        notes=(*family.profile.notes, *_approximation_why(family)),
         warnings=tuple(warnings),
         commit=resolved.commit,
         refused_fields=refused,
@@ -552,7 +555,15 @@ def profile_checkpoint(
         architecture=family.profile.architecture(cfg),
         converts=said.kind,
         converts_reason=said.why,
+        approximation=family.approximation.short if family.approximation and not refused else "",
     )
+
+
+def _approximation_why(family: Family) -> tuple[str, ...]:
+    """Why a family converts only as an approximation, naming the runtime code."""
+    if family.approximation is None or not family.approximation.why:
+        return ()
+    return (f"Why only an approximation: {family.approximation.why}",)
 
 
 def _all_token_strings(folder: Path) -> set[str]:

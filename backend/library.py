@@ -102,16 +102,19 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def approximation(package: str | Path) -> str | None:
+def approximation(package: str | Path, *, short: bool = False) -> str | None:
     """What a package converted as an approximation changes (its manifest), else None.
 
-    Words from a manifest, which may come from anyone: a string, at most 1,000 characters;
-    callers show it as plain text.
+    `short`: the few words for a status line, where the manifest has them. Words from a
+    manifest, which may come from anyone: a string, at most 1,000 characters; callers
+    show it as plain text.
     """
     recorded = read_manifest(Path(package)).get("approximation")
     if not recorded:
         return None
     what = recorded.get("what") if isinstance(recorded, dict) else None
+    if short and isinstance(recorded, dict) and isinstance(recorded.get("short"), str):
+        what = recorded["short"] or what
     if not isinstance(what, str) or not what.strip():
         return "the package's manifest records an approximation without saying what it is"
     return what.strip()[:1000]

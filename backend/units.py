@@ -23,3 +23,8 @@ def human_count(n: int) -> str:
         if n >= div:
             return f"{n / div:.2f}{unit}"
     return str(n)
+
+
+def a_or_an(name: str) -> str:
+    """`name` after its indefinite article, by its first letter ("an InternVL", "a Qwen")."""
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"

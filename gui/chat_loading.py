@@ -127,9 +127,10 @@ class ChatLoading(_Page):
                 "\nThis is the random-weight demo model: it talks nonsense by design, "
                 "while its parity with the original is exact."
             )
-        differs = approximation(info.package)
+        differs = approximation(info.package, short=True)
         if differs is not None:
             text += f"\nAn approximation you agreed to when converting: {differs}."
+
         self.info.setText(text)
         self.input.setPlaceholderText(input_hint(info.vision, info.audio))
         self._on_conversation(info.conversation)

@@ -45,7 +45,7 @@ class ConvertProgress(QWidget):
         self.stage_bar = QProgressBar()
         self.stage_bar.setRange(0, 1000)
         self.stage_bar.setAccessibleName("Progress of the current stage")
-        self.stage = plain_label()
+        self.stage = plain_label(wrap=True)  # a failure's message can be long
         self.log_toggle = QPushButton("Show log")
         self.log_toggle.setCheckable(True)
         self.log = QPlainTextEdit(readOnly=True)
@@ -138,6 +138,20 @@ class ConvertProgress(QWidget):
         self.stage_bar.setRange(0, 1000)
         self.stage_bar.setFormat("failed at %p%" if self.stage_bar.value() > 0 else "failed")
         self.log.appendPlainText(f"error: {message}")
+
+    def asking(self) -> None:
+        """The conversion waits for the user's consent (gui/consent.py): nothing written."""
+        self.stage.setText("Waiting for your answer: nothing is converted until you agree.")
+        self.stage_bar.setRange(0, 1000)
+        self.stage_bar.setFormat("waiting")
+
+    def declined(self) -> None:
+        """The user said no to the consent asked: nothing was written."""
+        self.stage.setText(
+            "Not converted: you said no. Nothing was written; Convert asks again next time."
+        )
+        self.stage_bar.setFormat("not converted")
+        self.log.appendPlainText("not converted: the user declined")
 
     def cancelled(self) -> None:
         """The conversion was cancelled: nothing was written; a download resumes."""

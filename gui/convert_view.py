@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 from mmforge.backend import precisions
 from mmforge.backend.convert import Manifest
 from mmforge.backend.inspect import Profile
-from mmforge.backend.units import human_bytes
+from mmforge.backend.units import a_or_an, human_bytes
 from mmforge.backend.vocabulary import EPS
 from mmforge.gui import consent
 from mmforge.gui.bridge import JobRunner
@@ -217,9 +217,14 @@ class ConvertView(QWidget):
         how_big = f" of about {human_bytes(size)}" if size else ""
         runs = "an NVIDIA GPU" if ep == "cuda" else "a computer's processor (CPU)"
         family = getattr(self._profile, "family", "")
-        self.lead.setText(
-            f"Converting makes a {family} package{how_big} that runs on {runs}, offline."
-        )
+        text = f"Converting makes {a_or_an(family)} package{how_big} that runs on {runs}, offline."
+        differs = getattr(self._profile, "approximation", "")
+        if differs:
+            text += (
+                f" It will be an approximation of the model as released ({differs}), as the "
+                "Model card says: you are asked before it starts."
+            )
+        self.lead.setText(text)
 
     @Slot(object)
     def _on_profile(self, profile: Profile) -> None:
@@ -346,13 +351,17 @@ class ConvertView(QWidget):
 
     @Slot(dict)
     def _on_failed(self, error: dict[str, Any]) -> None:
-        self.progress.failed(error.get("message"))
         kind = str(error.get("kind"))
         if kind in consent.QUESTIONS:
+            # A question, not a failure: the page waits for the answer, then says it.
+            self.progress.asking()
             if consent.ask(self, kind, str(error.get("message") or "")):
                 self.state.consent(kind, self.state.source)
                 QTimer.singleShot(0, self.convert)  # once this job's runner is free
+            else:
+                self.progress.declined()
             return
+        self.progress.failed(error.get("message"))
         show_error(self, error)
 
     @Slot()

@@ -27,7 +27,7 @@ from mmforge.backend.errors import REMOTE_CODE
 from mmforge.backend.families.catalog import CONSENT, NOT_YET
 from mmforge.backend.inspect import Profile
 from mmforge.backend.tiny.demo import is_demo_source
-from mmforge.backend.units import human_bytes, human_count
+from mmforge.backend.units import a_or_an, human_bytes, human_count
 from mmforge.gui import consent
 from mmforge.gui.bridge import JobRunner
 from mmforge.gui.details import Details
@@ -55,14 +55,17 @@ def plain_sentence(p: Profile) -> str:
     inputs = " and ".join(["text", *takes])
     total = p.sizes.parameters.get("total")
     size = f" with {human_count(int(total))} parameters" if total else ""
+    weights = human_bytes(p.sizes.checkpoint_bytes)
+    local = bool(p.source) and Path(p.source).expanduser().is_dir()
     download = (
-        f"; the download is {human_bytes(p.sizes.checkpoint_bytes)}"
+        (f"; its files take {weights}" if local else f"; the download is {weights}")
         if p.sizes.checkpoint_bytes
         else ""
     )
     if not p.convertible:
         return f"{p.family}{size} reads {inputs}, but this app cannot run it{download}."
-    return f"A {p.family} chat model{size}: it reads {inputs} and answers in text{download}."
+    model = a_or_an(f"{p.family} chat model")
+    return f"{model[0].upper()}{model[1:]}{size}: it reads {inputs} and answers in text{download}."
 
 
 def profile_html(p: Profile, c: Colours, machine: Machine | None = None) -> str:

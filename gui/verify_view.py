@@ -130,7 +130,7 @@ def summary_html(report: VerifyReport, c: Colours) -> str:
         meaning = (
             "Every part of the converted model computes what the original computes when "
             f"transformers is run with the approximation you accepted ({answer}). That is "
-            f"not the model as released: {report.approximation or 'see the Model card'}."
+            f"not the model as released. {report.approximation or 'The Model card says how.'}"
         )
     elif report.verdict == "AMBIGUOUS" and _only_the_prompt_differs(report):
         meaning = (

@@ -268,8 +268,8 @@ def _check_convertible(checkpoint: Checkpoint, dtype: str) -> None:
         )
     if family.approximation is not None and checkpoint.approximation is None:
         raise MmforgeError(
-            f"{family.name} converts only as an approximation: "
-            f"{family.approximation.what}. mmforge converts it that way only if you agree",
+            f"{family.name} converts only as an approximation, if you agree. "
+            f"{family.approximation.what}",
             "If that is acceptable, rerun with --approximate; verify then reports "
             "APPROXIMATE instead of PASS",
             kind=APPROXIMATE,

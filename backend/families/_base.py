@@ -414,17 +414,22 @@ class Approximation:
     reports APPROXIMATE, never PASS.
 
     Attributes:
-        what: What differs from transformers as released, in the user's words.
+        what: What differs from the model as released, in plain words (one or two
+            sentences, no settings' names): the card, the question, verify's verdict.
+        short: The same in a few words, where space is short (Chat's package line).
         overrides: The image processor settings the package is built for; the checkpoint's
             processor settings and verify's HF processor both take them.
+        why: Why no package is exact, naming the runtime code (docs/families.md, inspect).
     """
 
     what: str
+    short: str
     overrides: Mapping[str, Any]
+    why: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest's record of it."""
-        return {"what": self.what, "overrides": dict(self.overrides)}
+        return {"what": self.what, "short": self.short, "overrides": dict(self.overrides)}
 
 
 @dataclass(frozen=True)

@@ -43,9 +43,8 @@ def standing(family: Family) -> Standing:
     if family.approximation is not None:
         return Standing(
             CONSENT,
-            "no runtime pipeline runs it exactly as released, so it converts only as an "
-            f"approximation, and only if you agree (convert --approximate): "
-            f"{family.approximation.what}; verify then reports APPROXIMATE, never PASS",
+            "it converts only as an approximation, if you agree. "
+            f"{family.approximation.what} Verify then says APPROXIMATE, never PASS.",
         )
     if family.recognition.remote_code_types and set(family.recognition.model_types) <= set(
         family.recognition.remote_code_types
@@ -91,6 +90,8 @@ def table(entries: tuple[Family, ...] = ALL) -> str:
     ]
     for family in entries:
         s = standing(family)
+        if s.kind == CONSENT and family.approximation is not None:
+            s = Standing(s.kind, f"{s.why} {family.approximation.why}".strip())
         types = ", ".join(_type_words(family, t) for t in family.recognition.model_types)
         why = s.why.replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
         lines.append(f"| {family.name} | {types} | {s.kind} | {why} |")

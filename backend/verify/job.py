@@ -378,6 +378,14 @@ class _Verification:
         approximation = self._approximation()
         if approximation is not None and verdict == PASS:
             verdict = APPROXIMATE
+        if approximation is not None:
+            overrides = checkpoint.image_processor_overrides.items()
+            settings = ", ".join(f"{k}={v}" for k, v in overrides)
+            self.notes.append(
+                "Every stage compares with transformers run as the package was built "
+                f"({settings or 'the reference as it is'}): a stage's PASS is against that, "
+                "not the model as released"
+            )
         weights = sum(p.stat().st_size for p in checkpoint.folder.glob("*.safetensors"))
         return VerifyReport(
             verdict=verdict,

@@ -60,7 +60,7 @@ class VerifyReport:
         if self.verdict == APPROXIMATE:
             return (
                 "APPROXIMATE: every stage matches transformers run with the approximation "
-                f"you accepted, which is not the model as released ({self.approximation})"
+                f"you accepted, which is not the model as released. {self.approximation}"
             )
         if self.rounding is None or self.verdict != "PASS":
             return self.verdict

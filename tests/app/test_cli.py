@@ -463,9 +463,9 @@ def test_an_approximation_is_refused_with_one_line_until_approximate(tiny, tmp_p
     code, _, _ = _run(capsys, "convert", str(folder), "-o", str(out), "--approximate")
     assert code == 0
     code, printed, _ = _run(capsys, "inspect", str(out))  # the package says what it is
-    assert code == 0 and "approximation: each picture is read whole" in printed
+    assert code == 0 and "approximation (converted with --approximate): Each picture" in printed
     code, printed, _ = _run(capsys, "inspect", str(out), "--json")
-    assert "do_image_splitting" in json.loads(printed)["approximation"]
+    assert "four crops" in json.loads(printed)["approximation"]
     report = tmp_path / "report.json"
     code, _, _ = _run(
         capsys,
@@ -480,4 +480,4 @@ def test_an_approximation_is_refused_with_one_line_until_approximate(tiny, tmp_p
     )
     written = json.loads(report.read_text())
     assert code == 4 and written["verdict"] == "APPROXIMATE"
-    assert "do_image_splitting" in written["approximation"]
+    assert "four crops" in written["approximation"]

@@ -228,13 +228,17 @@ def test_a_splitting_checkpoint_converts_only_as_an_approximation_with_consent(t
         json.dumps({**pre, "do_image_splitting": True})
     )
     profile = inspect_source(str(source))
-    assert profile.converts == CONSENT and "do_image_splitting" in profile.converts_reason
+    # In plain words on the card; the setting and the runtime's reason in the notes.
+    assert profile.converts == CONSENT and "four crops" in profile.converts_reason
     assert "approximation" in profile.converts_reason
+    assert "do_image_splitting" not in profile.converts_reason
+    assert any("do_image_splitting" in n and "videochat_flash_qwen" in n for n in profile.notes)
+    assert profile.approximation == "each picture read whole, without its four crops"
     assert profile.runnable and profile.convertible  # Convert → on the card; it asks first
     assert profile.image_tokens.fixed == 5 * 64  # the model as released
     with pytest.raises(MmforgeError) as e:
         convert(str(source), tmp_path / "out")
-    assert e.value.kind == APPROXIMATE and "do_image_splitting" in e.value.one_line()
+    assert e.value.kind == APPROXIMATE and "read whole" in e.value.one_line()
     assert "--approximate" in e.value.one_line()
     assert not (tmp_path / "out").exists()
 
@@ -250,6 +254,7 @@ def test_a_splitting_checkpoint_converts_only_as_an_approximation_with_consent(t
     report = verify(tmp_path / "out", str(source), images=[picture], tokens=8)
     assert all(c.verdict == "PASS" for c in report.components), report.components
     assert report.verdict == "APPROXIMATE" and report.tokens["matched"] == 8
-    assert "do_image_splitting" in (report.approximation or "")
+    assert "four crops" in (report.approximation or "")
+    assert any("do_image_splitting=False" in n for n in report.notes)  # what a PASS is against
     assert report.summary().startswith("APPROXIMATE") and EXIT_VERDICT[report.verdict] == 4
     assert report.to_dict()["approximation"] == report.approximation

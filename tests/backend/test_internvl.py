@@ -315,7 +315,8 @@ def test_convert_asks_for_consent_to_one_view_a_picture(tiny, tmp_path):
 
     source = tiny("internvl")
     profile = inspect_source(str(source))
-    assert profile.converts == CONSENT and "crop_to_patches" in profile.converts_reason
+    assert profile.converts == CONSENT and "12 tiles" in profile.converts_reason
+    assert any("crop_to_patches" in n for n in profile.notes)  # the runtime's reason
     assert profile.runnable and profile.convertible
     with pytest.raises(MmforgeError) as e:
         convert(str(source), tmp_path / "out")

@@ -203,8 +203,9 @@ def test_an_approximation_is_asked_about_and_the_card_says_what_differs(
     qtbot, window, tiny, tmp_path, monkeypatch
 ):
     """Issue 30: a model no pipeline runs exactly as released (Idefics2 that splits its
-    pictures) converts only as an approximation the user agreed to; the card says what
-    differs before anything is converted, and the app asks before converting."""
+    pictures) converts only as an approximation the user agreed to; the card and the
+    Convert page say what differs before anything is converted, the app asks before
+    converting, and a No is said as such (not as a failure) with nothing written."""
     import json
     import shutil
 
@@ -215,10 +216,11 @@ def test_an_approximation_is_asked_about_and_the_card_says_what_differs(
         json.dumps({**pre, "do_image_splitting": True})
     )
     asked: list[str] = []
+    answers = [QMessageBox.StandardButton.No, QMessageBox.StandardButton.Yes]
 
     def answer(parent, title, text, *args):
         asked.append(title)
-        return QMessageBox.StandardButton.Yes
+        return answers.pop(0)
 
     monkeypatch.setattr(QMessageBox, "question", answer)
     model = window.model_view
@@ -226,13 +228,20 @@ def test_an_approximation_is_asked_about_and_the_card_says_what_differs(
     with qtbot.waitSignal(window.state.profile_changed, timeout=LONG):
         model.inspect_button.click()
     card = model.card.toPlainText()
-    assert "Converts with your consent:" in card and "do_image_splitting" in card, card
+    assert "Converts with your consent:" in card and "four crops" in card, card
     assert model.next_button.isEnabled() and asked == []  # nothing asked before converting
     convert = window.convert_view
+    assert "It will be an approximation" in convert.lead.text()
     convert.output.setText(str(tmp_path / "out"))
+    with qtbot.waitSignal(convert.runner.finished, timeout=LONG):
+        convert.convert()
+    qtbot.waitUntil(lambda: asked == ["Convert as an approximation?"], timeout=LONG)
+    stage = convert.progress.stage.text()
+    assert stage.startswith("Not converted: you said no") and "Failed" not in stage
+    assert not (tmp_path / "out").exists()
     with qtbot.waitSignal(convert.runner.succeeded, timeout=LONG):
         convert.convert()
-    assert asked == ["Convert as an approximation?"]
+    assert asked == ["Convert as an approximation?"] * 2
     manifest = json.loads((tmp_path / "out" / "mmforge_manifest.json").read_text())
     assert manifest["approximation"]["overrides"] == {"do_image_splitting": False}
     # Chatting with it says so too, not only the card that is gone by then.
@@ -240,6 +249,6 @@ def test_an_approximation_is_asked_about_and_the_card_says_what_differs(
 
     chat = window.chat_view
     load(qtbot, chat, tmp_path / "out")
-    assert "An approximation you agreed to when converting: each picture is read whole" in (
+    assert "agreed to when converting: each picture read whole, without its four crops." in (
         chat.info.text()
     )

@@ -377,7 +377,7 @@ def test_verify_card_never_calls_an_approximation_a_pass(qapp):
     )
     card = summary_html(report, colours())
     assert "APPROXIMATE" in card and "PASS" not in card
-    assert "not the model as released: " + what in card
+    assert "not the model as released. " + what in card
     assert verdict_colour("APPROXIMATE", colours()) == colours().warn
     assert report.summary().startswith("APPROXIMATE: every stage matches transformers run")
 

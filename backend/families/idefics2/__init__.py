@@ -152,13 +152,15 @@ IDEFICS2 = Family(
 )
 
 SPLITTING = Approximation(
-    what="each picture is read whole, as 64 image tokens, where this checkpoint's "
-    "processor also cuts it into four crops (do_image_splitting: 5 × 64 tokens a picture), "
-    "so answers may differ from transformers', most on small print and details; mmforge "
-    "does not build the cut yet (ONNX Runtime GenAI 0.18's videochat_flash_qwen pipeline "
-    "could run it exactly with vision.num_visual_tokens = 324, measured: "
-    "docs/seed-families.md)",
+    what="Each picture is read whole, where this model as released also reads it as four "
+    "crops, so its answers may differ from the original's, most on small print and fine "
+    "detail.",
+    short="each picture read whole, without its four crops",
     overrides={"do_image_splitting": False},
+    why="This checkpoint's processor cuts every picture into four crops plus the whole "
+    "(do_image_splitting: 5 × 64 image tokens), which mmforge does not build yet; ONNX "
+    "Runtime GenAI 0.18's videochat_flash_qwen pipeline could run the cut exactly with "
+    "vision.num_visual_tokens = 324 (measured; docs/seed-families.md).",
 )
 
 

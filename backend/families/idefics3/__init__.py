@@ -181,17 +181,20 @@ SMOLVLM = dataclasses.replace(
 )
 
 SPLITTING = Approximation(
-    what="each picture is read whole, as one square of max_image_size (the global view: "
-    "image_seq_len image tokens, 64 for SmolVLM-256M, 169 for Idefics3-8B), where this "
-    "checkpoint's processor also cuts the picture, first scaled to size.longest_edge, "
-    "into a grid of max_image_size tiles (do_image_splitting: image_seq_len tokens a tile "
-    "and the global view, up to 17 × 64 on SmolVLM-256M's 2,048 px), so answers may "
-    "differ from transformers', most on small print and details. The two coincide only "
-    "where size.longest_edge is at most max_image_size.longest_edge (one tile: the same "
-    "pixels and ids), never with the releases' settings. No ONNX Runtime GenAI 0.18 "
-    "pipeline gives the split layout, whose rows and columns follow the picture "
-    "(docs/seed-families.md)",
+    what="Each picture is seen whole, as one small square, where this model as released "
+    "also reads it as a grid of tiles at a higher resolution, so its answers may differ "
+    "from the original's, most on small print and fine detail.",
+    short="each picture seen whole, without its tiles",
     overrides={"do_image_splitting": False},
+    why="This checkpoint's processor cuts each picture, first scaled to size.longest_edge, "
+    "into a grid of max_image_size tiles plus the whole picture (do_image_splitting: "
+    "image_seq_len image tokens a tile, up to 17 × 64 on SmolVLM-256M's 2,048 px, with "
+    "<row_r_col_c> ids and a newline a row), a count and layout that follow the picture, "
+    "which no ONNX Runtime GenAI 0.18 pipeline gives (docs/seed-families.md); the package "
+    "reads the whole picture only, as the processor does without splitting. The two "
+    "coincide only where size.longest_edge is at most max_image_size.longest_edge (one "
+    "tile: the same pixels and ids, and such a checkpoint converts exactly), never with "
+    "the releases' settings.",
 )
 
 

@@ -160,15 +160,18 @@ _NOTES = (
 # image processor's setting (processing_utils.py, _merge_kwargs), so every release tiles
 # unless the caller says otherwise: the package is an approximation of every checkpoint.
 CROP_TO_PATCHES = Approximation(
-    what="each picture is seen as one 448 × 448 view (256 image tokens), where "
-    "transformers' InternVLProcessor cuts it into up to max_patches (12) tiles of 448 px "
-    "plus a thumbnail (crop_to_patches: 256 tokens a view), so answers may differ from "
-    "transformers', most on small print and details. A picture whose closest tile grid is "
-    "1 × 1 (near-square, width/height between 0.875 and 1.167, and under about 634 × 634 "
-    "pixels) is one view either way, with the same pixels (measured). No ONNX Runtime "
-    "GenAI 0.18 pipeline gives the tiled count, 256 × (1 + tiles) by the picture's aspect "
-    "ratio (docs/seed-families.md)",
+    what="Each picture is seen whole, as one 448 × 448 view, where this model as released "
+    "also cuts larger or oblong pictures into up to 12 tiles, so its answers may differ "
+    "from the original's, most on small print and fine detail. Near-square pictures up to "
+    "about 634 × 634 pixels are seen the same either way.",
+    short="each picture seen whole, not cut into tiles",
     overrides={"crop_to_patches": False},
+    why="transformers' InternVLProcessor cuts each picture into up to max_patches (12) "
+    "tiles of 448 px plus a thumbnail (crop_to_patches, 256 image tokens a view), and no "
+    "ONNX Runtime GenAI 0.18 pipeline gives that count, 256 × (1 + tiles) by the "
+    "picture's aspect ratio (docs/seed-families.md). A picture whose closest tile grid is "
+    "1 × 1 (width/height between 0.875 and 1.167, under about 634 × 634 pixels) gives the "
+    "same pixels either way (measured).",
 )
 
 INTERNVL = Family(
