@@ -34,6 +34,10 @@ SHORTEST_EDGE_CROP = "shortest_edge_crop"
 # Idefics2ImageProcessor: a side past `longest_edge` scaled down to it (aspect kept, the
 # other side truncated), then each side raised to at least `shortest_edge`.
 EDGE_BOUNDS = "edge_bounds"
+# Idefics3ImageProcessor without splitting: the longest side scaled to `longest_edge`
+# (aspect kept, the other side truncated and raised to even), then a second resize to
+# `width` × `height` (the tower's square).
+EDGE_THEN_FIXED = "longest_edge_then_fixed"
 RULES = (
     SMART_RESIZE,
     SCALED_UP_SMART_RESIZE,
@@ -44,6 +48,7 @@ RULES = (
     ASPECT_BUDGET,
     SHORTEST_EDGE_CROP,
     EDGE_BOUNDS,
+    EDGE_THEN_FIXED,
 )
 # Who resizes: PIL (transformers' PIL processors) or torch (its torchvision processors,
 # which use torch's interpolation; mmforge's reference restates them with the same).
@@ -79,7 +84,9 @@ class Sizing:
             `phi4_hd` (Phi-4: fitted into a grid of `factor` px crops) or
             `shortest_edge_crop` (CLIP: the shortest side scaled to `shortest_edge`, then
             the centre `width` × `height` cut out) or `edge_bounds` (Idefics2: the longest
-            side down to `longest_edge`, then each side up to `shortest_edge`).
+            side down to `longest_edge`, then each side up to `shortest_edge`) or
+            `longest_edge_then_fixed` (Idefics3: the longest side to `longest_edge`, 0 for
+            none, then `width` × `height`).
         resample: PIL's filter transformers resizes with (`bicubic`, `bilinear`, ...).
         factor: The block both sides are multiples of (patch size × merge size).
         min_pixels: smart_resize's smallest area.
@@ -117,7 +124,7 @@ class Sizing:
         Raises:
             PictureError: transformers would refuse the picture (too elongated).
         """
-        if self.rule in (FIXED, SHORTEST_EDGE_CROP):
+        if self.rule in (FIXED, SHORTEST_EDGE_CROP, EDGE_THEN_FIXED):
             return self.width, self.height
         if self.rule == LONGEST_EDGE:
             h, w = longest_edge_size(height, width, self.longest_edge, self.factor)
@@ -182,7 +189,7 @@ class Sizing:
         A fixed size is kept; a smart_resize keeps multiples of the block within its
         pixel budget (the budget the package's processor JSON was written with).
         """
-        if self.rule in (FIXED, SHORTEST_EDGE_CROP):
+        if self.rule in (FIXED, SHORTEST_EDGE_CROP, EDGE_THEN_FIXED):
             return (width, height) == (self.width, self.height)
         if self.rule == EDGE_BOUNDS:  # the package's chain has no Resize
             return True
@@ -197,6 +204,14 @@ class Sizing:
         """The sizing in words, for a package's README and `inspect`."""
         if self.rule == FIXED:
             return f"resized to {self.width}×{self.height} px ({self.resample})"
+        if self.rule == EDGE_THEN_FIXED:
+            first = (
+                f"the longest side scaled to {self.longest_edge} px (aspect kept, the other "
+                "side truncated and made even), then "
+                if self.longest_edge
+                else ""
+            )
+            return f"{first}resized to {self.width}×{self.height} px ({self.resample})"
         if self.rule == SHORTEST_EDGE_CROP:
             return (
                 f"the shortest side scaled to {self.shortest_edge} px ({self.resample}), then "
@@ -256,7 +271,7 @@ class Sizing:
         return sizing if sizing._sane() else None
 
     def _sane(self) -> bool:
-        if self.rule == FIXED:
+        if self.rule in (FIXED, EDGE_THEN_FIXED):
             return self.width > 0 and self.height > 0
         if self.rule == SHORTEST_EDGE_CROP:
             return 0 < self.width <= self.shortest_edge and 0 < self.height <= self.shortest_edge
@@ -412,6 +427,33 @@ def edge_bounds_size(height: int, width: int, shortest: int, longest: int) -> tu
     elif height > width and height > longest:
         height, width = longest, int(longest * aspect)
     return max(height, shortest), max(width, shortest)
+
+
+# Idefics3ImageProcessor's largest side after its first resize (MAX_IMAGE_SIZE).
+IDEFICS3_MAX_SIDE = 4096
+
+
+def rescaled_to_edge(height: int, width: int, edge: int) -> tuple[int, int]:
+    """Idefics3's first resize (`get_resize_output_image_size`): (height, width).
+
+    The longest side becomes `edge` (up or down; a tie counts as landscape), the other is
+    scaled, truncated and raised to even, at least 1; then a side past 4,096 px is
+    scaled down to it, the other truncated.
+    """
+    aspect = width / height
+    if width >= height:
+        width, height = edge, int(edge / aspect)
+        height += height % 2
+    else:
+        height, width = edge, int(edge * aspect)
+        width += width % 2
+    height, width = max(height, 1), max(width, 1)
+    aspect = width / height
+    if width >= height and width > IDEFICS3_MAX_SIDE:
+        width, height = IDEFICS3_MAX_SIDE, int(IDEFICS3_MAX_SIDE / aspect)
+    elif height > width and height > IDEFICS3_MAX_SIDE:
+        height, width = IDEFICS3_MAX_SIDE, int(IDEFICS3_MAX_SIDE * aspect)
+    return max(height, 1), max(width, 1)
 
 
 def longest_edge_size(height: int, width: int, edge: int, block: int) -> tuple[int, int]:

@@ -35,12 +35,14 @@ from typing import Any
 
 from mmforge.backend.picture_sizing import (
     ASPECT_BUDGET,
+    EDGE_THEN_FIXED,
     PHI4_HD,
     SHORTEST_EDGE_CROP,
     Intake,
     PictureError,
     Sizing,
     centre_crop_box,
+    rescaled_to_edge,
     same_grid,
     shortest_edge_size,
 )
@@ -218,10 +220,16 @@ def take(path: Path, intake: Intake | None) -> Taken:
                 "package's processor would resize again",
                 "Crop the image closer to a square",
             )
+        if sizing.rule == EDGE_THEN_FIXED and sizing.longest_edge:
+            # Idefics3: a first resize to the longest edge, then the square (below).
+            h, w = rescaled_to_edge(height, width, sizing.longest_edge)
+            if (w, h) != (width, height):
+                image = _resize(image, (w, h), sizing)
+                resized = True
         if sizing.rule == SHORTEST_EDGE_CROP:
             image = _shortest_edge_crop(image, sizing)
             resized = (width, height) != target or min(width, height) != sizing.shortest_edge
-        elif target != (width, height):  # what the model's processor does anyway: no note
+        elif target != image.size:  # what the model's processor does anyway: no note
             image = _resize(image, target, sizing)
             resized = True
     return Taken(image, width, height, resized, "; ".join(changes))

@@ -118,6 +118,7 @@ FOLDERS = (
     "paligemma",
     "glm4v",  # GLM-4.1V and GLM-4.5V, on the qwen2_5_vl pipeline
     "idefics2",  # on the videochat_flash_qwen pipeline
+    "idefics3",  # Idefics3 and SmolVLM, on the videochat_flash_qwen pipeline
     "internvl",  # on the videochat_flash_qwen pipeline, one view a picture
     "others",  # others.py: the families inspect names but the runtime cannot run
 )

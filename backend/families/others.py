@@ -133,40 +133,6 @@ def _linear(cfg: Cfg, who: str, field: str, value: object) -> Projector:
     )
 
 
-def _idefics3_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
-    image = as_int(cfg.get("vision_config.image_size", 224))
-    patch = as_int(cfg.get("vision_config.patch_size", 32))
-    scale = int(cfg.get("scale_factor", 2))
-    per = (image // patch) ** 2 // (scale * scale)
-    return ImageTokens(
-        minimum=per,
-        rule=f"{per} tokens per {image}px tile (pixel shuffle ×{scale}), tiles by longest edge",
-    )
-
-
-IDEFICS3 = Family(
-    key="idefics3",
-    fixtures=_inspected("Idefics3Config", "LinearMultiModalProjector", {"image_token_id": 128257}),
-    name="Idefics3 / SmolVLM",
-    pipeline_type=None,
-    recognition=Recognition(model_types=("idefics3", "smolvlm")),
-    profile=Profile(
-        projector=lambda cfg: _linear(cfg, "Idefics3", "scale_factor", cfg.get("scale_factor", 2)),
-        token_ids=lambda cfg: ids(cfg, image_token_id="image_token_id"),
-        image_tokens=_idefics3_tokens,
-        hf_class="Idefics3ForConditionalGeneration",
-    ),
-    no_pipeline_reason=(
-        "ONNX Runtime GenAI 0.18 has no pipeline for its image splitting (the default): "
-        "each picture becomes rows × cols tiles of <fake_token_around_image><row_r_col_c> "
-        "and 169 (SmolVLM 64) image ids, with a newline per row, a count and layout that "
-        "follow the picture, where the 0.18 processors give a constant count (gemma3, "
-        "videochat_flash_qwen) or one id per grid cell and one break per row "
-        "(mistral3_image_processor.cpp, BuildImageTokenSequence). Without splitting it would "
-        "be exact on videochat_flash_qwen" + _SEE
-    ),
-)
-
 MOLMO = Family(
     key="molmo",
     fixtures=_inspected("Molmo2Config", "MLPMultiModalProjector", {"image_token_id": 151938}),
@@ -408,7 +374,6 @@ VIDEOCHAT_FLASH = Family(
 
 FAMILIES = (
     LLAVA_NEXT,
-    IDEFICS3,
     MOLMO,
     FLORENCE2,
     GEMMA3N,

@@ -164,13 +164,13 @@ SPLITTING = Approximation(
 )
 
 
-def splits_pictures(folder: Any) -> bool:
+def splits_pictures(folder: Any, default: bool = False) -> bool:
     """Whether the checkpoint's image processor splits pictures (do_image_splitting).
 
     Read from preprocessor_config.json, else processor_config.json's image_processor
-    block; absent: Idefics2ImageProcessor's default, false. A file that cannot be read is
-    refused (MmforgeError) rather than taken as false: that would convert a splitting
-    model without its splitting.
+    block; absent: `default`, Idefics2ImageProcessor's (false; Idefics3's is true). A
+    file that cannot be read is refused (MmforgeError) rather than taken as false: that
+    would convert a splitting model without its splitting.
     """
     from mmforge.backend.untrusted import read_json_file
 
@@ -184,8 +184,10 @@ def splits_pictures(folder: Any) -> bool:
         data = read_json_file(path, name)
         if block is not None:
             data = data.get(block) if isinstance(data, dict) else None
-        return isinstance(data, dict) and data.get("do_image_splitting") is True
-    return False
+        if not isinstance(data, dict):
+            return False
+        return bool(data.get("do_image_splitting", default) is True)
+    return default
 
 
 # A splitting checkpoint converts without its splitting, only if the user agrees.

@@ -129,11 +129,13 @@ def _bucket(g: GraphBuilder, count: Any, boundaries: Any) -> Any:
     )
 
 
-def vision_graph(cfg: Cfg) -> Any:
-    """SigLIP with NaViT positions, the connector: pixel_values -> image_features [N·K, H].
+def navit_tower(g: GraphBuilder, cfg: Cfg, prefix: str = VISION) -> Any:
+    """The NaViT SigLIP tower on the graph's pixels: pixel_values -> [N, patches, width].
 
-    Input: pixel_values [1, N, 3, H, W] as the runtime's videochat_flash_qwen processor
-    hands them (pictures of one size), at the size transformers resized them to.
+    Input `pixel_values` [1, N, 3, H, W] as the runtime's videochat_flash_qwen processor
+    hands them (pictures of one size), at the size transformers resized them to; the
+    patch conv, the bucketed positions, the SigLIP encoder and `post_layernorm`
+    (Idefics2's and Idefics3's towers: Idefics3VisionTransformer is Idefics2's).
     """
     import onnx_ir as ir
 
@@ -147,25 +149,12 @@ def vision_graph(cfg: Cfg) -> Any:
     side = as_int(v.get("image_size", 224)) // patch
     channels = int(v.get("num_channels", 3))
     act = str(v.get("hidden_act", "gelu_pytorch_tanh"))
-    text = cfg.text
-    hidden = int(text.get("hidden_size"))
-    text_ff = int(text.get("intermediate_size"))
-    text_act = str(text.get("hidden_act", "silu"))
-    p = cfg.sub("perceiver_config")
-    latents = tokens_per_image(cfg)
-    depth = int(p.get("resampler_depth", 3))
-    p_heads = int(p.get("resampler_n_heads", 16))
-    p_dim = int(p.get("resampler_head_dim", 96))
-    p_kv = int(p.get("num_key_value_heads", 4))
-    p_eps = float(p.get("rms_norm_eps", text.get("rms_norm_eps", 1e-6)))
-    p_act = str(p.get("hidden_act", "silu"))
 
-    g = GraphBuilder("idefics2_vision")
     f32 = ir.DataType.FLOAT
     pixels = g.input("pixel_values", f32, ["batch", "num_images", channels, "height", "width"])
     shape = g.op("Concat", g.const(np.array([-1])), g.op("Shape", pixels, start=2, end=5), axis=0)
     x = g.op("Reshape", pixels, shape)
-    emb = VISION + "embeddings."
+    emb = prefix + "embeddings."
     x = g.op(
         "Conv",
         x,
@@ -187,15 +176,39 @@ def vision_graph(cfg: Cfg) -> Any:
     positions = g.op("Reshape", positions, g.const(np.array([-1])))
     table = g.weight(emb + "position_embedding.weight", [side * side, width])
     x = g.op("Add", x, g.op("Gather", table, positions, axis=0))
+    return siglip_encoder(
+        g, x, prefix, layers, width, heads, ff, eps, lambda h: _act(g, h, act, "Vision")
+    )
+
+
+def vision_graph(cfg: Cfg) -> Any:
+    """SigLIP with NaViT positions, the connector: pixel_values -> image_features [N·K, H].
+
+    Input: pixel_values [1, N, 3, H, W] as the runtime's videochat_flash_qwen processor
+    hands them (pictures of one size), at the size transformers resized them to.
+    """
+    v = cfg.sub("vision_config")
+    width = int(v.get("hidden_size", 768))
+    text = cfg.text
+    hidden = int(text.get("hidden_size"))
+    text_ff = int(text.get("intermediate_size"))
+    text_act = str(text.get("hidden_act", "silu"))
+    p = cfg.sub("perceiver_config")
+    latents = tokens_per_image(cfg)
+    depth = int(p.get("resampler_depth", 3))
+    p_heads = int(p.get("resampler_n_heads", 16))
+    p_dim = int(p.get("resampler_head_dim", 96))
+    p_kv = int(p.get("num_key_value_heads", 4))
+    p_eps = float(p.get("rms_norm_eps", text.get("rms_norm_eps", 1e-6)))
+    p_act = str(p.get("hidden_act", "silu"))
+
+    g = GraphBuilder("idefics2_vision")
+    x = navit_tower(g, cfg)
 
     def heads_first(t: Any, n: int, d: int) -> Any:
         return g.op(
             "Transpose", g.op("Reshape", t, g.const(np.array([0, 0, n, d]))), perm=[0, 2, 1, 3]
         )
-
-    x = siglip_encoder(
-        g, x, VISION, layers, width, heads, ff, eps, lambda h: _act(g, h, act, "Vision")
-    )
 
     # The connector: modality projection, then the perceiver resampler.
     context = _mlp(g, x, CONNECTOR + "modality_projection.", width, text_ff, hidden, text_act)

@@ -29,8 +29,12 @@ ALL = TESTED  # every family, from the registry
 # "ASSISTANT: " + its text + " " where the generation prompt ended at "ASSISTANT:": the same
 # (and Video-LLaVA's, reconstructed from its author's LLaVA-NeXT-Video template).
 # Idefics2's released template writes an earlier answer as "Assistant: " + its text +
-# "<end_of_utterance>\n" where the generation prompt ended at "Assistant:".
-REWRITES_HISTORY = {"qwen3_5", "qwen3_5_moe", "llava", "vipllava", "video_llava", "idefics2"}
+# "<end_of_utterance>\n" where the generation prompt ended at "Assistant:" (Idefics3's and
+# SmolVLM's templates likewise).
+REWRITES_HISTORY = {
+    *("qwen3_5", "qwen3_5_moe", "llava", "vipllava", "video_llava", "idefics2"),
+    *("idefics3", "smolvlm"),
+}
 
 
 def _greedy(n: int) -> GenerationOptions:
