@@ -5,14 +5,15 @@ spec collects these. Each converted family's model class, its concrete sub-confi
 its processors' classes are found here; a family added to the registry is collected
 without editing the spec. Towers that a config names only through AutoConfig (Mistral 3's
 Pixtral and Mistral text models, LFM2-VL's SigLIP2 and LFM2, LLaVA's and PaliGemma's text
-models) are listed by hand, and
+models, InternVL's Qwen2 and Qwen3) are listed by hand, and
 tests/packaging checks that every tiny checkpoint's sub-model types are covered.
 """
 
 from __future__ import annotations
 
 # Model types a family's config picks through AutoConfig, so no class names them
-# (LLaVA's Llama, PaliGemma's Gemma and PaliGemma 2's Gemma 2 text models among them).
+# (LLaVA's Llama, PaliGemma's Gemma and PaliGemma 2's Gemma 2, InternVL 3's Qwen2 and
+# InternVL 3.5's Qwen3 text models among them).
 VIA_AUTO_CONFIG = (
     "mistral",
     "ministral3",
@@ -22,6 +23,8 @@ VIA_AUTO_CONFIG = (
     "llama",
     "gemma",
     "gemma2",
+    "qwen2",
+    "qwen3",
 )
 
 

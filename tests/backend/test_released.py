@@ -431,6 +431,11 @@ NOT_FOUND: set[str] = {
     # (backend/families/idefics3/tiny.py says so).
     "idefics3-8b",
     "smolvlm-256m",
+    # The template transformers' InternVL converter writes into the -hf repositories
+    # (found in its source), not a copy of either release's own file
+    # (backend/families/internvl/tiny.py).
+    "internvl3-1b",
+    "internvl3_5-1b",
 }
 
 
