@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import os
 import re
 from dataclasses import dataclass, field
 from functools import partial
@@ -134,11 +135,16 @@ def mark_for(model_type: str | None, tags: tuple[str, ...] = ()) -> Mark:
         # An entry that shares its model_type with another (Pixtral-12B's `llava`) tells
         # them apart by the config; the listing holds only the type, which leaves the
         # entry's answer for a config that says no more (other llava: LLaVA).
-        request = VariantRequest({"model_type": model_type}, Path())
+        # No folder: a variant that reads the processor's files finds none (not the
+        # current directory's), and answers for the class's defaults.
+        request = VariantRequest({"model_type": model_type}, Path(os.devnull))
         family = family.recognition.variant(request) or family
         said = standing(family)  # the family table's words (docs/families.md)
         if said.kind == EXACT:
             return Mark(family.name, "converts")
+        if said.kind == CONSENT and family.approximation is not None:
+            why = f"an approximation: {family.approximation.short}"
+            return Mark(family.name, "converts with consent", why)
         if said.kind == CONSENT:
             return Mark(family.name, "converts with consent", _first_sentence(said.why))
         return Mark(family.name, "not converted", _first_sentence(said.why))  # (or not yet)

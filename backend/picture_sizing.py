@@ -170,7 +170,7 @@ class Sizing:
 
         Chat draws such a picture at the shape the user took it again.
         """
-        return self.rule in (FIXED, EDGE_BOUNDS)
+        return self.rule in (FIXED, EDGE_BOUNDS, EDGE_THEN_FIXED)
 
     @property
     def one_size(self) -> bool:

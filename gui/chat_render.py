@@ -46,6 +46,7 @@ class TranscriptWriter:
         palette: QPalette,
         streaming: bool = False,
         hide: int = 0,
+        named: str = "",
     ) -> None:
         """Redraw the transcript.
 
@@ -69,7 +70,7 @@ class TranscriptWriter:
                 parts.append(forgotten_html(c))
             parts.append(message_html(m, i, c, thumb))
         if not messages and pending is None:
-            parts.append(empty_html(loaded, c))
+            parts.append(empty_html(loaded, c, named))
         if pending is not None:
             if streaming:
                 head = f"<p style='color:{c.muted};font-size:small'>Model</p>"

@@ -145,6 +145,7 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
         self.eps.succeeded.connect(bar.set_eps)
         self.state.package_changed.connect(self._package_changed)
         self.state.package_changed.connect(self.refresh_library)
+        self.package.textChanged.connect(self._package_named)
         self.state.library_changed.connect(self.refresh_library)
         lst = self.conversation_list
         lst.open_requested.connect(self.open_conversation)
@@ -428,6 +429,12 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
 
     # -- the transcript ----------------------------------------------------------------
 
+    @Slot()
+    def _package_named(self) -> None:
+        """An empty transcript names the package Load would load."""
+        if not self._loaded and (self.conversation is None or not self.conversation.messages):
+            self._render()
+
     def _render(self, streaming: bool = False) -> None:
         """Redraw the transcript (while `streaming`, the answer in flight is left open)."""
         self._unshown = ""  # the redraw shows the whole answer so far
@@ -438,6 +445,7 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
             palette=self.palette(),
             streaming=streaming,
             hide=self.page.hidden,
+            named=Path(self.package.text().strip()).name if self.package.text().strip() else "",
         )
 
     def changeEvent(self, event: QEvent) -> None:

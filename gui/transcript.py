@@ -121,12 +121,17 @@ def _thumbnail(path: Path, shape: tuple[int, int] = (0, 0)) -> QImage:
     return image if not image.isNull() else QImage()
 
 
-def empty_html(loaded: bool, c: Colours) -> str:
-    """What an empty transcript says: the next step."""
+def empty_html(loaded: bool, c: Colours, named: str = "") -> str:
+    """What an empty transcript says: the next step (`named`: the package field's)."""
     if loaded:
         text = (
             "Ask something below and press Enter. To show the model a picture, use "
             "Attach…, drag it here, or paste it with Ctrl+V."
+        )
+    elif named:
+        text = (
+            f"Press Load to chat with {named}, or pick another package from the Library "
+            "list above. Saved conversations on the left open without a model."
         )
     else:
         text = (
@@ -134,7 +139,7 @@ def empty_html(loaded: bool, c: Colours) -> str:
             "Choose… a folder, then press Load. Convert a model first if you have none. "
             "Saved conversations on the left open without a model."
         )
-    return f"<p style='color:{c.muted}'>{text}</p>"
+    return f"<p style='color:{c.muted}'>{html.escape(text)}</p>"
 
 
 def forgotten_html(c: Colours) -> str:

@@ -456,6 +456,8 @@ class Family:
             (`no_pipeline_reason` says how, measured); None: no pipeline can.
         approximation: Set where the package can only approximate the released model:
             convert refuses without the user's consent, and verify reports APPROXIMATE.
+        variant_note: What a variant (`Recognition.variant`) converts otherwise, for the
+            family table (Idefics3's releases that split their pictures).
     """
 
     key: str
@@ -470,6 +472,7 @@ class Family:
     not_converted: str | None = None
     exact_host: str | None = None
     approximation: Approximation | None = None
+    variant_note: str = ""
 
     @property
     def converts(self) -> bool:

@@ -92,6 +92,8 @@ def table(entries: tuple[Family, ...] = ALL) -> str:
         s = standing(family)
         if s.kind == CONSENT and family.approximation is not None:
             s = Standing(s.kind, f"{s.why} {family.approximation.why}".strip())
+        if family.variant_note:
+            s = Standing(s.kind, f"{s.why}. {family.variant_note}")
         types = ", ".join(_type_words(family, t) for t in family.recognition.model_types)
         why = s.why.replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
         lines.append(f"| {family.name} | {types} | {s.kind} | {why} |")

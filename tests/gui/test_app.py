@@ -442,6 +442,8 @@ def test_chat_bubbles_copy_links_settings_and_the_conversation_list(
     # An empty transcript says what to do next: first load, then ask.
     assert "Choose a package to chat with" in chat.transcript.toPlainText()
     chat.package.setText(str(package("qwen2_5_vl")))
+    # With a package named (as after a restart), it says Load loads that one.
+    assert "Press Load to chat with qwen2_5_vl-f32" in chat.transcript.toPlainText()
     with qtbot.waitSignal(chat.bridge.ready, timeout=LONG):
         chat.load_button.click()
     assert "Ask something below" in chat.transcript.toPlainText()

@@ -210,7 +210,10 @@ def _variant(request: VariantRequest) -> Family | None:
 
 
 IDEFICS2 = dataclasses.replace(
-    IDEFICS2, recognition=dataclasses.replace(IDEFICS2.recognition, variant=_variant)
+    IDEFICS2,
+    recognition=dataclasses.replace(IDEFICS2.recognition, variant=_variant),
+    variant_note="A checkpoint that splits its pictures (do_image_splitting) converts only as "
+    "an approximation, with your consent (each picture read whole)",
 )
 
 FAMILIES = (IDEFICS2,)

@@ -243,13 +243,20 @@ def _variant_of(splitting: Family) -> Any:
     return variant
 
 
+RELEASES_SPLIT = (
+    "The releases split their pictures into tiles (do_image_splitting), which no runtime "
+    "pipeline takes: they convert only as an approximation, with your consent (each "
+    "picture seen whole); a checkpoint that does not split converts exactly"
+)
 IDEFICS3 = dataclasses.replace(
     IDEFICS3,
     recognition=dataclasses.replace(IDEFICS3.recognition, variant=_variant_of(IDEFICS3_SPLITTING)),
+    variant_note=RELEASES_SPLIT,
 )
 SMOLVLM = dataclasses.replace(
     SMOLVLM,
     recognition=dataclasses.replace(SMOLVLM.recognition, variant=_variant_of(SMOLVLM_SPLITTING)),
+    variant_note=RELEASES_SPLIT,
 )
 
 FAMILIES = (IDEFICS3, SMOLVLM)
