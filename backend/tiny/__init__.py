@@ -29,10 +29,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-def build_tiny(family_key: str, folder: Path, *, seed: int = 0) -> TinyCheckpoint:
-    """Write the tiny checkpoint of a runtime family into `folder`.
+def build_tiny(family_key: str, folder: Path, *, seed: int | None = None) -> TinyCheckpoint:
+    """Write the tiny checkpoint of a runtime family into `folder` (`seed`: its spec's).
 
     Raises:
         KeyError: The family has no tiny spec.
     """
-    return write_tiny(specs()[family_key], folder, seed=seed)
+    spec = specs()[family_key]
+    return write_tiny(spec, folder, seed=spec.seed if seed is None else seed)

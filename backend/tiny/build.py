@@ -49,6 +49,8 @@ class TinySpec:
             or a norm the graphs drop changes the output, as in trained weights.
         adjust_model: Changes the model after the redraw (model, seed): values the redraw
             leaves alone, such as GLM-4.5V's router correction bias (a buffer).
+        seed: The draw `build_tiny` uses: one whose greedy answer to the probe picture is
+            not a token or two repeated (tests/backend/test_tiny.py).
     """
 
     family_key: str
@@ -65,6 +67,7 @@ class TinySpec:
     audio_preprocessor: dict[str, Any] | None = None
     vector_std: float | None = None
     adjust_model: Callable[[Any, int], None] | None = None
+    seed: int = 0
 
 
 @dataclass(frozen=True)

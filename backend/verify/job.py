@@ -197,8 +197,7 @@ def _verify(
     )
     quantized = precisions.is_quantized(dtype)
     rounded = precision.prepare(setup, scratch, dtype) if quantized else None
-    verification = _Verification(setup, reference, dtype, tokens, ctx, rounded)
-    verification.approximated = approximated
+    verification = _Verification(setup, reference, dtype, tokens, ctx, rounded, approximated)
     return verification.run(images, audios)
 
 
@@ -251,6 +250,7 @@ class _Verification:
         tokens: int,
         ctx: JobContext,
         rounded: precision.Rounded | None = None,
+        approximated: bool = False,
     ):
         self.setup = setup
         self.rounded = rounded
@@ -261,7 +261,7 @@ class _Verification:
         self.ctx = ctx
         self.timings: dict[str, float] = {}
         self.notes: list[str] = []
-        self.approximated = False  # the package records an approximation (its manifest)
+        self.approximated = approximated  # the package's manifest records an approximation
 
     def _phase(self, name: str, step: int, message: str) -> Any:
         self.ctx.report("verify", step, 4, message=message, force=True)

@@ -158,6 +158,9 @@ INTERNVL = TinySpec(
     tokenizer_extra=_TOKENIZER_EXTRA,
     preprocessor=_PREPROCESSOR,
     eos_tokens=["<|im_end|>"],
+    # The probe picture's greedy answer: 2 distinct tokens in 32 with seed 0 (1: 2, 2: 3),
+    # 9 with seed 3.
+    seed=3,
 )
 
 
