@@ -102,6 +102,19 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def hears(package: str | Path) -> bool:
+    """Whether a package takes audio (its genai_config.json names a speech model)."""
+    from mmforge.backend.untrusted import read_json_file
+
+    try:
+        config = read_json_file(Path(package) / "genai_config.json", "package")
+    except MmforgeError:
+        return False
+    model = config.get("model") if isinstance(config, dict) else None
+    speech = model.get("speech") if isinstance(model, dict) else None
+    return isinstance(speech, dict) and "filename" in speech
+
+
 def approximation(package: str | Path, *, short: bool = False) -> str | None:
     """What a package converted as an approximation changes (its manifest), else None.
 

@@ -12,20 +12,21 @@ from mmforge.backend.attachments import AUDIO, IMAGE, NO_VIDEO, VIDEO, Attachmen
 from mmforge.backend.library import model_name
 from mmforge.gui.errors import show_error
 
-FILE_TYPES = (
-    "Images and audio (*.png *.jpg *.jpeg *.webp *.bmp *.gif *.tif *.tiff "
-    "*.wav *.flac *.ogg *.mp3 *.opus *.aiff)"
-)
+PICTURE_PATTERNS = "*.png *.jpg *.jpeg *.webp *.bmp *.gif *.tif *.tiff"
+FILE_TYPES = f"Images and audio ({PICTURE_PATTERNS} *.wav *.flac *.ogg *.mp3 *.opus *.aiff)"
+PICTURE_TYPES = f"Images ({PICTURE_PATTERNS})"
 
 
-def pick_files(parent: QWidget, start: str = "") -> list[str]:
+def pick_files(parent: QWidget, start: str = "", *, sound: bool = True) -> list[str]:
     """The files the user picks in Attach…'s dialog (none when cancelled).
 
     It opens in `start` (the folder last attached from), else the home folder: Qt's own
-    start, the folder the app was launched from, showed a source tree.
+    start, the folder the app was launched from, showed a source tree. `sound`: the
+    loaded model hears, so audio files are offered too.
     """
     where = start if start and Path(start).is_dir() else str(Path.home())
-    files, _ = QFileDialog.getOpenFileNames(parent, "Attach", where, FILE_TYPES)
+    types = FILE_TYPES if sound else PICTURE_TYPES
+    files, _ = QFileDialog.getOpenFileNames(parent, "Attach", where, types)
     return list(files)
 
 

@@ -196,7 +196,9 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
 
     @Slot()
     def _pick(self) -> None:
-        picked = pick_files(self, self.state.text("chat/attach_folder", ""))
+        info = self.session_info
+        sound = info.audio if info is not None else True  # not loaded: all it could take
+        picked = pick_files(self, self.state.text("chat/attach_folder", ""), sound=sound)
         if picked:
             self.state.settings.setValue("chat/attach_folder", str(Path(picked[0]).parent))
         self._add_files(picked)

@@ -29,10 +29,10 @@ from PySide6.QtWidgets import (
 )
 
 from mmforge.backend.attachments import AUDIO, kind_of
-from mmforge.backend.library import PackageEntry, packages
+from mmforge.backend.library import PackageEntry, hears, packages
 from mmforge.backend.verify import VerifyReport
 from mmforge.gui.bridge import JobRunner
-from mmforge.gui.chat_attachments import FILE_TYPES
+from mmforge.gui.chat_attachments import FILE_TYPES, PICTURE_TYPES
 from mmforge.gui.details import Details
 from mmforge.gui.errors import show_error
 from mmforge.gui.package_bar import library_label
@@ -336,6 +336,7 @@ class VerifyView(QWidget):
         state.changed.connect(self._on_selection)
         state.library_changed.connect(self.refresh_library)
         self.refresh_library()
+        self._name_probes()
 
     @Slot(object)
     def _on_selection(self, fields: frozenset[str]) -> None:
@@ -343,10 +344,24 @@ class VerifyView(QWidget):
         if "package" in fields:
             self.package.setText(selection.package)
             self.refresh_library()
+            self._name_probes()
         if "reference" in fields:
             self.reference.setText(selection.reference)
         if "verified" in fields and selection.verified is None and not self.runner.running:
             self._clear_report()
+
+    def _name_probes(self) -> None:
+        """The probe checkbox and file fields name what the chosen package takes."""
+        package = self.package.text().strip()
+        sound = not package or hears(package)  # no package yet: both, as before
+        self.probe.setText(
+            "Use the built-in probe image and audio clip"
+            if sound
+            else "Use the built-in probe image"
+        )
+        self.audio.setVisible(sound)
+        if not sound:
+            self.audio.clear()  # a clip chosen for another package is not sent to this one
 
     def _clear_report(self) -> None:
         """Forget the last check: it was of another package or reference."""
@@ -404,7 +419,8 @@ class VerifyView(QWidget):
     @Slot()
     def pick_files(self) -> None:
         """Choose an image and (optionally) an audio clip instead of the probes."""
-        files, _ = QFileDialog.getOpenFileNames(self, "Inputs", "", FILE_TYPES)
+        types = FILE_TYPES if self.audio.isVisibleTo(self) else PICTURE_TYPES
+        files, _ = QFileDialog.getOpenFileNames(self, "Inputs", "", types)
         for f in files:
             target = self.audio if kind_of(Path(f)) == AUDIO else self.image
             target.setText(f)

@@ -430,3 +430,35 @@ def test_a_picture_stretched_for_the_model_is_drawn_at_the_shape_it_was_taken(qa
     assert (_thumbnail(copy).width(), _thumbnail(copy).height()) == (THUMB, THUMB)
     small = _thumbnail(copy, (150, 100))  # smaller than THUMB: its own size
     assert (small.width(), small.height()) == (150, 100)
+
+
+def test_verify_and_attach_offer_sound_only_for_a_package_that_hears(
+    qtbot, window, package, monkeypatch
+):
+    """The GUI review: an image-only package's Verify page offered "the built-in probe
+    image and audio clip" and an audio field, and Attach… listed audio files."""
+    from PySide6.QtWidgets import QFileDialog
+
+    verify = window.verify_view
+    window.state.set_package(str(package("qwen2_5_vl")))
+    assert verify.probe.text() == "Use the built-in probe image"
+    assert not verify.audio.isVisibleTo(verify)
+    offered: list[str] = []
+
+    def dialog(parent, title, where, types):
+        offered.append(types)
+        return [], ""
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames", dialog)
+    verify.pick_files()
+    window.state.set_package(str(package("gemma4")))
+    assert verify.probe.text() == "Use the built-in probe image and audio clip"
+    assert verify.audio.isVisibleTo(verify)
+    verify.pick_files()
+    assert offered[0].startswith("Images (") and offered[1].startswith("Images and audio (")
+    from tests.gui.chatting import load
+
+    chat = window.chat_view
+    load(qtbot, chat, package("qwen2_5_vl"))
+    chat._pick()  # Attach…
+    assert offered[2].startswith("Images (")
