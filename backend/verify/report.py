@@ -196,13 +196,19 @@ def plot_svg(excess: list[float], width: int = 720, height: int = 240) -> str:
         f'<text x="{width - right - 4}" y="{y(0) - 5:.1f}" font-size="11" text-anchor="end" '
         f'fill="#cf222e">tolerance: above this line the package is outside it</text>'
     )
+    # The rotated axis title fits the plot's height: a smaller font on a short chart (the
+    # app's at 1366×768 cut it to "difference ÷ allowe"), a shorter title below 8 px.
+    side_label, room = "difference ÷ allowed", height - 4  # centred on the whole height
+    side_size = min(12, int(room / (0.6 * len(side_label))))
+    if side_size < 8:
+        side_label, side_size = "÷ allowed", min(12, max(7, int(room / (0.6 * 9))))
     titles = (
         f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" font-size="12" '
         f'text-anchor="middle" fill="currentColor">position in the prompt</text>'
-        f'<text x="14" y="{(top + height - bottom) / 2:.0f}" font-size="12" '
+        f'<text x="14" y="{height / 2:.0f}" font-size="{side_size}" '
         f'text-anchor="middle" fill="currentColor" '
-        f'transform="rotate(-90 14 {(top + height - bottom) / 2:.0f})">'
-        "difference ÷ allowed</text>"
+        f'transform="rotate(-90 14 {height / 2:.0f})">'
+        f"{side_label}</text>"
     )
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '

@@ -123,6 +123,14 @@ def test_the_prefill_plot_shows_each_position_against_the_tolerance():
     assert "position in the prompt" in svg and "difference ÷ allowed" in svg
     assert svg.count('text-anchor="middle" fill="currentColor">') >= 5  # x ticks, titles
     assert ">1×<" in svg and ">10×<" in svg
+    # The rotated axis title fits a short chart (the app's at 1366×768 was about 130 px
+    # high and cut it to "difference ÷ allowe"): a smaller font, else a shorter title.
+    import re
+
+    for height in (240, 130, 90):
+        short = plot_svg(c.per_position_excess, 720, height)
+        size, title = re.findall(r'font-size="(\d+)"[^>]*rotate[^>]*>([^<]*)<', short)[0]
+        assert 8 <= int(size) <= 12 and 0.6 * int(size) * len(title) <= height - 4, height
 
 
 def test_end_to_end_calls_a_flip_a_near_tie_by_the_decoder_stages_own_bound():
