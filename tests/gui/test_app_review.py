@@ -70,7 +70,7 @@ def test_5_after_attaching_the_keys_go_to_the_message(qtbot, window, monkeypatch
     window.show_page(chat)
     opened: list[int] = []
 
-    def pick(parent, start=""):
+    def pick(parent, start="", *, sound=True):
         opened.append(1)
         return [str(resources.probe_image())]
 
