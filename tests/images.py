@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 
@@ -60,3 +62,36 @@ def user_pictures(folder, big: tuple[int, int] = (6000, 4000)) -> dict[str, obje
     out["cmyk"] = folder / "print.jpg"
     Image.fromarray(_photo(100, 80, seed=5)).convert("CMYK").save(out["cmyk"], quality=90)
     return out
+
+
+# A picture and a question; and three turns whose last puts two pictures side by side,
+# then text that starts with `<` (the family tests of the videochat_flash_qwen hosts).
+CONVERSATIONS = [
+    [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is it?"}]}],
+    [
+        {"role": "user", "content": [{"type": "text", "text": "Hi."}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Hello."}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "And these?"},
+                {"type": "image"},
+                {"type": "image"},
+                {"type": "text", "text": "<b> and \nmore"},
+            ],
+        },
+    ],
+]
+
+
+def noise_picture(folder: Path, name: str, width: int, height: int, seed: int = 0) -> Path:
+    """A random-pixel picture in `folder` (a JPEG at quality 90 when `name` ends in .jpg)."""
+    from PIL import Image
+
+    pixels = (np.random.default_rng(seed).random((height, width, 3)) * 255).astype("uint8")
+    path = folder / name
+    if name.endswith(".jpg"):
+        Image.fromarray(pixels).save(path, quality=90)
+    else:
+        Image.fromarray(pixels).save(path)
+    return path

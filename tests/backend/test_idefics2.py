@@ -19,32 +19,7 @@ from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families.idefics2.graphs import _bucket, position_boundaries
 from mmforge.backend.families.idefics2.tokenizer import FAKE_TEXT, PIECES
 from mmforge.backend.picture_sizing import edge_bounds_size
-
-CONVERSATIONS = [
-    [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is it?"}]}],
-    [
-        {"role": "user", "content": [{"type": "text", "text": "Hi."}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "Hello."}]},
-        {
-            "role": "user",
-            "content": [
-                {"type": "text", "text": "And these?"},
-                {"type": "image"},
-                {"type": "image"},
-                {"type": "text", "text": "<b> and \nmore"},
-            ],
-        },
-    ],
-]
-
-
-def _picture(tmp_path: Path, name: str, width: int, height: int, seed: int = 0) -> Path:
-    from PIL import Image
-
-    pixels = (np.random.default_rng(seed).random((height, width, 3)) * 255).astype("uint8")
-    path = tmp_path / name
-    Image.fromarray(pixels).save(path)
-    return path
+from tests.images import CONVERSATIONS, noise_picture
 
 
 def _hf_processor(source: Path):
@@ -66,7 +41,7 @@ def test_the_runtime_makes_idefics2_processors_ids_and_pixels(tiny, package, tmp
     folder = package("idefics2")
     processor, tokenizer = _hf_processor(tiny("idefics2"))
     n = sum(part["type"] == "image" for m in messages for part in m["content"])
-    picture = _picture(tmp_path, "p.png", 150, 90)  # resized to 70×42 by both sides
+    picture = noise_picture(tmp_path, "p.png", 150, 90)  # resized to 70×42 by both sides
     intake = package_intake(folder)
     sent = [prepare(picture, IMAGE, tmp_path / f"in{i}", intake).path for i in range(n)]
     runtime = Runtime(folder)
@@ -99,8 +74,8 @@ def test_two_pictures_of_one_size_answer_as_transformers(tiny, package, tmp_path
     from mmforge.backend.chat.values import GenerationOptions
     from mmforge.backend.verify import hf_reference
 
-    first = _picture(tmp_path, "a.png", 200, 120, seed=1)
-    second = _picture(tmp_path, "b.png", 100, 60, seed=2)  # both become 70×42
+    first = noise_picture(tmp_path, "a.png", 200, 120, seed=1)
+    second = noise_picture(tmp_path, "b.png", 100, 60, seed=2)  # both become 70×42
     session = ChatSession(package("idefics2"))
     attachments = session.prepare_attachments([(first, IMAGE), (second, IMAGE)])
     answer = session.send("Compare them.", attachments, GenerationOptions(max_new_tokens=16))
@@ -134,8 +109,8 @@ def test_chat_refuses_pictures_of_two_sizes(package, tmp_path):
     from mmforge.backend.chat.session import ChatSession
 
     session = ChatSession(package("idefics2"))
-    wide = _picture(tmp_path, "wide.png", 200, 100)
-    tall = _picture(tmp_path, "tall.png", 100, 200)
+    wide = noise_picture(tmp_path, "wide.png", 200, 100)
+    tall = noise_picture(tmp_path, "tall.png", 100, 200)
     with pytest.raises(AttachmentError) as e:
         session.prepare_attachments([(wide, IMAGE), (tall, IMAGE)])
     assert "70×35" in str(e.value) and "35×70" in str(e.value)
@@ -194,7 +169,7 @@ def test_the_graphs_position_buckets_are_transformers_under_onnx_runtime(side, t
         assert got.tolist() == expected.tolist(), count
 
 
-def test_a_release_shaped_tower_matches_on_a_tall_picture(tmp_path):
+def test_a_release_shaped_tower_matches_on_a_tallnoise_picture(tmp_path):
     """idefics2-8b's shape (a 70 × 70 grid, 378-980 px) on 50 × 70 patches: verify PASS."""
     from mmforge.backend.convert import convert
     from mmforge.backend.families.idefics2.tiny import RELEASED_IDEFICS2
@@ -203,7 +178,7 @@ def test_a_release_shaped_tower_matches_on_a_tall_picture(tmp_path):
 
     source = write_release(RELEASED_IDEFICS2[0], tmp_path / "release").folder
     convert(str(source), tmp_path / "pkg")
-    picture = _picture(tmp_path, "tall.png", 980, 700)  # kept at 980×700: 50 × 70 patches
+    picture = noise_picture(tmp_path, "tall.png", 980, 700)  # kept at 980×700: 50 × 70 patches
     report = verify(tmp_path / "pkg", str(source), images=[picture], tokens=16)
     stages = {c.name: c for c in report.components}
     assert stages["vision_encoder"].verdict == "PASS", stages["vision_encoder"].reason
@@ -250,7 +225,7 @@ def test_a_splitting_checkpoint_converts_only_as_an_approximation_with_consent(t
     # The package reads each picture as 64 ids, as transformers does without the cut.
     genai = json.loads((tmp_path / "out" / "genai_config.json").read_text())
     assert genai["model"]["vision"]["num_visual_tokens"] == 64
-    picture = _picture(tmp_path, "wide.png", 640, 480)
+    picture = noise_picture(tmp_path, "wide.png", 640, 480)
     report = verify(tmp_path / "out", str(source), images=[picture], tokens=8)
     assert all(c.verdict == "PASS" for c in report.components), report.components
     assert report.verdict == "APPROXIMATE" and report.tokens["matched"] == 8

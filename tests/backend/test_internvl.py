@@ -20,34 +20,7 @@ import pytest
 from mmforge.backend.attachments import IMAGE
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families.internvl.tokenizer import CONTEXT, END, PIECES, START
-
-CONVERSATIONS = [
-    [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is it?"}]}],
-    [
-        {"role": "user", "content": [{"type": "text", "text": "Hi."}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "Hello."}]},
-        {
-            "role": "user",
-            "content": [
-                {"type": "text", "text": "And these?"},
-                {"type": "image"},
-                {"type": "image"},
-                {"type": "text", "text": "<b> and \nmore"},
-            ],
-        },
-    ],
-]
-
-
-def _picture(tmp_path: Path, name: str, width: int, height: int, seed: int = 0) -> Path:
-    from PIL import Image
-
-    pixels = (np.random.default_rng(seed).random((height, width, 3)) * 255).astype("uint8")
-    path = tmp_path / name
-    Image.fromarray(pixels).save(path, quality=90) if name.endswith(".jpg") else Image.fromarray(
-        pixels
-    ).save(path)
-    return path
+from tests.images import CONVERSATIONS, noise_picture
 
 
 def _hf_inputs(source: Path, messages: list, pictures: list[Path]) -> dict:
@@ -97,7 +70,7 @@ def test_the_runtime_makes_internvl_processors_ids_and_pixels(tiny, package, tmp
 
     folder = package("internvl")
     n = sum(part["type"] == "image" for m in messages for part in m["content"])
-    picture = _picture(tmp_path, "p.jpg", 500, 300)
+    picture = noise_picture(tmp_path, "p.jpg", 500, 300)
     intake = package_intake(folder)
     sent = [prepare(picture, IMAGE, tmp_path / f"in{i}", intake).path for i in range(n)]
     runtime = Runtime(folder)
@@ -219,8 +192,8 @@ def _chat_against_generate(package_folder: Path, source: Path, pictures: list[Pa
 
 def test_two_jpegs_answer_as_transformers(tiny, package, tmp_path):
     """Chat with two JPEG pictures of other sizes: transformers' greedy tokens (16)."""
-    first = _picture(tmp_path, "a.jpg", 640, 480, seed=1)
-    second = _picture(tmp_path, "b.jpg", 300, 500, seed=2)
+    first = noise_picture(tmp_path, "a.jpg", 640, 480, seed=1)
+    second = noise_picture(tmp_path, "b.jpg", 300, 500, seed=2)
     ours, hf_tokens, stop = _chat_against_generate(
         package("internvl"), tiny("internvl"), [first, second]
     )
@@ -241,7 +214,7 @@ def test_internvl_3_5s_qwen3_text_converts_and_answers_as_transformers(tmp_path)
     source = write_release(release, tmp_path / "release").folder
     assert json.loads((source / "config.json").read_text())["text_config"]["model_type"] == "qwen3"
     convert(str(source), tmp_path / "pkg", approximate=True)
-    picture = _picture(tmp_path, "p.jpg", 500, 300)
+    picture = noise_picture(tmp_path, "p.jpg", 500, 300)
     report = verify(tmp_path / "pkg", str(source), images=[picture], tokens=16)
     stages = {c.name: c.verdict for c in report.components}
     assert all(v == "PASS" for v in stages.values()), stages
@@ -305,7 +278,7 @@ def test_a_remote_code_checkpoint_is_refused_naming_the_hf_release(tiny, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
-def test_convert_asks_for_consent_to_one_view_a_picture(tiny, tmp_path):
+def test_convert_asks_for_consent_to_one_view_anoise_picture(tiny, tmp_path):
     """Every InternVL release tiles (InternVLProcessor's default): convert refuses until
     the user accepts the approximation, then records it; inspect says so first."""
     from mmforge.backend.convert import convert

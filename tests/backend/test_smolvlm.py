@@ -21,35 +21,9 @@ from mmforge.backend.families.idefics3.graphs import tokens_per_image
 from mmforge.backend.families.idefics3.reference import expand
 from mmforge.backend.families.idefics3.tokenizer import FAKE_TEXT, IMAGE_TEXT, PIECES
 from mmforge.backend.picture_sizing import rescaled_to_edge
+from tests.images import CONVERSATIONS, noise_picture
 
 FAMILIES = ["idefics3", "smolvlm"]
-CONVERSATIONS = [
-    [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is it?"}]}],
-    [
-        {"role": "user", "content": [{"type": "text", "text": "Hi."}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "Hello."}]},
-        {
-            "role": "user",
-            "content": [
-                {"type": "text", "text": "And these?"},
-                {"type": "image"},
-                {"type": "image"},
-                {"type": "text", "text": "<b> and \nmore"},
-            ],
-        },
-    ],
-]
-
-
-def _picture(tmp_path: Path, name: str, width: int, height: int, seed: int = 0) -> Path:
-    from PIL import Image
-
-    pixels = (np.random.default_rng(seed).random((height, width, 3)) * 255).astype("uint8")
-    path = tmp_path / name
-    Image.fromarray(pixels).save(path, quality=90) if name.endswith(".jpg") else Image.fromarray(
-        pixels
-    ).save(path)
-    return path
 
 
 def _hf_processor(source: Path):
@@ -82,7 +56,7 @@ def test_the_runtime_makes_the_processors_ids_and_pixels(tiny, package, tmp_path
     folder = package(family)
     processor, tokenizer = _hf_processor(tiny(family))
     n = sum(part["type"] == "image" for m in messages for part in m["content"])
-    picture = _picture(tmp_path, "p.jpg", 151, 89)
+    picture = noise_picture(tmp_path, "p.jpg", 151, 89)
     intake = package_intake(folder)
     sent = [prepare(picture, IMAGE, tmp_path / f"in{i}", intake).path for i in range(n)]
     runtime = Runtime(folder)
@@ -135,7 +109,7 @@ def test_the_tower_is_transformers_get_image_features(tiny, package, tmp_path):
 
     source = tiny("smolvlm")
     processor, _ = _hf_processor(source)
-    pictures = [Image.open(_picture(tmp_path, f"{i}.png", 200 + 31 * i, 97)) for i in range(2)]
+    pictures = [Image.open(noise_picture(tmp_path, f"{i}.png", 200 + 31 * i, 97)) for i in range(2)]
     pixels = processor.image_processor(images=[pictures], return_tensors="pt")["pixel_values"]
     model = hf_reference.load_model(source)
     with torch.no_grad():
@@ -156,7 +130,7 @@ def test_chat_answers_as_transformers_generate_with_a_jpeg(tiny, package, tmp_pa
     from mmforge.backend.chat.values import GenerationOptions
     from mmforge.backend.verify import hf_reference
 
-    photo = _picture(tmp_path, "photo.jpg", 333, 217, seed=3)
+    photo = noise_picture(tmp_path, "photo.jpg", 333, 217, seed=3)
     session = ChatSession(package("smolvlm"))
     attachments = session.prepare_attachments([(photo, IMAGE)])
     answer = session.send("Describe it.", attachments, GenerationOptions(max_new_tokens=20))
@@ -229,7 +203,7 @@ def test_a_splitting_checkpoint_converts_only_as_an_approximation_with_consent(t
     assert manifest.approximation["overrides"] == {"do_image_splitting": False}
     genai = json.loads((tmp_path / "out" / "genai_config.json").read_text())
     assert genai["model"]["vision"]["num_visual_tokens"] == 4
-    picture = _picture(tmp_path, "wide.jpg", 640, 480)
+    picture = noise_picture(tmp_path, "wide.jpg", 640, 480)
     report = verify(tmp_path / "out", str(source), images=[picture], tokens=8)
     assert all(c.verdict == "PASS" for c in report.components), report.components
     assert report.verdict == "APPROXIMATE" and report.tokens["matched"] == 8
@@ -265,7 +239,7 @@ def test_splitting_into_one_tile_is_exact_and_converts_without_consent(tiny, tmp
         tiny, tmp_path, "one-tile", do_image_splitting=True, size={"longest_edge": 128}
     )
     processor, _ = _hf_processor(source)
-    picture = _picture(tmp_path, "tall.jpg", 90, 300)
+    picture = noise_picture(tmp_path, "tall.jpg", 90, 300)
     prompt = "User:<image>Hi<end_of_utterance>\nAssistant:"
     split = processor(text=prompt, images=[[Image.open(picture)]])
     processor.image_processor.do_image_splitting = False

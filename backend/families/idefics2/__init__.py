@@ -25,7 +25,6 @@ from mmforge.backend.families._base import (
     Family,
     Fixtures,
     ImageTokens,
-    PackageSpec,
     Profile,
     Projector,
     Recognition,
@@ -41,6 +40,7 @@ from mmforge.backend.families.idefics2.graphs import (
     own_vision_and_embedding,
     tokens_per_image,
 )
+from mmforge.backend.families.llava import videochat_package
 from mmforge.backend.picture_sizing import EDGE_BOUNDS, Sizing, resample_name
 
 IMAGENET_STANDARD = [0.5, 0.5, 0.5]
@@ -101,21 +101,15 @@ def _tokens(cfg: Cfg) -> dict[str, int]:
     return ids(cfg, image_token_id="image_token_id")
 
 
-IDEFICS2_PACKAGE = PackageSpec(
-    # Read by verify and chat (which ids are pictures); the runtime reads it for Qwen
-    # types only, and videochat_flash_qwen is not one (model_type.h, IsQwenVLFamily).
-    model_fields=_tokens,
-    vision_fields=lambda cfg, pre: {"num_visual_tokens": tokens_per_image(cfg)},
-    vision_inputs={"pixel_values": "pixel_values"},
+IDEFICS2_PACKAGE = videochat_package(
+    tokens_per_image,
+    _tokens,
     processor_json=_processor,
     picture_sizing=_sizing,
     # mobius's `idefics2` graphs (its LLaVA model), the vision and embedding replaced by ours.
     graph_fixes=(own_vision_and_embedding,),
     rename_checkpoint=checkpoint_name,
     adapt_tokenizer=tokenizer.adapt,
-    # Our tower and embedding compute in float32; mobius's f16 decoder would take float16
-    # embeddings, so the package is f32 with the decoder quantized or not.
-    dtypes=("f32", "int4", "int8"),
     notes=(
         "Idefics2 runs on ONNX Runtime GenAI's videochat_flash_qwen pipeline: a constant "
         "vision.num_visual_tokens ids per picture (the perceiver's latents), its marker "

@@ -20,13 +20,11 @@ not have (as it has no `upper`, llava/tokenizer.py): the package's names the rol
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.families.llava.tokenizer import bos_written
+from mmforge.backend.families.llava.tokenizer import marker_template, read_as
 from mmforge.backend.families.llava.tokenizer import token_id as _token_id
 
 MARKER = "<|vision_start|>"
@@ -52,15 +50,6 @@ _PICTURE = (
     "{% set first = message['content'][loop.index]['text'][:1] %}"
     "{% if (first | trim) != '' and first != '<' %}{{ ' ' }}{% endif %}{% endif %}"
 )
-_CAPITALIZED_ROLE = re.compile(r"""(message(?:\[\s*['"]role['"]\s*\]|\.role))\.capitalize\(\)""")
-
-
-def _named(match: re.Match[str]) -> str:
-    role = match.group(1)
-    return (
-        f"('User' if {role} == 'user' else 'Assistant' if {role} == 'assistant' "
-        f"else 'System' if {role} == 'system' else {role})"
-    )
 
 
 def token_id(tokenizer: dict[str, Any], content: str) -> int:
@@ -84,35 +73,8 @@ def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: P
         MmforgeError: The template writes pictures otherwise than the released one.
     """
     ids = {FAKE_TEXT: token_id(tokenizer, FAKE_TEXT), IMAGE_TEXT: int(cfg.get("image_token_id"))}
-    added = tokenizer.setdefault("added_tokens", [])
-    have = {t.get("content") for t in added}
-    for content, reads_as in PIECES:
-        if content in have:
-            continue
-        added.append(
-            {
-                "id": ids[reads_as],
-                "content": content,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": True,
-            }
-        )
-    template = str(config.get("chat_template", ""))
-    if _RELEASED_PICTURE not in template:
-        raise MmforgeError(
-            "The chat template does not write pictures as Idefics2's released template does "
-            f"({_RELEASED_PICTURE})",
-            "Use the release's chat template: the package's copy writes the runtime's "
-            "picture marker where it writes <image>",
-        )
-    template = template.replace(_RELEASED_PICTURE, _PICTURE)
-    template = _CAPITALIZED_ROLE.sub(_named, template)
-    template, bos = bos_written(template, tokenizer, folder)
-    config["chat_template"] = template
-    config["add_bos_token"] = False  # the template writes it
+    read_as(tokenizer, [(content, ids[reads_as]) for content, reads_as in PIECES])
+    bos = marker_template(config, tokenizer, folder, _RELEASED_PICTURE, _PICTURE, "Idefics2")
     return (
         f"Tokenizer: the runtime's {MARKER} / <|vision_end|> text reads as {FAKE_TEXT} "
         f"(id {ids[FAKE_TEXT]}), <|image_pad|> as {IMAGE_TEXT} (id {ids[IMAGE_TEXT]}); the "

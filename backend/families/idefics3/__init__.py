@@ -30,7 +30,6 @@ from mmforge.backend.families._base import (
     Family,
     Fixtures,
     ImageTokens,
-    PackageSpec,
     Profile,
     Projector,
     Recognition,
@@ -47,7 +46,7 @@ from mmforge.backend.families.idefics3.graphs import (
     scale,
     tokens_per_image,
 )
-from mmforge.backend.families.llava import sized_pixels
+from mmforge.backend.families.llava import sized_pixels, videochat_package
 from mmforge.backend.picture_sizing import EDGE_THEN_FIXED, Sizing, resample_name
 
 IMAGENET_STANDARD = [0.5, 0.5, 0.5]
@@ -119,21 +118,15 @@ def _tokens(cfg: Cfg) -> dict[str, int]:
     return ids(cfg, image_token_id="image_token_id")
 
 
-IDEFICS3_PACKAGE = PackageSpec(
-    # Read by verify and chat (which ids are pictures); the runtime reads it for Qwen
-    # types only, and videochat_flash_qwen is not one (model_type.h, IsQwenVLFamily).
-    model_fields=_tokens,
-    vision_fields=lambda cfg, pre: {"num_visual_tokens": tokens_per_image(cfg)},
-    vision_inputs={"pixel_values": "pixel_values"},
+IDEFICS3_PACKAGE = videochat_package(
+    tokens_per_image,
+    _tokens,
     processor_json=_processor,
     picture_sizing=_sizing,
     # mobius's `idefics3` / `smolvlm` graphs (its LLaVA model), vision and embedding ours.
     graph_fixes=(own_vision_and_embedding,),
     rename_checkpoint=checkpoint_name,
     adapt_tokenizer=tokenizer.adapt,
-    # Our tower and embedding compute in float32; mobius's f16 decoder would take float16
-    # embeddings, so the package is f32 with the decoder quantized or not.
-    dtypes=("f32", "int4", "int8"),
     notes=(
         "Idefics3 / SmolVLM run on ONNX Runtime GenAI's videochat_flash_qwen pipeline: a "
         "constant vision.num_visual_tokens <image> ids per picture (image_seq_len), after "

@@ -23,13 +23,12 @@ not have (as it has no `upper`, llava/tokenizer.py): the package's names the rol
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.families.llava.tokenizer import bos_written, token_id
+from mmforge.backend.families.llava.tokenizer import marker_template, read_as, token_id
 
 MARKER = "<|vision_start|>"
 FAKE_TEXT = "<fake_token_around_image>"
@@ -44,17 +43,6 @@ PIECES = (
 
 _RELEASED_PICTURE = "{{ '<image>' }}"
 _PICTURE = "{{ '" + FAKE_TEXT + GLOBAL_TEXT + MARKER + "' }}"
-_CAPITALIZED_ROLE = re.compile(
-    r"""(message(?:\[\s*['"]role['"]\s*\]|\.role))(?:\.capitalize\(\)|\s*\|\s*capitalize\b)"""
-)
-
-
-def _named(match: re.Match[str]) -> str:
-    role = match.group(1)
-    return (
-        f"('User' if {role} == 'user' else 'Assistant' if {role} == 'assistant' "
-        f"else 'System' if {role} == 'system' else {role})"
-    )
 
 
 def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: Path) -> str:
@@ -82,35 +70,9 @@ def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: P
             f"tokenizer's {IMAGE_TEXT} ({ids[IMAGE_TEXT]})",
             "Use the checkpoint's own tokenizer files with its config.json",
         )
-    added = tokenizer.setdefault("added_tokens", [])
-    have = {t.get("content") for t in added}
-    for content, reads_as in PIECES:
-        if content in have:
-            continue
-        added.append(
-            {
-                "id": ids[reads_as],
-                "content": content,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": True,
-            }
-        )
-    template = str(config.get("chat_template", ""))
-    if _RELEASED_PICTURE not in template:
-        raise MmforgeError(
-            "The chat template does not write pictures as Idefics3's and SmolVLM's released "
-            f"templates do ({_RELEASED_PICTURE})",
-            "Use the release's chat template: the package's copy writes the runtime's "
-            "picture marker where it writes <image>",
-        )
-    template = template.replace(_RELEASED_PICTURE, _PICTURE)
-    template = _CAPITALIZED_ROLE.sub(_named, template)
-    template, bos = bos_written(template, tokenizer, folder)
-    config["chat_template"] = template
-    config["add_bos_token"] = False  # the template writes it
+    read_as(tokenizer, [(content, ids[reads_as]) for content, reads_as in PIECES])
+    who = "Idefics3 / SmolVLM"
+    bos = marker_template(config, tokenizer, folder, _RELEASED_PICTURE, _PICTURE, who)
     return (
         f"Tokenizer: the chat template writes {FAKE_TEXT}{GLOBAL_TEXT}{MARKER} for each "
         f"picture; the runtime's {MARKER}<|image_pad|> and <|image_pad|> read as "

@@ -28,7 +28,6 @@ from mmforge.backend.families._base import (
     Family,
     Fixtures,
     ImageTokens,
-    PackageSpec,
     Profile,
     Projector,
     Recognition,
@@ -46,7 +45,7 @@ from mmforge.backend.families.internvl.graphs import (
     unused_tensors,
     view_size,
 )
-from mmforge.backend.families.llava import sized_pixels
+from mmforge.backend.families.llava import sized_pixels, videochat_package
 from mmforge.backend.picture_sizing import FIXED, Sizing, resample_name
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
@@ -121,12 +120,9 @@ def _tokens(cfg: Cfg) -> dict[str, int]:
     return ids(cfg, image_token_id="image_token_id")
 
 
-INTERNVL_PACKAGE = PackageSpec(
-    # Read by verify and chat (which ids are pictures); the runtime reads it for Qwen
-    # types only, and videochat_flash_qwen is not one (model_type.h, IsQwenVLFamily).
-    model_fields=_tokens,
-    vision_fields=lambda cfg, pre: {"num_visual_tokens": tokens_per_image(cfg)},
-    vision_inputs={"pixel_values": "pixel_values"},
+INTERNVL_PACKAGE = videochat_package(
+    tokens_per_image,
+    _tokens,
     processor_json=_processor,
     picture_sizing=_sizing,
     # mobius's `internvl` graphs (its InternVL2 model, the decoder from text_config), the
@@ -137,9 +133,6 @@ INTERNVL_PACKAGE = PackageSpec(
     rename_checkpoint=checkpoint_name,
     unused_ok=unused_tensors,
     adapt_tokenizer=tokenizer.adapt,
-    # Our tower and embedding compute in float32; mobius's f16 decoder would take float16
-    # embeddings, so the package is f32 with the decoder quantized (int4, int8) or not.
-    dtypes=("f32", "int4", "int8"),
     notes=(
         "InternVL runs on ONNX Runtime GenAI's videochat_flash_qwen pipeline: a constant "
         "vision.num_visual_tokens ids per picture (256 for one 448 × 448 view), its marker "

@@ -23,7 +23,7 @@ from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.families.llava.tokenizer import bos_written
+from mmforge.backend.families.llava.tokenizer import added_token, marker_template
 from mmforge.backend.families.llava.tokenizer import token_id as _token_id
 
 MARKER = "<|vision_start|>"
@@ -71,35 +71,14 @@ def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: P
             entry["id"] = ids[reads_as]
             moved.add(content)
         if not entries:
-            added.append(
-                {
-                    "id": ids[reads_as],
-                    "content": content,
-                    "single_word": False,
-                    "lstrip": False,
-                    "rstrip": False,
-                    "normalized": False,
-                    "special": True,
-                }
-            )
+            added.append(added_token(content, ids[reads_as]))
     decoder = config.get("added_tokens_decoder")
     if isinstance(decoder, dict):
         for key in [
             k for k, v in decoder.items() if isinstance(v, dict) and v.get("content") in moved
         ]:
             del decoder[key]
-    template = str(config.get("chat_template", ""))
-    if _RELEASED_PICTURE not in template:
-        raise MmforgeError(
-            "The chat template does not write pictures as InternVL's released template does "
-            f"({_RELEASED_PICTURE})",
-            "Use the release's chat template: the package's copy writes the runtime's "
-            "picture marker where it writes <IMG_CONTEXT>",
-        )
-    template = template.replace(_RELEASED_PICTURE, _PICTURE)
-    template, bos = bos_written(template, tokenizer, folder)
-    config["chat_template"] = template
-    config["add_bos_token"] = False  # the template writes it where the tokenizer adds one
+    bos = marker_template(config, tokenizer, folder, _RELEASED_PICTURE, _PICTURE, "InternVL")
     return (
         f"Tokenizer: the runtime's {MARKER}, <|image_pad|> and <|vision_end|> read as "
         f"{START}, {CONTEXT} and {END} (ids {ids[START]}, {ids[CONTEXT]}, {ids[END]}); the "

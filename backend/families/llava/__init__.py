@@ -12,6 +12,7 @@ LLaVA has. The graphs: graphs.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mmforge.backend.families._base import (
@@ -100,6 +101,28 @@ def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
     return Sizing(FIXED, resample, width=width, height=height)
 
 
+def videochat_package(
+    per_picture: Callable[[Cfg], int], token_fields: Callable[[Cfg], dict[str, int]], **spec: Any
+) -> PackageSpec:
+    """A package on `videochat_flash_qwen` with mmforge's tower and embedding (float32).
+
+    Every family this pipeline hosts (LLaVA, Idefics2, Idefics3 / SmolVLM, InternVL)
+    shares these: `vision.num_visual_tokens` = `per_picture` (K ids a picture), the
+    picture as `pixel_values`, and the precisions f32, int4 and int8 (mobius's f16 decoder
+    would take float16 embeddings, and the tower and embedding are float32). The token
+    ids (`token_fields`) are read by verify and chat (which ids are pictures); the runtime
+    reads them for Qwen types only, and videochat_flash_qwen is not one (model_type.h,
+    IsQwenVLFamily). `spec`: the family's own PackageSpec fields.
+    """
+    return PackageSpec(
+        model_fields=token_fields,
+        vision_fields=lambda cfg, pre: {"num_visual_tokens": per_picture(cfg)},
+        vision_inputs={"pixel_values": "pixel_values"},
+        dtypes=("f32", "int4", "int8"),
+        **spec,
+    )
+
+
 def sized_pixels(
     name: str, size: tuple[int, int], pre: Cfg, mean: list[float], std: list[float]
 ) -> dict[str, Any]:
@@ -133,12 +156,9 @@ def _tokens(cfg: Cfg) -> dict[str, int]:
     return ids(cfg, image_token_id=("image_token_index", "image_token_id"))
 
 
-LLAVA_PACKAGE = PackageSpec(
-    # Read by verify and chat (which ids are pictures); the runtime reads it for Qwen
-    # types only, and videochat_flash_qwen is not one (model_type.h, IsQwenVLFamily).
-    model_fields=_tokens,
-    vision_fields=lambda cfg, pre: {"num_visual_tokens": tokens_per_image(cfg)},
-    vision_inputs={"pixel_values": "pixel_values"},
+LLAVA_PACKAGE = videochat_package(
+    tokens_per_image,
+    _tokens,
     processor_json=_processor,
     picture_sizing=_sizing,
     # mobius's `llava` graphs, their vision tower and embedding replaced by ours.
@@ -146,9 +166,6 @@ LLAVA_PACKAGE = PackageSpec(
     rename_checkpoint=checkpoint_name,
     unused_ok=unused_tensors,
     adapt_tokenizer=tokenizer.adapt,
-    # Our tower and embedding compute in float32; mobius's f16 decoder would take float16
-    # embeddings, so the package is f32 with the decoder quantized (int4, int8) or not.
-    dtypes=("f32", "int4", "int8"),
     notes=(
         "LLaVA runs on ONNX Runtime GenAI's videochat_flash_qwen pipeline: a constant "
         "vision.num_visual_tokens ids per picture, its marker text read as <image> ids by "

@@ -66,22 +66,7 @@ def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: P
         A line for the manifest.
     """
     image = int(cfg.first("image_token_index", "image_token_id"))
-    added = tokenizer.setdefault("added_tokens", [])
-    have = {t.get("content") for t in added}
-    for content in ABSORBED:
-        if content in have:
-            continue
-        added.append(
-            {
-                "id": image,
-                "content": content,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": True,
-            }
-        )
+    read_as(tokenizer, [(content, image) for content in ABSORBED])
     template = str(config.get("chat_template", ""))
     template = template.replace(IMAGE_TEXT, MARKER)
     template = _UPPER_ROLE.sub(_spelled_out, template)
@@ -92,6 +77,77 @@ def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: P
         f"Tokenizer: the runtime's {MARKER} / <|image_pad|> / <|vision_end|> text reads as "
         f"{IMAGE_TEXT} (id {image}); the chat template writes {MARKER} for each picture"
         + ("" if not bos else " and the BOS transformers' tokenizer adds")
+    )
+
+
+def added_token(content: str, token: int) -> dict[str, Any]:
+    """An added token of tokenizer.json: `content` read whole, as the id `token`."""
+    return {
+        "id": token,
+        "content": content,
+        "single_word": False,
+        "lstrip": False,
+        "rstrip": False,
+        "normalized": False,
+        "special": True,
+    }
+
+
+def read_as(tokenizer: dict[str, Any], pieces: list[tuple[str, int]]) -> None:
+    """Add each (text, id) piece to tokenizer.json's added tokens, unless its text is one.
+
+    The runtime's marker text is then read as the model's own ids (the 0.18 wheel reads
+    duplicate-id added tokens as written, measured for LLaVA and Idefics2).
+    """
+    added = tokenizer.setdefault("added_tokens", [])
+    have = {t.get("content") for t in added}
+    added.extend(added_token(content, token) for content, token in pieces if content not in have)
+
+
+def marker_template(
+    config: dict[str, Any],
+    tokenizer: dict[str, Any],
+    folder: Path,
+    released: str,
+    picture: str,
+    who: str,
+) -> bool:
+    """The release's chat template as the package's (in place); whether it writes the BOS.
+
+    Where the release writes a picture as `released`, the package's writes `picture` (the
+    runtime's marker); roles the release capitalises are named (ORT GenAI 0.18's engine
+    has no `capitalize`); the template writes the BOS transformers' tokenizer adds.
+
+    Raises:
+        MmforgeError: The template writes pictures otherwise than `who`'s release.
+    """
+    template = str(config.get("chat_template", ""))
+    if released not in template:
+        raise MmforgeError(
+            f"The chat template does not write pictures as {who}'s released template does "
+            f"({released})",
+            "Use the release's chat template: the package's copy writes the runtime's "
+            f"picture marker where it writes {released}",
+        )
+    template = template.replace(released, picture)
+    template = CAPITALIZED_ROLE.sub(_named, template)
+    template, bos = bos_written(template, tokenizer, folder)
+    config["chat_template"] = template
+    config["add_bos_token"] = False  # the template writes it where the tokenizer adds one
+    return bos
+
+
+# `message['role'].capitalize()` or `message['role'] | capitalize` (or message.role).
+CAPITALIZED_ROLE = re.compile(
+    r"""(message(?:\[\s*['"]role['"]\s*\]|\.role))(?:\.capitalize\(\)|\s*\|\s*capitalize\b)"""
+)
+
+
+def _named(match: re.Match[str]) -> str:
+    role = match.group(1)
+    return (
+        f"('User' if {role} == 'user' else 'Assistant' if {role} == 'assistant' "
+        f"else 'System' if {role} == 'system' else {role})"
     )
 
 
