@@ -66,6 +66,9 @@ class Attachment:
         shown_width: The picture's upright width as the user took it, where the copy was
             stretched to a fixed size for the model (InternVL's 448 × 448); 0: the copy's.
         shown_height: Likewise its height: the transcript draws the copy at this shape.
+        shown_box: The part of the copy the transcript draws, (left, top, width, height),
+            where the copy holds more than the picture (a split picture's canvas,
+            Idefics2's: its whole part); all 0: the whole copy.
     """
 
     kind: str
@@ -77,6 +80,12 @@ class Attachment:
     seconds: float = 0.0
     shown_width: int = 0
     shown_height: int = 0
+    shown_box: tuple[int, int, int, int] = (0, 0, 0, 0)
+
+    @property
+    def shown_shape(self) -> tuple[int, int]:
+        """(shown_width, shown_height): the shape the transcript draws the picture at."""
+        return self.shown_width, self.shown_height
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the path as a string)."""
@@ -85,7 +94,19 @@ class Attachment:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attachment:
         """Inverse of `to_dict`."""
-        return cls(**{**data, "path": Path(data["path"])})
+        box = data.get("shown_box", (0, 0, 0, 0))
+        return cls(**{**data, "path": Path(data["path"]), "shown_box": _box(box)})
+
+
+def _box(value: Any) -> tuple[int, int, int, int]:
+    """A stored shown_box; a broken one is no box (the whole copy is drawn)."""
+    if (
+        isinstance(value, (list, tuple))
+        and len(value) == 4
+        and all(type(v) is int and 0 <= v <= 1 << 20 for v in value)
+    ):
+        return (value[0], value[1], value[2], value[3])
+    return (0, 0, 0, 0)
 
 
 def kind_of(path: Path) -> str:
@@ -259,6 +280,7 @@ def _prepare_image(path: Path, dest: Path, intake: picture_sizing.Intake | None)
         height=height,
         shown_width=shown[0],
         shown_height=shown[1],
+        shown_box=taken.shown_box,
     )
 
 

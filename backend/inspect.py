@@ -148,8 +148,8 @@ class Profile:
         """Whether this version converts the model.
 
         The runtime runs it, and mmforge builds it (exactly, or with the user's consent).
-        A runtime pipeline alone is not enough: Idefics2 with image splitting runs on one,
-        but is not built yet.
+        A runtime pipeline alone is not enough: Gemma 3n's pictures run on one, but are not
+        built yet.
         """
         from mmforge.backend.families.catalog import CANNOT, NOT_YET
 

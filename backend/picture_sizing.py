@@ -38,6 +38,10 @@ EDGE_BOUNDS = "edge_bounds"
 # (aspect kept, the other side truncated and raised to even), then a second resize to
 # `width` × `height` (the tower's square).
 EDGE_THEN_FIXED = "longest_edge_then_fixed"
+# Idefics2ImageProcessor with do_image_splitting: the picture cut into its four quarters
+# and kept whole, each of the five sized as `edge_bounds`; the intake packs the five into
+# one canvas (`canvas_size`) that the package's vision graph cuts apart again.
+SPLIT_EDGE_BOUNDS = "edge_bounds_split"
 RULES = (
     SMART_RESIZE,
     SCALED_UP_SMART_RESIZE,
@@ -49,6 +53,7 @@ RULES = (
     SHORTEST_EDGE_CROP,
     EDGE_BOUNDS,
     EDGE_THEN_FIXED,
+    SPLIT_EDGE_BOUNDS,
 )
 # Who resizes: PIL (transformers' PIL processors) or torch (its torchvision processors,
 # which use torch's interpolation; mmforge's reference restates them with the same).
@@ -132,6 +137,8 @@ class Sizing:
         if self.rule == EDGE_BOUNDS:
             h, w = edge_bounds_size(height, width, self.shortest_edge, self.longest_edge)
             return w, h
+        if self.rule == SPLIT_EDGE_BOUNDS:  # the canvas the five parts are packed into
+            return canvas_size(self.longest_edge)
         if self.rule == PHI4_HD:
             return phi4_hd_fit(width, height, self.factor, self.max_crops)[0]
         if self.rule == ASPECT_BUDGET:
@@ -170,7 +177,7 @@ class Sizing:
 
         Chat draws such a picture at the shape the user took it again.
         """
-        return self.rule in (FIXED, EDGE_BOUNDS, EDGE_THEN_FIXED)
+        return self.rule in (FIXED, EDGE_BOUNDS, EDGE_THEN_FIXED, SPLIT_EDGE_BOUNDS)
 
     @property
     def one_size(self) -> bool:
@@ -191,7 +198,7 @@ class Sizing:
         """
         if self.rule in (FIXED, SHORTEST_EDGE_CROP, EDGE_THEN_FIXED):
             return (width, height) == (self.width, self.height)
-        if self.rule == EDGE_BOUNDS:  # the package's chain has no Resize
+        if self.rule in (EDGE_BOUNDS, SPLIT_EDGE_BOUNDS):  # the package's chain has no Resize
             return True
         if self.rule == ASPECT_BUDGET:  # the transform's own rule, applied again
             return self.target(width, height) == (width, height)
@@ -222,6 +229,14 @@ class Sizing:
                 f"a side over {self.longest_edge} px scaled down to it (aspect kept, the "
                 f"other side truncated), then each side raised to at least "
                 f"{self.shortest_edge} px ({self.resample})"
+            )
+        if self.rule == SPLIT_EDGE_BOUNDS:
+            return (
+                "cut into its four quarters and kept whole; each of the five: a side over "
+                f"{self.longest_edge} px scaled down to it (aspect kept, the other side "
+                f"truncated), then each side raised to at least {self.shortest_edge} px "
+                f"({self.resample}); the five packed into one "
+                + canvas_description(self.longest_edge)
             )
         if self.rule == ASPECT_BUDGET:
             return (
@@ -279,6 +294,8 @@ class Sizing:
             return self.factor > 0 and self.longest_edge >= self.factor
         if self.rule == EDGE_BOUNDS:
             return 0 < self.shortest_edge <= self.longest_edge
+        if self.rule == SPLIT_EDGE_BOUNDS:
+            return 4 <= self.shortest_edge <= self.longest_edge <= MAX_CANVAS_SIDE
         if self.rule == PHI4_HD:
             return self.factor > 0 and self.max_crops > 0
         if self.rule == ASPECT_BUDGET:
@@ -429,6 +446,47 @@ def edge_bounds_size(height: int, width: int, shortest: int, longest: int) -> tu
     return max(height, shortest), max(width, shortest)
 
 
+# A split picture's canvas: five slots of `longest` × `longest` px side by side, under a
+# header row that holds each part's size (slot i's pixels 0 and 1 of row 0: height, then
+# width, as (value // 256, value % 256, 0); pixels 2 and 3 black and white, so a graph
+# reads the values back whatever the normalisation); part i at slot i's top left.
+SPLIT_PARTS = 5
+CANVAS_HEADER_ROWS = 1
+MAX_CANVAS_SIDE = 4096  # sizes up to 65,535 fit the header; this bounds the canvas
+
+
+def canvas_size(longest: int) -> tuple[int, int]:
+    """The (width, height) of a split picture's canvas (`SPLIT_EDGE_BOUNDS`)."""
+    return SPLIT_PARTS * longest, longest + CANVAS_HEADER_ROWS
+
+
+def canvas_description(longest: int) -> str:
+    """The canvas in words, for a package's README and other programs."""
+    width, height = canvas_size(longest)
+    return (
+        f"{width}×{height} px PNG: five {longest} px slots side by side (the four quarters "
+        "left to right, top row first, then the whole), each part at its slot's top left "
+        "below a header row, where slot i's first two pixels hold the part's height and "
+        "width as (value // 256, value % 256, 0), and pixels 2 and 3 are black and white"
+    )
+
+
+def quarters(height: int, width: int) -> list[tuple[int, int, int, int]]:
+    """Idefics2's `split_images` boxes, (left, top, right, bottom): the quarters, then the whole.
+
+    The middle is `side // 2`: an odd side leaves the extra row or column to the bottom
+    and right quarters.
+    """
+    mid_h, mid_w = height // 2, width // 2
+    return [
+        (0, 0, mid_w, mid_h),
+        (mid_w, 0, width, mid_h),
+        (0, mid_h, mid_w, height),
+        (mid_w, mid_h, width, height),
+        (0, 0, width, height),
+    ]
+
+
 # Idefics3ImageProcessor's largest side after its first resize (MAX_IMAGE_SIZE).
 IDEFICS3_MAX_SIDE = 4096
 
@@ -534,6 +592,13 @@ def for_other_programs(intake: Intake | None) -> str:
     if sizing is None:
         return steps
     kernel = "torch's antialiased" if sizing.kernel == "torch" else "PIL's"
+    if sizing.rule == SPLIT_EDGE_BOUNDS:
+        return (
+            f"{steps} Then cut it and size its parts as this model's processor does, with "
+            f"{kernel} {sizing.resample} filter, and hand the runtime the canvas they are "
+            f"packed into ({sizing.describe()}): the package's vision graph reads its "
+            "pictures only in that form."
+        )
     return (
         f"{steps} Then resize it with {kernel} {sizing.resample} filter to transformers' "
         f"size for this model ({sizing.describe()}) before handing it over: the runtime "

@@ -35,13 +35,19 @@ from typing import Any
 
 from mmforge.backend.picture_sizing import (
     ASPECT_BUDGET,
+    CANVAS_HEADER_ROWS,
     EDGE_THEN_FIXED,
     PHI4_HD,
     SHORTEST_EDGE_CROP,
+    SPLIT_EDGE_BOUNDS,
+    SPLIT_PARTS,
     Intake,
     PictureError,
     Sizing,
+    canvas_size,
     centre_crop_box,
+    edge_bounds_size,
+    quarters,
     rescaled_to_edge,
     same_grid,
     shortest_edge_size,
@@ -170,6 +176,9 @@ class Taken:
         height: The upright height transformers sees, before any resize.
         resized: Whether it was resized here to transformers' target size.
         note: What was done, in words ("" when nothing changed).
+        shown_box: Where in `image` the picture itself lies, (left, top, width,
+            height), when `image` is more than the picture (a split picture's canvas: its
+            whole part); all 0: the whole `image`.
     """
 
     image: Any
@@ -177,6 +186,7 @@ class Taken:
     height: int
     resized: bool
     note: str
+    shown_box: tuple[int, int, int, int] = (0, 0, 0, 0)
 
 
 def take(path: Path, intake: Intake | None) -> Taken:
@@ -200,6 +210,9 @@ def take(path: Path, intake: Intake | None) -> Taken:
     if orientation != 1:
         changes.append("turned upright as its EXIF orientation says")
     resized = False
+    if sizing is not None and sizing.rule == SPLIT_EDGE_BOUNDS:
+        canvas, whole = split_canvas(image, sizing)
+        return Taken(canvas, width, height, True, "; ".join(changes), shown_box=whole)
     if sizing is not None:
         target = sizing.target(width, height)
         if sizing.tiles(width, height):
@@ -233,6 +246,40 @@ def take(path: Path, intake: Intake | None) -> Taken:
             image = _resize(image, target, sizing)
             resized = True
     return Taken(image, width, height, resized, "; ".join(changes))
+
+
+def split_canvas(image: Any, sizing: Sizing) -> tuple[Any, tuple[int, int, int, int]]:
+    """Idefics2's five parts of a picture packed into one canvas; and where its whole lies.
+
+    Cut as Idefics2ImageProcessor's `split_images` cuts (the quarters, then the whole),
+    each sized as its `resize` sizes it, with PIL's filter, from the exact crop; then laid
+    out as `picture_sizing.canvas_size` says, each part's size in the header row.
+
+    Raises:
+        PictureError: A side under 2 px (its quarters would hold no pixels).
+    """
+    from PIL import Image
+
+    width, height = image.size
+    if min(width, height) < 2:
+        raise PictureError(
+            f"at {width}×{height} it cannot be cut into quarters, as this model's processor "
+            "cuts every picture",
+            "Send a picture at least 2 pixels wide and high",
+        )
+    side = sizing.longest_edge
+    canvas = Image.new("RGB", canvas_size(side), (0, 0, 0))
+    canvas.putpixel((3, 0), (255, 255, 255))  # with pixel 2's black: the header's scale
+    part = image
+    for slot, box in enumerate(quarters(height, width)):
+        part = image.crop(box)
+        h, w = edge_bounds_size(part.height, part.width, sizing.shortest_edge, side)
+        if (w, h) != part.size:
+            part = _resize(part, (w, h), sizing)
+        canvas.paste(part, (slot * side, CANVAS_HEADER_ROWS))
+        canvas.putpixel((slot * side, 0), (h // 256, h % 256, 0))
+        canvas.putpixel((slot * side + 1, 0), (w // 256, w % 256, 0))
+    return canvas, ((SPLIT_PARTS - 1) * side, CANVAS_HEADER_ROWS, part.width, part.height)
 
 
 def _shortest_edge_crop(image: Any, sizing: Sizing) -> Any:

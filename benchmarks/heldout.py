@@ -10,6 +10,10 @@ expert counts). For each it prints:
     against transformers' greedy answer to the same ids and pixels.
 
     python benchmarks/heldout.py [--families qwen2_vl,qwen3_vl_moe] [--work /tmp/heldout]
+        [--processor '{"do_image_splitting": true}']
+
+`--processor` sets image processor settings in the held-out checkpoint's
+preprocessor_config.json (Idefics2 with its image splitting, say).
 
 A family's expected verdict is its expect.py's (Gemma 4's AMBIGUOUS preprocessing, its
 documented blank lines); a row that differs ends with "<- differs".
@@ -29,7 +33,9 @@ TOKENS = 32
 CHAT_TOKENS = 16
 
 
-def _checkpoint(key: str, work: Path) -> Path:
+def _checkpoint(key: str, work: Path, processor: dict[str, object]) -> Path:
+    import json
+
     from mmforge.backend.families import ALL
     from mmforge.backend.tiny.build import with_config, write_tiny
 
@@ -38,7 +44,11 @@ def _checkpoint(key: str, work: Path) -> Path:
     if spec is None:
         raise SystemExit(f"{key} has no tiny checkpoint")
     held = with_config(spec, dict(family.fixtures.expect.held_out))
-    return write_tiny(held, work / f"{key}-heldout", seed=SEED).folder
+    folder = write_tiny(held, work / f"{key}-heldout", seed=SEED).folder
+    if processor:
+        path = folder / "preprocessor_config.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **processor}, indent=2))
+    return folder
 
 
 def _verify_row(key: str, checkpoint: Path, dtype: str, work: Path, expected: str) -> str:
@@ -111,7 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--families", default="", help="comma-separated family keys")
     parser.add_argument("--work", type=Path, default=Path("/tmp/mmforge-heldout"))
+    parser.add_argument(
+        "--processor", default="{}", help="image processor settings (a JSON object) to set"
+    )
     args = parser.parse_args(argv)
+    import json
+
+    processor = json.loads(args.processor)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.images
     from tests.backend.families import TESTED, verdict
 
@@ -119,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     print(f"{'family':<16} {'dtype':<5} {'verdict':<32} {'tokens':>7} {'time':>6}")
     for key in keys:
-        checkpoint = _checkpoint(key, args.work)
+        checkpoint = _checkpoint(key, args.work, processor)
         for dtype in ("f32", "int4"):
             print(_verify_row(key, checkpoint, dtype, args.work, verdict(key)), flush=True)
             gc.collect()

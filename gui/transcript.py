@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSize, Qt, QUrl, Signal
+from PySide6.QtCore import QPoint, QRect, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QImageReader, QTextDocument
 from PySide6.QtWidgets import QWidget
 
@@ -17,6 +17,9 @@ from mmforge.backend.chat.conversations import Message
 from mmforge.gui.markdown import plain, to_html
 from mmforge.gui.safe_text import SafeBrowser, for_display, is_regular_file, refused
 from mmforge.gui.theme import Colours
+
+# (left, top, width, height) of a file's part that is the picture (Attachment.shown_box).
+Box = tuple[int, int, int, int]
 
 STOPS = {"eos": "end of answer", "length": "token limit", "stopped": "stopped"}
 THUMB = 200  # the longest side of an image in the transcript, in pixels
@@ -47,21 +50,24 @@ class Transcript(SafeBrowser):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self._thumbs: dict[str, QImage] = {}
-        self._urls: dict[tuple[Path, tuple[int, int]], str] = {}
-        self._paths: dict[str, tuple[Path, tuple[int, int]]] = {}
+        self._urls: dict[tuple[Path, tuple[int, int], Box], str] = {}
+        self._paths: dict[str, tuple[Path, tuple[int, int], Box]] = {}
         # Not guessable: an answer that writes `thumb:...` draws none of these pictures.
         self._secret = secrets.token_hex(8)
         self.setOpenLinks(False)
         self.setAcceptDrops(True)
         self.viewport().setAcceptDrops(True)
 
-    def thumb_url(self, path: Path, shape: tuple[int, int] = (0, 0)) -> str:
+    def thumb_url(
+        self, path: Path, shape: tuple[int, int] = (0, 0), box: Box = (0, 0, 0, 0)
+    ) -> str:
         """The URL the transcript draws the picture `path` by (it may load that file).
 
         `shape`: the (width, height) to draw it at the proportions of, where the file was
-        stretched for the model (Attachment.shown_width); (0, 0): the file's own.
+        stretched for the model (Attachment.shown_width); (0, 0): the file's own. `box`:
+        the part of the file that is the picture (Attachment.shown_box); all 0: all of it.
         """
-        key = (path, shape)
+        key = (path, shape, box)
         url = self._urls.get(key)
         if url is None:
             url = self._urls[key] = f"thumb:{self._secret}-{len(self._urls)}"
@@ -103,15 +109,21 @@ class Transcript(SafeBrowser):
             event.ignore()
 
 
-def _thumbnail(path: Path, shape: tuple[int, int] = (0, 0)) -> QImage:
+def _thumbnail(path: Path, shape: tuple[int, int] = (0, 0), box: Box = (0, 0, 0, 0)) -> QImage:
     """The picture scaled to fit THUMB, at `shape`'s proportions where it is given.
 
-    An empty image for anything but a readable file.
+    Only `box` of the file where it is given (a split picture's canvas holds the picture
+    and its parts). An empty image for anything but a readable file.
     """
     if not is_regular_file(path):  # a FIFO or a device named in a saved conversation
         return QImage()
     reader = QImageReader(str(path))
     size = reader.size()
+    if box[2] > 0 and box[3] > 0 and size.isValid():
+        clip = QRect(*box).intersected(QRect(QPoint(0, 0), size))
+        if not clip.isEmpty():
+            reader.setClipRect(clip)
+            size = clip.size()
     if min(shape) > 0 and size.isValid():  # stretched back to the picture as taken
         fit = QSize(*shape).scaled(THUMB, THUMB, Qt.AspectRatioMode.KeepAspectRatio)
         reader.setScaledSize(fit if max(shape) > THUMB else QSize(*shape))
@@ -184,7 +196,7 @@ def message_html(
     m: Message,
     index: int | None,
     c: Colours,
-    thumb: Callable[[Path, tuple[int, int]], str] | None = None,
+    thumb: Callable[[Path, tuple[int, int], Box], str] | None = None,
 ) -> str:
     """One message of the transcript; `index` names it in its Copy links (None: none).
 
@@ -196,7 +208,7 @@ def message_html(
     copy = f" · <a href='copy:{index}'>Copy</a>" if index is not None and m.text.strip() else ""
     if m.role == "user":
         pictures = "".join(
-            f"<img src='{html.escape(thumb(a.path, (a.shown_width, a.shown_height)))}'> "
+            f"<img src='{html.escape(thumb(a.path, a.shown_shape, a.shown_box))}'> "
             for a in m.attachments
             if a.kind == IMAGE and thumb is not None
         )

@@ -338,7 +338,8 @@ def _build_into(
         files.update(precision_policy.probe_and_settle(staging, policy, rewrite, ctx, ep))
     with _timed(timings, "validate"):
         image_token = config["model"].get("image_token_id")
-        checked = validate_package(staging, image_token, ctx, ep=ep)
+        intake = Intake.from_dict(_picture_intake(checkpoint))
+        checked = validate_package(staging, image_token, ctx, ep=ep, intake=intake)
     for path in staging.iterdir():
         files[path.name] = path.stat().st_size
     return Manifest(
@@ -395,7 +396,7 @@ def _build(
     graphs = build_graphs(checkpoint, dtype, build_ep, work=staging / ".build", ctx=ctx)
     fixes = [*graphs.notes]
     for fix in spec.graph_fixes:
-        note = fix(families.FixRequest(graphs.models, checkpoint.cfg))
+        note = fix(families.FixRequest(graphs.models, checkpoint.cfg, checkpoint.folder))
         if note:
             fixes.append(note)
     ctx.report("build", 1, 1, message=", ".join(graphs.models))

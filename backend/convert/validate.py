@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmforge.backend import pictures
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.jobs import JobContext
+from mmforge.backend.picture_sizing import Intake
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +42,12 @@ def validate_package(
     ctx: JobContext,
     *,
     ep: str = "cpu",
+    intake: Intake | None = None,
 ) -> Validation:
     """Load the package in ORT GenAI, run its processor on the probe image, generate a token.
 
+    The probe goes through chat's intake as the package records it (`intake`: sized as
+    transformers sizes it, or packed as a split picture's canvas), as every picture does.
     A CUDA package holds CUDA-only kernels; on a machine without CUDA only its
     configuration and ONNX structure are checked, and the result says so.
 
@@ -72,8 +78,11 @@ def validate_package(
         ctx.report("validate", 1, 3, message="running the image processor")
         processor = model.create_multimodal_processor()
         prompt = tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True)
-        images = og.Images.open(str(resources.probe_image()))
-        inputs = processor(prompt, images=images)
+        with tempfile.TemporaryDirectory(prefix="mmforge-probe-") as work:
+            sent = Path(work) / "probe.png"
+            pictures.save_lossless(pictures.take(resources.probe_image(), intake).image, sent)
+            images = og.Images.open(str(sent))
+            inputs = processor(prompt, images=images)
         ids = inputs["input_ids"].as_numpy()
         ctx.report("validate", 2, 3, message="generating one token")
         params = og.GeneratorParams(model)

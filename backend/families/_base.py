@@ -248,6 +248,9 @@ class Reference:
             family transformers has no class for (Phi-3.5-Vision, assembled from its
             native parts); None: `Family.hf_class` loaded with the checkpoint's weights.
         kind: What the reference is, for the report, when it is not transformers' class.
+        feature_rows: Which of the vision graph's rows are features, as a boolean mask
+            over their count (None: all): rows the embedding graph fills itself are
+            left out of the vision comparison (Idefics2's split pictures).
     """
 
     prepare: PrepareReference
@@ -266,6 +269,7 @@ class Reference:
     known_limit: KnownLimit | None = None
     load: Callable[[Any], Any] | None = None
     kind: str | None = None
+    feature_rows: Callable[[Cfg, int], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -407,7 +411,7 @@ class Approximation:
     """How a family converts only approximately, and only when the user opts in.
 
     No runtime pipeline gives the released processor's layout (InternVL's tiles,
-    Idefics2's image splitting), but the model runs exactly on a simpler setting of its
+    Idefics3's image splitting), but the model runs exactly on a simpler setting of its
     own image processor. With the user's consent (`convert --approximate`, the app's
     question) the package is built for that setting, the Model card and inspect say what
     differs, and verify compares against transformers run with the same setting and

@@ -67,10 +67,14 @@ class PrepareWeights(Protocol):
 
 @dataclass(frozen=True)
 class FixRequest:
-    """The built component models (name -> onnx_ir.Model) and the config they came from."""
+    """The built component models (name -> onnx_ir.Model) and the config they came from.
+
+    `folder`: the checkpoint's folder, for a fix that needs its tokenizer's ids.
+    """
 
     models: dict[str, Any]
     cfg: Cfg
+    folder: Path | None = None
 
 
 class GraphFix(Protocol):

@@ -88,6 +88,9 @@ class ReferenceEvidence:
             token, HF's logit for the runtime's token).
         generated_placeholder: (step, token id) of an image or audio placeholder token the
             model generated before the two sides' tokens differ (random weights do).
+        read_ids: The runtime's ids as the reference reads them (the family's
+            `from_runtime`: Idefics2's split pictures hold fake ids where the runtime's
+            hold image ids); empty: the runtime's own.
     """
 
     inputs: ReferenceInputs
@@ -100,6 +103,11 @@ class ReferenceEvidence:
     tokens: list[int] = field(default_factory=list)
     near_tie: tuple[int, float, float] | None = None
     generated_placeholder: tuple[int, int] | None = None
+    read_ids: list[int] = field(default_factory=list)
+
+    def ids(self, runtime: RuntimeEvidence) -> list[int]:
+        """The prompt's ids as HF's forward passes read them."""
+        return self.read_ids or runtime.ids
 
 
 def gather_runtime(
@@ -225,6 +233,7 @@ def gather_reference(
         tokens=tokens,
         near_tie=near_tie,
         generated_placeholder=placeholder,
+        read_ids=list(ref.input_ids),
     )
 
 

@@ -171,7 +171,7 @@ def cost(
     # Over the answer; over the prompt itself when the answer is empty (it began with a
     # placeholder token).
     top1, kl, (a, b) = rounding.teacher_forced(original, changed, prompt_len if answer else 1)
-    ids = [*rt.ids, *answer]
+    ids = list(full.input_ids)  # the runtime's ids as HF reads them, and the answer
     return rounding.RoundingCost(
         dtype=dtype,
         weights=weights,

@@ -34,6 +34,7 @@ def check(
     """The preprocessing comparison, and the family's documented difference, if any."""
     reference = setup.checkpoint.family.reference
     assert reference is not None
+    runtime_inputs = hf_reference.from_runtime(setup.checkpoint, rt.prompt, rt.arrays)
     parts: list[tuple[str, str]] = []
     if reference.placeholder_layout is not None:
         layout = reference.placeholder_layout(
@@ -43,8 +44,10 @@ def check(
         )
         parts.append((PASS if layout.holds else FAIL, layout.found))
     else:
-        parts.append(_ids(setup, rt, ref, tokenizer, reference.text_difference))
-    runtime = hf_reference.from_runtime(setup.checkpoint, rt.prompt, rt.arrays).tensors
+        # The runtime's ids as transformers reads them (the family's from_runtime).
+        read = runtime_inputs.input_ids
+        parts.append(_ids(setup, read, ref, tokenizer, reference.text_difference))
+    runtime = runtime_inputs.tensors
     pixels = _pixels(setup, rt, ref, runtime)
     max_abs: float | None = None
     cos = 1.0
@@ -72,9 +75,9 @@ def _special_ids(tokenizer: Any) -> set[int]:
 
 
 def _ids(
-    setup: Setup, runtime: RuntimeEvidence, ref: ReferenceEvidence, tokenizer: Any, why: str
+    setup: Setup, runtime: list[int], ref: ReferenceEvidence, tokenizer: Any, why: str
 ) -> tuple[str, str]:
-    rt, hf = list(runtime.ids), list(ref.inputs.input_ids)
+    rt, hf = list(runtime), list(ref.inputs.input_ids)
     for name, token in (("image", setup.image_token), ("audio", setup.audio_token)):
         if token is None:
             continue

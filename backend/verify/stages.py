@@ -203,11 +203,11 @@ def positions(ids: Any, token: int | None) -> Any:
     return ids == token
 
 
-def _hf_rows(setup: Setup, rt: RuntimeEvidence, main: Forward, token: int | None) -> Any:
-    """HF's decoder inputs at the positions of `token` (with DeepStack columns for images)."""
+def _hf_rows(setup: Setup, ids: list[int], main: Forward, token: int | None) -> Any:
+    """HF's decoder inputs at the positions of `token` in `ids` (with DeepStack columns)."""
     import numpy as np
 
-    rows = main.hidden[0][positions(rt.ids, token)]
+    rows = main.hidden[0][positions(ids, token)]
     if token == setup.image_token and main.deepstack:
         rows = np.concatenate([rows, *main.deepstack], axis=-1)
     return rows
@@ -227,7 +227,12 @@ def encoder(setup: Setup, rt: RuntimeEvidence, ref: ReferenceEvidence, section: 
     finally:
         del session
     rows = features.reshape(-1, features.shape[-1])
-    reference = _hf_rows(setup, rt, ref.main, token)
+    family = setup.checkpoint.family.reference
+    if section == "vision" and family is not None and family.feature_rows is not None:
+        # Rows the embedding graph fills itself (Idefics2's fake tokens between the
+        # parts of a split picture): the features are the rest, at HF's image ids.
+        rows = rows[family.feature_rows(setup.checkpoint.cfg, rows.shape[0])]
+    reference = _hf_rows(setup, ref.ids(rt), ref.main, token)
     if rows.shape[0] != reference.shape[0]:
         what = "image" if section == "vision" else "audio"
         reason = (
@@ -289,7 +294,7 @@ def embedding(
             ("audio_features", audio, setup.audio_token),
         ):
             if name in specs and encoded.features is not None:
-                rows = _hf_rows(setup, rt, main, token)
+                rows = _hf_rows(setup, rt.ids, main, token)
                 feeds[name] = _features_like(specs[name], encoded.features, rows)
         outs = sessions.run_named(
             session, sessions.cast(session, sessions.fill_empty(session, feeds))

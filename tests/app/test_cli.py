@@ -449,7 +449,7 @@ def test_an_approximation_is_refused_with_one_line_until_approximate(tiny, tmp_p
     """Issue 30: exit 2 naming what differs and the flag; with --approximate it converts,
     and verify exits 4 (APPROXIMATE), never 0."""
     folder = tmp_path / "splitting"
-    shutil.copytree(tiny("idefics2"), folder)
+    shutil.copytree(tiny("idefics3"), folder)  # splitting: tiles no pipeline gives
     pre = json.loads((folder / "preprocessor_config.json").read_text())
     (folder / "preprocessor_config.json").write_text(
         json.dumps({**pre, "do_image_splitting": True})
@@ -465,7 +465,7 @@ def test_an_approximation_is_refused_with_one_line_until_approximate(tiny, tmp_p
     code, printed, _ = _run(capsys, "inspect", str(out))  # the package says what it is
     assert code == 0 and "approximation (converted with --approximate): Each picture" in printed
     code, printed, _ = _run(capsys, "inspect", str(out), "--json")
-    assert "four crops" in json.loads(printed)["approximation"]
+    assert "grid of tiles" in json.loads(printed)["approximation"]
     report = tmp_path / "report.json"
     code, _, _ = _run(
         capsys,
@@ -480,4 +480,4 @@ def test_an_approximation_is_refused_with_one_line_until_approximate(tiny, tmp_p
     )
     written = json.loads(report.read_text())
     assert code == 4 and written["verdict"] == "APPROXIMATE"
-    assert "four crops" in written["approximation"]
+    assert "tiles" in written["approximation"]

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from mmforge.backend.attachments import IMAGE, AttachmentError
-from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families.idefics2.graphs import _bucket, position_boundaries
 from mmforge.backend.families.idefics2.tokenizer import FAKE_TEXT, PIECES
 from mmforge.backend.picture_sizing import edge_bounds_size
@@ -185,51 +184,171 @@ def test_a_release_shaped_tower_matches_on_a_tallnoise_picture(tmp_path):
     assert report.verdict == "PASS" and report.tokens["matched"] == 16
 
 
-def test_a_splitting_checkpoint_converts_only_as_an_approximation_with_consent(tiny, tmp_path):
-    """do_image_splitting: five sub-pictures per picture, which no package builds yet. It is
-    refused until the user accepts reading each picture whole, and then verify compares
-    with transformers run that way and says APPROXIMATE, never PASS."""
-    from mmforge.app.cli import EXIT_VERDICT
+@pytest.fixture(scope="module")
+def splitting(tiny, tmp_path_factory):
+    """The tiny Idefics2 with do_image_splitting, and its f32 package (built once)."""
     from mmforge.backend.convert import convert
-    from mmforge.backend.errors import APPROXIMATE
-    from mmforge.backend.families.catalog import CONSENT
-    from mmforge.backend.inspect import inspect_source
-    from mmforge.backend.verify import verify
 
-    source = tmp_path / "splitting"
+    root = tmp_path_factory.mktemp("splitting")
+    source = root / "splitting"
     shutil.copytree(tiny("idefics2"), source)
     pre = json.loads((source / "preprocessor_config.json").read_text())
     (source / "preprocessor_config.json").write_text(
         json.dumps({**pre, "do_image_splitting": True})
     )
-    profile = inspect_source(str(source))
-    # In plain words on the card; the setting and the runtime's reason in the notes.
-    assert profile.converts == CONSENT and "four crops" in profile.converts_reason
-    assert "approximation" in profile.converts_reason
-    assert "do_image_splitting" not in profile.converts_reason
-    assert any("do_image_splitting" in n and "videochat_flash_qwen" in n for n in profile.notes)
-    assert profile.approximation == "each picture read whole, without its four crops"
-    assert profile.runnable and profile.convertible  # Convert → on the card; it asks first
-    assert profile.image_tokens.fixed == 5 * 64  # the model as released
-    with pytest.raises(MmforgeError) as e:
-        convert(str(source), tmp_path / "out")
-    assert e.value.kind == APPROXIMATE and "read whole" in e.value.one_line()
-    assert "--approximate" in e.value.one_line()
-    assert not (tmp_path / "out").exists()
+    convert(str(source), root / "f32")
+    return source, root / "f32"
 
-    manifest = convert(str(source), tmp_path / "out", approximate=True)
-    assert manifest.approximation["overrides"] == {"do_image_splitting": False}
-    assert any("approximation" in n for n in manifest.notes)
-    written = json.loads((tmp_path / "out" / "mmforge_manifest.json").read_text())
-    assert written["approximation"]["what"] == manifest.approximation["what"]
-    # The package reads each picture as 64 ids, as transformers does without the cut.
-    genai = json.loads((tmp_path / "out" / "genai_config.json").read_text())
-    assert genai["model"]["vision"]["num_visual_tokens"] == 64
-    picture = noise_picture(tmp_path, "wide.png", 640, 480)
-    report = verify(tmp_path / "out", str(source), images=[picture], tokens=8)
-    assert all(c.verdict == "PASS" for c in report.components), report.components
-    assert report.verdict == "APPROXIMATE" and report.tokens["matched"] == 8
-    assert "four crops" in (report.approximation or "")
-    assert any("do_image_splitting=False" in n for n in report.notes)  # what a PASS is against
-    assert report.summary().startswith("APPROXIMATE") and EXIT_VERDICT[report.verdict] == 4
-    assert report.to_dict()["approximation"] == report.approximation
+
+def test_a_splitting_checkpoint_converts_exactly_with_its_five_parts(splitting, tmp_path):
+    """do_image_splitting: the four quarters and the whole, 5 × 64 image ids a picture.
+    It converts without asking, its package takes 5 × 64 + 4 runtime ids a picture (the
+    fake tokens between the parts written by the embedding graph), and verify PASSes on
+    a JPEG photo, at f32 and at int4 (against the rounded weights)."""
+    from mmforge.backend.convert import convert
+    from mmforge.backend.families.catalog import EXACT
+    from mmforge.backend.inspect import inspect_source
+    from mmforge.backend.verify import verify
+    from tests.images import user_pictures
+
+    source, f32 = splitting
+    profile = inspect_source(str(source))
+    assert profile.converts == EXACT and not profile.approximation
+    assert profile.image_tokens.fixed == 5 * 64  # the model as released
+    assert any("five parts" in n for n in profile.notes)
+    genai = json.loads((f32 / "genai_config.json").read_text())
+    assert genai["model"]["vision"]["num_visual_tokens"] == 5 * 64 + 4
+    manifest = json.loads((f32 / "mmforge_manifest.json").read_text())
+    assert manifest["pictures"]["sizing"]["rule"] == "edge_bounds_split"
+    assert not manifest.get("approximation")
+    photo = user_pictures(tmp_path, big=(1200, 900))["jpeg"]
+    report = verify(f32, str(source), images=[photo], tokens=16)
+    assert report.verdict == "PASS", report.components
+    assert report.tokens["matched"] == 16 and not report.approximation
+    preprocessing = next(c for c in report.components if c.name == "preprocessing")
+    assert preprocessing.reason.startswith("the same ")  # Idefics2Processor's own ids
+    int4 = tmp_path / "int4"
+    convert(str(source), int4, dtype="int4")
+    report = verify(int4, str(source), images=[photo], tokens=16)
+    assert report.verdict == "PASS", report.components
+
+
+@pytest.mark.parametrize("names", [("jpeg",), ("exif", "palette"), ("large", "tie", "cmyk")])
+def test_the_runtime_reads_split_pictures_as_idefics2_processor(splitting, tmp_path, names):
+    """Through chat's intake, pictures of different sizes (a JPEG, an EXIF-rotated phone
+    photo, a palette PNG, a 6000×4000 photo...): the runtime's ids, with the fake ids
+    between the parts as transformers reads them, are Idefics2Processor's, and the
+    canvases unpacked are its padded parts and pixel mask."""
+    from mmforge.backend.attachments import package_intake, prepare
+    from mmforge.backend.checkpoint import Checkpoint
+    from mmforge.backend.families.idefics2.reference import read_split_ids, unpack_canvases
+    from mmforge.backend.pictures import load
+    from mmforge.backend.runtime import Runtime
+    from tests.images import user_pictures
+
+    source, f32 = splitting
+    pictures = user_pictures(tmp_path / "files")
+    files = [pictures[n] for n in names]
+    messages = [
+        {
+            "role": "user",
+            "content": [*({"type": "image"} for _ in files), {"type": "text", "text": "Which?"}],
+        }
+    ]
+    intake = package_intake(f32)
+    sent = [prepare(p, IMAGE, tmp_path / f"in{i}", intake).path for i, p in enumerate(files)]
+    runtime = Runtime(f32)
+    arrays = runtime.process(runtime.prompt(messages), sent).arrays
+    processor, tokenizer = _hf_processor(source)
+    hf_prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    expected = processor(text=hf_prompt, images=[load(p) for p in files])
+    cfg = Checkpoint.read(source).cfg
+    ids = read_split_ids(arrays["input_ids"].reshape(-1).tolist(), cfg)
+    assert ids == np.asarray(expected["input_ids"]).reshape(-1).tolist()
+    assert ids.count(cfg.get("image_token_id")) == len(files) * 5 * 64
+    pixels, mask = unpack_canvases(arrays["pixel_values"])
+    hf_pixels = np.asarray(expected["pixel_values"], dtype=np.float32)
+    assert pixels.shape == hf_pixels.shape
+    assert np.abs(pixels - hf_pixels).max() < 1e-5
+    assert (mask == np.asarray(expected["pixel_attention_mask"])).all()
+
+
+def test_chat_with_split_pictures_of_two_sizes_answers_as_transformers(splitting, tmp_path):
+    """Two JPEGs of different shapes (padded into one tensor by transformers, each part
+    masked): chat's greedy tokens are transformers' `generate` tokens."""
+    from mmforge.backend.chat.session import ChatSession
+    from mmforge.backend.chat.values import GenerationOptions
+    from mmforge.backend.pictures import load
+    from mmforge.backend.verify import hf_reference
+
+    source, f32 = splitting
+    first = noise_picture(tmp_path, "a.jpg", 500, 300, seed=1)
+    second = noise_picture(tmp_path, "b.jpg", 90, 200, seed=2)
+    session = ChatSession(f32)
+    attachments = session.prepare_attachments([(first, IMAGE), (second, IMAGE)])
+    answer = session.send("Compare them.", attachments, GenerationOptions(max_new_tokens=16))
+
+    processor, tokenizer = _hf_processor(source)
+    messages = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image"},
+                {"type": "image"},
+                {"type": "text", "text": "Compare them."},
+            ],
+        }
+    ]
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    inputs = processor(text=prompt, images=[load(first), load(second)], return_tensors="pt")
+    assert not bool(inputs["pixel_attention_mask"].all())  # the parts were padded
+    model = hf_reference.load_model(source)
+    out = model.generate(**inputs, max_new_tokens=16, do_sample=False)
+    hf_tokens = out[0, inputs["input_ids"].shape[1] :].tolist()
+    assert len(set(hf_tokens)) >= 4
+    assert list(answer.token_ids) == hf_tokens[: len(answer.token_ids)]
+    assert len(answer.token_ids) == 16 or answer.stop_reason != "length"
+
+
+def test_a_split_picture_is_drawn_as_the_picture(splitting, tmp_path):
+    """The runtime's copy is the canvas; the transcript draws its whole part, at the
+    shape the user took the picture."""
+    from PIL import Image
+
+    from mmforge.backend.attachments import package_intake, prepare
+
+    _, f32 = splitting
+    photo = noise_picture(tmp_path, "wide.png", 300, 120)
+    sent = prepare(photo, IMAGE, tmp_path / "in", package_intake(f32))
+    left, top, width, height = sent.shown_box
+    assert (width, height) == (70, 28) and top == 1 and left == 4 * 70
+    assert (sent.shown_width, sent.shown_height) == (300, 120)
+    with Image.open(sent.path) as canvas:
+        assert canvas.size == (5 * 70, 71)
+    # A saved conversation keeps the box; a broken one is no box (the whole copy drawn).
+    from mmforge.backend.attachments import Attachment
+
+    stored = json.loads(json.dumps(sent.to_dict()))
+    assert Attachment.from_dict(stored) == sent
+    for broken in ([1, 2, 3], ["a", 0, 0, 0], [0, 0, -1, 5], None):
+        assert Attachment.from_dict({**stored, "shown_box": broken}).shown_box == (0, 0, 0, 0)
+    assert Attachment.from_dict(
+        {k: v for k, v in stored.items() if k != "shown_box"}
+    ).shown_box == (
+        0,
+        0,
+        0,
+        0,
+    )
+
+
+def test_a_picture_too_thin_to_cut_is_refused_with_its_reason(splitting, tmp_path):
+    """A 1-pixel-wide picture has no quarters (transformers' processor fails on it)."""
+    from mmforge.backend.attachments import package_intake, prepare
+
+    _, f32 = splitting
+    line = noise_picture(tmp_path, "line.png", 1, 50)
+    with pytest.raises(AttachmentError) as e:
+        prepare(line, IMAGE, tmp_path / "in", package_intake(f32))
+    assert "cannot be cut into quarters" in str(e.value)
+    assert not any((tmp_path / "in").iterdir())  # nothing half-written

@@ -27,7 +27,8 @@ RELEASED = {r.key: r for f in ALL for r in f.fixtures.released}
 # generates its own image placeholder at step 5 (verify: AMBIGUOUS at end_to_end, since
 # nothing after an imageless placeholder means anything); a photo shows the 32 tokens.
 # Video-LLaVA's 224 px tower: a 900 × 600 photo takes the shortest-edge resize and crop.
-PHOTO = {"gemma4", "gemma4-26b-a4b", "gemma4-31b", "video_llava-7b"}
+# Idefics2 that splits: the photo's four 450 × 300 quarters raised to 450 × 378, and the whole.
+PHOTO = {"gemma4", "gemma4-26b-a4b", "gemma4-31b", "video_llava-7b", "idefics2-8b-splitting"}
 
 _built: dict[str, Path] = {}
 
@@ -427,6 +428,7 @@ NOT_FOUND: set[str] = {
     "llava-1.5-7b",
     "video_llava-7b",
     "idefics2-8b",  # the template as transformers' tests and the model card quote it
+    "idefics2-8b-splitting",
     # Idefics2's layout with each release's BOS text and capitalisation, reconstructed
     # (backend/families/idefics3/tiny.py says so).
     "idefics3-8b",

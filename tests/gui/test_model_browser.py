@@ -202,15 +202,15 @@ def test_pickled_weights_are_asked_about_and_the_conversion_goes_on(
 def test_an_approximation_is_asked_about_and_the_card_says_what_differs(
     qtbot, window, tiny, tmp_path, monkeypatch
 ):
-    """Issue 30: a model no pipeline runs exactly as released (Idefics2 that splits its
-    pictures) converts only as an approximation the user agreed to; the card and the
+    """Issue 30: a model no pipeline runs exactly as released (Idefics3 that splits its
+    pictures into tiles) converts only as an approximation the user agreed to; the card and the
     Convert page say what differs before anything is converted, the app asks before
     converting, and a No is said as such (not as a failure) with nothing written."""
     import json
     import shutil
 
     folder = tmp_path / "splitting"
-    shutil.copytree(tiny("idefics2"), folder)
+    shutil.copytree(tiny("idefics3"), folder)
     pre = json.loads((folder / "preprocessor_config.json").read_text())
     (folder / "preprocessor_config.json").write_text(
         json.dumps({**pre, "do_image_splitting": True})
@@ -228,7 +228,7 @@ def test_an_approximation_is_asked_about_and_the_card_says_what_differs(
     with qtbot.waitSignal(window.state.profile_changed, timeout=LONG):
         model.inspect_button.click()
     card = model.card.toPlainText()
-    assert "Converts with your consent:" in card and "four crops" in card, card
+    assert "Converts with your consent:" in card and "tiles" in card, card
     assert model.next_button.isEnabled() and asked == []  # nothing asked before converting
     convert = window.convert_view
     assert "It will be an approximation" in convert.lead.text()
@@ -249,6 +249,6 @@ def test_an_approximation_is_asked_about_and_the_card_says_what_differs(
 
     chat = window.chat_view
     load(qtbot, chat, tmp_path / "out")
-    assert "agreed to when converting: each picture read whole, without its four crops." in (
+    assert "agreed to when converting: each picture seen whole, without its tiles." in (
         chat.info.text()
     )

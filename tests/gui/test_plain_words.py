@@ -362,14 +362,14 @@ def test_verify_card_never_calls_an_approximation_a_pass(qapp):
     from mmforge.gui.theme import colours
     from mmforge.gui.verify_view import summary_html, verdict_colour
 
-    what = "each picture is read whole, where the release also cuts it into four crops"
+    what = "each picture is seen whole, where the release also cuts it into tiles"
     report = VerifyReport(
         "APPROXIMATE",
         None,
         None,
         [],
         {"matched": 8, "total": 8},
-        "Idefics2",
+        "Idefics3",
         "f32",
         "p",
         "r",
@@ -430,6 +430,26 @@ def test_a_picture_stretched_for_the_model_is_drawn_at_the_shape_it_was_taken(qa
     assert (_thumbnail(copy).width(), _thumbnail(copy).height()) == (THUMB, THUMB)
     small = _thumbnail(copy, (150, 100))  # smaller than THUMB: its own size
     assert (small.width(), small.height()) == (150, 100)
+
+
+def test_a_split_picture_is_drawn_as_its_whole_part(qapp, tmp_path):
+    """Idefics2 with image splitting: the runtime's copy is a canvas of five parts under a
+    header row; the transcript draws only the whole part (Attachment.shown_box), at the
+    shape the picture was taken."""
+    from PIL import Image
+
+    from mmforge.gui.transcript import _thumbnail
+
+    canvas = Image.new("RGB", (5 * 70, 71), (0, 0, 0))
+    canvas.paste(Image.new("RGB", (70, 28), (250, 20, 20)), (4 * 70, 1))
+    copy = tmp_path / "canvas.png"
+    canvas.save(copy)
+    drawn = _thumbnail(copy, (300, 120), (280, 1, 70, 28))
+    assert (drawn.width(), drawn.height()) == (200, 80)  # 300×120 fitted into THUMB
+    centre = drawn.pixelColor(drawn.width() // 2, drawn.height() // 2)
+    assert (centre.red(), centre.green()) == (250, 20)  # the whole part, not the header
+    whole = _thumbnail(copy)  # no box: the canvas itself
+    assert (whole.width(), whole.height()) == (200, 40)
 
 
 def test_verify_and_attach_offer_sound_only_for_a_package_that_hears(

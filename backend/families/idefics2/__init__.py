@@ -8,10 +8,11 @@ ids, with 1-D positions and a causal decoder, as Idefics2 has. Pictures are size
 Idefics2ImageProcessor sizes them before the runtime sees them, and the package's pixel
 chain has no Resize, so the vision graph (graphs.py) gets them at that size.
 
-Exactly without image splitting only: a checkpoint whose processor splits pictures
-(`do_image_splitting`, 5 × 64 ids and four sub-images per picture) is this entry's
-variant that converts only as an approximation (each picture read whole), with the
-user's consent (`Family.approximation`).
+A checkpoint whose processor splits pictures (`do_image_splitting`: the four quarters
+and the whole, 5 × K image ids) is this entry's variant: the intake packs the five parts
+into one canvas a picture, the vision graph runs the tower and connector on each part,
+and the embedding graph writes the fake token between them (graphs.py), so the runtime's
+prompt is transformers' (K' = 5 K + 4 ids a picture).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import dataclasses
 from typing import Any
 
 from mmforge.backend.families._base import (
-    Approximation,
     Cfg,
     Family,
     Fixtures,
@@ -36,12 +36,21 @@ from mmforge.backend.families._base import (
 from mmforge.backend.families._hooks import VariantRequest
 from mmforge.backend.families.idefics2 import expect, fields, reference, tiny, tokenizer
 from mmforge.backend.families.idefics2.graphs import (
+    PARTS,
     checkpoint_name,
+    feature_rows,
+    own_split_graphs,
     own_vision_and_embedding,
+    split_tokens,
     tokens_per_image,
 )
 from mmforge.backend.families.llava import videochat_package
-from mmforge.backend.picture_sizing import EDGE_BOUNDS, Sizing, resample_name
+from mmforge.backend.picture_sizing import (
+    EDGE_BOUNDS,
+    SPLIT_EDGE_BOUNDS,
+    Sizing,
+    resample_name,
+)
 
 IMAGENET_STANDARD = [0.5, 0.5, 0.5]
 SHORTEST_EDGE, LONGEST_EDGE = 378, 980  # Idefics2ImageProcessor's defaults
@@ -145,16 +154,32 @@ IDEFICS2 = Family(
     fixtures=Fixtures(tiny=tiny.IDEFICS2, released=tiny.RELEASED_IDEFICS2, expect=expect.IDEFICS2),
 )
 
-SPLITTING = Approximation(
-    what="Each picture is read whole, where this model as released also reads it as four "
-    "crops, so its answers may differ from the original's, most on small print and fine "
-    "detail.",
-    short="each picture read whole, without its four crops",
-    overrides={"do_image_splitting": False},
-    why="This checkpoint's processor cuts every picture into four crops plus the whole "
-    "(do_image_splitting: 5 × 64 image tokens), which mmforge does not build yet; ONNX "
-    "Runtime GenAI 0.18's videochat_flash_qwen pipeline could run the cut exactly with "
-    "vision.num_visual_tokens = 324 (measured; docs/seed-families.md).",
+
+def _split_sizing(cfg: Cfg, pre: Cfg) -> Sizing:
+    """Idefics2ImageProcessor with splitting: the quarters and the whole, each as `_sizing`."""
+    shortest, longest = _edges(pre)
+    resample = resample_name(pre.get("resample"), "bilinear")
+    return Sizing(SPLIT_EDGE_BOUNDS, resample, shortest_edge=shortest, longest_edge=longest)
+
+
+IDEFICS2_SPLIT_PACKAGE = videochat_package(
+    split_tokens,
+    _tokens,
+    processor_json=_processor,
+    picture_sizing=_split_sizing,
+    graph_fixes=(own_split_graphs,),
+    rename_checkpoint=checkpoint_name,
+    adapt_tokenizer=tokenizer.adapt,
+    notes=(
+        "Idefics2 with image splitting runs on ONNX Runtime GenAI's videochat_flash_qwen "
+        "pipeline: vision.num_visual_tokens = 5 K + 4 ids a picture, its marker text read "
+        "as <fake_token_around_image> and <image> ids; the embedding graph puts the fake "
+        "token's embedding between the five parts, so the decoder gets Idefics2Processor's "
+        "sequence.",
+        "Pictures are cut and sized as Idefics2ImageProcessor does before the runtime sees "
+        "them, and packed into one canvas a picture (its four quarters, the whole, and their "
+        "sizes); the vision graph runs the tower and connector on each part at its own size.",
+    ),
 )
 
 
@@ -184,18 +209,30 @@ def splits_pictures(folder: Any, default: bool = False) -> bool:
     return default
 
 
-# A splitting checkpoint converts without its splitting, only if the user agrees.
+# A splitting checkpoint: five parts a picture, exactly as Idefics2ImageProcessor cuts it.
 IDEFICS2_SPLITTING = dataclasses.replace(
     IDEFICS2,
     profile=dataclasses.replace(
         IDEFICS2.profile,
         image_tokens=lambda cfg, pre: ImageTokens(
-            fixed=5 * tokens_per_image(cfg),
-            rule="5 × resampler_n_latents per picture (do_image_splitting: four crops and "
-            "the picture); the package, an approximation, reads each picture whole",
+            fixed=PARTS * tokens_per_image(cfg),
+            rule="5 × resampler_n_latents per picture (do_image_splitting: the four "
+            "quarters and the whole), each framed by <fake_token_around_image>",
+        ),
+        notes=(
+            *_NOTES,
+            "Splits each picture as its processor does (do_image_splitting): the four "
+            "quarters and the whole, five parts of K ids; the runtime's K' = 5 K + 4 ids a "
+            "picture, the four between the parts written as <fake_token_around_image> by "
+            "the embedding graph.",
         ),
     ),
-    approximation=SPLITTING,
+    package=IDEFICS2_SPLIT_PACKAGE,
+    reference=Reference(
+        prepare=reference.prepare,
+        from_runtime=reference.from_runtime_split,
+        feature_rows=feature_rows,
+    ),
 )
 
 
@@ -206,8 +243,8 @@ def _variant(request: VariantRequest) -> Family | None:
 IDEFICS2 = dataclasses.replace(
     IDEFICS2,
     recognition=dataclasses.replace(IDEFICS2.recognition, variant=_variant),
-    variant_note="A checkpoint that splits its pictures (do_image_splitting) converts only as "
-    "an approximation, with your consent (each picture read whole)",
+    variant_note="A checkpoint that splits its pictures (do_image_splitting) converts with "
+    "its splitting: the four quarters and the whole, five parts a picture",
 )
 
 FAMILIES = (IDEFICS2,)

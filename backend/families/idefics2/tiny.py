@@ -161,4 +161,23 @@ RELEASED_IDEFICS2 = (
         preprocessor={**_PREPROCESSOR, "size": {"longest_edge": 980, "shortest_edge": 378}},
         chat_template=RELEASE_TEMPLATE,
     ),
+    # The same release with its image splitting on (the model card's advice to pass
+    # do_image_splitting=False to save memory suggests the release splits; a stored
+    # printout of an 8B processor shows false: docs/seed-families.md), five parts a
+    # picture at the release's 378 to 980 px.
+    ReleaseSpec(
+        key="idefics2-8b-splitting",
+        release="HuggingFaceM4/idefics2-8b",
+        tiny=dataclasses.replace(
+            IDEFICS2,
+            tokenizer_extra={**IDEFICS2.tokenizer_extra, "add_bos_token": True},
+        ),
+        config_json=_idefics2_8b_release,
+        preprocessor={
+            **_PREPROCESSOR,
+            "do_image_splitting": True,
+            "size": {"longest_edge": 980, "shortest_edge": 378},
+        },
+        chat_template=RELEASE_TEMPLATE,
+    ),
 )

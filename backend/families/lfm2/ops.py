@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ class GraphBuilder:
 
         self.ir = ir
         self.graph = ir.Graph(inputs=[], outputs=[], nodes=[], name=name, opset_imports={"": OPSET})
+        self._root = self.graph  # where initializers live, also while a loop body is built
         self._consts = 0
 
     def input(self, name: str, dtype: Any, shape: list[Any]) -> Any:
@@ -32,7 +34,7 @@ class GraphBuilder:
         value = ir.Value(
             name=name, type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape(list(shape))
         )
-        self.graph.initializers[name] = value  # register_initializer wants a value
+        self._root.initializers[name] = value  # register_initializer wants a value
         return value
 
     def const(self, array: Any) -> Any:
@@ -40,13 +42,50 @@ class GraphBuilder:
         self._consts += 1
         name = f"mmforge_const_{self._consts}"
         value = self.ir.Value(name=name, const_value=self.ir.tensor(np.asarray(array), name=name))
-        self.graph.register_initializer(value)
+        self._root.register_initializer(value)
         return value
 
     def op(self, op_type: str, *inputs: Any, **attrs: Any) -> Any:
-        """Append a node; its first output."""
+        """Append a node; its first output.
+
+        In a loop body, a node on initializers alone (a weight's Transpose) goes to the
+        main graph: it is the same every iteration, and the converter's passes fold
+        such nodes where they expect them, in the main graph.
+        """
         node = self.ir.node(op_type, inputs=list(inputs), attributes=attrs)
-        self.graph.append(node)
+        hoisted = self.graph is not self._root and all(
+            v is not None and v.is_initializer() for v in inputs
+        )
+        (self._root if hoisted else self.graph).append(node)
+        return node.outputs[0]
+
+    def loop(self, count: Any, body: Callable[[Any], Any], name: str) -> Any:
+        """ONNX Loop: `body(index)` for index 0 .. count - 1, its values stacked [count, ...].
+
+        The body's nodes read the graph's values and initializers from the outer scope;
+        `weight` and `const` still register on the main graph while it is built. Each
+        iteration's value must have the same shape.
+        """
+        ir = self.ir
+        index = ir.Value(
+            name=f"{name}_i", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape([])
+        )
+        cond = ir.Value(name=f"{name}_c", type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]))
+        graph = ir.Graph(inputs=[index, cond], outputs=[], nodes=[], name=name)
+        outer, self.graph = self.graph, graph
+        try:
+            value = body(index)
+            keep = self.op("Identity", cond)
+        finally:
+            self.graph = outer
+        graph.outputs.extend([keep, value])
+        # Names unique across the model (ONNX's single assignment covers subgraphs too).
+        for k, node in enumerate(graph):
+            for out in node.outputs:
+                out.name = f"{name}_{k}_{out.index()}"
+        go = self.const(np.array(True))  # no early exit (an empty input is dropped by passes)
+        node = ir.node("Loop", inputs=[count, go], attributes={"body": graph}, num_outputs=1)
+        outer.append(node)
         return node.outputs[0]
 
     def output(self, value: Any, name: str) -> None:
