@@ -42,6 +42,11 @@ EDGE_THEN_FIXED = "longest_edge_then_fixed"
 # and kept whole, each of the five sized as `edge_bounds`; the intake packs the five into
 # one canvas (`canvas_size`) that the package's vision graph cuts apart again.
 SPLIT_EDGE_BOUNDS = "edge_bounds_split"
+# Idefics2ImageProcessor without splitting, packed as one part on a canvas of one size
+# for every picture, so that a prompt's pictures need not share a size.
+CANVAS_EDGE_BOUNDS = "edge_bounds_canvas"
+# The rules whose pictures reach the runtime as a canvas of parts (`canvas_parts`).
+CANVAS_RULES = (SPLIT_EDGE_BOUNDS, CANVAS_EDGE_BOUNDS)
 RULES = (
     SMART_RESIZE,
     SCALED_UP_SMART_RESIZE,
@@ -54,6 +59,7 @@ RULES = (
     EDGE_BOUNDS,
     EDGE_THEN_FIXED,
     SPLIT_EDGE_BOUNDS,
+    CANVAS_EDGE_BOUNDS,
 )
 # Who resizes: PIL (transformers' PIL processors) or torch (its torchvision processors,
 # which use torch's interpolation; mmforge's reference restates them with the same).
@@ -137,8 +143,8 @@ class Sizing:
         if self.rule == EDGE_BOUNDS:
             h, w = edge_bounds_size(height, width, self.shortest_edge, self.longest_edge)
             return w, h
-        if self.rule == SPLIT_EDGE_BOUNDS:  # the canvas the five parts are packed into
-            return canvas_size(self.longest_edge)
+        if self.rule in CANVAS_RULES:  # the canvas the parts are packed into
+            return canvas_size(self.longest_edge, canvas_parts(self.rule))
         if self.rule == PHI4_HD:
             return phi4_hd_fit(width, height, self.factor, self.max_crops)[0]
         if self.rule == ASPECT_BUDGET:
@@ -177,16 +183,18 @@ class Sizing:
 
         Chat draws such a picture at the shape the user took it again.
         """
-        return self.rule in (FIXED, EDGE_BOUNDS, EDGE_THEN_FIXED, SPLIT_EDGE_BOUNDS)
+        return self.rule in (FIXED, EDGE_BOUNDS, EDGE_THEN_FIXED, *CANVAS_RULES)
 
     @property
     def one_size(self) -> bool:
         """Whether a prompt's pictures must share one size after this sizing.
 
-        Idefics2's package hands the runtime pictures at transformers' size with no Resize
-        of its own; the runtime stacks a prompt's pictures into one tensor the size of the
-        first, which cuts and zero-fills a picture of another size (measured on the 0.18
-        wheel, docs/seed-families.md), where transformers pads each and masks the padding.
+        An Idefics2 package converted before its pictures were packed on a canvas hands
+        the runtime pictures at transformers' size with no Resize of its own; the runtime
+        stacks a prompt's pictures into one tensor the size of the first, which cuts and
+        zero-fills a picture of another size (measured on the 0.18 wheel,
+        docs/seed-families.md), where transformers pads each and masks the padding. Its
+        canvas (`CANVAS_EDGE_BOUNDS`) has one size for every picture.
         """
         return self.rule == EDGE_BOUNDS
 
@@ -198,7 +206,7 @@ class Sizing:
         """
         if self.rule in (FIXED, SHORTEST_EDGE_CROP, EDGE_THEN_FIXED):
             return (width, height) == (self.width, self.height)
-        if self.rule in (EDGE_BOUNDS, SPLIT_EDGE_BOUNDS):  # the package's chain has no Resize
+        if self.rule in (EDGE_BOUNDS, *CANVAS_RULES):  # the package's chain has no Resize
             return True
         if self.rule == ASPECT_BUDGET:  # the transform's own rule, applied again
             return self.target(width, height) == (width, height)
@@ -230,13 +238,18 @@ class Sizing:
                 f"other side truncated), then each side raised to at least "
                 f"{self.shortest_edge} px ({self.resample})"
             )
-        if self.rule == SPLIT_EDGE_BOUNDS:
+        if self.rule in CANVAS_RULES:
+            parts = canvas_parts(self.rule)
             return (
-                "cut into its four quarters and kept whole; each of the five: a side over "
-                f"{self.longest_edge} px scaled down to it (aspect kept, the other side "
-                f"truncated), then each side raised to at least {self.shortest_edge} px "
-                f"({self.resample}); the five packed into one "
-                + canvas_description(self.longest_edge)
+                (
+                    "cut into its four quarters and kept whole; each of the five: "
+                    if parts > 1
+                    else ""
+                )
+                + f"a side over {self.longest_edge} px scaled down to it (aspect kept, the "
+                f"other side truncated), then each side raised to at least "
+                f"{self.shortest_edge} px ({self.resample}); packed into one "
+                + canvas_description(self.longest_edge, parts)
             )
         if self.rule == ASPECT_BUDGET:
             return (
@@ -294,7 +307,7 @@ class Sizing:
             return self.factor > 0 and self.longest_edge >= self.factor
         if self.rule == EDGE_BOUNDS:
             return 0 < self.shortest_edge <= self.longest_edge
-        if self.rule == SPLIT_EDGE_BOUNDS:
+        if self.rule in CANVAS_RULES:
             return 4 <= self.shortest_edge <= self.longest_edge <= MAX_CANVAS_SIDE
         if self.rule == PHI4_HD:
             return self.factor > 0 and self.max_crops > 0
@@ -446,28 +459,39 @@ def edge_bounds_size(height: int, width: int, shortest: int, longest: int) -> tu
     return max(height, shortest), max(width, shortest)
 
 
-# A split picture's canvas: five slots of `longest` × `longest` px side by side, under a
-# header row that holds each part's size (slot i's pixels 0 and 1 of row 0: height, then
-# width, as (value // 256, value % 256, 0); pixels 2 and 3 black and white, so a graph
-# reads the values back whatever the normalisation); part i at slot i's top left.
+# A picture's canvas: one slot of `longest` × `longest` px for each part, side by side,
+# under a header row that holds each part's size (slot i's pixels 0 and 1 of row 0:
+# height, then width, as (value // 256, value % 256, 0); pixels 2 and 3 black and white,
+# so a graph reads the values back whatever the normalisation); part i at slot i's top
+# left. A split picture has five parts (the four quarters, then the whole), another one.
 SPLIT_PARTS = 5
 CANVAS_HEADER_ROWS = 1
 MAX_CANVAS_SIDE = 4096  # sizes up to 65,535 fit the header; this bounds the canvas
 
 
-def canvas_size(longest: int) -> tuple[int, int]:
-    """The (width, height) of a split picture's canvas (`SPLIT_EDGE_BOUNDS`)."""
-    return SPLIT_PARTS * longest, longest + CANVAS_HEADER_ROWS
+def canvas_parts(rule: str) -> int:
+    """How many parts a canvas rule packs: five for a split picture, else one."""
+    return SPLIT_PARTS if rule == SPLIT_EDGE_BOUNDS else 1
 
 
-def canvas_description(longest: int) -> str:
+def canvas_size(longest: int, parts: int = SPLIT_PARTS) -> tuple[int, int]:
+    """The (width, height) of a canvas of `parts` slots (`CANVAS_RULES`)."""
+    return parts * longest, longest + CANVAS_HEADER_ROWS
+
+
+def canvas_description(longest: int, parts: int = SPLIT_PARTS) -> str:
     """The canvas in words, for a package's README and other programs."""
-    width, height = canvas_size(longest)
+    width, height = canvas_size(longest, parts)
+    slots = (
+        f"five {longest} px slots side by side (the four quarters left to right, top row "
+        "first, then the whole), each part at its slot's top left"
+        if parts > 1
+        else f"the picture at the top left of a {longest} px square"
+    )
     return (
-        f"{width}×{height} px PNG: five {longest} px slots side by side (the four quarters "
-        "left to right, top row first, then the whole), each part at its slot's top left "
-        "below a header row, where slot i's first two pixels hold the part's height and "
-        "width as (value // 256, value % 256, 0), and pixels 2 and 3 are black and white"
+        f"{width}×{height} px PNG: {slots}, below a header row whose first two pixels of "
+        "each slot hold the part's height and width as (value // 256, value % 256, 0), "
+        "and whose pixels 2 and 3 are black and white"
     )
 
 
@@ -592,12 +616,12 @@ def for_other_programs(intake: Intake | None) -> str:
     if sizing is None:
         return steps
     kernel = "torch's antialiased" if sizing.kernel == "torch" else "PIL's"
-    if sizing.rule == SPLIT_EDGE_BOUNDS:
+    if sizing.rule in CANVAS_RULES:
         return (
-            f"{steps} Then cut it and size its parts as this model's processor does, with "
-            f"{kernel} {sizing.resample} filter, and hand the runtime the canvas they are "
-            f"packed into ({sizing.describe()}): the package's vision graph reads its "
-            "pictures only in that form."
+            f"{steps} Then cut it (where the model splits pictures) and size its parts as "
+            f"this model's processor does, with {kernel} {sizing.resample} filter, and "
+            f"hand the runtime the canvas they are packed into ({sizing.describe()}): the "
+            "package's vision graph reads its pictures only in that form."
         )
     return (
         f"{steps} Then resize it with {kernel} {sizing.resample} filter to transformers' "

@@ -36,14 +36,15 @@ from typing import Any
 from mmforge.backend.picture_sizing import (
     ASPECT_BUDGET,
     CANVAS_HEADER_ROWS,
+    CANVAS_RULES,
     EDGE_THEN_FIXED,
     PHI4_HD,
     SHORTEST_EDGE_CROP,
     SPLIT_EDGE_BOUNDS,
-    SPLIT_PARTS,
     Intake,
     PictureError,
     Sizing,
+    canvas_parts,
     canvas_size,
     centre_crop_box,
     edge_bounds_size,
@@ -210,7 +211,7 @@ def take(path: Path, intake: Intake | None) -> Taken:
     if orientation != 1:
         changes.append("turned upright as its EXIF orientation says")
     resized = False
-    if sizing is not None and sizing.rule == SPLIT_EDGE_BOUNDS:
+    if sizing is not None and sizing.rule in CANVAS_RULES:
         canvas, whole = split_canvas(image, sizing)
         return Taken(canvas, width, height, True, "; ".join(changes), shown_box=whole)
     if sizing is not None:
@@ -249,29 +250,34 @@ def take(path: Path, intake: Intake | None) -> Taken:
 
 
 def split_canvas(image: Any, sizing: Sizing) -> tuple[Any, tuple[int, int, int, int]]:
-    """Idefics2's five parts of a picture packed into one canvas; and where its whole lies.
+    """Idefics2's parts of a picture packed into one canvas; and where its whole lies.
 
-    Cut as Idefics2ImageProcessor's `split_images` cuts (the quarters, then the whole),
-    each sized as its `resize` sizes it, with PIL's filter, from the exact crop; then laid
-    out as `picture_sizing.canvas_size` says, each part's size in the header row.
+    Cut as Idefics2ImageProcessor's `split_images` cuts where it splits (the quarters,
+    then the whole; else the whole alone), each part sized as its `resize` sizes it, with
+    PIL's filter, from the exact crop; then laid out as `picture_sizing.canvas_size`
+    says, each part's size in the header row.
 
     Raises:
-        PictureError: A side under 2 px (its quarters would hold no pixels).
+        PictureError: A side under 2 px where the picture is split (its quarters would
+            hold no pixels).
     """
     from PIL import Image
 
     width, height = image.size
-    if min(width, height) < 2:
+    split = sizing.rule == SPLIT_EDGE_BOUNDS
+    if split and min(width, height) < 2:
         raise PictureError(
             f"at {width}×{height} it cannot be cut into quarters, as this model's processor "
             "cuts every picture",
             "Send a picture at least 2 pixels wide and high",
         )
     side = sizing.longest_edge
-    canvas = Image.new("RGB", canvas_size(side), (0, 0, 0))
+    parts = canvas_parts(sizing.rule)
+    canvas = Image.new("RGB", canvas_size(side, parts), (0, 0, 0))
     canvas.putpixel((3, 0), (255, 255, 255))  # with pixel 2's black: the header's scale
+    boxes = quarters(height, width) if split else [(0, 0, width, height)]
     part = image
-    for slot, box in enumerate(quarters(height, width)):
+    for slot, box in enumerate(boxes):
         part = image.crop(box)
         h, w = edge_bounds_size(part.height, part.width, sizing.shortest_edge, side)
         if (w, h) != part.size:
@@ -279,7 +285,7 @@ def split_canvas(image: Any, sizing: Sizing) -> tuple[Any, tuple[int, int, int, 
         canvas.paste(part, (slot * side, CANVAS_HEADER_ROWS))
         canvas.putpixel((slot * side, 0), (h // 256, h % 256, 0))
         canvas.putpixel((slot * side + 1, 0), (w // 256, w % 256, 0))
-    return canvas, ((SPLIT_PARTS - 1) * side, CANVAS_HEADER_ROWS, part.width, part.height)
+    return canvas, ((parts - 1) * side, CANVAS_HEADER_ROWS, part.width, part.height)
 
 
 def _shortest_edge_crop(image: Any, sizing: Sizing) -> Any:

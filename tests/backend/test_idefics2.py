@@ -16,6 +16,7 @@ import pytest
 
 from mmforge.backend.attachments import IMAGE, AttachmentError
 from mmforge.backend.families.idefics2.graphs import _bucket, position_boundaries
+from mmforge.backend.families.idefics2.reference import unpack_canvases
 from mmforge.backend.families.idefics2.tokenizer import FAKE_TEXT, PIECES
 from mmforge.backend.picture_sizing import edge_bounds_size
 from tests.images import CONVERSATIONS, noise_picture
@@ -50,8 +51,10 @@ def test_the_runtime_makes_idefics2_processors_ids_and_pixels(tiny, package, tmp
     ids = arrays["input_ids"].reshape(-1).tolist()
     assert ids == np.asarray(expected["input_ids"]).reshape(-1).tolist()
     hf_pixels = np.asarray(expected["pixel_values"], dtype=np.float32)
-    rt_pixels = arrays["pixel_values"].reshape(hf_pixels.shape)
+    rt_pixels, mask = unpack_canvases(arrays["pixel_values"])  # each picture's canvas
+    assert rt_pixels.shape == hf_pixels.shape
     assert np.abs(rt_pixels - hf_pixels).max() < 1e-5
+    assert mask.all()  # one size: no padding
 
 
 def test_every_marker_piece_is_a_fake_or_image_id_of_the_vocabulary(package):
@@ -65,49 +68,67 @@ def test_every_marker_piece_is_a_fake_or_image_id_of_the_vocabulary(package):
     assert max(added.values()) < model["vocab_size"]
 
 
-def test_two_pictures_of_one_size_answer_as_transformers(tiny, package, tmp_path):
-    """Chat with two pictures (one size after the resize): transformers' greedy tokens."""
-    from PIL import Image
-
+def _chat_and_transformers(package: Path, source: Path, first: Path, second: Path):
+    """Chat's 16 greedy tokens for two pictures and "Compare them.", and transformers'
+    `generate` on the same conversation; the processor's inputs too."""
     from mmforge.backend.chat.session import ChatSession
     from mmforge.backend.chat.values import GenerationOptions
+    from mmforge.backend.pictures import load
     from mmforge.backend.verify import hf_reference
 
-    first = noise_picture(tmp_path, "a.png", 200, 120, seed=1)
-    second = noise_picture(tmp_path, "b.png", 100, 60, seed=2)  # both become 70×42
-    session = ChatSession(package("idefics2"))
+    session = ChatSession(package)
     attachments = session.prepare_attachments([(first, IMAGE), (second, IMAGE)])
     answer = session.send("Compare them.", attachments, GenerationOptions(max_new_tokens=16))
-
-    source = tiny("idefics2")
     processor, tokenizer = _hf_processor(source)
-    messages = [
-        {
-            "role": "user",
-            "content": [
-                {"type": "image"},
-                {"type": "image"},
-                {"type": "text", "text": "Compare them."},
-            ],
-        }
-    ]
+    content = [{"type": "image"}, {"type": "image"}, {"type": "text", "text": "Compare them."}]
+    messages = [{"role": "user", "content": content}]
     prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    inputs = processor(
-        text=prompt, images=[Image.open(first), Image.open(second)], return_tensors="pt"
-    )
+    inputs = processor(text=prompt, images=[load(first), load(second)], return_tensors="pt")
     model = hf_reference.load_model(source)
     out = model.generate(**inputs, max_new_tokens=16, do_sample=False)
-    hf_tokens = out[0, inputs["input_ids"].shape[1] :].tolist()
+    return answer, out[0, inputs["input_ids"].shape[1] :].tolist(), inputs
+
+
+def _same_answer(answer, hf_tokens: list[int]) -> None:
     assert len(set(hf_tokens)) >= 4
     assert list(answer.token_ids) == hf_tokens[: len(answer.token_ids)]
     assert len(answer.token_ids) == 16 or answer.stop_reason != "length"
 
 
-def test_chat_refuses_pictures_of_two_sizes(package, tmp_path):
-    """The runtime would stack them into the first one's tensor: refused before it runs."""
+def test_two_pictures_of_one_size_answer_as_transformers(tiny, package, tmp_path):
+    """Chat with two pictures (one size after the resize): transformers' greedy tokens."""
+    first = noise_picture(tmp_path, "a.png", 200, 120, seed=1)
+    second = noise_picture(tmp_path, "b.png", 100, 60, seed=2)  # both become 70×42
+    answer, hf_tokens, _ = _chat_and_transformers(
+        package("idefics2"), tiny("idefics2"), first, second
+    )
+    _same_answer(answer, hf_tokens)
+
+
+def test_two_pictures_of_different_sizes_answer_as_transformers(tiny, package, tmp_path):
+    """Each picture reaches the runtime on a canvas of one size, so a wide and a tall one
+    may share a prompt: transformers pads them into one tensor and masks the padding."""
+    wide = noise_picture(tmp_path, "wide.jpg", 200, 100, seed=3)  # 70×35
+    tall = noise_picture(tmp_path, "tall.jpg", 100, 200, seed=4)  # 35×70
+    answer, hf_tokens, inputs = _chat_and_transformers(
+        package("idefics2"), tiny("idefics2"), wide, tall
+    )
+    assert not bool(inputs["pixel_attention_mask"].all())
+    _same_answer(answer, hf_tokens)
+
+
+def test_a_package_from_before_the_canvas_refuses_pictures_of_two_sizes(package, tmp_path):
+    """A package that records the bare sizing (converted before pictures were packed on a
+    canvas) hands the runtime pictures as they are, which it would stack into the first
+    one's tensor: chat refuses two sizes before the runtime runs."""
     from mmforge.backend.chat.session import ChatSession
 
-    session = ChatSession(package("idefics2"))
+    old = tmp_path / "old"
+    shutil.copytree(package("idefics2"), old)
+    manifest = json.loads((old / "mmforge_manifest.json").read_text())
+    manifest["pictures"]["sizing"]["rule"] = "edge_bounds"
+    (old / "mmforge_manifest.json").write_text(json.dumps(manifest))
+    session = ChatSession(old)
     wide = noise_picture(tmp_path, "wide.png", 200, 100)
     tall = noise_picture(tmp_path, "tall.png", 100, 200)
     with pytest.raises(AttachmentError) as e:
@@ -241,7 +262,7 @@ def test_the_runtime_reads_split_pictures_as_idefics2_processor(splitting, tmp_p
     canvases unpacked are its padded parts and pixel mask."""
     from mmforge.backend.attachments import package_intake, prepare
     from mmforge.backend.checkpoint import Checkpoint
-    from mmforge.backend.families.idefics2.reference import read_split_ids, unpack_canvases
+    from mmforge.backend.families.idefics2.reference import read_split_ids
     from mmforge.backend.pictures import load
     from mmforge.backend.runtime import Runtime
     from tests.images import user_pictures
@@ -276,38 +297,12 @@ def test_the_runtime_reads_split_pictures_as_idefics2_processor(splitting, tmp_p
 def test_chat_with_split_pictures_of_two_sizes_answers_as_transformers(splitting, tmp_path):
     """Two JPEGs of different shapes (padded into one tensor by transformers, each part
     masked): chat's greedy tokens are transformers' `generate` tokens."""
-    from mmforge.backend.chat.session import ChatSession
-    from mmforge.backend.chat.values import GenerationOptions
-    from mmforge.backend.pictures import load
-    from mmforge.backend.verify import hf_reference
-
     source, f32 = splitting
     first = noise_picture(tmp_path, "a.jpg", 500, 300, seed=1)
     second = noise_picture(tmp_path, "b.jpg", 90, 200, seed=2)
-    session = ChatSession(f32)
-    attachments = session.prepare_attachments([(first, IMAGE), (second, IMAGE)])
-    answer = session.send("Compare them.", attachments, GenerationOptions(max_new_tokens=16))
-
-    processor, tokenizer = _hf_processor(source)
-    messages = [
-        {
-            "role": "user",
-            "content": [
-                {"type": "image"},
-                {"type": "image"},
-                {"type": "text", "text": "Compare them."},
-            ],
-        }
-    ]
-    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    inputs = processor(text=prompt, images=[load(first), load(second)], return_tensors="pt")
+    answer, hf_tokens, inputs = _chat_and_transformers(f32, source, first, second)
     assert not bool(inputs["pixel_attention_mask"].all())  # the parts were padded
-    model = hf_reference.load_model(source)
-    out = model.generate(**inputs, max_new_tokens=16, do_sample=False)
-    hf_tokens = out[0, inputs["input_ids"].shape[1] :].tolist()
-    assert len(set(hf_tokens)) >= 4
-    assert list(answer.token_ids) == hf_tokens[: len(answer.token_ids)]
-    assert len(answer.token_ids) == 16 or answer.stop_reason != "length"
+    _same_answer(answer, hf_tokens)
 
 
 def test_a_split_picture_is_drawn_as_the_picture(splitting, tmp_path):

@@ -5,8 +5,10 @@ every picture a constant number of ids, `vision.num_visual_tokens` (K = the perc
 64 latents), framed by marker text that the package's tokenizer reads as Idefics2's
 `<fake_token_around_image>` and `<image>` ids (tokenizer.py): exactly Idefics2Processor's
 ids, with 1-D positions and a causal decoder, as Idefics2 has. Pictures are sized as
-Idefics2ImageProcessor sizes them before the runtime sees them, and the package's pixel
-chain has no Resize, so the vision graph (graphs.py) gets them at that size.
+Idefics2ImageProcessor sizes them before the runtime sees them and packed on a canvas of
+one size with their own size in a header row (the package's pixel chain has no Resize),
+so the vision graph (graphs.py) cuts each out at that size, and a prompt's pictures may
+differ in size.
 
 A checkpoint whose processor splits pictures (`do_image_splitting`: the four quarters
 and the whole, 5 × K image ids) is this entry's variant: the intake packs the five parts
@@ -46,7 +48,7 @@ from mmforge.backend.families.idefics2.graphs import (
 )
 from mmforge.backend.families.llava import videochat_package
 from mmforge.backend.picture_sizing import (
-    EDGE_BOUNDS,
+    CANVAS_EDGE_BOUNDS,
     SPLIT_EDGE_BOUNDS,
     Sizing,
     resample_name,
@@ -82,17 +84,22 @@ def _edges(pre: Cfg) -> tuple[int, int]:
 
 
 def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
-    """Idefics2ImageProcessor: the longest side down to longest_edge, sides up to shortest_edge."""
+    """Idefics2ImageProcessor: the longest side down to longest_edge, sides up to shortest_edge.
+
+    The picture so sized reaches the runtime on a canvas of one size for every picture
+    (picture_sizing.CANVAS_EDGE_BOUNDS), so a prompt's pictures may differ in size.
+    """
     shortest, longest = _edges(pre)
     resample = resample_name(pre.get("resample"), "bilinear")
-    return Sizing(EDGE_BOUNDS, resample, shortest_edge=shortest, longest_edge=longest)
+    return Sizing(CANVAS_EDGE_BOUNDS, resample, shortest_edge=shortest, longest_edge=longest)
 
 
 def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     """The runtime's pixel chain: rescale, normalise, CHW, and no Resize.
 
     The intake already sized the picture as transformers does (`_sizing`), to a size no
-    `Resize` op expresses, so the picture reaches the vision graph at that size.
+    `Resize` op expresses, and packed it (or its five parts) on a canvas, which reaches
+    the vision graph as it is.
     """
     return {
         "processor": {
@@ -125,8 +132,9 @@ IDEFICS2_PACKAGE = videochat_package(
         "text read as <fake_token_around_image> and <image> ids by the package's "
         "tokenizer, 1-D positions, a causal decoder (as Idefics2).",
         "Pictures are sized as Idefics2ImageProcessor sizes them before the runtime sees "
-        "them; the package's pixel chain has no Resize, so a prompt's pictures must share "
-        "one size (transformers pads different sizes into one tensor; the runtime cannot).",
+        "them, each on a canvas of one size with its own size in a header row (the "
+        "package's pixel chain has no Resize); the vision graph cuts it out, so a prompt's "
+        "pictures may differ in size, as transformers pads and masks them.",
     ),
 )
 

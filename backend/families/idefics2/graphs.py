@@ -4,13 +4,15 @@ mobius 0.1 registers `idefics2` with its LLaVA model: its Llama decoder (inputs_
 Mistral's sliding window as GroupQueryAttention's `local_window_size`) is right, but its
 vision graph is a fixed-size SigLIP with an MLP projector, where Idefics2 has a NaViT-style
 SigLIP on the picture's own size and a perceiver resampler. So the graph fix
-`own_vision_and_embedding` puts our graphs in place of mobius's vision and embedding,
-and gives the decoder's initializers the checkpoint's names (`model.text_model.*`,
-`lm_head.weight`), so every weight goes through the common path (convert/weights.py).
+`own_vision_and_embedding` (`own_split_graphs` for a checkpoint that splits its pictures)
+puts our graphs in place of mobius's vision and embedding, and gives the decoder's
+initializers the checkpoint's names (`model.text_model.*`, `lm_head.weight`), so every
+weight goes through the common path (convert/weights.py).
 
-The vision graph follows transformers 5.24's Idefics2Model.get_image_features for
-pictures that fill their pixel tensor (one picture per prompt, or pictures of one size:
-no padding, so `pixel_attention_mask` is all ones and every patch is attended):
+Pictures reach the vision graph as canvases (`canvas_vision_graph`): each part, sized as
+transformers sizes it, cut out at its own size and run alone, which is what transformers
+5.25's Idefics2Model.get_image_features gives it inside its padded, masked batch. On
+each part:
 
 - Idefics2VisionEmbeddings: the patch conv (valid: a remainder under one patch is
   dropped), and position ids bucketed from each patch's fractional coordinates onto the
@@ -35,6 +37,7 @@ from mmforge.backend.families._hooks import FixRequest
 from mmforge.backend.families.lfm2.ops import GraphBuilder
 from mmforge.backend.families.llava.graphs import features_at_image_ids
 from mmforge.backend.families.paligemma.graphs import siglip_encoder
+from mmforge.backend.picture_sizing import SPLIT_PARTS
 
 VISION = "model.vision_model."
 CONNECTOR = "model.connector."
@@ -186,19 +189,6 @@ def navit_tower(g: GraphBuilder, cfg: Cfg, prefix: str = VISION, pixels: Any = N
     )
 
 
-def vision_graph(cfg: Cfg) -> Any:
-    """SigLIP with NaViT positions, the connector: pixel_values -> image_features [N·K, H].
-
-    Input: pixel_values [1, N, 3, H, W] as the runtime's videochat_flash_qwen processor
-    hands them (pictures of one size), at the size transformers resized them to.
-    """
-    hidden = int(cfg.text.get("hidden_size"))
-    g = GraphBuilder("idefics2_vision")
-    lat = connector(g, cfg, navit_tower(g, cfg))
-    g.output(g.op("Reshape", lat, g.const(np.array([-1, hidden]))), "image_features")
-    return g.model()
-
-
 def connector(g: GraphBuilder, cfg: Cfg, x: Any) -> Any:
     """Idefics2Connector on the tower's output [N, patches, width]: [N, latents, hidden].
 
@@ -288,21 +278,21 @@ def embedding_graph(cfg: Cfg) -> Any:
 
 
 def own_vision_and_embedding(request: FixRequest) -> str | None:
-    """Put our vision and embedding graphs in place of mobius's; name the decoder's weights."""
+    """Our canvas vision graph (one part a picture) and embedding in place of mobius's."""
     models, cfg = request.models, request.cfg
-    models["vision_encoder"] = vision_graph(cfg)
+    models["vision_encoder"] = canvas_vision_graph(cfg, 1)
     models["embedding"] = embedding_graph(cfg)
     renamed = name_decoder_weights(models["decoder"].graph, TEXT, HEAD)
     return (
         "Graphs: the NaViT SigLIP tower, the connector (modality projection, perceiver "
-        f"resampler to {tokens_per_image(cfg)} latents) and the embedding are mmforge's; "
-        f"mobius's Mistral decoder ({renamed} weights)"
+        f"resampler to {tokens_per_image(cfg)} latents) on each picture's canvas and the "
+        f"embedding are mmforge's; mobius's Mistral decoder ({renamed} weights)"
     )
 
 
 # --- image splitting (do_image_splitting) ----------------------------------------------
 
-PARTS = 5  # picture_sizing.SPLIT_PARTS: the four quarters, then the whole
+PARTS = SPLIT_PARTS  # the four quarters, then the whole
 
 
 def split_tokens(cfg: Cfg) -> int:
@@ -315,21 +305,24 @@ def split_tokens(cfg: Cfg) -> int:
     return PARTS * tokens_per_image(cfg) + PARTS - 1
 
 
-def split_vision_graph(cfg: Cfg) -> Any:
-    """The tower and connector on each of a canvas's five parts: image_features [N·5·K, H].
+def canvas_vision_graph(cfg: Cfg, parts: int) -> Any:
+    """The tower and connector on each part of each canvas: image_features [N·K', H].
 
-    Input: pixel_values [1, N, 3, L + 1, 5 L], the canvases the intake packs
-    (picture_sizing.canvas_size) after the runtime's rescale and normalisation. Row 0
+    Input: pixel_values [1, N, 3, L + 1, `parts` L], the canvases the intake packs
+    (picture_sizing.canvas_size: five parts a split picture, else one) after the
+    runtime's rescale and normalisation. Row 0
     holds each part's size; the graph reads it through slot 0's black and white pixels
     (2 and 3), so it holds whatever the normalisation. Each part is cut to its own size
     and goes through the tower and connector alone (an ONNX Loop): transformers pads the
     parts to one size and masks the padding (a patch is kept only where all its pixels
-    are the part's), which gives each part exactly what it gives alone.
+    are the part's), which gives each part exactly what it gives alone; pictures of a
+    prompt may have any sizes, as their canvases have one. The rows: each part's K
+    features, with a split picture's zero row between parts (`with_gaps`): K' = 5 K + 4.
     """
     import onnx_ir as ir
 
     hidden = int(cfg.text.get("hidden_size"))
-    g = GraphBuilder("idefics2_split_vision")
+    g = GraphBuilder("idefics2_vision")
     f32 = ir.DataType.FLOAT
     given = g.input("pixel_values", f32, ["batch", "num_images", 3, "height", "width"])
     shape = g.op("Concat", g.const(np.array([-1])), g.op("Shape", given, start=2, end=5), axis=0)
@@ -347,11 +340,11 @@ def split_vision_graph(cfg: Cfg) -> Any:
             g.const(np.float32(255.0)),
         ),
     )  # the header's 0..255 values, [N, 3, 5 L]
-    starts = g.op("Mul", g.const(np.arange(PARTS, dtype=np.int64)), side)  # each slot's column
+    starts = g.op("Mul", g.const(np.arange(parts, dtype=np.int64)), side)  # each slot's column
 
     def size_at(column: Any) -> Any:
-        """A part's side from its two header channels: [N · 5]."""
-        at = g.op("Gather", levels, column, axis=2)  # [N, 3, 5]
+        """A part's side from its two header channels: [N · parts]."""
+        at = g.op("Gather", levels, column, axis=2)  # [N, 3, parts]
         high = g.op("Gather", at, g.const(np.int64(0)), axis=1)
         low = g.op("Gather", at, g.const(np.int64(1)), axis=1)
         value = g.op("Add", g.op("Mul", high, g.const(np.float32(256.0))), low)
@@ -359,16 +352,16 @@ def split_vision_graph(cfg: Cfg) -> Any:
 
     heights = size_at(starts)
     widths = size_at(g.op("Add", starts, g.const(np.int64(1))))
-    # The five slots under the header, one after another: [N · 5, 3, L, L].
+    # The slots under the header, one after another: [N · parts, 3, L, L].
     body = g.op("Slice", canvases, g.const(np.array([1])), g.const(np.array([2**62])),
                 g.const(np.array([2])))  # fmt: skip
     per_slot = g.op(
-        "Concat", g.const(np.array([0, 3])), side, g.const(np.array([PARTS])), side, axis=0
+        "Concat", g.const(np.array([0, 3])), side, g.const(np.array([parts])), side, axis=0
     )
     body = g.op("Transpose", g.op("Reshape", body, per_slot), perm=[0, 3, 1, 2, 4])
     square = g.op("Concat", g.const(np.array([-1, 3])), side, side, axis=0)
-    parts = g.op("Reshape", body, square)
-    count = g.op("Squeeze", g.op("Shape", parts, start=0, end=1))
+    slots = g.op("Reshape", body, square)
+    count = g.op("Squeeze", g.op("Shape", slots, start=0, end=1))
 
     def one_part(index: Any) -> Any:
         at = g.op("Unsqueeze", index, g.const(np.array([0])))
@@ -380,17 +373,16 @@ def split_vision_graph(cfg: Cfg) -> Any:
             axis=0,
         )
         part = g.op(
-            "Slice", parts, g.op("Concat", at, g.const(np.array([0, 0])), axis=0), ends,
+            "Slice", slots, g.op("Concat", at, g.const(np.array([0, 0])), axis=0), ends,
             g.const(np.array([0, 2, 3])),
         )  # fmt: skip
         lat = connector(g, cfg, navit_tower(g, cfg, pixels=part))  # [1, K, H]
         return g.op("Squeeze", lat, g.const(np.array([0])))
 
-    features = g.loop(count, one_part, "idefics2_part")  # [N · 5, K, H]
-    g.output(
-        g.op("Reshape", with_gaps(g, cfg, features), g.const(np.array([-1, hidden]))),
-        "image_features",
-    )
+    features = g.loop(count, one_part, "idefics2_part")  # [N · parts, K, H]
+    if parts > 1:
+        features = with_gaps(g, cfg, features)
+    g.output(g.op("Reshape", features, g.const(np.array([-1, hidden]))), "image_features")
     return g.model()
 
 
@@ -496,7 +488,7 @@ def own_split_graphs(request: FixRequest) -> str | None:
             "Add the release's tokenizer.json to the checkpoint folder",
         )
     fake = token_id(read_json_file(folder / "tokenizer.json", "tokenizer.json"), FAKE_TEXT)
-    models["vision_encoder"] = split_vision_graph(cfg)
+    models["vision_encoder"] = canvas_vision_graph(cfg, PARTS)
     models["embedding"] = split_embedding_graph(cfg, fake)
     renamed = name_decoder_weights(models["decoder"].graph, TEXT, HEAD)
     return (

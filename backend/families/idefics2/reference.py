@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._hooks import ReferenceRequest, RuntimeArrays
 from mmforge.backend.families._reference import ReferenceInputs, image_processor
 from mmforge.backend.families.idefics2.graphs import PARTS, split_tokens, tokens_per_image
@@ -29,11 +28,8 @@ def expand(prompt: str, per_image: int, parts: int = 1) -> str:
 def prepare(request: ReferenceRequest) -> ReferenceInputs:
     """Idefics2Processor's inputs: ids, pixels [1, N, 3, H, W] and their pixel mask.
 
-    A splitting processor makes five parts a picture, padded to one size and masked.
-
-    Raises:
-        MmforgeError: Without splitting, the pictures differ in size (transformers pads
-            them into one tensor; the runtime's pipeline cannot).
+    Pictures of different sizes are padded to one and masked; a splitting processor
+    makes five parts a picture.
     """
     import torch
 
@@ -44,15 +40,8 @@ def prepare(request: ReferenceRequest) -> ReferenceInputs:
         processor = image_processor(checkpoint)
         parts = PARTS if getattr(processor, "do_image_splitting", False) else 1
         out = processor(images=[request.images], return_tensors="pt")
-        mask = out["pixel_attention_mask"]
-        if parts == 1 and not bool(mask.all()):
-            raise MmforgeError(
-                "The pictures of this prompt differ in size after Idefics2's resize, and "
-                "transformers pads them into one tensor, which the runtime cannot",
-                "Send pictures of one size and shape in a conversation",
-            )
         tensors["pixel_values"] = out["pixel_values"]
-        tensors["pixel_attention_mask"] = mask
+        tensors["pixel_attention_mask"] = out["pixel_attention_mask"]
     expanded = expand(request.prompt, tokens_per_image(checkpoint.cfg), parts)
     ids = list(request.tokenizer(expanded)["input_ids"])
     tensors["input_ids"] = torch.tensor([ids])
@@ -61,16 +50,14 @@ def prepare(request: ReferenceRequest) -> ReferenceInputs:
 
 
 def from_runtime(request: RuntimeArrays) -> None:
-    """The runtime's pixels, [1, N, 3, H, W], as HF's, with an all-ones pixel mask."""
+    """The runtime's canvases as HF's pictures, padded to the largest and masked."""
     import torch
 
-    pixels = request.arrays.get("pixel_values")
-    if pixels is not None:
-        stacked = pixels.reshape(1, -1, *pixels.shape[-3:]).astype("float32")
-        request.inputs.tensors["pixel_values"] = torch.from_numpy(stacked)
-        request.inputs.tensors["pixel_attention_mask"] = torch.ones(
-            (1, stacked.shape[1], *stacked.shape[-2:]), dtype=torch.long
-        )
+    canvases = request.arrays.get("pixel_values")
+    if canvases is not None:
+        pixels, mask = unpack_canvases(canvases)
+        request.inputs.tensors["pixel_values"] = torch.from_numpy(pixels)
+        request.inputs.tensors["pixel_attention_mask"] = torch.from_numpy(mask)
 
 
 def from_runtime_split(request: RuntimeArrays) -> None:
@@ -122,10 +109,11 @@ def read_split_ids(ids: list[int], cfg: Any) -> list[int]:
 
 
 def unpack_canvases(canvases: Any) -> tuple[Any, Any]:
-    """Canvases [.., N, 3, L + 1, 5 L] as HF's padded parts [1, 5 N, 3, H, W] and mask.
+    """Canvases [.., N, 3, L + 1, P L] as HF's padded parts [1, P N, 3, H, W] and mask.
 
-    The header's values are read through slot 0's black and white pixels, as the vision
-    graph reads them (graphs.split_vision_graph).
+    P parts a canvas (five for a split picture, else one). The header's values are read
+    through slot 0's black and white pixels, as the vision graph reads them
+    (graphs.canvas_vision_graph).
     """
     import numpy as np
 
@@ -134,12 +122,14 @@ def unpack_canvases(canvases: Any) -> tuple[Any, Any]:
     canvases = np.asarray(canvases, dtype=np.float32)
     canvases = canvases.reshape(-1, *canvases.shape[-3:])
     side = canvases.shape[-2] - CANVAS_HEADER_ROWS
+    if side < 4 or canvases.shape[-1] % side:
+        raise ValueError(f"pixels of {canvases.shape[-2:]} are not a canvas of this package")
     header = canvases[:, :, 0, :]
     black, white = header[:, :, 2:3], header[:, :, 3:4]
     levels = np.rint((header - black) / (white - black) * 255).astype(np.int64)
     parts, sizes = [], []
     for n in range(canvases.shape[0]):
-        for slot in range(PARTS):
+        for slot in range(canvases.shape[-1] // side):
             at = slot * side
             h = int(levels[n, 0, at] * 256 + levels[n, 1, at])
             w = int(levels[n, 0, at + 1] * 256 + levels[n, 1, at + 1])
