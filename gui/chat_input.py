@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSize, Qt, Signal, Slot
-from PySide6.QtGui import QImage, QKeyEvent, QPixmap
+from PySide6.QtGui import QImage, QImageReader, QKeyEvent, QPixmap
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QWidget
 
 from mmforge.backend.attachments import IMAGE
@@ -104,8 +104,7 @@ class AttachmentStrip(QWidget):
             layout.setContentsMargins(2, 2, 2, 2)
             label = plain_label()  # a file name is text, whatever it looks like
             if kind == IMAGE:
-                # A FIFO or a device would block the window or fill its memory.
-                pixmap = QPixmap(str(path)) if is_regular_file(path) else QPixmap()
+                pixmap = _chip_picture(path)
                 if pixmap.isNull():
                     label.setText(path.name)
                 else:
@@ -140,3 +139,27 @@ def _duration(path: Path) -> str:
         return f"{soundfile.info(str(path)).duration:.1f} s"
     except Exception:  # noqa: BLE001 - unreadable audio is reported when sent
         return "?"
+
+
+CHIP = 56  # the longest side of a draft's picture, in pixels
+
+
+def _chip_picture(path: Path) -> QPixmap:
+    """The picture of a draft's chip, upright and decoded at the chip's size.
+
+    Turned as its EXIF orientation says, as transformers' load_image and the transcript
+    show it; a null pixmap for anything but a readable picture file (a FIFO or a device
+    would block the window).
+    """
+    if not is_regular_file(path):
+        return QPixmap()
+    reader = QImageReader(str(path))
+    reader.setAutoTransform(True)
+    size = reader.size()
+    if size.isValid() and max(size.width(), size.height()) > CHIP:
+        reader.setScaledSize(size.scaled(CHIP, CHIP, Qt.AspectRatioMode.KeepAspectRatio))
+    image = reader.read()
+    if image.isNull():
+        return QPixmap()
+    image = image.scaled(QSize(CHIP, CHIP), Qt.AspectRatioMode.KeepAspectRatio)
+    return QPixmap.fromImage(image)

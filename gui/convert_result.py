@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from mmforge.backend.convert import Manifest
-from mmforge.backend.units import human_bytes
+from mmforge.backend.units import a_or_an, human_bytes
 from mmforge.gui.details import Details
 
 FILTERS = ("all", "mapped", "unused", "missing", "shape mismatch")
@@ -123,9 +123,11 @@ class ConvertResult(QWidget):
         w = manifest.weights
         esc = html.escape
         where = "an NVIDIA GPU" if manifest.ep == "cuda" else "this computer's processor"
+        named = a_or_an(manifest.family)  # "an Idefics2", "a Qwen2.5-VL"
         # One plain line first; the parts and the weight counts, for those who look, after.
         self.summary.setText(
-            f"<b>A {esc(manifest.family)} package at {esc(manifest.dtype)}</b> for "
+            f"<b>{esc(named[:1].upper() + named[1:])} package at "
+            f"{esc(manifest.dtype)}</b> for "
             f"{where}: {human_bytes(sum(files.values()))} in {esc(out)}<br>"
             f"<small>Parts: {esc(part_words(manifest.components))}; every checkpoint "
             f"weight accounted for ({esc(str(w.get('mapped')))} used, "

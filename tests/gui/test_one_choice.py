@@ -31,8 +31,12 @@ def _inspect(qtbot, window, source: Path) -> None:
     with qtbot.waitSignal(window.state.profile_changed, timeout=LONG):
         model.inspect_button.click()
     # The profile comes before the job's end: a second Inspect while the runner still
-    # runs is ignored (as a double click is), so wait for the end too.
-    qtbot.waitUntil(lambda: not model.runner.running, timeout=LONG)
+    # runs is ignored (as a double click is), so wait for the end too, until the page
+    # has taken it (Inspect enabled again: `running` turns false before `finished` is
+    # handled).
+    qtbot.waitUntil(
+        lambda: not model.runner.running and model.inspect_button.isEnabled(), timeout=LONG
+    )
 
 
 def _chats_with(window, monkeypatch) -> list[str]:

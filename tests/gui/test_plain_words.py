@@ -482,3 +482,20 @@ def test_verify_and_attach_offer_sound_only_for_a_package_that_hears(
     load(qtbot, chat, package("qwen2_5_vl"))
     chat._pick()  # Attach…
     assert offered[2].startswith("Images (")
+
+
+def test_a_drafts_picture_is_shown_upright_and_small(qapp, tmp_path):
+    """The GUI review: a phone photo stored sideways (EXIF Orientation 6) showed sideways
+    in the draft's chip, though the model and the transcript see it upright."""
+    from PIL import Image
+
+    from mmforge.gui.chat_input import CHIP, _chip_picture
+
+    stored = Image.new("RGB", (90, 60), (200, 30, 30))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90° clockwise to display: a 60 × 90 portrait
+    phone = tmp_path / "phone.jpg"
+    stored.save(phone, exif=exif)
+    chip = _chip_picture(phone)
+    assert (chip.width(), chip.height()) == (CHIP * 60 // 90, CHIP)
+    assert _chip_picture(tmp_path / "missing.png").isNull()

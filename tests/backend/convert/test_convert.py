@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -72,13 +73,28 @@ def test_text_only_generation_matches_transformers(tiny, package, family):
     assert ort_tokens == hf_tokens
 
 
+def _as_sent(folder, images, work):
+    """The picture files as the runtime gets them: the files themselves, or, for a package
+    that takes its pictures only on a canvas (Idefics2's), through chat's intake."""
+    from mmforge.backend.attachments import IMAGE, package_intake, prepare
+    from mmforge.backend.picture_sizing import CANVAS_RULES
+
+    intake = package_intake(folder)
+    if intake is None or intake.sizing is None or intake.sizing.rule not in CANVAS_RULES:
+        return list(images)
+    return [prepare(p, IMAGE, Path(work) / str(i), intake).path for i, p in enumerate(images)]
+
+
 def _greedy_both(folder, checkpoint, images=None, text="Describe this image."):
     """32 greedy tokens from the package and from transformers on the runtime's own ids
     and pixels (the probe image unless `images` are given)."""
+    import tempfile
+
     images = [resources.probe_image()] if images is None else images
     rt = Runtime(folder)
     messages = hf_reference.messages_for(text, n_images=len(images))
-    inputs = rt.process(rt.prompt(messages), images=images)
+    with tempfile.TemporaryDirectory() as work:
+        inputs = rt.process(rt.prompt(messages), images=_as_sent(folder, images, work))
     ref = hf_reference.from_runtime(checkpoint, inputs.prompt, inputs.arrays)
     hf_tokens = hf_reference.greedy_generate(hf_reference.load_model(checkpoint), ref, 32)
     return rt.greedy(inputs, 32), hf_tokens
@@ -476,7 +492,7 @@ def test_unsupported_family_exits_2(tmp_path, capsys):
     "family,dtype",
     [(f, d) for d in ("f16", "int4") for f in CONVERTIBLE if d in _dtypes(f)],
 )
-def test_f16_and_int4_packages_load_and_generate(package, family, dtype):
+def test_f16_and_int4_packages_load_and_generate(package, family, dtype, tmp_path):
     import onnx
 
     folder = package(family, dtype)
@@ -493,7 +509,8 @@ def test_f16_and_int4_packages_load_and_generate(package, family, dtype):
     assert ("MatMulNBits" in ops) == (dtype == "int4")
     rt = Runtime(folder)
     messages = hf_reference.messages_for("Describe this image.", n_images=1)
-    inputs = rt.process(rt.prompt(messages), images=[resources.probe_image()])
+    sent = _as_sent(folder, [resources.probe_image()], tmp_path)
+    inputs = rt.process(rt.prompt(messages), images=sent)
     tokens = rt.greedy(inputs, 16)
     vocab = json.loads((folder / "genai_config.json").read_text())["model"]["vocab_size"]
     assert len(tokens) >= 1 and all(0 <= t < vocab for t in tokens)
