@@ -276,7 +276,7 @@ def split_canvas(image: Any, sizing: Sizing) -> tuple[Any, tuple[int, int, int, 
     canvas = Image.new("RGB", canvas_size(side, parts), (0, 0, 0))
     canvas.putpixel((3, 0), (255, 255, 255))  # with pixel 2's black: the header's scale
     boxes = quarters(height, width) if split else [(0, 0, width, height)]
-    part = image
+    h = w = 0
     for slot, box in enumerate(boxes):
         part = image.crop(box)
         h, w = edge_bounds_size(part.height, part.width, sizing.shortest_edge, side)
@@ -285,7 +285,8 @@ def split_canvas(image: Any, sizing: Sizing) -> tuple[Any, tuple[int, int, int, 
         canvas.paste(part, (slot * side, CANVAS_HEADER_ROWS))
         canvas.putpixel((slot * side, 0), (h // 256, h % 256, 0))
         canvas.putpixel((slot * side + 1, 0), (w // 256, w % 256, 0))
-    return canvas, ((parts - 1) * side, CANVAS_HEADER_ROWS, part.width, part.height)
+    # The last part is the whole picture.
+    return canvas, ((parts - 1) * side, CANVAS_HEADER_ROWS, w, h)
 
 
 def _shortest_edge_crop(image: Any, sizing: Sizing) -> Any:

@@ -76,16 +76,22 @@ def _tab(label: QLabel, table: QTableWidget, buttons: QHBoxLayout) -> QWidget:
     return tab
 
 
+MAX_COLUMN = 260  # px: the widest a column after the first gets (its cells elide)
+
+
 def _fill(table: QTableWidget, rows: list[tuple[str, ...]]) -> None:
     table.setRowCount(len(rows))
     for i, row in enumerate(rows):
         for j, text in enumerate(row):
             item = QTableWidgetItem(text)
+            item.setToolTip(as_html(text))  # a cell cut short is read whole here
             if j and text.endswith("B"):
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             table.setItem(i, j, item)
     for j in range(1, table.columnCount()):
         table.resizeColumnToContents(j)
+        # A long model name or path would leave the first column a few letters wide.
+        table.setColumnWidth(j, min(table.columnWidth(j), MAX_COLUMN))
     if rows:
         table.selectRow(0)
 

@@ -248,6 +248,10 @@ def test_a_splitting_checkpoint_converts_exactly_with_its_five_parts(splitting, 
     assert report.tokens["matched"] == 16 and not report.approximation
     preprocessing = next(c for c in report.components if c.name == "preprocessing")
     assert preprocessing.reason.startswith("the same ")  # Idefics2Processor's own ids
+    # A phone photo stored sideways and a picture at a resize tie, in one prompt.
+    pictures = user_pictures(tmp_path / "more", big=(60, 40))
+    report = verify(f32, str(source), images=[pictures["exif"], pictures["tie"]], tokens=16)
+    assert report.verdict == "PASS", report.components
     int4 = tmp_path / "int4"
     convert(str(source), int4, dtype="int4")
     report = verify(int4, str(source), images=[photo], tokens=16)
@@ -294,12 +298,20 @@ def test_the_runtime_reads_split_pictures_as_idefics2_processor(splitting, tmp_p
     assert (mask == np.asarray(expected["pixel_attention_mask"])).all()
 
 
-def test_chat_with_split_pictures_of_two_sizes_answers_as_transformers(splitting, tmp_path):
-    """Two JPEGs of different shapes (padded into one tensor by transformers, each part
-    masked): chat's greedy tokens are transformers' `generate` tokens."""
+@pytest.mark.parametrize("pair", ["two JPEGs", "phone photo and tie"])
+def test_chat_with_split_pictures_of_two_sizes_answers_as_transformers(splitting, tmp_path, pair):
+    """Two pictures of different shapes (padded into one tensor by transformers, each part
+    masked): random JPEGs, or an EXIF-rotated phone JPEG and a PNG at a resize tie; chat's
+    greedy tokens are transformers' `generate` tokens."""
+    from tests.images import user_pictures
+
     source, f32 = splitting
-    first = noise_picture(tmp_path, "a.jpg", 500, 300, seed=1)
-    second = noise_picture(tmp_path, "b.jpg", 90, 200, seed=2)
+    if pair == "two JPEGs":
+        first = noise_picture(tmp_path, "a.jpg", 500, 300, seed=1)
+        second = noise_picture(tmp_path, "b.jpg", 90, 200, seed=2)
+    else:
+        files = user_pictures(tmp_path / "files", big=(60, 40))
+        first, second = files["exif"], files["tie"]
     answer, hf_tokens, inputs = _chat_and_transformers(f32, source, first, second)
     assert not bool(inputs["pixel_attention_mask"].all())  # the parts were padded
     _same_answer(answer, hf_tokens)

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mmforge.backend.families.llava.tokenizer import added_token
+
 ABSORB = ("<|vision_start|><|image_pad|>", "<|image_pad|><|vision_end|>")
 
 
@@ -39,17 +41,7 @@ def _with_added(tokenizer, contents: tuple[str, ...]) -> tuple[str, dict[str, in
     next_id = max(max(t["id"] for t in data["added_tokens"]), len(data["model"]["vocab"])) + 1
     new = {}
     for content in contents:
-        data["added_tokens"].append(
-            {
-                "id": next_id,
-                "content": content,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": True,
-            }
-        )
+        data["added_tokens"].append(added_token(content, next_id))
         new[content] = next_id
         next_id += 1
     return json.dumps(data), new

@@ -499,3 +499,19 @@ def test_a_drafts_picture_is_shown_upright_and_small(qapp, tmp_path):
     chip = _chip_picture(phone)
     assert (chip.width(), chip.height()) == (CHIP * 60 // 90, CHIP)
     assert _chip_picture(tmp_path / "missing.png").isNull()
+
+
+def test_the_librarys_first_column_is_not_squeezed_by_a_long_model_name(qapp):
+    """The screenshots: a model named by a long cache path left the Package column three
+    letters wide ("cka"); the other columns stop at MAX_COLUMN and every cell's tooltip
+    holds its whole text."""
+    from PySide6.QtWidgets import QTableWidget
+
+    from mmforge.gui.library_dialog import MAX_COLUMN, _fill
+
+    table = QTableWidget(0, 3)
+    table.resize(900, 300)
+    long_name = "Qwen2.5-VL (" + "/tmp/cache/" * 20 + "Qwen2.5-VL-demo)"
+    _fill(table, [("/home/me/packages/demo-int4", long_name, "int4")])
+    assert table.columnWidth(1) == MAX_COLUMN
+    assert "Qwen2.5-VL-demo" in table.item(0, 1).toolTip()

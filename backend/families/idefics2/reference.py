@@ -123,7 +123,10 @@ def unpack_canvases(canvases: Any) -> tuple[Any, Any]:
     canvases = canvases.reshape(-1, *canvases.shape[-3:])
     side = canvases.shape[-2] - CANVAS_HEADER_ROWS
     if side < 4 or canvases.shape[-1] % side:
-        raise ValueError(f"pixels of {canvases.shape[-2:]} are not a canvas of this package")
+        raise ValueError(
+            f"pixels of {canvases.shape[-2:]} are not this package's picture canvas: it was "
+            "converted before mmforge packed Idefics2's pictures; convert the model again"
+        )
     header = canvases[:, :, 0, :]
     black, white = header[:, :, 2:3], header[:, :, 3:4]
     levels = np.rint((header - black) / (white - black) * 255).astype(np.int64)
@@ -134,7 +137,10 @@ def unpack_canvases(canvases: Any) -> tuple[Any, Any]:
             h = int(levels[n, 0, at] * 256 + levels[n, 1, at])
             w = int(levels[n, 0, at + 1] * 256 + levels[n, 1, at + 1])
             if not (0 < h <= side and 0 < w <= side):
-                raise ValueError(f"canvas {n} holds no part of {h}×{w} px in slot {slot}")
+                raise ValueError(
+                    f"picture canvas {n} holds no part in slot {slot} ({h}×{w} px): hand "
+                    "this package pictures through mmforge's chat or verify"
+                )
             rows = slice(CANVAS_HEADER_ROWS, CANVAS_HEADER_ROWS + h)
             parts.append(canvases[n, :, rows, at : at + w])
             sizes.append((h, w))

@@ -21,6 +21,7 @@ from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
+from mmforge.backend.families.llava.tokenizer import read_as
 
 IMAGE = "<image>"
 MARKERS = ("<|vision_start|><|image_pad|>", "<|image_pad|>", "<|image_pad|><|vision_end|>")
@@ -65,21 +66,7 @@ def adapt_tokenizer(
             f"{folder / 'tokenizer.json'} has no {IMAGE} token",
             "PaliGemma's tokenizer adds <image> (PaliGemmaProcessor); re-download it",
         )
-    have = {t.get("content") for t in added}
-    for content in MARKERS:
-        if content in have:
-            continue
-        added.append(
-            {
-                "id": int(image),
-                "content": content,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": True,
-            }
-        )
+    read_as(tokenizer, [(content, int(image)) for content in MARKERS])
     config["chat_template"] = PACKAGE_TEMPLATE
     # The template writes <bos>; ORT GenAI 0.18 adds none, transformers must not either.
     config["add_bos_token"] = False
