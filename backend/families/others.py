@@ -254,13 +254,10 @@ GEMMA3N = Family(
         "<start_of_image> and <end_of_image> (measured on the 0.18 wheel: the same ids as "
         "transformers' Gemma3nProcessor). Its audio fits no pipeline: gemma3 takes none, and "
         "gemma4 (gemma4_multimodal_processor.cpp, Gemma4MultiModalProcessor::Process) counts "
-        "a clip's ids from its length where Gemma 3n always uses 188. mmforge does not build "
-        "its graphs yet (a MobileNetV5 vision tower, AltUp and per-layer inputs in the "
-        "decoder), and could not verify them here: transformers runs the tower through timm, "
-        "which imports torchvision (timm/layers/create_norm.py), and no torchvision release "
-        "loads beside mmforge's CPU torch 2.13 (measured with 0.28.0, the release made for "
-        "torch 2.13, and 0.29.1: 'operator torchvision::nms does not "
-        "exist')" + _SEE
+        "a clip's ids from its length where Gemma 3n always uses 188. mmforge has built its "
+        "vision tower (MobileNetV5 and the soft-token embedder, held to timm's and "
+        "transformers'), not yet its embedding and decoder graphs (AltUp and per-layer inputs)"
+        + _SEE
     ),
 )
 

@@ -1,0 +1,92 @@
+"""timm for Gemma 3n's reference, also where torchvision cannot load.
+
+transformers runs Gemma 3n's vision tower through timm (TimmWrapperModel), and timm 1.0
+imports torchvision when it is imported (`timm/layers/create_norm.py`, `timm/data`), for
+names MobileNetV5 never calls: FrozenBatchNorm2d, data transforms, datasets. torchvision
+does not load beside torch's CPU build from a wheel folder: PyPI's 0.28.0, made for torch
+2.13, links CUDA's libraries and stops with "operator torchvision::nms does not exist".
+Where torchvision cannot be imported, timm is imported with stand-ins for those names; a
+stand-in raises if it is ever called, so nothing is computed through one, and they leave
+`sys.modules` once timm is in.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
+from typing import Any
+
+_STAND_INS = (
+    "torchvision",
+    "torchvision.datasets",
+    "torchvision.models",
+    "torchvision.models.feature_extraction",
+    "torchvision.ops",
+    "torchvision.ops.misc",
+    "torchvision.transforms",
+    "torchvision.transforms.functional",
+    "torchvision.transforms.v2",
+)
+
+
+class _Absent(type):
+    """A torchvision name timm refers to at import; using it raises."""
+
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _absent(name)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(
+            f"torchvision's {cls.__name__} was called, but torchvision did not load here; "
+            "mmforge imported timm without it for Gemma 3n's MobileNetV5, which does not use it"
+        )
+
+
+def _absent(name: str) -> Any:
+    return _Absent(name, (), {})
+
+
+def _module_getattr(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _absent(name)
+
+
+def _torchvision_loads() -> bool:
+    try:
+        importlib.import_module("torchvision")
+    except Exception:  # noqa: BLE001 - a broken build raises RuntimeError, not ImportError
+        for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")]:
+            del sys.modules[name]
+        return False
+    return True
+
+
+def import_timm() -> Any:
+    """The timm module; ImportError with what to install when it is missing."""
+    if "timm" in sys.modules:
+        return sys.modules["timm"]
+    if importlib.util.find_spec("timm") is None:
+        raise ImportError(
+            "Gemma 3n's vision tower needs timm on the verifying side: pip install timm "
+            "(pip install --no-deps timm beside a CPU build of torch without torchvision)"
+        )
+    if _torchvision_loads():
+        return importlib.import_module("timm")
+    modules = {name: types.ModuleType(name) for name in _STAND_INS}
+    for name, module in modules.items():
+        module.__getattr__ = _module_getattr  # type: ignore[method-assign]
+        module.__path__ = []
+        parent, _, child = name.rpartition(".")
+        if parent:
+            setattr(modules[parent], child, module)
+    sys.modules.update(modules)
+    try:
+        return importlib.import_module("timm")
+    finally:
+        for name in modules:
+            sys.modules.pop(name, None)
