@@ -12,10 +12,12 @@ stand-in raises if it is ever called, so nothing is computed through one, and th
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import sys
 import types
+from collections.abc import Iterator
 from typing import Any
 
 _STAND_INS = (
@@ -90,3 +92,46 @@ def import_timm() -> Any:
     finally:
         for name in modules:
             sys.modules.pop(name, None)
+
+
+@contextlib.contextmanager
+def timm_in_transformers() -> Iterator[Any]:
+    """Let transformers build Gemma 3n on the timm that `import_timm` gives.
+
+    transformers takes timm as present only beside a torchvision it can find
+    (`is_timm_available`), and imports it into TimmWrapper's module only then. Inside this
+    block its timm check passes and its modules hold the imported timm (and the two
+    `timm.data` names Gemma3nVisionConfig reads); nothing else changes, and all of it is
+    put back afterwards. Where transformers already sees timm this does nothing.
+    """
+    from transformers.utils import import_utils
+
+    if import_utils.is_timm_available():
+        yield import_timm()
+        return
+    timm = import_timm()
+    from transformers.models.gemma3n import configuration_gemma3n
+    from transformers.models.timm_wrapper import modeling_timm_wrapper
+
+    check, message = import_utils.BACKENDS_MAPPING["timm"]
+    names = {
+        (modeling_timm_wrapper, "timm"): timm,
+        (configuration_gemma3n, "ImageNetInfo"): timm.data.ImageNetInfo,
+        (configuration_gemma3n, "infer_imagenet_subset"): timm.data.infer_imagenet_subset,
+    }
+    before = {key: getattr(*key, _MISSING) for key in names}
+    import_utils.BACKENDS_MAPPING["timm"] = (lambda: True, message)
+    for (module, name), value in names.items():
+        setattr(module, name, value)
+    try:
+        yield timm
+    finally:
+        import_utils.BACKENDS_MAPPING["timm"] = (check, message)
+        for (module, name), value in before.items():
+            if value is _MISSING:
+                delattr(module, name)
+            else:
+                setattr(module, name, value)
+
+
+_MISSING = object()
