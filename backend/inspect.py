@@ -8,6 +8,7 @@ and memory estimates per dtype.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from dataclasses import asdict, dataclass, field
@@ -191,8 +192,12 @@ def _tensors(
             return found, "hub safetensors headers", None
     family = checkpoint.family
     if not checkpoint.remote_code and family.profile.hf_class:
+        building = family.reference.model_context if family.reference else contextlib.nullcontext
         try:
-            meta = tensors.meta_tensors(checkpoint.transformers_config(), family.profile.hf_class)
+            with building():
+                meta = tensors.meta_tensors(
+                    checkpoint.transformers_config(), family.profile.hf_class
+                )
         except ImportError as e:
             # A class built on an optional library (Gemma 3n's vision tower needs timm).
             said = " ".join(str(e).split())[:200] or type(e).__name__

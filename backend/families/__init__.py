@@ -116,6 +116,7 @@ FOLDERS = (
     "phi",
     "lfm2",
     "paligemma",
+    "gemma3n",  # pictures and text, on the gemma3 pipeline
     "glm4v",  # GLM-4.1V and GLM-4.5V, on the qwen2_5_vl pipeline
     "idefics2",  # on the videochat_flash_qwen pipeline
     "idefics3",  # Idefics3 and SmolVLM, on the videochat_flash_qwen pipeline

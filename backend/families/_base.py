@@ -7,8 +7,10 @@ checkpoint), not editing every stage.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -251,6 +253,8 @@ class Reference:
         feature_rows: Which of the vision graph's rows are features, as a boolean mask
             over their count (None: all): rows the embedding graph fills itself are
             left out of the vision comparison (Idefics2's split pictures).
+        model_context: What transformers needs around reading the config and building
+            the model (Gemma 3n: its timm tower, `timm_in_transformers`).
     """
 
     prepare: PrepareReference
@@ -270,6 +274,7 @@ class Reference:
     load: Callable[[Any], Any] | None = None
     kind: str | None = None
     feature_rows: Callable[[Cfg, int], Any] | None = None
+    model_context: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
 
 
 @dataclass(frozen=True)
@@ -540,19 +545,27 @@ def processor_op(name: str, kind: str, attrs: dict[str, Any] | None = None) -> d
 def rescale_and_normalize(
     pre: Cfg, mean: list[float], std: list[float], *, qwen: bool = False
 ) -> list[dict[str, Any]]:
-    """Rescale and Normalize steps with the checkpoint's values (defaults as given)."""
+    """Rescale and Normalize steps with the checkpoint's values (defaults as given).
+
+    A step the processor switches off (`do_rescale` / `do_normalize` false, as Gemma 3n's
+    `do_normalize`) is left out, as transformers' processors skip it.
+    """
     normalize: dict[str, Any] = {
         "mean": list(pre.get("image_mean", mean)),
         "std": list(pre.get("image_std", std)),
     }
     if qwen:
         normalize["qwen2_5_vl"] = 1
-    return [
-        processor_op(
-            "rescale", "Rescale", {"rescale_factor": float(pre.get("rescale_factor", 1 / 255))}
-        ),
-        processor_op("normalize", "Normalize", normalize),
-    ]
+    steps = []
+    if pre.get("do_rescale") is not False:
+        steps.append(
+            processor_op(
+                "rescale", "Rescale", {"rescale_factor": float(pre.get("rescale_factor", 1 / 255))}
+            )
+        )
+    if pre.get("do_normalize") is not False:
+        steps.append(processor_op("normalize", "Normalize", normalize))
+    return steps
 
 
 def image_sizes_pipeline(

@@ -69,11 +69,15 @@ def counts(entries: tuple[Family, ...] = ALL) -> dict[str, int]:
 def sentence(n: dict[str, int] | None = None) -> str:
     """The counts in one sentence (the README carries it; a test keeps it current)."""
     n = n if n is not None else counts()
-    return (
-        f"{n[EXACT]} families convert exactly, {n[CONSENT]} with your consent; "
+    later = (
         f"{n[NOT_YET]} more could run exactly on a runtime pipeline but mmforge does not build "
-        f"{'its' if n[NOT_YET] == 1 else 'their'} graphs yet, and {n[CANNOT]} cannot convert, "
-        "each with its measured reason (inspect describes them all)."
+        f"{'its' if n[NOT_YET] == 1 else 'their'} graphs yet, and "
+        if n[NOT_YET]
+        else ""
+    )
+    return (
+        f"{n[EXACT]} families convert exactly, {n[CONSENT]} with your consent; {later}"
+        f"{n[CANNOT]} cannot convert, each with its measured reason (inspect describes them all)."
     )
 
 

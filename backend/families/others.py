@@ -189,78 +189,6 @@ FLORENCE2 = Family(
 )
 
 
-def _gemma3n_projector(cfg: Cfg) -> Projector:
-    vision = cfg.get("vision_config.hidden_size", 2048)
-    text = cfg.get("text_config.hidden_size", 2048)
-    return Projector(
-        "Gemma3nMultimodalEmbedder",
-        "RMSNorm → Linear → RMSNorm",
-        f"Gemma 3n embeds soft vision tokens with RMSNorm, a Linear from "
-        f"vision_config.hidden_size={vision} to text_config.hidden_size={text} and a "
-        "post-projection RMSNorm; its hard tokens have their own embedding table",
-        {"vision_config.hidden_size": vision, "text_config.hidden_size": text},
-    )
-
-
-GEMMA3N = Family(
-    key="gemma3n",
-    fixtures=_inspected(
-        "Gemma3nConfig",
-        "Gemma3nMultimodalEmbedder",
-        {
-            "image_token_id": 262145,
-            "audio_token_id": 262273,
-            "boi_token_id": 255999,
-            "eoi_token_id": 262144,
-            "boa_token_id": 256000,
-            "eoa_token_id": 262272,
-        },
-        components=("vision_encoder", "audio_encoder", "embedding", "decoder"),
-    ),
-    name="Gemma 3n",
-    pipeline_type=None,
-    exact_host="gemma3",
-    recognition=Recognition(model_types=("gemma3n",)),
-    profile=Profile(
-        projector=_gemma3n_projector,
-        token_ids=lambda cfg: ids(
-            cfg,
-            image_token_id="image_token_id",
-            audio_token_id="audio_token_id",
-            boi_token_id="boi_token_id",
-            eoi_token_id="eoi_token_id",
-            boa_token_id="boa_token_id",
-            eoa_token_id="eoa_token_id",
-        ),
-        image_tokens=lambda cfg, pre: ImageTokens(
-            fixed=int(cfg.get("vision_soft_tokens_per_image", 256)),
-            rule="a 768 px picture through MobileNetV5, framed by <start_of_image> … "
-            "<end_of_image> with a blank line either side",
-        ),
-        hf_class="Gemma3nForConditionalGeneration",
-        has_audio=lambda cfg: cfg.get("audio_config") is not None,
-        notes=(
-            "Audio: 188 <audio_soft_token> per clip, whatever its length.",
-            "transformers builds its MobileNetV5 vision tower with timm.",
-        ),
-    ),
-    # GemmaImageProcessor (src/models/gemma_image_processor.cpp, ProcessImagePrompt,
-    # a0c04eb1 L16-19, L54) splices exactly the text Gemma3nProcessor writes; measured
-    # token-identical on the 0.18 wheel (tests/backend/test_seed_hosts.py).
-    no_pipeline_reason=(
-        "ONNX Runtime GenAI 0.18 could run its pictures and text exactly through 'gemma3': "
-        "GemmaImageProcessor (gemma_image_processor.cpp, ProcessImagePrompt) splices in the "
-        "very text Gemma 3n's processor writes, 256 <image_soft_token> between "
-        "<start_of_image> and <end_of_image> (measured on the 0.18 wheel: the same ids as "
-        "transformers' Gemma3nProcessor). Its audio fits no pipeline: gemma3 takes none, and "
-        "gemma4 (gemma4_multimodal_processor.cpp, Gemma4MultiModalProcessor::Process) counts "
-        "a clip's ids from its length where Gemma 3n always uses 188. mmforge has built its "
-        "vision tower (MobileNetV5 and the soft-token embedder, held to timm's and "
-        "transformers'), not yet its embedding and decoder graphs (AltUp and per-layer inputs)"
-        + _SEE
-    ),
-)
-
 QWEN2_AUDIO = Family(
     key="qwen2_audio",
     fixtures=_inspected(
@@ -373,7 +301,6 @@ FAMILIES = (
     LLAVA_NEXT,
     MOLMO,
     FLORENCE2,
-    GEMMA3N,
     QWEN2_AUDIO,
     LFM2_AUDIO,
     VIDEOCHAT_FLASH,

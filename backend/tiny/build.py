@@ -7,11 +7,13 @@ model with scaled random weights, and writes every file a hub repository would h
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
 import tempfile
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,8 @@ class TinySpec:
             leaves alone, such as GLM-4.5V's router correction bias (a buffer).
         seed: The draw `build_tiny` uses: one whose greedy answer to the probe picture is
             not a token or two repeated (tests/backend/test_tiny.py).
+        model_context: What transformers needs around building the model (Gemma 3n: its
+            timm tower, `timm_in_transformers`).
     """
 
     family_key: str
@@ -68,6 +72,7 @@ class TinySpec:
     vector_std: float | None = None
     adjust_model: Callable[[Any, int], None] | None = None
     seed: int = 0
+    model_context: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
 
 
 @dataclass(frozen=True)
@@ -162,7 +167,8 @@ def write_tiny(spec: TinySpec, folder: Path, *, seed: int = 0) -> TinyCheckpoint
     config = spec.make_config(tok.special_ids, tok.vocab_size)
     config.dtype = "float32"
     torch.manual_seed(seed)
-    model = getattr(transformers, spec.hf_class)(config).eval()
+    with spec.model_context():
+        model = getattr(transformers, spec.hf_class)(config).eval()
     scale_init(model, seed, spec.embed_std, spec.vector_std)
     if spec.adjust_model is not None:
         spec.adjust_model(model, seed)

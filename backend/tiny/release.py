@@ -127,7 +127,8 @@ def write_release(spec: ReleaseSpec, folder: Path, *, seed: int | None = None) -
     text = spec.config_json(tok.special_ids, tok.vocab_size)
     built = spec.model_config(text) if spec.model_config is not None else text
     # As Checkpoint.read builds it: from the dict, transformers' defaults filling the rest.
-    config = CONFIG_MAPPING[built["model_type"]].from_dict(json.loads(json.dumps(built)))
+    with tiny.model_context():
+        config = CONFIG_MAPPING[built["model_type"]].from_dict(json.loads(json.dumps(built)))
     config.dtype = "float32"
     if spec.own_output_layer:  # weights with a distinct lm_head; the config text unchanged
         config.tie_word_embeddings = False
@@ -135,7 +136,8 @@ def write_release(spec: ReleaseSpec, folder: Path, *, seed: int | None = None) -
             config.text_config.tie_word_embeddings = False
     seed = spec.seed if seed is None else seed
     torch.manual_seed(seed)
-    model = getattr(transformers, tiny.hf_class)(config).eval()
+    with tiny.model_context():
+        model = getattr(transformers, tiny.hf_class)(config).eval()
     scale_init(model, seed, tiny.embed_std, VECTOR_STD)
     if tiny.adjust_model is not None:
         tiny.adjust_model(model, seed)

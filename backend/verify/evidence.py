@@ -8,6 +8,7 @@ frozen values with the package's graphs (stages.py).
 from __future__ import annotations
 
 import gc
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -352,6 +353,10 @@ class _Capture:
             layer.register_forward_pre_hook(self._on_layer, with_kwargs=True)
             for layer in text.layers
         ]
+        # Where a layer takes its per-layer input positionally (Gemma 4: second, Gemma 3n:
+        # third, after its position embeddings).
+        params = list(inspect.signature(text.layers[0].forward).parameters)
+        self._per_layer_at = params.index("per_layer_input") if "per_layer_input" in params else 1
 
     def _on_text(self, module: Any, args: Any, kwargs: dict[str, Any]) -> None:
         self.kwargs = dict(kwargs)
@@ -359,11 +364,14 @@ class _Capture:
 
     def _on_layer0(self, module: Any, args: Any, kwargs: dict[str, Any]) -> None:
         hidden = args[0] if args else kwargs["hidden_states"]
+        if hidden.ndim == 4:  # AltUp's streams (Gemma 3n), [A, B, S, H]: the first is the input
+            hidden = hidden[0]
         self.hidden = hidden.detach().float().numpy().copy()
 
     def _on_layer(self, module: Any, args: Any, kwargs: dict[str, Any]) -> None:
-        # Gemma 4 hands each layer its slice of the (projected) per-layer inputs.
-        value = kwargs.get("per_layer_input", args[1] if len(args) > 1 else None)
+        # Gemma 4 and Gemma 3n hand each layer its slice of the (projected) per-layer inputs.
+        at = self._per_layer_at
+        value = kwargs.get("per_layer_input", args[at] if len(args) > at else None)
         if value is not None and hasattr(value, "detach"):
             self.per_layer.append(value.detach().float().numpy())
 

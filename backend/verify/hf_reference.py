@@ -45,9 +45,17 @@ def _reference(checkpoint: Checkpoint) -> Reference:
 
 def load_model(source: Checkpoint | Path) -> Any:
     """Load the HF model of a checkpoint in float32, eval mode, safetensors only."""
+    checkpoint = _checkpoint(source)
+    family = checkpoint.family
+    if family.reference is not None:
+        with family.reference.model_context():
+            return _load_model(checkpoint)
+    return _load_model(checkpoint)
+
+
+def _load_model(checkpoint: Checkpoint) -> Any:
     import transformers
 
-    checkpoint = _checkpoint(source)
     family = checkpoint.family
     if family.reference is not None and family.reference.load is not None:
         return family.reference.load(checkpoint)

@@ -20,6 +20,8 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
+from mmforge.backend.errors import MmforgeError
+
 _STAND_INS = (
     "torchvision",
     "torchvision.datasets",
@@ -68,14 +70,19 @@ def _torchvision_loads() -> bool:
     return True
 
 
+class TimmMissing(MmforgeError, ImportError):
+    """timm is not installed: one clear message for verify, an ImportError for inspect."""
+
+
 def import_timm() -> Any:
-    """The timm module; ImportError with what to install when it is missing."""
+    """The timm module; TimmMissing, saying what to install, when it is not installed."""
     if "timm" in sys.modules:
         return sys.modules["timm"]
     if importlib.util.find_spec("timm") is None:
-        raise ImportError(
-            "Gemma 3n's vision tower needs timm on the verifying side: pip install timm "
-            "(pip install --no-deps timm beside a CPU build of torch without torchvision)"
+        raise TimmMissing(
+            "transformers runs Gemma 3n's vision tower through timm, which is not installed",
+            "Install it into mmforge's environment: pip install timm (or pip install "
+            "--no-deps timm beside a CPU build of torch, whose torchvision would not load)",
         )
     if _torchvision_loads():
         return importlib.import_module("timm")

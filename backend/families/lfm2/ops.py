@@ -29,8 +29,13 @@ class GraphBuilder:
         return value
 
     def weight(self, name: str, shape: list[int]) -> Any:
-        """An initializer the checkpoint fills (no value yet)."""
+        """An initializer the checkpoint fills (no value yet); the same one for the same name."""
         ir = self.ir
+        known = self._root.initializers.get(name)
+        if known is not None:
+            if list(known.shape) != list(shape):
+                raise ValueError(f"{name} is asked for as {shape}, already {list(known.shape)}")
+            return known
         value = ir.Value(
             name=name, type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape(list(shape))
         )
