@@ -202,3 +202,26 @@ def test_a_torchvision_stand_in_raises_if_anything_calls_it():
     with pytest.raises(RuntimeError, match="torchvision did not load"):
         create_norm.FrozenBatchNorm2d(4)
     assert timm.create_model  # the real timm
+
+
+@pytest.mark.parametrize(
+    ("text", "pre", "message"),
+    [
+        ({"num_hidden_layers": 3, "num_kv_shared_layers": 3}, {}, "no earlier layer"),
+        (
+            {"layer_types": ["full_attention", "sliding_attention"], "num_hidden_layers": 2,
+             "num_kv_shared_layers": 1},
+            {},
+            "sliding_attention",
+        ),
+        ({}, {"size": {"height": 768, "width": 512}}, "square"),
+    ],
+)  # fmt: skip
+def test_a_config_the_graphs_cannot_follow_is_refused_in_words(text, pre, message):
+    from mmforge.backend.families import Cfg
+    from mmforge.backend.families.gemma3n.build import picture_size
+    from mmforge.backend.families.gemma3n.graphs import Text
+
+    with pytest.raises(MmforgeError, match=message):
+        Text(Cfg({"text_config": text}))
+        picture_size(Cfg(pre))

@@ -241,14 +241,29 @@ def test_2_verify_pairs_a_package_with_the_model_it_was_converted_from(window, p
 
 def test_the_card_says_not_yet_or_cannot_with_the_runtime_code(qtbot, window, tmp_path):
     """Issue 30: a family a runtime pipeline could run exactly is "not converted yet",
-    one the runtime rules out "cannot convert", each with its measured reason."""
+    one the runtime rules out "cannot convert", each with its measured reason. No family
+    ships "not converted yet" now (Gemma 3n was the last): its card is drawn from an
+    inspection said that way, and the real window inspects one the runtime rules out."""
+    import dataclasses
+
     import transformers
 
+    from mmforge.backend.families.catalog import NOT_YET
+    from mmforge.backend.inspect import inspect_source
+    from mmforge.gui.model_view import profile_html
+    from mmforge.gui.theme import colours
+
+    transformers.LlavaNextConfig().save_pretrained(tmp_path / "llava_next")
+    said = dataclasses.replace(
+        inspect_source(str(tmp_path / "llava_next")),
+        converts=NOT_YET,
+        runtime_reason="ONNX Runtime GenAI 0.18 could run it exactly (gemma_image_processor.cpp)",
+    )
+    card = profile_html(said, colours())
+    assert "Not converted yet:</b>" in card and "gemma_image_processor.cpp" in card
+
     model = window.model_view
-    for config, title, named in (
-        (transformers.Gemma3nConfig(), "Not converted yet:", "gemma_image_processor.cpp"),
-        (transformers.LlavaNextConfig(), "Cannot convert:", ".cpp"),
-    ):
+    for config, title, named in ((transformers.LlavaNextConfig(), "Cannot convert:", ".cpp"),):
         folder = tmp_path / type(config).__name__
         config.save_pretrained(folder)
         model.source.setText(str(folder))

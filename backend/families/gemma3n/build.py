@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
 from mmforge.backend.families._graphs import BuiltGraphs
 from mmforge.backend.families._hooks import BuildRequest
@@ -10,8 +11,16 @@ from mmforge.backend.families.gemma3n.vision import vision_graph
 
 
 def picture_size(pre: Cfg) -> int:
-    """The processor's square size (768 as released)."""
-    return int(pre.first("size.height", default=768))
+    """The processor's square size (768 as released); MmforgeError for one not square."""
+    height = int(pre.first("size.height", default=768))
+    width = int(pre.first("size.width", default=height))
+    if width != height:
+        raise MmforgeError(
+            f"Gemma 3n's image processor resizes to {width}×{height}; mmforge builds its "
+            "vision tower for a square picture, as released (768×768)",
+            "Use the release's preprocessor_config.json",
+        )
+    return height
 
 
 def build(request: BuildRequest) -> BuiltGraphs:

@@ -121,10 +121,15 @@ class Text:
         }
         self.first_shared = self.layers - self.shared if self.shared else self.layers
         # The last owning layer of each type keeps its keys and values for the shared ones.
-        self.source = {
-            kind: max(i for i in range(self.first_shared) if self.kinds[i] == kind)
-            for kind in set(self.kinds[self.first_shared :])
-        }
+        owners = {kind: i for i, kind in enumerate(self.kinds[: self.first_shared])}
+        orphans = sorted(set(self.kinds[self.first_shared :]) - set(owners))
+        if self.first_shared < 1 or orphans:
+            raise MmforgeError(
+                f"Gemma 3n's last {self.shared} layers share KV caches that no earlier layer "
+                f"of their kind ({', '.join(orphans) or 'any'}) holds",
+                "The checkpoint's config.json is inconsistent (num_kv_shared_layers, layer_types)",
+            )
+        self.source = {kind: owners[kind] for kind in set(self.kinds[self.first_shared :])}
         vision = cfg.sub("vision_config")
         audio = cfg.sub("audio_config")
         self.vision_offset = int(vision.get("vocab_offset", _VISION_OFFSET))
