@@ -568,6 +568,37 @@ def rescale_and_normalize(
     return steps
 
 
+def square_processor(name: str, size: int, pre: Cfg, resample: int) -> dict[str, Any]:
+    """A fixed square resize, the processor's rescale and normalisation, channels first.
+
+    The SigLIP-style chain of Gemma 3, Gemma 3n and PaliGemma: DecodeImage (which already
+    yields RGB: a ConvertRGB after it would swap red and blue), Resize to size × size with
+    the processor's filter (`resample`, PIL's code, when it names none), then
+    `rescale_and_normalize` with SigLIP's 0.5 mean and deviation as defaults.
+    """
+    code = int(pre.get("resample", resample))
+    return {
+        "processor": {
+            "name": name,
+            "transforms": [
+                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
+                processor_op(
+                    "resize",
+                    "Resize",
+                    {
+                        "interpolation": RESAMPLE.get(code, RESAMPLE[resample]),
+                        "width": size,
+                        "height": size,
+                        "keep_aspect_ratio": 0,
+                    },
+                ),
+                *rescale_and_normalize(pre, [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]),
+                processor_op("to_channel_first", "Permute3D", {"dims": [2, 0, 1]}),
+            ],
+        }
+    }
+
+
 def image_sizes_pipeline(
     name: str,
     *,

@@ -6,7 +6,6 @@ import math
 from typing import Any
 
 from mmforge.backend.families._base import (
-    RESAMPLE,
     Cfg,
     Family,
     Fixtures,
@@ -19,7 +18,7 @@ from mmforge.backend.families._base import (
     as_int,
     ids,
     processor_op,
-    rescale_and_normalize,
+    square_processor,
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
 from mmforge.backend.families._hooks import FixRequest, PixelsRequest
@@ -64,31 +63,9 @@ def _gemma3_image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
 
 
 def _gemma3_processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
-    """Fixed-size resize and normalisation, channels first.
-
-    DecodeImage already yields RGB; ConvertRGB after it would swap red and blue.
-    """
+    """Fixed-size resize and normalisation, channels first."""
     size = int(pre.first("size.height", default=cfg.get("vision_config.image_size", 896)))
-    return {
-        "processor": {
-            "name": "gemma_3_image_processing",
-            "transforms": [
-                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
-                processor_op(
-                    "resize",
-                    "Resize",
-                    {
-                        "interpolation": RESAMPLE.get(int(pre.get("resample", 2)), "LINEAR"),
-                        "width": size,
-                        "height": size,
-                        "keep_aspect_ratio": 0,
-                    },
-                ),
-                *rescale_and_normalize(pre, [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]),
-                processor_op("to_channel_first", "Permute3D", {"dims": [2, 0, 1]}),
-            ],
-        }
-    }
+    return square_processor("gemma_3_image_processing", size, pre, resample=2)
 
 
 def _siglip_hub_layout(name: str) -> str:

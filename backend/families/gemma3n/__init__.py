@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from mmforge.backend.families._base import (
-    RESAMPLE,
     Cfg,
     Family,
     Fixtures,
@@ -23,8 +22,7 @@ from mmforge.backend.families._base import (
     Recognition,
     Reference,
     ids,
-    processor_op,
-    rescale_and_normalize,
+    square_processor,
 )
 from mmforge.backend.families.gemma3n import expect, fields, reference, tiny
 from mmforge.backend.families.gemma3n.build import build, picture_size
@@ -63,29 +61,9 @@ def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     """SiglipImageProcessor's square resize and rescale (Gemma 3n does not normalise).
 
     Chat and verify hand the runtime pictures already at this size (picture_sizing), so
-    the runtime's Resize leaves them as they are. DecodeImage already yields RGB.
+    the runtime's Resize leaves them as they are.
     """
-    size = picture_size(pre)
-    return {
-        "processor": {
-            "name": "gemma_3_image_processing",
-            "transforms": [
-                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
-                processor_op(
-                    "resize",
-                    "Resize",
-                    {
-                        "interpolation": RESAMPLE.get(int(pre.get("resample", 2)), "LINEAR"),
-                        "width": size,
-                        "height": size,
-                        "keep_aspect_ratio": 0,
-                    },
-                ),
-                *rescale_and_normalize(pre, [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]),
-                processor_op("to_channel_first", "Permute3D", {"dims": [2, 0, 1]}),
-            ],
-        }
-    }
+    return square_processor("gemma_3_image_processing", picture_size(pre), pre, resample=2)
 
 
 def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from mmforge.backend.families._base import (
-    RESAMPLE,
     Cfg,
     Family,
     Fixtures,
@@ -16,8 +15,7 @@ from mmforge.backend.families._base import (
     Recognition,
     Reference,
     ids,
-    processor_op,
-    rescale_and_normalize,
+    square_processor,
 )
 from mmforge.backend.families.paligemma import expect, fields, reference, tiny
 from mmforge.backend.families.paligemma.build import build
@@ -45,29 +43,9 @@ def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     """SiglipImageProcessor's square resize, rescale and 0.5 normalisation.
 
     Chat and verify hand the runtime pictures already at this size (picture_sizing), so
-    the runtime's Resize leaves them as they are. DecodeImage already yields RGB.
+    the runtime's Resize leaves them as they are.
     """
-    size = _size(cfg, pre)
-    return {
-        "processor": {
-            "name": "paligemma_image_processor",
-            "transforms": [
-                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
-                processor_op(
-                    "resize",
-                    "Resize",
-                    {
-                        "interpolation": RESAMPLE.get(int(pre.get("resample", 3)), "CUBIC"),
-                        "width": size,
-                        "height": size,
-                        "keep_aspect_ratio": 0,
-                    },
-                ),
-                *rescale_and_normalize(pre, [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]),
-                processor_op("to_channel_first", "Permute3D", {"dims": [2, 0, 1]}),
-            ],
-        }
-    }
+    return square_processor("paligemma_image_processor", _size(cfg, pre), pre, resample=3)
 
 
 def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
