@@ -60,7 +60,8 @@ def refusal(info: TakesAttachments | None, kind: str) -> str | None:
         return None
     what = "images" if kind == IMAGE else "audio" if kind == AUDIO else "this kind of file"
     folder = getattr(info, "package", None) or getattr(info, "folder", None) or ""
-    return f"this model ({model_name(folder, info.pipeline_type)}) does not take {what}"
+    # The package, not the model: Gemma 3n hears, but its package takes pictures and text.
+    return f"this package ({model_name(folder, info.pipeline_type)}) does not take {what}"
 
 
 def attachment_problem(parent: QWidget, path: Path, kind: str) -> bool:
@@ -81,7 +82,9 @@ def refusal_hint(kind: str) -> str:
     """What to do instead of attaching a refused file."""
     if kind == VIDEO:
         return "Attach still frames from it as images"
-    return "Load a package whose model takes it"
+    if kind == AUDIO:
+        return "Load a package that takes sound: a Gemma 4 or Phi-4-multimodal one"
+    return "Load a package that takes pictures"
 
 
 def save_pasted(image: QImage, path: Path) -> bool:

@@ -211,7 +211,7 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
             kind = kind_of(Path(f))
             why = refusal(self.session_info, kind)
             if why is not None:  # said now, not at Send; the draft stays as it is
-                message = f"{Path(f).name} was not attached: {why}"
+                message = f"{Path(f).name} was not attached: {why}."
                 show_error(self, {"message": message, "hint": refusal_hint(kind)})
                 continue
             if attachment_problem(self, Path(f), kind):

@@ -216,7 +216,7 @@ class CompareView(QWidget):
                 show_error(
                     self,
                     {
-                        "message": f"{Path(f).name} was not attached: {why}",
+                        "message": f"{Path(f).name} was not attached: {why}.",
                         "hint": hint or "Compare packages of a model that takes it",
                     },
                 )

@@ -113,11 +113,15 @@ def _thumbnail(path: Path, shape: tuple[int, int] = (0, 0), box: Box = (0, 0, 0,
     """The picture scaled to fit THUMB, at `shape`'s proportions where it is given.
 
     Only `box` of the file where it is given (a split picture's canvas holds the picture
-    and its parts). An empty image for anything but a readable file.
+    and its parts). Turned as its EXIF orientation says, as transformers' load_image
+    turns it: while an answer streams, the message holds the user's own files (a phone's
+    photo stored sideways), and chat's copies are upright already. An empty image for
+    anything but a readable file.
     """
     if not is_regular_file(path):  # a FIFO or a device named in a saved conversation
         return QImage()
     reader = QImageReader(str(path))
+    reader.setAutoTransform(True)
     size = reader.size()
     if box[2] > 0 and box[3] > 0 and size.isValid():
         clip = QRect(*box).intersected(QRect(QPoint(0, 0), size))

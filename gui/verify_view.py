@@ -302,6 +302,9 @@ class VerifyView(QWidget):
             )
         )
         plot_layout.addWidget(self.plot, 1)
+        # The splitter may not squeeze the plot under its caption and least height: at
+        # 1024×600 it did, and the axis title below the plot was cut off.
+        plot_box.setMinimumHeight(self.plot.minimumHeight() + 3 * plot_box.fontMetrics().height())
         # The table and the plot share what the form leaves; the user moves the divider.
         self.results = QSplitter(Qt.Orientation.Vertical)
         self.results.addWidget(self.table)

@@ -432,6 +432,25 @@ def test_a_picture_stretched_for_the_model_is_drawn_at_the_shape_it_was_taken(qa
     assert (small.width(), small.height()) == (150, 100)
 
 
+def test_a_phone_photo_is_drawn_upright_while_its_answer_streams(qapp, tmp_path):
+    """The GUI review (Gemma 3n): while the answer streamed, the message drew the user's
+    own EXIF-rotated phone JPEG sideways; once answered, chat's upright copy was drawn."""
+    from PIL import Image
+
+    from mmforge.gui.transcript import THUMB, _thumbnail
+
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored 120×64, shown 64×120
+    phone = tmp_path / "phone.jpg"
+    Image.new("RGB", (120, 64), (200, 30, 30)).save(phone, quality=92, exif=exif)
+    drawn = _thumbnail(phone)
+    assert (drawn.width(), drawn.height()) == (64, 120)
+    big = tmp_path / "big.jpg"
+    Image.new("RGB", (1200, 640), (20, 30, 200)).save(big, quality=90, exif=exif)
+    drawn = _thumbnail(big)
+    assert drawn.height() == THUMB and drawn.width() < THUMB // 2 + 8
+
+
 def test_a_split_picture_is_drawn_as_its_whole_part(qapp, tmp_path):
     """Idefics2 with image splitting: the runtime's copy is a canvas of five parts under a
     header row; the transcript draws only the whole part (Attachment.shown_box), at the

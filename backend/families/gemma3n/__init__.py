@@ -123,9 +123,10 @@ GEMMA3N = Family(
         fields=fields.GEMMA3N,
         text_placeholder=lambda kind, n: "<start_of_image>",
         notes=(
-            "Pictures and text convert; the audio tower does not (no runtime pipeline "
-            "counts Gemma 3n's 188 ids a clip: docs/seed-families.md).",
-            "transformers builds its MobileNetV5 vision tower with timm; verify needs timm.",
+            "Pictures and text convert; sound does not: no ONNX Runtime GenAI pipeline "
+            "gives a clip the fixed 188 tokens Gemma 3n reads it as.",
+            "Verify needs the timm package: transformers builds Gemma 3n's picture encoder "
+            "(MobileNetV5) with it.",
         ),
     ),
     package=GEMMA3N_PACKAGE,
