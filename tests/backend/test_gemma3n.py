@@ -120,13 +120,13 @@ def _chat_against_generate(package_folder: Path, source: Path, pictures: list[Pa
 
 
 def test_chat_with_photos_people_send_answers_as_transformers(tiny, package, tmp_path):
-    """A 4:2:0 JPEG, an EXIF-rotated phone JPEG and a palette PNG with transparency, of
-    three shapes, in one message: transformers' greedy tokens (16) from its own processor
+    """A 4:2:0 JPEG, an EXIF-rotated phone JPEG, a palette PNG with transparency and a
+    70×56 PNG (a resize tie for Qwen's rounding; here 128 / 70 and 128 / 56 are not whole),
+    of four shapes, in one message: transformers' greedy tokens (16) from its own processor
     on load_image's pictures."""
     sent = user_pictures(tmp_path, big=(64, 48))
-    ours, hf_tokens, stop = _chat_against_generate(
-        package("gemma3n"), tiny("gemma3n"), [sent["jpeg"], sent["exif"], sent["palette"]]
-    )
+    pictures = [sent["jpeg"], sent["exif"], sent["palette"], sent["tie"]]
+    ours, hf_tokens, stop = _chat_against_generate(package("gemma3n"), tiny("gemma3n"), pictures)
     assert len(set(hf_tokens)) >= 4
     assert ours == hf_tokens[: len(ours)]
     assert len(ours) == 16 or stop != "length"
@@ -225,3 +225,37 @@ def test_a_config_the_graphs_cannot_follow_is_refused_in_words(text, pre, messag
     with pytest.raises(MmforgeError, match=message):
         Text(Cfg({"text_config": text}))
         picture_size(Cfg(pre))
+
+
+def test_verify_passes_with_photos_people_send(package, tiny, tmp_path):
+    """Verify with a 4:2:0 JPEG, an EXIF-rotated phone JPEG and a resize-tie PNG in place
+    of the probe: every stage PASS, the answer token for token."""
+    from mmforge.backend.verify import verify
+
+    sent = user_pictures(tmp_path, big=(64, 48))
+    report = verify(
+        package("gemma3n"),
+        str(tiny("gemma3n")),
+        images=[sent["jpeg"], sent["exif"], sent["tie"]],
+        tokens=16,
+    )
+    assert report.verdict == "PASS", [(c.name, c.verdict, c.reason) for c in report.components]
+    assert {c.name for c in report.components} >= {"vision_encoder", "embedding_per_layer"}
+
+
+def test_a_tower_mmforge_does_not_build_exits_2_in_words(tiny, tmp_path, capsys):
+    """A tower timm builds otherwise (model_args beyond the channel multiplier): the CLI
+    says so in one line and exits 2, writing nothing."""
+    import shutil
+
+    from mmforge.app.cli import main
+
+    source = tmp_path / "gemma3n"
+    shutil.copytree(tiny("gemma3n"), source)
+    config = json.loads((source / "config.json").read_text())
+    config["vision_config"]["model_args"] = {"pad_type": ""}
+    (source / "config.json").write_text(json.dumps(config))
+    assert main(["convert", str(source), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'pad_type'" in err[0] and "release's config.json" in err[0]
+    assert not (tmp_path / "out").exists()

@@ -107,8 +107,9 @@ def test_tower_blocks_are_timms(reference):
                 out = block.pw_proj.conv.out_channels
                 convs = [m for m in (block.dw_start, block.dw_mid) if hasattr(m, "conv")]
                 stride = max([1] + [m.conv.stride[0] for m in convs])
-            else:
+            else:  # a stride only decides the skip
                 out, stride = block.attn.output.proj.out_channels, b.stride
+                assert block.has_skip == (b.stride == 1 and b.cin == b.cout)
                 assert (b.heads, b.dim, b.kv_stride) == (
                     block.attn.num_heads, block.attn.key_dim, block.attn.kv_stride
                 )  # fmt: skip
@@ -132,9 +133,11 @@ def test_tower_blocks_are_timms(reference):
     ],
 )
 def test_a_tower_it_does_not_build_is_refused(vision, message):
+    from mmforge.backend.errors import MmforgeError
     from mmforge.backend.families import Cfg
     from mmforge.backend.families.gemma3n.vision import vision_graph
 
     cfg = Cfg({"vision_config": vision, "text_config": {"hidden_size": 8}})
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(MmforgeError, match=message) as refused:
         vision_graph(cfg, 64)
+    assert refused.value.hint  # says what to do next

@@ -30,7 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
+from mmforge.backend.families.gemma3n.graphs import rms_norm
 from mmforge.backend.families.lfm2.ops import GraphBuilder
 
 ARCHITECTURE = "mobilenetv5_300m_enc"
@@ -109,25 +111,33 @@ def blocks(multiplier: float = 1.0) -> list[list[Block]]:
 
 
 def channel_multiplier(cfg: Cfg) -> float:
-    """The tower's channel multiplier; ValueError for a tower this graph does not build."""
+    """The tower's channel multiplier; MmforgeError for a tower this graph does not build."""
+    hint = (
+        "mmforge converts Gemma 3n's tower as released (timm's mobilenetv5_300m_enc); use "
+        "the release's config.json"
+    )
     architecture = cfg.get("vision_config.architecture", ARCHITECTURE)
     if architecture != ARCHITECTURE:
-        raise ValueError(
+        raise MmforgeError(
             f"vision_config.architecture is {architecture!r}; mmforge builds Gemma 3n's "
-            f"tower for {ARCHITECTURE!r} only"
+            f"tower for {ARCHITECTURE!r} only",
+            hint,
         )
     args = cfg.get("vision_config.model_args") or {}
     if not isinstance(args, dict):
-        raise ValueError("vision_config.model_args is not a mapping")
+        raise MmforgeError("vision_config.model_args is not a mapping", hint)
     unknown = sorted(set(args) - {"channel_multiplier"})
     if unknown:
-        raise ValueError(
+        raise MmforgeError(
             f"vision_config.model_args sets {', '.join(map(repr, unknown))}, which changes "
-            "timm's MobileNetV5 in ways mmforge does not build"
+            "timm's MobileNetV5 in ways mmforge does not build",
+            hint,
         )
     value = args.get("channel_multiplier", 1.0)
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 4:
-        raise ValueError(f"vision_config.model_args.channel_multiplier {value!r} is not usable")
+        raise MmforgeError(
+            f"vision_config.model_args.channel_multiplier {value!r} is not usable", hint
+        )
     return float(value)
 
 
@@ -275,32 +285,22 @@ def tower_graph(g: GraphBuilder, pixels: Any, multiplier: float, size: int) -> A
     return t.norm(x, TOWER + "msfa.norm", FEATURES)
 
 
-def _rms_norm(g: GraphBuilder, x: Any, name: str | None, size: int, eps: float) -> Any:
-    """Gemma3nRMSNorm over the last axis: x · (mean(x²) + eps)^-½ (· weight)."""
-    mean = g.op("ReduceMean", g.op("Mul", x, x), g.const(np.array([-1])), keepdims=1)
-    y = g.op(
-        "Mul",
-        x,
-        g.op("Pow", g.op("Add", mean, g.const(np.float32(eps))), g.const(np.float32(-0.5))),
-    )
-    return y if name is None else g.op("Mul", y, g.weight(name + ".weight", [size]))
-
-
 def soft_tokens(g: GraphBuilder, features: Any, cfg: Cfg) -> Any:
     """get_image_features after the tower: [N, 2048, 16, 16] → [N, 256, text hidden]."""
     width = int(cfg.get("vision_config.hidden_size", FEATURES))
     if width != FEATURES:
-        raise ValueError(
-            f"vision_config.hidden_size is {width}; timm's MobileNetV5 encoder gives {FEATURES}"
+        raise MmforgeError(
+            f"vision_config.hidden_size is {width}; timm's MobileNetV5 encoder gives {FEATURES}",
+            "The checkpoint's config.json is inconsistent; use the release's",
         )
     hidden = int(cfg.get("text_config.hidden_size"))
     eps = float(cfg.get("vision_config.rms_norm_eps", 1e-6))
     shape = g.const(np.array([0, FEATURES, GRID * GRID], dtype=np.int64))
     x = g.op("Transpose", g.op("Reshape", features, shape), perm=[0, 2, 1])
     x = g.op("Mul", x, g.const(np.float32(FEATURES**0.5)))
-    x = _rms_norm(g, x, EMBEDDER + "soft_embedding_norm", FEATURES, eps)
+    x = rms_norm(g, x, EMBEDDER + "soft_embedding_norm", FEATURES, eps)
     x = g.linear(x, EMBEDDER + "embedding_projection", FEATURES, hidden, bias=False)
-    return _rms_norm(g, x, None, hidden, eps)
+    return rms_norm(g, x, None, hidden, eps)
 
 
 def vision_graph(cfg: Cfg, size: int) -> Any:
