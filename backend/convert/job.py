@@ -391,7 +391,7 @@ def _build(
 
     spec = checkpoint.family.package
     assert spec is not None
-    parts = " + ".join(checkpoint.family.components(checkpoint.cfg))
+    parts = ", ".join(c.replace("_", " ") for c in checkpoint.family.components(checkpoint.cfg))
     ctx.report("build", 0, 1, message=parts, force=True)
     build_ep = ep if spec.fused_attention(checkpoint.cfg) else "default"
     graphs = build_graphs(checkpoint, dtype, build_ep, work=staging / ".build", ctx=ctx)
