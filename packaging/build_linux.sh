@@ -3,17 +3,28 @@
 # dist/mmforge-<version>-linux-x86_64.tar.zst (with `cuda`: ..._amd64-cuda.deb and
 # ...-linux-x86_64-cuda.tar.zst, built with onnxruntime-genai-cuda).
 #
-# Usage: bash packaging/build_linux.sh [cpu|cuda]
+# Usage: bash packaging/build_linux.sh [cpu|cuda] [--bundle-only]
+#   --bundle-only  stop after the app folder (build/packaging-<variant>/dist/mmforge) and
+#                  its check: what CI builds and runs, without the .deb and the tarball
+# Every distribution comes from locks/linux-x86_64-<variant>-build.txt (hashes checked;
+# scripts/lock updates it), so a new release on the index changes nothing here.
 # Needs: python3 with venv, dpkg-deb, zstd (Debian/Ubuntu). The bundle runs on systems with
 # a glibc at least as new as this machine's (printed below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-variant=${1:-cpu}
+variant=cpu bundle_only=""
+for arg in "$@"; do
+  case "$arg" in
+    cpu | cuda) variant=$arg ;;
+    --bundle-only) bundle_only=1 ;;
+    *) echo "usage: $0 [cpu|cuda] [--bundle-only]" >&2; exit 2 ;;
+  esac
+done
 case "$variant" in
   cpu) suffix="" other="-cuda" ;;
   cuda) suffix="-cuda" other="" ;;
-  *) echo "usage: $0 [cpu|cuda]" >&2; exit 2 ;;
 esac
+lock=locks/linux-x86_64-$variant-build.txt
 version=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' backend/__init__.py)
 build=build/packaging-$variant
 venv=$build/venv
@@ -21,18 +32,22 @@ mkdir -p "$build" dist
 start=$(date +%s)
 
 echo "== build environment ($variant)"
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --upgrade pip
-# A plain (not editable) install: the bundle gets mmforge as a package, not this checkout.
-"$venv/bin/python" -m pip install --quiet . "pyinstaller==6.22.3"
-if [ "$variant" = cuda ]; then
-  # Same API, CUDA kernels: the app shows CUDA where og.is_cuda_available() says so.
-  # The CPU and CUDA wheels share their import names: remove all four, then install the
-  # CUDA pair, so no file of one is left in the other's place.
-  "$venv/bin/python" -m pip uninstall --quiet --yes onnxruntime-genai onnxruntime \
-    onnxruntime-genai-cuda onnxruntime-gpu
-  "$venv/bin/python" -m pip install --quiet "onnxruntime-genai-cuda>=0.18" "onnxruntime-gpu>=1.22"
-fi
+# A fresh venv each build: a distribution left from an older lock (or the other variant:
+# the CPU and CUDA builds of ONNX Runtime share their import names) never reaches the app.
+rm -rf "$venv"
+python3 -m venv "$venv"
+# The lock is the whole closure (--no-deps); torch 2.13.0+cpu comes from torch's CPU index
+# where it answers, else from pip's configured indexes (scripts/venv says more). The CUDA
+# variant differs in ONNX Runtime alone (onnxruntime-genai-cuda, onnxruntime-gpu): the app
+# shows CUDA where og.is_cuda_available() says so.
+torch_index=${MMFORGE_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
+cpu_index=()
+python3 -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/torch/', timeout=5)" \
+  "$torch_index" 2>/dev/null && cpu_index=(--extra-index-url "$torch_index")
+"$venv/bin/python" -m pip install --quiet --no-deps --require-hashes "${cpu_index[@]}" -r "$lock"
+# A plain (not editable) install, built with the lock's setuptools: the bundle gets mmforge
+# as a package, not this checkout.
+"$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation .
 
 echo "== licences"
 licenses=$build/licenses
@@ -44,7 +59,8 @@ done
 "$venv/bin/python" packaging/third_party.py "$licenses/THIRD-PARTY.txt"
 
 echo "== pyinstaller"
-MMFORGE_LICENSES=$(realpath "$licenses") "$venv/bin/pyinstaller" --noconfirm --clean --log-level WARN \
+MMFORGE_LOCK=locks/linux-x86_64-$variant.txt MMFORGE_LICENSES=$(realpath "$licenses") \
+  "$venv/bin/pyinstaller" --noconfirm --clean --log-level WARN \
   --distpath "$build/dist" --workpath "$build/work" packaging/mmforge.spec
 app=$build/dist/mmforge
 # Nothing of the build machine's and nothing the app never runs: bytecode caches, test
@@ -57,6 +73,13 @@ find "$internal/torch/bin" -mindepth 1 -maxdepth 1 ! -name torch_shm_manager -ex
 rm -f "$internal"/torch/lib/lib{aoti_custom_ops,backend_with_compiler,jitbackend_test,torchbind_test}.so
 rm -rf "$internal/torch/include" "$internal/torch/share" "$internal/PySide6/Qt/translations"
 "$app/mmforge" --version
+# Every distribution the lock ships is in the bundle with its data files, or left out on
+# purpose (packaging/check_bundle.py lists which and why).
+"$venv/bin/python" packaging/check_bundle.py "$app" "locks/linux-x86_64-$variant.txt"
+if [ -n "$bundle_only" ]; then
+  echo "bundle  $(du -sh "$app" | cut -f1)  ($app), built in $(( $(date +%s) - start )) s"
+  exit 0
+fi
 
 echo "== .deb"
 root=$build/deb-root

@@ -14,8 +14,8 @@
 #   python/msvcp140.dll..  Microsoft's VC++ runtime (PyPI wheel msvc-runtime): the
 #                          embeddable has vcruntime140.dll only; torch, onnxruntime and
 #                          onnxruntime-genai import msvcp140.dll
-#   python/Lib/site-packages  the win_amd64 wheels uv resolves for Windows
-#                          (requirements-<variant>.txt in the build folder) and mmforge
+#   python/Lib/site-packages  the win_amd64 wheels locks/windows-x64-<variant>.txt pins
+#                          (hashes checked) and mmforge
 #   mmforge.exe            console launcher (mingw-w64, packaging/windows/launcher.c):
 #                          python\python.exe -m mmforge.app ARGS
 #   mmforge-gui.exe        windowed launcher: python\pythonw.exe -m mmforge.app gui
@@ -48,7 +48,7 @@ done
 
 echo "== tools (uv)"
 [ -x "$tools/bin/python" ] || python3 -m venv "$tools"
-"$tools/bin/python" -m pip install --quiet "uv>=0.5" pillow
+"$tools/bin/python" -m pip install --quiet --no-deps --require-hashes -r locks/tools.txt
 uv=$tools/bin/uv
 
 echo "== the embeddable CPython"
@@ -63,43 +63,24 @@ cp -r "$build/embed/cp311/." "$stage/python/"
 # its whole path; `import site` reads the .pth files wheels install.
 printf '%s\r\n' python311.zip . 'Lib\site-packages' 'import site' > "$stage/python/python311._pth"
 
-echo "== resolve for Windows ($variant)"
-# The dependencies pyproject.toml names, with this checkout's venv's versions as
-# constraints where it has them (the versions the test suite ran).
-requirements_in=$build/requirements.in
-"$tools/bin/python" - "$variant" > "$requirements_in" <<'PY'
-import sys, tomllib
-deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
-swap = {"onnxruntime-genai": "onnxruntime-genai-cuda", "onnxruntime": "onnxruntime-gpu"}
-for dep in deps:
-    name = dep.split(">")[0].split("=")[0].split("<")[0].split("!")[0].strip()
-    if sys.argv[1] == "cuda" and name in swap:
-        dep = swap[name] + dep[len(name):]
-    print(dep)
-PY
-constraints=$build/constraints.txt
-: > "$constraints"
-if [ -x .venv/bin/python ]; then
-  .venv/bin/python -m pip freeze --exclude-editable 2>/dev/null | grep -E '^[A-Za-z0-9_.-]+==' |
-    grep -viE '^(nvidia|triton|cuda|mmforge)' | sed 's/+.*//' > "$constraints" || true
-else
-  echo "no .venv: the newest versions pyproject.toml allows (scripts/venv first pins the tested ones)"
-fi
-requirements=$build/requirements-$variant.txt
-"$uv" pip compile "$requirements_in" "${platform[@]}" --no-build --no-header --quiet \
-  --constraint "$constraints" -o "$requirements"
-echo "$(grep -c '==' "$requirements") distributions (list: $requirements)"
+# Every distribution the installer ships is pinned with its hashes in the lock (scripts/lock
+# writes it), so a new release on the index changes nothing here.
+requirements=locks/windows-x64-$variant.txt
+echo "== the lock: $(grep -c '^[A-Za-z0-9]' "$requirements") distributions ($requirements)"
 
 echo "== install the wheels into the embeddable's site-packages"
 rm -rf "$build/wheel" && mkdir -p "$build/wheel"
 "$uv" build --quiet --wheel --out-dir "$build/wheel" .
+"$uv" pip install --quiet "${platform[@]}" --no-build --no-deps --require-hashes \
+  --link-mode copy --target "$site" -r "$requirements"
 "$uv" pip install --quiet "${platform[@]}" --no-build --no-deps --link-mode copy \
-  --target "$site" -r "$requirements" "$build"/wheel/mmforge-*.whl
+  --target "$site" "$build"/wheel/mmforge-*.whl
 rm -rf "$site/bin" "$site/Scripts"  # console scripts uv wrote for this system
 
 echo "== the VC++ runtime beside python.exe"
 rm -rf "$build/msvc" && mkdir -p "$build/msvc"
-"$uv" pip install --quiet "${platform[@]}" --no-build --no-deps --target "$build/msvc" msvc-runtime
+"$uv" pip install --quiet "${platform[@]}" --no-build --no-deps --require-hashes \
+  --target "$build/msvc" -r locks/windows-x64-vcruntime.txt
 find "$build/msvc" -iname '*.dll' -exec cp {} "$stage/python/" \;
 for dll in msvcp140.dll vcruntime140.dll vcruntime140_1.dll; do
   [ -f "$stage/python/$dll" ] || { echo "no $dll in msvc-runtime" >&2; exit 1; }

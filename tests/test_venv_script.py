@@ -1,8 +1,9 @@
-"""scripts/venv: torch's CPU index is added whenever it answers (issue 31's fresh machine).
+"""scripts/venv: the lock, hashes checked, and torch's CPU index whenever it answers.
 
 From the public index alone, `torch==2.13.0` resolves to the CUDA build (22 nvidia
-packages); the README's commands go through scripts/venv so a fresh machine gets the CPU
-build from torch's own index.
+packages); the README's commands go through scripts/venv, which installs the lock's
+torch 2.13.0+cpu from torch's own CPU index (issue 31's fresh machine), and every other
+distribution at the version the lock pins (issue 45: a new release changes nothing).
 """
 
 from __future__ import annotations
@@ -48,16 +49,38 @@ def _dry_run(*args: str, index: str) -> list[str]:
     return done.stdout.splitlines()
 
 
+def _locked_here() -> bool:
+    """Whether this Python is the lock's (CPython 3.11, Linux x86-64): hashes are checked."""
+    python = ROOT / ".venv" / "bin" / "python"
+    probe = "import platform, sys; print(sys.version_info[:2] == (3, 11), platform.machine())"
+    done = subprocess.run(
+        [str(python) if python.exists() else "python3", "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.split() == ["True", "x86_64"]
+
+
 def test_the_cpu_index_is_used_when_it_answers(index):
-    said, command = _dry_run("dev", index=index)
+    said, lock, deps, self = _dry_run("dev", index=index)
     assert said == f"torch: the CPU build, from {index}"
-    assert command == f"python -m pip install --quiet --extra-index-url {index} -e .[dev]"
+    assert lock.startswith("dependencies: locks/linux-x86_64-cpu-dev.txt")
+    assert deps.startswith(f"python -m pip install --quiet --no-deps --extra-index-url {index} ")
+    if _locked_here():
+        assert deps.endswith("--require-hashes -r locks/linux-x86_64-cpu-dev.txt")
+    assert self == "python -m pip install --quiet --no-deps --no-build-isolation -e ."
 
 
 def test_without_the_cpu_index_pip_is_told_nothing_new_and_the_user_is_told_why():
-    said, command = _dry_run(index="http://127.0.0.1:9/whl/cpu")  # refused at once
-    assert "does not answer" in said and "CUDA build" in said
-    assert command == "python -m pip install --quiet -e ."
+    said, lock, deps, _ = _dry_run(index="http://127.0.0.1:9/whl/cpu")  # refused at once
+    assert "does not answer" in said and "torch 2.13.0+cpu" in said
+    assert "locks/linux-x86_64-cpu.txt" in lock
+    assert "--extra-index-url" not in deps
+    if _locked_here():
+        assert deps.endswith("--require-hashes -r locks/linux-x86_64-cpu.txt")
+    else:
+        assert "-c build/venv-constraints.txt" in deps
 
 
 def test_the_readme_commands_go_through_scripts_venv():
