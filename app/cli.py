@@ -15,7 +15,7 @@ import logging
 import signal
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
@@ -189,7 +189,7 @@ def _add_chat(sub: Any) -> None:
     )
     p.add_argument("--top-p", type=float, default=1.0, metavar="P", help="when sampling")
     p.add_argument("--top-k", type=int, default=50, metavar="K", help="when sampling")
-    p.add_argument("--seed", type=int, default=None, help="sampling seed")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed (0–2147483647)")
     p.add_argument("--save", action="store_true", help="keep the conversation in the app's history")
     p.add_argument(
         "--json", action="store_true", help="print text, token ids and stats as one JSON object"
@@ -232,23 +232,40 @@ def _add_serve(sub: Any) -> None:
         "--host",
         default=LOOPBACK,
         help=f"the address to listen on (default {LOOPBACK}: this computer only; another "
-        "address needs --api-key)",
+        "address needs a key)",
     )
     p.add_argument(
         "--port", type=int, default=DEFAULT_PORT, metavar="N", help=f"default {DEFAULT_PORT}"
     )
     p.add_argument(
+        "--api-key-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="clients must send the key this file holds (default: the MMFORGE_API_KEY "
+        "environment variable, else none)",
+    )
+    p.add_argument(
         "--api-key",
         default=None,
         metavar="KEY",
-        help="clients must send this key (default: the MMFORGE_API_KEY environment "
-        "variable, else none)",
+        help="the key on the command line, where other users of this computer can read it "
+        "(prefer --api-key-file or MMFORGE_API_KEY)",
+    )
+    p.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="let the web page at this origin (e.g. http://localhost:3000) use the server; "
+        "requests from other pages are refused (repeatable)",
     )
     p.add_argument("--ep", choices=EPS, default=DEFAULT_EP, help="default cpu")
     p.add_argument(
         "--allow-fetch",
         action="store_true",
-        help="fetch pictures that requests give as http(s) URLs (bounded in size and time)",
+        help="fetch pictures that requests give as http(s) URLs, from public addresses only "
+        "(bounded in size and time)",
     )
     p.add_argument(
         "--max-body-mb", type=float, default=32, metavar="MB", help="largest request (32)"
@@ -257,27 +274,58 @@ def _add_serve(sub: Any) -> None:
     p.add_argument(
         "--events",
         action="store_true",
-        help="print JSON lines on stdout: listening, requests (each change), stopped",
+        help="print JSON lines on stdout: listening, requests (each change), worker_stopped, "
+        "stopped",
     )
     p.set_defaults(func=_cmd_serve)
 
 
+def _serve_key(args: argparse.Namespace) -> str | None:
+    """The server's key: from --api-key-file, --api-key (with a warning) or MMFORGE_API_KEY."""
+    import os
+
+    from mmforge.backend.errors import MmforgeError
+    from mmforge.backend.serve.server import read_key_file
+
+    if args.api_key_file is not None and args.api_key is not None:
+        raise MmforgeError("--api-key-file and --api-key both give a key", "Pass one of them")
+    if args.api_key_file is not None:
+        return read_key_file(args.api_key_file)
+    if args.api_key:
+        print(
+            "mmforge: warning: other users of this computer can read --api-key in the process "
+            "list; put the key in a file for --api-key-file, or in MMFORGE_API_KEY",
+            file=sys.stderr,
+        )
+        return str(args.api_key)
+    return os.environ.get("MMFORGE_API_KEY") or None
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     """Serve until Ctrl+C or SIGTERM; exits 0 after a clean stop."""
-    import os
+    import math
     import threading
     import time
 
+    from mmforge.backend.errors import MmforgeError
     from mmforge.backend.serve.engine import Counts, describe
-    from mmforge.backend.serve.server import ServeOptions, check_options, start
+    from mmforge.backend.serve.guard import normalize_origin
+    from mmforge.backend.serve.server import MAX_BODY_MB, ServeOptions, check_options, start
 
+    body_mb = args.max_body_mb
+    if not (math.isfinite(body_mb) and 1 / 1024 <= body_mb <= MAX_BODY_MB):
+        raise MmforgeError(
+            f"--max-body-mb must be a size from 0.001 to {MAX_BODY_MB} (got {body_mb})",
+            "Pass the largest request in MB, e.g. --max-body-mb 32",
+        )
     options = ServeOptions(
         host=args.host,
         port=args.port,
-        api_key=args.api_key or os.environ.get("MMFORGE_API_KEY") or None,
+        api_key=_serve_key(args),
         allow_fetch=args.allow_fetch,
-        max_body_bytes=int(args.max_body_mb * (1 << 20)),
+        max_body_bytes=int(body_mb * (1 << 20)),
         max_queue=args.queue,
+        allow_origins=tuple(dict.fromkeys(normalize_origin(o) for o in args.allow_origin)),
     )
     check_options(options)  # said before the model loads
     lock = threading.Lock()
@@ -290,7 +338,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         if args.events:
             emit(describe(counts))
 
-    handle = start(args.package, options, args.ep, on_change)
+    def on_stopped(message: str) -> None:
+        if args.events:
+            emit({"event": "worker_stopped", "message": message})
+        else:
+            print(f"mmforge: {message}", file=sys.stderr)
+
+    handle = start(args.package, options, args.ep, on_change, on_stopped)
     try:
         if args.events:
             emit({"event": "listening", "url": handle.url, "model": handle.model_id})
@@ -542,6 +596,13 @@ def _chat_options(args: argparse.Namespace) -> dict[str, Any]:
             f"--temperature must not be negative (got {args.temperature})",
             "Pass 0 for greedy answers, or a positive temperature to sample",
         )
+    from mmforge.backend.chat.values import MAX_SEED
+
+    if args.seed is not None and not 0 <= args.seed <= MAX_SEED:  # said before the model loads
+        raise MmforgeError(
+            f"--seed must be a whole number from 0 to {MAX_SEED} (got {args.seed})",
+            "Pick a smaller seed, or leave --seed out for a random one",
+        )
     options: dict[str, Any] = {"max_new_tokens": args.max_new_tokens}
     if args.temperature > 0:
         options.update(
@@ -685,11 +746,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(ValueError):  # only the main thread sets handlers
             for signum in (signal.SIGTERM, signal.SIGINT):
                 previous[signum] = signal.signal(signum, partial(_interrupt, args.cancel))
+    # A worker has a private temp folder from the process that started it; everything
+    # else runs the runtime in this process (convert's check, verify) or starts workers.
+    with contextlib.nullcontext() if args.command == "worker" else _private_tmp():
+        try:
+            return _run(args)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def _private_tmp() -> Iterator[None]:
+    """This process's temporary files in a fresh 0700 folder, removed at the end.
+
+    ONNX Runtime GenAI writes its telemetry to `$TMPDIR/.ses` and follows a link there,
+    so in a shared /tmp anyone could plant `.ses` as a link to a file of the user's and
+    have `mmforge convert` or `verify` overwrite it (the workers have their own folder
+    already: backend/worker/client.py).
+    """
+    import os
+    import shutil
+    import tempfile
+
+    from mmforge.backend.worker.client import private_tmpdir, tmpdir_env
+
+    names = ("TMPDIR", "TEMP", "TMP")
+    before = {name: os.environ.get(name) for name in names}
+    cached = tempfile.tempdir
+    folder = private_tmpdir()
+    os.environ.update(tmpdir_env(folder))
+    tempfile.tempdir = str(folder)
     try:
-        return _run(args)
+        yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        tempfile.tempdir = cached
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _did_you_mean(args: argparse.Namespace, e: Exception) -> str | None:
@@ -742,8 +839,7 @@ def _run(args: argparse.Namespace) -> int:
         return failed(as_json, "cancelled", "Cancelled", None, EXIT_CANCELLED)
     except Exception as e:  # noqa: BLE001 - the last resort: one line, traceback to the log
         log_path = log_file()
-        with log_path.open("a", encoding="utf-8") as f:
-            f.write(escape(traceback.format_exc(), keep="\n"))
+        _append_private(log_path, escape(traceback.format_exc(), keep="\n"))
         text = escape(" ".join(str(e).split())[:500])  # one line, whatever the exception holds
         message = f"Internal error: {type(e).__name__}: {text}"
         print(
@@ -752,6 +848,23 @@ def _run(args: argparse.Namespace) -> int:
         )
         hint = f"Please report it with {log_path}"
         return failed(as_json, "internal", message, hint, EXIT_INTERNAL)
+
+
+def _append_private(path: Path, text: str) -> None:
+    """Append to a log only this user can read (0600 in a 0700 folder), as the GUI's is.
+
+    The log names files, models and errors. A log an older version made 0644 is made
+    private too. A log that cannot be written is given up: the error line still comes.
+    """
+    import os
+
+    with contextlib.suppress(OSError):
+        path.parent.chmod(0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with open(fd, "a", encoding="utf-8") as f:
+            if os.name != "nt":
+                os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
+            f.write(text)
 
 
 if __name__ == "__main__":  # `python -m mmforge.app.cli` runs it too, not only `-m mmforge.app`

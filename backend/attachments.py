@@ -17,7 +17,9 @@ Chat prepares each attachment here, and verify each of its inputs, the same way.
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from mmforge.backend.audio import MIN_SECONDS as MIN_AUDIO_SECONDS
 from mmforge.backend.audio import SAMPLE_RATE as AUDIO_SAMPLE_RATE
 from mmforge.backend.diskspace import no_space, out_of_space
 from mmforge.backend.errors import MmforgeError
+from mmforge.backend.json_fields import HINT, Fields
 
 IMAGE = "image"
 AUDIO = "audio"
@@ -45,6 +48,8 @@ VIDEO_SUFFIXES = frozenset({".mp4", ".webm", ".mkv", ".mov", ".avi"})
 NO_VIDEO = "ONNX Runtime GenAI 0.18 takes no video: its processor accepts only images and audio"
 
 MAX_IMAGE_PIXELS = pictures.MAX_IMAGE_PIXELS
+# The longest clip a saved conversation may say it holds (the intake takes 600 s).
+MAX_SAVED_SECONDS = 86_400.0
 
 
 class AttachmentError(MmforgeError):
@@ -93,9 +98,35 @@ class Attachment:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attachment:
-        """Inverse of `to_dict`."""
-        box = data.get("shown_box", (0, 0, 0, 0))
-        return cls(**{**data, "path": Path(data["path"]), "shown_box": _box(box)})
+        """Inverse of `to_dict`.
+
+        Raises:
+            MmforgeError: A field is missing or of the wrong type (naming it).
+        """
+        return cls.from_fields(Fields(data, "an attachment"))
+
+    @classmethod
+    def from_fields(cls, f: Fields) -> Attachment:
+        """An attachment from a JSON object read field by field (a saved conversation's).
+
+        Raises:
+            MmforgeError: A field is missing or of the wrong type (naming it).
+        """
+        path = f.text("path")
+        if not path or "\0" in path:
+            raise MmforgeError(f"{f.where}: {f.name('path')} is not a path", HINT)
+        return cls(
+            kind=f.choice("kind", (IMAGE, AUDIO)),
+            path=Path(path),
+            name=f.text("name", ""),
+            note=f.text("note", ""),
+            width=f.whole("width", 0, high=MAX_IMAGE_PIXELS),
+            height=f.whole("height", 0, high=MAX_IMAGE_PIXELS),
+            seconds=f.number("seconds", 0.0, high=MAX_SAVED_SECONDS),
+            shown_width=f.whole("shown_width", 0, high=MAX_IMAGE_PIXELS),
+            shown_height=f.whole("shown_height", 0, high=MAX_IMAGE_PIXELS),
+            shown_box=_box(f.data.get("shown_box")),
+        )
 
 
 def _box(value: Any) -> tuple[int, int, int, int]:
@@ -158,6 +189,89 @@ def first_look(path: Path, kind: str) -> None:
         info = _audio_info(path)
         if info.duration < MIN_AUDIO_SECONDS:
             raise _too_short(path, info.duration)
+
+
+class SavedCopyError(AttachmentError):
+    """A saved conversation's attachment copy that cannot be used; `reason` says why."""
+
+    def __init__(self, path: Path, reason: str, hint: str | None):
+        super().__init__(f"Cannot use {path.name}, saved in this conversation: {reason}", hint)
+        self.reason = reason
+
+
+# What a saved copy may hold beyond its samples at 8 bytes each (16-bit RGBA, float64):
+# headers and metadata. The intake writes a PNG of the pixels or a 16 kHz mono WAV.
+COPY_ROOM = 4 << 20
+SAVED_HINT = (
+    "The conversation's file or its copy was changed after it was saved: attach the "
+    "file again in a new conversation"
+)
+
+
+def check_saved(attachment: Attachment, folders: Sequence[Path] | None) -> Path:
+    """The intake's checks for a copy a saved conversation names, before it is read.
+
+    A saved conversation is a file anyone can edit, and the runtime reads what it names
+    whole, as it finds it: a FIFO blocked it, a text file named .png killed it (libjpeg
+    calls exit()), a 1.5 GB sparse file was read whole. So the copy must lie inside the
+    conversation's folder once links are resolved, pass `first_look` as a new attachment
+    does (a regular file, not empty, a picture or clip within the intake's limits), be
+    of the form the intake writes (a clip at 16 kHz, mono) and be no larger than its
+    pixels or samples need. Nothing is opened but the header.
+
+    Args:
+        attachment: The saved attachment.
+        folders: The folders its copy may be in (None: anywhere, for copies the running
+            session made itself in a scratch folder).
+
+    Returns:
+        The copy's resolved path.
+
+    Raises:
+        SavedCopyError: The copy cannot be used; the message says why.
+    """
+    path = attachment.path
+    real = Path(os.path.realpath(path))
+    if folders is not None and not any(real.is_relative_to(os.path.realpath(f)) for f in folders):
+        raise SavedCopyError(path, "it is outside this conversation's folder", SAVED_HINT)
+    if attachment.kind not in (IMAGE, AUDIO):
+        raise SavedCopyError(path, f"{attachment.kind!r} is not an attachment kind", SAVED_HINT)
+    try:
+        first_look(real, attachment.kind)  # what a new attachment's intake checks first
+        _check_copy_size(real, attachment.kind)
+    except picture_sizing.PictureError as e:
+        raise SavedCopyError(path, str(e), SAVED_HINT) from None
+    except SavedCopyError:
+        raise
+    except AttachmentError as e:
+        reason = e.user_message.removeprefix(f"Cannot attach {real.name}: ")
+        raise SavedCopyError(path, reason, SAVED_HINT) from None
+    return real
+
+
+def _check_copy_size(path: Path, kind: str) -> None:
+    """Refuse a copy larger than its content needs, or not in the form the intake writes."""
+    if kind == IMAGE:
+        width, height, _ = pictures.header(path)
+        samples = width * height
+    else:
+        info = _audio_info(path)
+        if (info.channels, info.samplerate) != (1, AUDIO_SAMPLE_RATE):
+            raise SavedCopyError(
+                path,
+                f"it is not a copy this app made ({info.channels} channels at "
+                f"{info.samplerate} Hz; copies are mono at {AUDIO_SAMPLE_RATE} Hz)",
+                SAVED_HINT,
+            )
+        samples = int(info.frames)
+    size = path.stat().st_size
+    if size > samples * 8 + COPY_ROOM:
+        raise SavedCopyError(
+            path,
+            f"{size:,} bytes is more than its {samples:,} "
+            f"{'pixels' if kind == IMAGE else 'samples'} need",
+            SAVED_HINT,
+        )
 
 
 def _refuse_empty(path: Path) -> None:

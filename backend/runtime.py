@@ -44,6 +44,7 @@ class Runtime:
         import onnxruntime_genai as og
 
         from mmforge.backend.localfiles import check_local_files
+        from mmforge.backend.package_files import check_tokenizer_model
         from mmforge.backend.templates import check_folder_template
         from mmforge.backend.token_range import check_tokenizer, check_tokens_fit
 
@@ -59,6 +60,7 @@ class Runtime:
         self.content_form = check_folder_template(folder)
         vocab = read_genai_config(folder)["model"].get("vocab_size")
         check_tokenizer(folder / "tokenizer.json", str(folder))
+        check_tokenizer_model(folder / "tokenizer.json", str(folder))
         check_tokens_fit(
             folder / "tokenizer.json", vocab if isinstance(vocab, int) else None, str(folder)
         )
@@ -233,6 +235,7 @@ def read_genai_config(folder: Path) -> dict[str, Any]:
         MmforgeError: The folder is not a package, its config is damaged, or its model
             type is not one the runtime runs.
     """
+    from mmforge.backend.package_files import check_genai_config
     from mmforge.backend.runtime_types import MULTIMODAL_CHAT, multimodal_list
     from mmforge.backend.untrusted import read_json_object
 
@@ -256,7 +259,26 @@ def read_genai_config(folder: Path) -> dict[str, Any]:
             f"'{shown}', which ONNX Runtime GenAI does not run as a chat model",
             f"Convert the model again with mmforge (it writes one of {multimodal_list()})",
         )
+    check_genai_config(data, path)
+    _check_processor(folder, model)
     return dict(data)
+
+
+def _check_processor(folder: Path, model: dict[str, Any]) -> None:
+    """The vision processor JSON a package names, checked before the runtime applies it.
+
+    The runtime reads it for every picture: its pixel bounds are bounded here
+    (`package_files.check_processor`). A package without one is left to the runtime,
+    which says so when it is asked to take a picture.
+    """
+    from mmforge.backend.package_files import check_processor
+    from mmforge.backend.untrusted import read_json_file
+
+    vision = model.get("vision")
+    name = vision.get("config_filename", "processor_config.json") if vision else ""
+    path = folder / name  # a name check_genai_config found to be a file in the package
+    if name and (path.exists() or path.is_symlink()):
+        check_processor(read_json_file(path, "package"), path)
 
 
 # A package whose graphs and weights are at most this size may be loaded a second time

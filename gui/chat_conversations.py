@@ -216,12 +216,18 @@ class ChatConversations(_Page):
     @Slot()
     def _export(self) -> None:
         """Save the shown conversation as Markdown (to read) or JSON (everything)."""
-        ask_and_export(self, self.conversation)
+        conversation = self.conversation
+        copies = self.store.copy_folders(conversation) if conversation is not None else None
+        ask_and_export(self, conversation, copies)
 
     def export_to(self, path: Path, *, as_json: bool) -> None:
-        """Write the shown conversation to `path` (see `chat_export.export_to`)."""
+        """Write the shown conversation to `path` (see `chat_export.export_to`).
+
+        Only the conversation's own attachment copies are copied beside a Markdown file.
+        """
         assert self.conversation is not None
-        export_to(self, self.conversation, path, as_json=as_json)
+        copies = self.store.copy_folders(self.conversation)
+        export_to(self, self.conversation, path, as_json=as_json, copies=copies)
 
     def _show_system(self, conversation: Conversation) -> None:
         # A saved conversation shows its own system prompt; a new, empty one keeps what the

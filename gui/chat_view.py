@@ -99,7 +99,8 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
         layout.addWidget(bar)
         layout.addWidget(self.serve_bar)
         layout.addLayout(body, 1)
-        self.writer = TranscriptWriter(self.transcript)
+        # Attachment copies are checked against the store read now (the self-test swaps it).
+        self.writer = TranscriptWriter(self.transcript, lambda c: self.store.copy_folders(c))
         # What the page shows and allows: one Qt-free object (gui/chat_page.py). The
         # conversation is what the worker last reported (or what was read from disk), and
         # the turn in flight: no copy of our own.

@@ -30,9 +30,12 @@ TEXT = Qt.ItemDataRole.UserRole + 2  # the messages' words, for search
 
 def when(seconds: float, now: float | None = None) -> str:
     """A date as a person reads it in a list: "today 14:05", "yesterday 09:12", "3 Mar 2026"."""
-    if seconds <= 0:
+    try:
+        then = datetime.fromtimestamp(seconds) if seconds > 0 else None
+    except (OverflowError, ValueError, OSError):  # NaN, or past any date a clock shows
+        then = None
+    if then is None:
         return ""
-    then = datetime.fromtimestamp(seconds)
     today = datetime.fromtimestamp(time.time() if now is None else now).date()
     days = (today - then.date()).days
     if days == 0:

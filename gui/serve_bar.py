@@ -4,8 +4,12 @@ The server is `mmforge serve PACKAGE --port N --events` in a child process (a QP
 as every other job runs outside the GUI: it loads its own copy of the model, the window
 never blocks, and Stop ends it with SIGTERM (a clean stop: its socket is closed, an answer
 in flight stops at its next token), or ends it outright after a grace period. The child
-prints JSON lines (`listening`, `requests` after each change, `stopped`), read here as they
-come, in the GUI thread.
+prints JSON lines (`listening`, `requests` after each change, `worker_stopped` if the
+model's worker dies, `stopped`), read here as they come, in the GUI thread.
+
+The app's server takes no key: it answers this computer only, and refuses web pages
+(`mmforge.backend.serve.guard`). MMFORGE_API_KEY, which `mmforge serve` would take, is
+kept from it, so that the address shown here never answers 401 for a key nobody sees.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QProcess, QTimer, Signal, Slot
+from PySide6.QtCore import QProcess, QProcessEnvironment, QTimer, Signal, Slot
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget
 
 from mmforge.backend.serve import DEFAULT_PORT
@@ -22,6 +26,7 @@ from mmforge.backend.worker.child import app_command
 from mmforge.gui.safe_text import for_display, plain_label
 
 STOP_GRACE_MS = 5000
+KEY_VARIABLE = "MMFORGE_API_KEY"
 START = "Serve on this computer"
 STOP = "Stop serving"
 
@@ -52,6 +57,7 @@ class ServeBar(QWidget):
         self._buffer = b""
         self._stderr = b""
         self._stopping = False
+        self._worker_stopped = ""
         self.url = ""
         self.button = QPushButton(START)
         self.button.setObjectName("serveButton")
@@ -102,10 +108,14 @@ class ServeBar(QWidget):
         process = QProcess(self)
         process.setProgram(command[0])
         process.setArguments(command[1:])
+        environment = QProcessEnvironment.systemEnvironment()
+        environment.remove(KEY_VARIABLE)
+        process.setProcessEnvironment(environment)
         process.readyReadStandardOutput.connect(self._read)
         process.readyReadStandardError.connect(self._read_errors)
         process.finished.connect(self._finished)
         self._process, self._buffer, self._stderr, self._stopping = process, b"", b"", False
+        self._worker_stopped = ""
         self.button.setText(STOP)
         self.count.setText("Loading the model…")
         process.start()
@@ -169,8 +179,12 @@ class ServeBar(QWidget):
             self.copy_button.setEnabled(True)
             self.count.setText("0 requests")
             self.serving.emit(True)
-        elif kind == "requests":
+        elif kind == "requests" and not self._worker_stopped:
             self.count.setText(_count_text(event))
+        elif kind == "worker_stopped":
+            # The server still answers (503, and /health says why); the model does not.
+            self._worker_stopped = for_display(str(event.get("message", "")))
+            self.count.setText(self._worker_stopped or "The model's worker process stopped")
 
     @Slot(int, QProcess.ExitStatus)
     def _finished(self, code: int, status: QProcess.ExitStatus) -> None:

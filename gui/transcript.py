@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ from PySide6.QtCore import QPoint, QRect, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QImageReader, QTextDocument
 from PySide6.QtWidgets import QWidget
 
-from mmforge.backend.attachments import IMAGE
+from mmforge.backend.attachments import IMAGE, Attachment
 from mmforge.backend.chat.conversations import Message
 from mmforge.gui.markdown import plain, to_html
 from mmforge.gui.safe_text import SafeBrowser, for_display, is_regular_file, refused
@@ -23,6 +23,7 @@ Box = tuple[int, int, int, int]
 
 STOPS = {"eos": "end of answer", "length": "token limit", "stopped": "stopped"}
 THUMB = 200  # the longest side of an image in the transcript, in pixels
+NAME_SHOWN = 80  # the most characters of an attachment's name drawn
 MARK = "\u2063"  # an invisible separator: where streamed tokens go in the open answer
 FORGOTTEN = "Earlier turns are no longer in the model's view (the conversation outgrew its context)"
 CONTINUED = "This conversation goes on from an earlier one that outgrew the model's context."
@@ -201,31 +202,40 @@ def message_html(
     index: int | None,
     c: Colours,
     thumb: Callable[[Path, tuple[int, int], Box], str] | None = None,
+    refused: Mapping[Path, str] | None = None,
 ) -> str:
     """One message of the transcript; `index` names it in its Copy links (None: none).
 
     `thumb` gives the URL a picture attachment is drawn by (None: pictures are not drawn).
+    `refused`: why an attachment's file may not be read, by its path (a saved copy that
+    failed `attachments.check_saved`): it is named with why, instead of drawn or given a
+    Play link.
     Text is cut and its long lines broken for display (`safe_text.for_display`); the
     message itself, and what Copy copies, stay whole.
     """
     muted = f"color:{c.muted};font-size:small"
     copy = f" · <a href='copy:{index}'>Copy</a>" if index is not None and m.text.strip() else ""
     if m.role == "user":
+        refused = refused or {}
         pictures = "".join(
             f"<img src='{html.escape(thumb(a.path, a.shown_shape, a.shown_box))}'> "
             for a in m.attachments
-            if a.kind == IMAGE and thumb is not None
+            if a.kind == IMAGE and thumb is not None and a.path not in refused
+        )
+        unshown = "".join(
+            _refused_html(a, refused[a.path], c) for a in m.attachments if a.path in refused
         )
         # A sound clip plays from its chip (`play:<message>:<attachment>`).
         chips = "".join(
-            f"<span style='background:{c.chip}'>&nbsp;♪ {html.escape(a.name)}&nbsp;</span>"
+            f"<span style='background:{c.chip}'>&nbsp;♪ {html.escape(_short(a.name))}&nbsp;</span>"
             + (f" <a href='play:{index}:{k}'>Play</a>" if index is not None else "")
             + " "
             for k, a in enumerate(m.attachments)
-            if a.kind != IMAGE
+            if a.kind != IMAGE and a.path not in refused
         )
         head = f"<p style='{muted}'>You{copy}</p>"
         shown = f"<p>{pictures}</p>" if pictures else ""
+        shown += unshown
         shown += f"<p>{chips}</p>" if chips else ""
         return bubble(head + shown + plain(for_display(m.text)), c, user=True)
     links = None if index is None else (lambda k: f"code:{index}:{k}")
@@ -248,3 +258,18 @@ def message_html(
     head = f"<p style='{muted}'>Model{copy}</p>"
     foot = f"<p style='{muted}'>{line}</p>" if line else ""
     return bubble(head + body + foot, c, user=False)
+
+
+def _short(name: str) -> str:
+    """An attachment's name as drawn: a saved conversation's may be of any length."""
+    return name if len(name) <= NAME_SHOWN else name[: NAME_SHOWN - 1] + "…"
+
+
+def _refused_html(a: Attachment, reason: str, c: Colours) -> str:
+    """A line naming an attachment whose file is not read, with why (also its tooltip)."""
+    what = "Picture" if a.kind == IMAGE else "Clip"
+    done = "not shown" if a.kind == IMAGE else "cannot play"
+    return (
+        f"<p style='color:{c.muted};font-size:small' title='{html.escape(reason)}'>"
+        f"{what} {html.escape(_short(a.name))} {done}: {html.escape(reason)}</p>"
+    )

@@ -180,6 +180,11 @@ class ChatClient:
         """Set the open conversation's system prompt; returns the conversation."""
         return self._simple({"cmd": "system", "text": text})
 
+    @property
+    def alive(self) -> bool:
+        """Whether the worker process is still running (False once it has exited)."""
+        return self._job.process.poll() is None
+
     def stop(self) -> None:
         """Stop the answer being streamed, between two tokens (safe from any thread)."""
         current = self._current

@@ -150,8 +150,11 @@ class ContextPolicy:
         # The carried turns the model no longer sees are not carried at all.
         cut, new.forgotten = new.forgotten, 0
         self.transcript.cut(cut)
-        if self.transcript.store is not None:
-            carry.adopt_attachments(new.messages, self.transcript.store.attachments_folder(new.id))
+        store = self.transcript.store
+        if store is not None:
+            dest = store.attachments_folder(new.id)
+            for word in carry.adopt_attachments(new.messages, dest, store.copy_folders(old)):
+                on_note(word)
         old.messages.pop()
         if self.transcript.store is not None and self.transcript.store.saved(old.id):
             self.transcript.store.save(old, touch=False)

@@ -19,6 +19,7 @@ process.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -30,14 +31,28 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend.attachments import Attachment
+from mmforge.backend.chat.markdown_export import to_markdown as to_markdown  # its old home
 from mmforge.backend.diskspace import no_space, out_of_space
 from mmforge.backend.errors import MmforgeError
+from mmforge.backend.json_fields import Fields
+from mmforge.backend.untrusted import read_json_file
 
 log = logging.getLogger(__name__)
 
 FILE = "conversation.json"
+ATTACHMENTS = "attachments"  # the folder of a conversation's attachment copies
 FORMAT = 1
 CONTINUED = "Continued: "  # the title of a conversation that goes on from a full one
+
+# Bounds of a saved conversation, read as a stranger's file (anyone can edit it): past
+# any real one, and small enough that no number stops the app that lists it.
+# 128 MB holds some 2,000 turns of 4,096-token answers (12 bytes an id as saved).
+LIMIT = 128 << 20
+ROLES = ("user", "assistant")
+MAX_TOKEN_ID = (1 << 31) - 1  # ids and counts are int32 in the runtime
+MAX_MESSAGES = 1 << 31
+MAX_FIGURE = 1e9  # seconds, or tokens a second
+LATEST = 32_503_680_000.0  # 1 January 3000: a time every platform's clock can show
 
 
 @dataclass
@@ -68,16 +83,42 @@ class Message:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], folder: Path | None = None) -> Message:
-        """Inverse of `to_dict`."""
-        attachments = [_attachment_in(a, folder) for a in data.get("attachments", [])]
+        """Inverse of `to_dict`.
+
+        Raises:
+            MmforgeError: A field is missing or of the wrong type (naming it).
+        """
+        return cls.from_fields(Fields(data, "a message"), folder)
+
+    @classmethod
+    def from_fields(cls, f: Fields, folder: Path | None = None) -> Message:
+        """A message from its JSON object, read field by field (`Conversation.from_dict`).
+
+        Raises:
+            MmforgeError: A field is missing or of the wrong type (naming it).
+        """
         return cls(
-            role=str(data["role"]),
-            text=str(data.get("text", "")),
-            attachments=attachments,
-            token_ids=[int(t) for t in data.get("token_ids", [])],
-            stats=dict(data.get("stats", {})),
-            stop_reason=str(data.get("stop_reason", "")),
+            role=f.choice("role", ROLES),
+            text=f.text("text", ""),
+            attachments=[_attachment_in(a, folder) for a in f.objects("attachments")],
+            token_ids=f.wholes("token_ids", high=MAX_TOKEN_ID),
+            stats=_stats(f.object("stats")),
+            stop_reason=f.text("stop_reason", ""),
         )
+
+
+def _stats(f: Fields) -> dict[str, Any]:
+    """An answer's figures (`chat.TurnStats`), each of its type (the transcript shows them)."""
+    stats = dict(f.data)
+    for key in ("prompt_tokens", "prefill_tokens", "new_tokens"):
+        if key in stats:
+            stats[key] = f.whole(key, high=MAX_TOKEN_ID)
+    for key in ("time_to_first_token_s", "decode_tokens_per_s", "total_s"):
+        if key in stats:
+            stats[key] = f.number(key, high=MAX_FIGURE)
+    if "prefill" in stats:
+        stats["prefill"] = f.text("prefill")
+    return stats
 
 
 def _attachment_out(a: Attachment, folder: Path | None) -> dict[str, Any]:
@@ -87,10 +128,15 @@ def _attachment_out(a: Attachment, folder: Path | None) -> dict[str, Any]:
     return data
 
 
-def _attachment_in(data: dict[str, Any], folder: Path | None) -> Attachment:
-    a = Attachment.from_dict(data)
+def _attachment_in(f: Fields, folder: Path | None) -> Attachment:
+    """A saved attachment; a relative path is the conversation folder's.
+
+    Where it points is not checked here: `attachments.check_saved` checks the copy before
+    anything reads it (it must lie inside the folder, and pass the intake).
+    """
+    a = Attachment.from_fields(f)
     if folder is not None and not a.path.is_absolute():
-        a = Attachment.from_dict({**data, "path": str(folder / a.path)})
+        a = dataclasses.replace(a, path=folder / a.path)
     return a
 
 
@@ -142,57 +188,27 @@ class Conversation:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], folder: Path | None = None) -> Conversation:
-        """Inverse of `to_dict`."""
+    def from_dict(
+        cls, data: dict[str, Any], folder: Path | None = None, *, where: str = "a conversation"
+    ) -> Conversation:
+        """Inverse of `to_dict`, each field checked for its type (`where` names the file).
+
+        Raises:
+            MmforgeError: A field is missing or of the wrong type (naming it).
+        """
+        f = Fields(data, where)
         return cls(
-            id=str(data["id"]),
-            package=str(data["package"]),
-            title=str(data.get("title", "")),
-            created=float(data.get("created", 0.0)),
-            updated=float(data.get("updated", 0.0)),
-            messages=[Message.from_dict(m, folder) for m in data.get("messages", [])],
-            system=str(data.get("system", "")),
-            forgotten=max(0, int(data.get("forgotten", 0) or 0)),
-            continues=str(data.get("continues", "")),
-            summary=str(data.get("summary", "")),
+            id=f.text("id"),
+            package=f.text("package"),
+            title=f.text("title", ""),
+            created=f.number("created", 0.0, high=LATEST),
+            updated=f.number("updated", 0.0, high=LATEST),
+            messages=[Message.from_fields(m, folder) for m in f.objects("messages")],
+            system=f.text("system", ""),
+            forgotten=f.whole("forgotten", 0, high=MAX_MESSAGES),
+            continues=f.text("continues", ""),
+            summary=f.text("summary", ""),
         )
-
-
-def to_markdown(conversation: Conversation, links: dict[Path, str] | None = None) -> str:
-    """The conversation as a Markdown document a person reads or shares.
-
-    Attachments are named, or linked where `links` gives a link for their path (pictures
-    drawn, recordings as links: the exporter copies the files beside the document); each
-    answer ends with its speed when it was measured.
-    """
-    import datetime
-
-    when = datetime.datetime.fromtimestamp(conversation.created).strftime("%Y-%m-%d %H:%M")
-    lines = [
-        f"# {conversation.title or 'Conversation'}",
-        "",
-        f"With `{Path(conversation.package).name}` ({conversation.package}), started {when}.",
-    ]
-    if conversation.system:
-        lines += ["", "**System prompt:**", "", conversation.system]
-    if conversation.summary:
-        lines += ["", "**Summary of the earlier conversation (written by the model):**", ""]
-        lines.append(conversation.summary)
-    for m in conversation.messages:
-        lines += ["", "**You:**" if m.role == "user" else "**Model:**", ""]
-        for a in m.attachments:
-            link = (links or {}).get(a.path)
-            if link is None:
-                lines.append(f"*[{a.kind}: {a.path.name}]*")
-            else:
-                lines.append(f"![{a.name}]({link})" if a.kind == "image" else f"[{a.name}]({link})")
-        if m.attachments:
-            lines.append("")
-        lines.append(m.text)
-        speed = m.stats.get("decode_tokens_per_s") if m.role == "assistant" else None
-        if isinstance(speed, (int, float)) and speed > 0:
-            lines += ["", f"*{speed:.1f} tokens/s*"]
-    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -236,9 +252,25 @@ class ConversationStore:
 
     def attachments_folder(self, conversation_id: str) -> Path:
         """Where the conversation keeps its attachment copies (made private, 0700)."""
-        folder = self.folder(conversation_id)
-        self._make_folders(folder)
-        return folder / "attachments"
+        self._make_folders(self.folder(conversation_id))
+        return self.copies(conversation_id)
+
+    def copies(self, conversation_id: str) -> Path:
+        """The folder of the conversation's attachment copies (nothing is made)."""
+        return self.folder(conversation_id) / ATTACHMENTS
+
+    def copy_folders(self, conversation: Conversation) -> list[Path]:
+        """The folders a conversation's attachment copies may lie in.
+
+        Its own, and that of the conversation it continues: it holds that one's turns
+        until their copies are its own (`chat.carry.adopt_attachments`), and keeps the old
+        path of a copy that was already gone by then.
+        """
+        folders = [self.copies(conversation.id)]
+        with contextlib.suppress(MmforgeError):  # a "continues" that is no id: none
+            if conversation.continues:
+                folders.append(self.copies(conversation.continues))
+        return folders
 
     def _make_folders(self, folder: Path) -> None:
         """Make the root and a conversation's folder (0700), remembering which were new."""
@@ -297,33 +329,54 @@ class ConversationStore:
             raise
 
     def load(self, conversation_id: str) -> Conversation:
-        """Read one conversation."""
+        """Read one conversation, as a stranger's file: anyone can edit it.
+
+        It is read through the one reader of strangers' JSON (NaN, Infinity, 1e400, a
+        FIFO, a file over `LIMIT` or nested past its bound are refused) and each field is
+        checked for its type. A conversation is known by its folder's name, whatever
+        `id` its file claims (Delete and Rename act on the folder shown).
+
+        Raises:
+            MmforgeError: No such conversation, or its file is damaged (naming the field);
+                the file is left as it is.
+        """
         folder = self.folder(conversation_id)
         path = folder / FILE
-        try:
-            return Conversation.from_dict(json.loads(path.read_text(encoding="utf-8")), folder)
-        except FileNotFoundError:
+        if not os.path.lexists(path):
             raise MmforgeError(
                 f"No saved conversation {conversation_id}", "It may have been deleted"
-            ) from None
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
-            # Whatever a damaged or hostile file holds (200,000 nested brackets overflow
-            # the parser's recursion), it is one unreadable conversation, not a crash.
-            raise MmforgeError(
-                f"The saved conversation {conversation_id} is damaged",
-                f"Delete it, or repair {path} by hand",
-                details=str(e),
-            ) from None
+            )
+        try:
+            data = read_json_file(path, "conversation", limit=LIMIT)
+            conversation = Conversation.from_dict(data, folder, where=str(path))
+        except MmforgeError as e:
+            raise self._damaged(conversation_id, e.user_message) from None
+        except (ValueError, LookupError, TypeError, ArithmeticError, RecursionError) as e:
+            # Whatever else a damaged or hostile file holds is one unreadable
+            # conversation, never a crash of the app that lists it.
+            raise self._damaged(conversation_id, str(e)) from None
+        conversation.id = conversation_id
+        return conversation
+
+    def _damaged(self, conversation_id: str, why: str) -> MmforgeError:
+        return MmforgeError(
+            f"The saved conversation {conversation_id} is damaged ({why})",
+            f"It is left as it is: repair it by hand, or move its folder out of {self.root}",
+            details=why,
+        )
 
     def list(self) -> list[Summary]:
-        """Every readable conversation, most recently updated first."""
+        """Every readable conversation, most recently updated first.
+
+        A damaged one is skipped and named in the log; its file stays as it is.
+        """
         if not self.root.is_dir():
             return []
         out = []
         for folder in self.root.iterdir():
             if folder.is_dir():
                 remove_orphan_temps(folder)
-            if not (folder / FILE).is_file():
+            if not os.path.lexists(folder / FILE):
                 continue
             try:
                 c = self.load(folder.name)

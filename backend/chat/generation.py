@@ -234,7 +234,9 @@ class GeneratorDriver:
         # The thread plan is chosen here, where the KV cache starts afresh anyway.
         model = self.runtime.model_for_turn()
         params = og.GeneratorParams(model)
-        params.set_search_options(**options.search_options(self.info.context_length))
+        # A top_k above the vocabulary means all of it; the runtime refuses it as written.
+        within = options.within_vocabulary(self.info.vocab_size)
+        params.set_search_options(**within.search_options(self.info.context_length))
         gen = og.Generator(model, params)
         attachments = t.attachments()
         images = [a.path for a in attachments if a.kind == IMAGE]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mmforge.backend.attachments import Attachment
+from mmforge.backend.attachments import Attachment, check_saved
 from mmforge.backend.chat import carry
 from mmforge.backend.chat.conversations import Conversation, ConversationStore, Message
 
@@ -52,8 +52,22 @@ class Transcript:
         return min(self.conversation.forgotten, len(self.messages))
 
     def attachments(self) -> list[Attachment]:
-        """The attachments the model sees (those of dropped turns are out of its view)."""
-        return [a for m in self.messages[self.first() :] for a in m.attachments]
+        """The attachments the model sees (those of dropped turns are out of its view).
+
+        Each is checked as the intake checks a new one before the runtime reads it
+        (`attachments.check_saved`): a saved conversation is a file anyone can edit, and
+        the runtime opens what it names as it finds it. With a store, every copy must lie
+        in the conversation's own folder (`ConversationStore.copy_folders`).
+
+        Raises:
+            AttachmentError: A copy that cannot be used, named with why.
+        """
+        seen = [a for m in self.messages[self.first() :] for a in m.attachments]
+        store = self.store
+        folders = store.copy_folders(self.conversation) if store is not None else None
+        for a in seen:
+            check_saved(a, folders)
+        return seen
 
     def drop_oldest(self) -> bool:
         """Take the oldest exchange out of the model's view; False when none can go.

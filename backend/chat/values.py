@@ -6,7 +6,7 @@ Nothing heavy is imported here: the GUI and the CLI build these from the worker'
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,9 @@ CONTEXT_FULL = (CONTEXT_DROP, CONTEXT_STOP, CONTEXT_CARRY, CONTEXT_SUMMARY)
 # ONNX Runtime GenAI divides a repeated word's positive logit by the penalty (multiplies a
 # negative one): past 10 nothing said before is ever said again.
 MAX_REPETITION_PENALTY = 10.0
+# ONNX Runtime GenAI 0.18 takes `random_seed` as a C++ int: a larger seed fails inside
+# the runtime ("Unable to cast Python instance of type <class 'int'> to C++ type").
+MAX_SEED = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class GenerationOptions:
         temperature: Sampling temperature.
         top_p: Nucleus sampling mass.
         top_k: Keep the k most likely tokens before sampling.
-        seed: Random seed for sampling (None: the runtime picks one).
+        seed: Random seed for sampling, 0 to `MAX_SEED` (None: the runtime picks one).
         repetition_penalty: Above 1, words already in the conversation become less likely
             (greedy or sampled); None keeps the package's own (its generation_config's).
         context_full: When the conversation outgrows the context: "drop" the oldest
@@ -74,12 +77,27 @@ class GenerationOptions:
                 f"repetition_penalty {penalty} is out of range",
                 f"Use a number above 0 and at most {MAX_REPETITION_PENALTY} (1 changes nothing)",
             )
+        if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
+            raise MmforgeError(
+                f"The seed must be a whole number from 0 to {MAX_SEED} (got {self.seed})",
+                "Pick a smaller seed, or none for a random one",
+            )
         valid = self.temperature > 0 and 0 < self.top_p <= 1 and self.top_k >= 1
         if self.do_sample and not valid:
             raise MmforgeError(
                 "Sampling needs temperature > 0, 0 < top_p ≤ 1 and top_k ≥ 1",
                 "Fix the sampling options",
             )
+
+    def within_vocabulary(self, vocab_size: int | None) -> GenerationOptions:
+        """These options with `top_k` at most the vocabulary, which means the same.
+
+        ONNX Runtime GenAI 0.18 refuses a top_k above the vocabulary ("top_k (…) must be
+        less than or equal to vocab_size"); keeping every token is what it asks for.
+        """
+        if vocab_size is None or vocab_size < 1 or self.top_k <= vocab_size:
+            return self
+        return replace(self, top_k=vocab_size)
 
     def search_options(self, max_length: int) -> dict[str, Any]:
         """The runtime's search options for a generator."""
@@ -202,6 +220,7 @@ class PackageInfo:
     special_ids: tuple[int, ...]
     max_images: int | None
     can_rewind: bool = True
+    vocab_size: int | None = None
 
     @classmethod
     def read(cls, folder: Path) -> PackageInfo:
@@ -225,6 +244,8 @@ class PackageInfo:
             # A short-convolution state (LFM2) cannot be rewound ("LFM2 does not support
             # RewindTo"): it would need every earlier token replayed.
             can_rewind="past_conv_names" not in model.get("decoder", {}).get("inputs", {}),
+            # read_genai_config checked it: a positive whole number where present
+            vocab_size=int(model["vocab_size"]) if "vocab_size" in model else None,
         )
 
 

@@ -34,6 +34,7 @@ from mmforge.backend.inspect import Profile, Sizes, profile_checkpoint
 from mmforge.backend.jobs import JobContext
 from mmforge.backend.localfiles import files_kept
 from mmforge.backend.memory import available_bytes, peak_rss_bytes
+from mmforge.backend.package_files import check_tokenizer_model
 from mmforge.backend.picture_sizing import Intake
 from mmforge.backend.processes import process_alive
 from mmforge.backend.source import parse_source, resolve
@@ -188,6 +189,7 @@ def convert(
             profile = profile_checkpoint(checkpoint, resolved, token=token, ctx=ctx)
         _check_convertible(checkpoint, dtype)
         check_tokenizer(checkpoint.folder / "tokenizer.json", str(checkpoint.folder))
+        check_tokenizer_model(checkpoint.folder / "tokenizer.json", str(checkpoint.folder))
         check_tokens_fit(
             checkpoint.folder / "tokenizer.json",
             vocab_size(checkpoint.written, checkpoint.folder / "config.json"),
@@ -326,6 +328,7 @@ def _build_into(
     with _timed(timings, "package"):
         ctx.report("package", 0, 1, message="genai_config, processor and tokenizer", force=True)
         config = package.write_package(staging, checkpoint, io_names, plan.report, ep)
+        _check_written(staging, checkpoint.folder)
         ctx.report("package", 1, 1)
     # The conversion's own peak: the probe run and the runtime check load the package.
     peak = {"before_validation": _peak_rss_mb()}
@@ -369,6 +372,29 @@ def _approximated(checkpoint: Checkpoint) -> list[str]:
     if checkpoint.approximation is None:
         return []
     return [f"An approximation, converted with your consent: {checkpoint.approximation.what}"]
+
+
+def _check_written(staging: Path, source: Path) -> None:
+    """Refuse a package the checkpoint's own settings made one that chat would refuse.
+
+    Chat, serve and verify check a package's genai_config.json and processor JSON
+    (`runtime.read_genai_config`): a checkpoint asking for a processor beyond their
+    bounds (min_pixels of 4·10⁷) is named here, before the runtime is run on it.
+
+    Raises:
+        MmforgeError: What would be refused, with the checkpoint to blame.
+    """
+    from mmforge.backend.runtime import read_genai_config
+
+    try:
+        read_genai_config(staging)
+    except MmforgeError as e:
+        raise MmforgeError(
+            f"The settings of {source} make a package mmforge would not run: "
+            + e.user_message.replace(f"{staging}{os.sep}", ""),
+            f"Fix or re-download the checkpoint's config.json and preprocessor_config.json "
+            f"in {source}",
+        ) from None
 
 
 def _picture_intake(checkpoint: Checkpoint) -> dict[str, Any]:

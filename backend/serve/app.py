@@ -1,11 +1,18 @@
-"""The HTTP routes, on Starlette: /v1/models and /v1/chat/completions.
+"""The HTTP routes, on Starlette: /v1/models, /v1/chat/completions and /health.
 
 Every failure is an answer in the API's error shape with its status (`ApiError`); an
-unexpected one is a 500 whose traceback goes to the log, never to the client.
+unexpected one is a 500 whose traceback goes to the log, never to the client. Web pages
+are kept out before any route runs (`guard.WebGuard`).
 
 A streamed answer waits for the model's first token before it sends its headers, so a
 request the model refuses (a bad picture, a prompt too long for the context) still gets
 its 400 or 422, not a 200 stream holding an error.
+
+A client that hangs up is noticed at once, streamed or not, queued or answered: a task
+waits on the connection's next ASGI message, which after the body is read only comes
+when the client goes away. (Polling `Request.is_disconnected()` between events, as
+before, never ran while tokens came faster than its 0.25 s poll: a whole answer ran to
+its end for nobody, and the next client waited 11–18 s.)
 """
 
 from __future__ import annotations
@@ -22,30 +29,40 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.serve import protocol
 from mmforge.backend.serve.engine import Done, Engine, Event, Job, Token
+from mmforge.backend.serve.guard import WebGuard
 from mmforge.backend.serve.intake import RequestFiles, write_parts
 from mmforge.backend.serve.protocol import ApiError
 from mmforge.backend.untrusted import parse_json
 
 log = logging.getLogger(__name__)
 
-DISCONNECT_POLL_S = 0.25
-DRAIN_FACTOR = 8  # an oversized body is read (and dropped) up to this many times the limit
-
 
 @dataclass(frozen=True)
 class Settings:
-    """What the routes need besides the engine."""
+    """What the routes need besides the engine.
+
+    Attributes:
+        api_key: The key clients must send (None: none).
+        allow_fetch: Fetch pictures given as http(s) URLs.
+        max_body_bytes: The largest request body (413 past it).
+        body_timeout_s: Seconds a request's body may take to arrive (408 past them).
+        hosts: The Host names answered (None: any; `guard.allowed_hosts`).
+        origins: The web pages' origins allowed (`guard.normalize_origin`).
+    """
 
     api_key: str | None
     allow_fetch: bool
     max_body_bytes: int
+    body_timeout_s: float
+    hosts: frozenset[str] | None
+    origins: tuple[str, ...] = ()
 
 
 def _error_response(e: ApiError) -> JSONResponse:
@@ -85,18 +102,27 @@ class _Routes:
         if not key:
             return
         scheme, _, value = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            value.strip().encode(), key.encode()
-        ):
+        # Header values arrive as bytes, which Starlette decodes as Latin-1: back to those
+        # bytes, against the key's UTF-8 bytes, so a key outside ASCII can match.
+        sent = value.strip().encode("latin-1", "replace")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(sent, key.encode()):
             raise ApiError(
                 401,
-                "Incorrect API key provided",
+                "Incorrect API key provided; send the server's key as "
+                "'Authorization: Bearer KEY' (the API key of the official clients)",
                 code="invalid_api_key",
                 headers={"WWW-Authenticate": "Bearer"},
             )
 
     def _model(self) -> dict[str, Any]:
         return {"id": self.engine.model_id, "object": "model", "created": 0, "owned_by": "mmforge"}
+
+    async def health(self, request: Request) -> Response:
+        """Whether the model's worker is alive (no key needed: it names no model)."""
+        stopped = self.engine.stopped
+        if stopped:
+            return JSONResponse({"status": "worker_stopped", "message": stopped}, 503)
+        return JSONResponse({"status": "ok"})
 
     async def models(self, request: Request) -> Response:
         self._authorize(request)
@@ -112,6 +138,7 @@ class _Routes:
 
     async def chat_completions(self, request: Request) -> Response:
         self._authorize(request)
+        _json_only(request)
         body = await self._body(request)
         request_ = protocol.parse_request(parse_json(body, "the request body", limit=len(body) + 1))
         del body
@@ -137,65 +164,71 @@ class _Routes:
         except BaseException:
             files.cleanup()
             raise
+        watch = asyncio.create_task(self._hang_up(job, request))
         try:
-            first = await self._next(job, request)
+            first = await job.events.get()
+            if isinstance(first, ApiError):
+                raise first
+            if request_.stream:  # from here Starlette's stream notices a hang-up itself
+                return StreamingResponse(
+                    self._stream(job, first),
+                    media_type="text/event-stream",
+                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+                )
+            return await self._whole(job, first)
         except BaseException:
             self.engine.cancel(job)
             raise
-        if isinstance(first, ApiError):
-            raise first
-        if request_.stream:
-            return StreamingResponse(
-                self._stream(job, first),
-                media_type="text/event-stream",
-                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-            )
-        try:
-            return await self._whole(job, first, request)
         finally:
-            self.engine.cancel(job)
+            watch.cancel()
+            if not request_.stream:
+                self.engine.cancel(job)
 
     async def _body(self, request: Request) -> bytes:
-        """The body, at most `max_body_bytes`; 413 past it (read and dropped, bounded)."""
+        """The body, at most `max_body_bytes` (413) within `body_timeout_s` (408).
+
+        A declared length over the limit is answered at once, without waiting for the
+        body (the connection reads and drops what still comes, bounded).
+        """
         limit = self.settings.max_body_bytes
         declared = request.headers.get("content-length", "")
-        too_large = declared.isdigit() and int(declared) > limit
+        if declared.isdigit() and int(declared) > limit:
+            raise _too_large(limit)
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                too_large = True
-                chunks.clear()
-            elif not too_large:
-                chunks.append(chunk)
-            if size > limit * DRAIN_FACTOR:
-                break  # the client may see the connection close instead of the 413
-        if too_large:
+        try:
+            async with asyncio.timeout(self.settings.body_timeout_s):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise _too_large(limit)
+                    chunks.append(chunk)
+        except TimeoutError:
             raise ApiError(
-                413,
-                f"The request body is over the server's limit of {limit} bytes",
-                code="request_too_large",
-            )
+                408,
+                f"The request body did not arrive within {self.settings.body_timeout_s:g} s",
+                code="request_timeout",
+                headers={"Connection": "close"},
+            ) from None
+        except ClientDisconnect:
+            raise ApiError(499, "The client closed the request") from None
         return b"".join(chunks)
 
-    async def _next(self, job: Job, request: Request) -> Event:
-        """The job's next event; stops waiting when the client goes away."""
-        while True:
-            try:
-                return await asyncio.wait_for(job.events.get(), DISCONNECT_POLL_S)
-            except TimeoutError:
-                if await request.is_disconnected():  # nobody reads the answer: stop it
-                    raise ApiError(499, "The client closed the request") from None
+    async def _hang_up(self, job: Job, request: Request) -> None:
+        """Stop the job when its client goes away (the body is read: nothing else comes)."""
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        self.engine.cancel(job)  # a queued job leaves the queue, a running one stops
+        job.events.put_nowait(ApiError(499, "The client closed the request"))
 
-    async def _whole(self, job: Job, event: Event, request: Request) -> Response:
+    async def _whole(self, job: Job, event: Event) -> Response:
         ids: list[int] = []
         while not isinstance(event, Done):
             if isinstance(event, ApiError):
                 raise event
             if event.token_id is not None:
                 ids.append(event.token_id)
-            event = await self._next(job, request)
+            event = await job.events.get()
         r = job.request
         body = protocol.completion(
             protocol.completion_id(),
@@ -286,11 +319,32 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     return _error_response(ApiError(status, f"{message}: {request.method} {request.url.path}"))
 
 
-def build_app(engine: Engine, settings: Settings) -> Starlette:
-    """The ASGI application over one engine."""
+def _json_only(request: Request) -> None:
+    """415 unless the body is declared JSON: a page cannot send that across sites unasked."""
+    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind != "application/json":
+        raise ApiError(
+            415,
+            f"The request body must be sent as Content-Type: application/json (got "
+            f"{kind or 'none'!r})",
+            code="unsupported_media_type",
+        )
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(
+        413,
+        f"The request body is over the server's limit of {limit} bytes",
+        code="request_too_large",
+    )
+
+
+def build_app(engine: Engine, settings: Settings) -> WebGuard:
+    """The ASGI application over one engine, behind the guard that keeps web pages out."""
     routes = _Routes(engine, settings)
-    return Starlette(
+    app = Starlette(
         routes=[
+            Route("/health", _answers_errors(routes.health), methods=["GET"]),
             Route("/v1/models", _answers_errors(routes.models), methods=["GET"]),
             Route("/v1/models/{model:path}", _answers_errors(routes.model), methods=["GET"]),
             Route(
@@ -301,3 +355,4 @@ def build_app(engine: Engine, settings: Settings) -> Starlette:
         ],
         exception_handlers={HTTPException: _not_found},
     )
+    return WebGuard(app, settings.hosts, settings.origins)

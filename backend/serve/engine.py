@@ -15,6 +15,9 @@ together, and multimodal prompts not at all (its processor takes one prompt).
   waiting request holds at most its body and its files.
 - Each request has a cancel flag. A client that goes away sets it: a waiting request
   leaves the queue, a running one is stopped at its next token (chat's Stop).
+- A worker that dies (killed, out of memory) is noticed within `WORKER_CHECK_S` even when
+  no request comes: `stopped` says why, every request from then on gets 503
+  (`worker_stopped`), and `on_stopped` tells whoever runs the server.
 - Every request is a turn of its own in the worker's session (`ChatClient.answer`): the
   same intake (`prepare_attachments`), the same chat template and the same context policy
   as chat (`GenerationOptions.context_full`, "drop": the oldest turns leave the model's
@@ -42,6 +45,8 @@ from mmforge.backend.serve.protocol import ApiError, ChatRequest, StopText, fini
 from mmforge.backend.untrusted import escape
 
 log = logging.getLogger(__name__)
+
+WORKER_CHECK_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,8 @@ class Engine:
         context_length: The package's context, the answer's length when none is asked.
         max_queue: Requests that may wait while one is answered.
         on_change: Hears the counts after every change (from any thread).
+        vocab_size: The package's vocabulary (a larger top_k is taken as all of it).
+        on_stopped: Hears why, once, when the worker process has died (from any thread).
     """
 
     def __init__(
@@ -126,10 +133,14 @@ class Engine:
         context_length: int,
         max_queue: int = 8,
         on_change: Callable[[Counts], None] | None = None,
+        vocab_size: int | None = None,
+        on_stopped: Callable[[str], None] | None = None,
     ):
         self.client = client
         self.context_length = context_length
+        self.vocab_size = vocab_size
         self.max_queue = max_queue
+        self.on_stopped = on_stopped
         self._on_change = on_change
         self._jobs: deque[Job] = deque()
         self._cond = threading.Condition()
@@ -151,6 +162,12 @@ class Engine:
         """A snapshot of the counts."""
         with self._cond:
             return Counts(**self._counts)
+
+    @property
+    def stopped(self) -> str:
+        """Why the model's worker is gone ("" while it runs)."""
+        with self._cond:
+            return self._broken
 
     def submit(self, job: Job) -> None:
         """Queue a request; `ApiError` 429 when the queue is full, 503 when closing."""
@@ -223,16 +240,41 @@ class Engine:
             except Exception:  # a listener never stops the server
                 log.exception("the counts listener failed")
 
+    def _worker_alive(self) -> bool:
+        return bool(getattr(self.client, "alive", True))
+
+    def _worker_died(self, why: str) -> None:
+        """Record that the worker is gone (once) and tell `on_stopped`."""
+        with self._cond:
+            if self._broken or self._closed:
+                return
+            self._broken = f"The model's worker process stopped ({why}); restart the server"
+            message = self._broken
+        log.error("%s", message)
+        if self.on_stopped is not None:
+            try:
+                self.on_stopped(message)
+            except Exception:  # a listener never stops the server
+                log.exception("the stop listener failed")
+
     def _loop(self) -> None:
         while True:
+            died = False
             with self._cond:
                 while not self._jobs and not self._closed:
-                    self._cond.wait()
+                    self._cond.wait(WORKER_CHECK_S)
+                    died = not self._jobs and not self._broken and not self._worker_alive()
+                    if died:
+                        break
                 if self._closed:
                     return
-                job = self._jobs.popleft()
-                self._running = job
-                self._changed()
+                if not died:
+                    job = self._jobs.popleft()
+                    self._running = job
+                    self._changed()
+            if died:  # while idle: said now, not at the next request
+                self._worker_died(_exit_words(self.client))
+                continue
             start = time.perf_counter()
             outcome = "failed"
             try:
@@ -265,7 +307,7 @@ class Engine:
     def _generate(self, job: Job) -> Done:
         """The worker's answer to the request, streamed as `Token` events."""
         request = job.request
-        options = asdict(_options(request, self.context_length))
+        options = asdict(_options(request, self.context_length).within_vocabulary(self.vocab_size))
         files = iter(job.files.files)
         turns = [(m.role, m.text, [next(files) for _ in m.parts]) for m in request.messages]
         _, text, last = turns.pop()
@@ -290,12 +332,9 @@ class Engine:
                 elif kind == "error":
                     raise _api_error(event)
         except MmforgeError as e:  # the worker itself stopped: every later request fails
-            self._broken = (
-                "The model's worker process stopped; restart the server "
-                f"({e.user_message.rstrip('.')})"
-            )
-            log.error("%s: %s", self._broken, escape(e.details or ""))
-            raise ApiError(500, self._broken, code="worker_stopped") from None
+            log.error("%s: %s", e.user_message, escape(e.details or ""))
+            self._worker_died(_exit_words(self.client))
+            raise ApiError(503, self.stopped, code="worker_stopped") from None
         # The whole answer is its ids decoded; the stream held back an incomplete
         # character at the end, which the decode shows (as U+FFFD).
         whole, streamed = str(turn.get("text", "")), "".join(raw)
@@ -323,6 +362,15 @@ def _options(request: ChatRequest, context: int) -> GenerationOptions:
         top_k=request.top_k,
         seed=request.seed,
     )
+
+
+def _exit_words(client: ChatClient) -> str:
+    """How the worker ended, in words: "killed by signal 9", "exit code 1"."""
+    process = getattr(getattr(client, "_job", None), "process", None)
+    code = None if process is None else process.poll()
+    if code is None:
+        return "it no longer answers"
+    return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
 
 
 def _api_error(event: dict[str, Any]) -> ApiError:

@@ -22,13 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmforge.backend.attachments import AUDIO, IMAGE
+from mmforge.backend.chat.values import MAX_SEED
 
 # The API's error types by status (the official client maps status to its exception).
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "invalid_request_error",
+    403: "invalid_request_error",
     404: "invalid_request_error",
+    408: "invalid_request_error",
     413: "invalid_request_error",
+    415: "invalid_request_error",
     422: "invalid_request_error",
     429: "rate_limit_exceeded",
     500: "server_error",
@@ -227,8 +231,8 @@ def _seed(data: dict[str, Any]) -> int | None:
     value = data.get("seed")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
-        raise _bad("'seed' must be a whole number from 0 to 2^63-1", "seed")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+        raise _bad(f"'seed' must be a whole number from 0 to {MAX_SEED}", "seed")
     return value
 
 

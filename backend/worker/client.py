@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
+from pathlib import Path
 from typing import Any
 
 from mmforge.backend.jobs import Progress
@@ -37,20 +40,25 @@ class WorkerJob:
     def __init__(self, job: str, args: dict[str, Any], env: dict[str, str] | None = None):
         import subprocess
 
-        self.process = subprocess.Popen(
-            worker_command(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            # Not the code page (cp1252 on Windows): the worker writes UTF-8 (app/stdio.py).
-            encoding="utf-8",
-            errors="replace",
-            env={**os.environ, **(env or {})},
-            # Its own process group: `kill` reaches what the worker started too (a child
-            # that inherited the pipe would otherwise keep it open after the worker died).
-            start_new_session=sys.platform != "win32",
-        )
+        self.tmpdir = private_tmpdir()
+        try:
+            self.process = subprocess.Popen(
+                worker_command(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                # Not the code page (cp1252 on Windows): the worker writes UTF-8 (app/stdio.py).
+                encoding="utf-8",
+                errors="replace",
+                env={**os.environ, **(env or {}), **tmpdir_env(self.tmpdir)},
+                # Its own process group: `kill` reaches what the worker started too (a child
+                # that inherited the pipe would otherwise keep it open after the worker died).
+                start_new_session=sys.platform != "win32",
+            )
+        except BaseException:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            raise
         self.cancel_requested = False
         self.killed = False
         self._greeted = False
@@ -155,6 +163,7 @@ class WorkerJob:
             self.process.wait()
         # What the worker started may outlive it while still holding the pipe.
         self._signal(getattr(signal, "SIGKILL", signal.SIGTERM))
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
 
     def _signal(self, sig: int) -> None:
         """Send `sig` to the worker's process group (to the worker alone on Windows)."""
@@ -185,3 +194,19 @@ class WorkerJob:
                 self.process.stdout.close()
         # stderr belongs to the drain thread, which ends at its end of file.
         self._drain.join(timeout=KILL_GRACE_S)
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def private_tmpdir() -> Path:
+    """A fresh folder only this user can enter (0700), for one worker's temporary files.
+
+    ONNX Runtime GenAI 0.18 writes its telemetry to `$TMPDIR/.ses` (`/tmp/.ses` by
+    default) and follows a link there: in a shared /tmp, anyone could plant `.ses` as a
+    link and have a chat overwrite the file it names. A worker's TMPDIR is its own.
+    """
+    return Path(tempfile.mkdtemp(prefix="mmforge-worker-"))
+
+
+def tmpdir_env(folder: Path) -> dict[str, str]:
+    """The environment that gives a child `folder` as its temp folder (POSIX and Windows)."""
+    return {name: str(folder) for name in ("TMPDIR", "TEMP", "TMP")}

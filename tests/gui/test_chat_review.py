@@ -227,15 +227,15 @@ def test_10_an_attached_clip_plays_from_its_chip_and_nothing_else_opens(
     from PySide6.QtCore import QUrl
     from PySide6.QtGui import QDesktopServices
 
-    from mmforge.backend.attachments import Attachment
+    from mmforge import resources
+    from mmforge.backend.attachments import AUDIO, Attachment, prepare
 
     opened: list[str] = []
     monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: opened.append(url.toLocalFile()))
-    clip = tmp_path / "hello.wav"
-    clip.write_bytes(b"RIFF")
-    script = tmp_path / "run-me.sh"
-    script.write_text("echo hi\n")
     chat = window.chat_view
+    clip = prepare(resources.probe_audio(), AUDIO, chat.store.attachments_folder("c1")).path
+    script = clip.parent / "run-me.sh"
+    script.write_text("echo hi\n")
     said = [
         Attachment(kind="audio", path=clip, name="hello.wav"),
         # A hand-edited conversation file naming a program as a clip.
@@ -243,9 +243,10 @@ def test_10_an_attached_clip_plays_from_its_chip_and_nothing_else_opens(
     ]
     _held(chat, [Message("user", "Listen", attachments=said), Message("assistant", "Heard.")])
     assert "play:0:0" in chat.transcript.toHtml()
+    assert "play:0:1" not in chat.transcript.toHtml()  # it says why it cannot play
     chat.transcript.anchorClicked.emit(QUrl("play:0:0"))
     assert opened == [str(clip)]
-    chat.transcript.anchorClicked.emit(QUrl("play:0:1"))
+    chat.transcript.anchorClicked.emit(QUrl("play:0:1"))  # a link written by hand
     assert opened == [str(clip)] and "not a sound file" in chat.status.text()
     clip.unlink()
     chat.transcript.anchorClicked.emit(QUrl("play:0:0"))

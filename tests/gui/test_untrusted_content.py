@@ -15,7 +15,7 @@ from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QApplication, QLabel, QMessageBox
 
 from mmforge import resources
-from mmforge.backend.attachments import AUDIO, IMAGE, Attachment
+from mmforge.backend.attachments import AUDIO, IMAGE, Attachment, prepare
 from mmforge.backend.chat.conversations import Conversation, Message
 from tests.gui.untrusted import WatchedFile, hostile_fragments
 
@@ -87,7 +87,8 @@ def _conversation(answer: str, question: str = "hi", attachments=()) -> Conversa
 def test_the_transcript_reads_no_file_an_answer_or_a_conversation_names(window, watched):
     chat = window.chat_view
     fifo = watched.path
-    probe = resources.probe_image()
+    # The conversation's own copy (a file outside its folder is not drawn at all).
+    probe = prepare(resources.probe_image(), IMAGE, chat.store.attachments_folder("c1")).path
     attachments = [
         Attachment(kind=IMAGE, path=probe, name="probe.png"),
         Attachment(kind=IMAGE, path=fifo, name=f"<img src='{fifo}'>"),  # a saved file's word

@@ -169,3 +169,31 @@ def test_what_the_bundle_leaves_out_is_said_and_narrow():
     assert check_bundle.left_out("torch/include/ATen/ATen.h")
     assert check_bundle.left_out("numpy/py.typed")
     assert set(check_bundle.NOT_SHIPPED) <= set(pins("linux-x86_64-cpu"))
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "scripts/venv",
+        "packaging/build_linux.sh",
+        "packaging/build_windows.sh",
+        "packaging/macos/build_macos.sh",
+    ],
+)
+def test_every_install_goes_through_a_lock_with_hashes(script):
+    """No build or venv resolves afresh: each pip/uv install names a lock and checks hashes,
+    or installs mmforge itself without its dependencies."""
+    text = (ROOT / script).read_text(encoding="utf-8")
+    joined = re.sub(r"\\\n\s*", " ", text)  # continued lines as one
+    installs = [
+        line
+        for line in joined.splitlines()
+        if re.search(r"(pip|\"\$uv\" pip) install", line) and not line.lstrip().startswith("#")
+    ]
+    assert installs, script
+    for line in installs:
+        locked = "--require-hashes" in line or "${locked[@]}" in line  # scripts/venv's
+        itself = line.rstrip().rstrip(")").endswith((" .", "mmforge-*.whl"))
+        assert locked or itself, f"{script} installs without a lock: {line.strip()}"
+        assert "--no-deps" in line, f"{script} resolves dependencies: {line.strip()}"
+    assert "locks/" in text, script

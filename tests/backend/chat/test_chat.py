@@ -575,17 +575,16 @@ def test_carrying_on_keeps_the_attachments_in_the_new_conversation(package, tmp_
 
 def test_a_damaged_processor_file_is_named_not_the_attachment(package, tmp_path):
     """The runtime's "failed to parse processor json" read as a bad attachment, with advice
-    to crop the image."""
+    to crop the image. The package's processor JSON is read (and its pixel bounds checked)
+    when the package loads, before the runtime sees it (issue 47)."""
     folder = tmp_path / "pkg"
     shutil.copytree(package("qwen2_5_vl"), folder)
     (folder / "processor_config.json").write_text("{damaged")
-    session = ChatSession(folder)
     with pytest.raises(MmforgeError) as e:
-        session.send(
-            "Describe this.", session.prepare_attachments(_files("qwen2_5_vl")), _greedy(4)
-        )
+        ChatSession(folder)
     said = e.value.one_line()
-    assert "processor settings cannot be read" in said and "crop" not in said
+    assert f"{folder / 'processor_config.json'} is not valid JSON" in said
+    assert "crop" not in said
 
 
 def test_a_nul_in_the_history_does_not_cut_the_next_prompt(package):
