@@ -769,12 +769,12 @@ def _private_tmp() -> Iterator[None]:
     import shutil
     import tempfile
 
-    from mmforge.backend.worker.client import private_tmpdir, tmpdir_env
+    from mmforge.backend.worker.client import tmpdir_env
 
     names = ("TMPDIR", "TEMP", "TMP")
     before = {name: os.environ.get(name) for name in names}
     cached = tempfile.tempdir
-    folder = private_tmpdir()
+    folder = Path(tempfile.mkdtemp(prefix="mmforge-"))  # 0700, a name nobody can guess
     os.environ.update(tmpdir_env(folder))
     tempfile.tempdir = str(folder)
     try:

@@ -14,28 +14,17 @@ from PySide6.QtWidgets import QMessageBox
 from mmforge import resources
 from mmforge.backend.attachments import IMAGE, prepare
 from mmforge.backend.chat.conversations import FILE, ConversationStore, Message
+from tests.backend.chat.test_hostile_conversations import _conversation, _write
 
 
 def _hostile(store: ConversationStore, name: str, field: str, value: str) -> bytes:
     """A conversation file with `value` (JSON text: NaN, 1e400) in `field`; its bytes."""
-    data = {
-        "format": 1,
-        "id": name,
-        "package": "/pkg",
-        "title": name,
-        "created": 1_760_000_000.0,
-        "updated": 1_760_000_000.0,
-        "forgotten": 0,
-        "messages": [{"role": "assistant", "text": "x", "token_ids": [1, 2]}],
-    }
+    data = _conversation(name)
     if field == "token_ids":
-        data["messages"][0]["token_ids"] = [1, "@HOSTILE@"]
+        data["messages"][1]["token_ids"] = [1, "@HOSTILE@"]
     else:
         data[field] = "@HOSTILE@"
-    text = json.dumps(data).replace('"@HOSTILE@"', value)
-    (store.root / name).mkdir(parents=True)
-    (store.root / name / FILE).write_text(text, encoding="utf-8")
-    return text.encode()
+    return _write(store, name, data, {"@HOSTILE@": value}).read_bytes()
 
 
 def test_the_app_starts_past_conversation_files_with_hostile_numbers(

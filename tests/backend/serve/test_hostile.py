@@ -27,6 +27,7 @@ from mmforge.app.cli import main
 from mmforge.backend.serve import intake
 from mmforge.backend.serve.protocol import ApiError, Part
 from mmforge.backend.serve.server import ServeOptions, ServerHandle, start
+from tests.backend.serve.test_serve import _idle, _wait_for
 
 LONG = "Write a poem."  # the tiny model answers it with 2,775 tokens (about 3 s)
 HALF_HEADERS = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appli"
@@ -73,17 +74,6 @@ def _ask(handle: ServerHandle, **extra: Any) -> dict[str, Any]:
         "max_tokens": 2,
         **extra,
     }
-
-
-def _wait_for(predicate: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
-def _idle(handle: ServerHandle) -> None:
-    _wait_for(lambda: handle.counts.active == 0 and handle.counts.queued == 0)
 
 
 def _closed_by_server(sock: socket.socket, within: float) -> bool:
