@@ -123,7 +123,6 @@ class Engine:
         context_length: The package's context, the answer's length when none is asked.
         max_queue: Requests that may wait while one is answered.
         on_change: Hears the counts after every change (from any thread).
-        vocab_size: The package's vocabulary (a larger top_k is taken as all of it).
         on_stopped: Hears why, once, when the worker process has died (from any thread).
     """
 
@@ -133,12 +132,10 @@ class Engine:
         context_length: int,
         max_queue: int = 8,
         on_change: Callable[[Counts], None] | None = None,
-        vocab_size: int | None = None,
         on_stopped: Callable[[str], None] | None = None,
     ):
         self.client = client
         self.context_length = context_length
-        self.vocab_size = vocab_size
         self.max_queue = max_queue
         self.on_stopped = on_stopped
         self._on_change = on_change
@@ -307,7 +304,9 @@ class Engine:
     def _generate(self, job: Job) -> Done:
         """The worker's answer to the request, streamed as `Token` events."""
         request = job.request
-        options = asdict(_options(request, self.context_length).within_vocabulary(self.vocab_size))
+        # A top_k above the vocabulary is taken as all of it where the chat worker starts
+        # its generator (generation.py), as for chat.
+        options = asdict(_options(request, self.context_length))
         files = iter(job.files.files)
         turns = [(m.role, m.text, [next(files) for _ in m.parts]) for m in request.messages]
         _, text, last = turns.pop()

@@ -237,12 +237,10 @@ def start(
 
     from mmforge.backend.chat.client import ChatClient
     from mmforge.backend.chat.values import PackageInfo
-    from mmforge.backend.runtime import read_genai_config
     from mmforge.backend.serve.connections import Limits, protocol_class
 
     check_options(options)
     context = PackageInfo.read(package).context_length  # a folder that is no package: said now
-    vocab = read_genai_config(package)["model"].get("vocab_size")
     sock = _bind(options.host, options.port)
     try:
         client = ChatClient(package, ep, save=False)
@@ -254,7 +252,6 @@ def start(
         context,
         options.max_queue,
         on_change,
-        vocab_size=vocab if isinstance(vocab, int) and not isinstance(vocab, bool) else None,
         on_stopped=on_stopped,
     )
     settings = Settings(
