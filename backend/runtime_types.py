@@ -26,6 +26,12 @@ MULTIMODAL_CHAT = (
     "videochat_flash_qwen",
 )
 
+# Multimodal types whose processor takes one audio clip per prompt: a second makes
+# Gemma4MultiModalProcessor::Process (gemma4_multimodal_processor.cpp) refuse the prompt
+# ("supports only 1 audio clip per prompt"), measured on the 0.18 wheel for both types.
+# A conversation re-sends its history each time, so it holds one clip.
+ONE_CLIP = ("gemma4", "gemma4_unified")
+
 # Speech-to-text pipelines: audio in, a transcript out; not chat models.
 SPEECH_TO_TEXT = ("nemotron_speech", "parakeet_tdt", "whisper")
 

@@ -15,8 +15,7 @@ expert counts). For each it prints:
 `--processor` sets image processor settings in the held-out checkpoint's
 preprocessor_config.json (Idefics2 with its image splitting, say).
 
-A family's expected verdict is its expect.py's (Gemma 4's AMBIGUOUS preprocessing, its
-documented blank lines); a row that differs ends with "<- differs".
+A family's expected verdict is its expect.py's; a row that differs ends with "<- differs".
 """
 
 from __future__ import annotations

@@ -132,13 +132,6 @@ def summary_html(report: VerifyReport, c: Colours) -> str:
             f"transformers is run with the approximation you accepted ({answer}). That is "
             f"not the model as released. {report.approximation or 'The Model card says how.'}"
         )
-    elif report.verdict == "AMBIGUOUS" and _only_the_prompt_differs(report):
-        meaning = (
-            "Every part of the converted model computes what the original computes "
-            f"({answer}). Only the prompt ONNX Runtime GenAI builds differs from "
-            "transformers' in a way this check does not judge (below); the package is fine "
-            "to use."
-        )
     elif report.verdict == "AMBIGUOUS":
         meaning = (
             f"The check could not decide. Every step it could compare is shown below ({answer})."
@@ -167,13 +160,6 @@ def summary_html(report: VerifyReport, c: Colours) -> str:
         f"{html.escape(report.verdict)}</span>&nbsp;&nbsp;{html.escape(meaning)}</p>"
         f"{quality}{where}</td></tr></table>"
     )
-
-
-def _only_the_prompt_differs(report: VerifyReport) -> bool:
-    """AMBIGUOUS at preprocessing only (the runtime's prompt text), every token the same."""
-    undecided = {c.name for c in report.components if c.verdict != "PASS"}
-    tokens = report.tokens
-    return undecided == {"preprocessing"} and tokens.get("matched") == tokens.get("total")
 
 
 def _answer_words(matched: object, total: object) -> str:

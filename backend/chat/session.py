@@ -225,6 +225,15 @@ class ChatSession:
                     f"per conversation, and this one would hold {held + images}",
                     "Start a new conversation for another image",
                 )
+        if self.info.one_clip:
+            held = sum(1 for a in self._attachments() if a.kind == AUDIO)
+            if held + audios > 1:
+                raise AttachmentError(
+                    f"A {self.info.pipeline_type} package takes one audio clip per conversation "
+                    f"(ONNX Runtime GenAI hears one per prompt), and this one would hold "
+                    f"{held + audios}",
+                    "Send one clip, or start a new conversation for another",
+                )
         dest = self._attachment_folder()
         try:
             prepared = [prepare(path, kind, dest, self._intake) for path, kind in files]

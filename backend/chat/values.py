@@ -14,6 +14,7 @@ from mmforge.backend import typed
 from mmforge.backend.chat.conversations import Conversation
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.library import read_manifest
+from mmforge.backend.runtime_types import ONE_CLIP
 
 STOP_EOS = "eos"
 STOP_LENGTH = "length"
@@ -208,7 +209,8 @@ class SessionInfo:
 class PackageInfo:
     """What a package can take, read without loading the runtime.
 
-    From genai_config.json, and for Phi-4's image limit from the manifest.
+    From genai_config.json, for Phi-4's image limit from the manifest, and for the
+    clips a conversation holds from the runtime's pipeline (runtime_types.ONE_CLIP).
     """
 
     folder: Path
@@ -220,6 +222,7 @@ class PackageInfo:
     special_ids: tuple[int, ...]
     max_images: int | None
     can_rewind: bool = True
+    one_clip: bool = False
     vocab_size: int | None = None
 
     @classmethod
@@ -241,6 +244,7 @@ class PackageInfo:
             eos_token_ids=eos_ids,
             special_ids=tuple(int(t) for t in specials if isinstance(t, int)),
             max_images=_max_images(folder, pipeline),
+            one_clip=pipeline in ONE_CLIP,
             # A short-convolution state (LFM2) cannot be rewound ("LFM2 does not support
             # RewindTo"): it would need every earlier token replayed.
             can_rewind="past_conv_names" not in model.get("decoder", {}).get("inputs", {}),

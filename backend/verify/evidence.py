@@ -191,8 +191,6 @@ def gather_reference(
         adjust: Changes the loaded model before it runs (an int4 package's rounded
             weights written into it).
     """
-    import numpy as np
-
     from mmforge.backend.pictures import load
 
     images, audios = files
@@ -214,7 +212,7 @@ def gather_reference(
         text = _text_forward(model, capture, runtime.text_ids)
         ctx.check_cancel()
         tokens = hf_reference.greedy_generate(model, ref, max(n_tokens, DECODER_STEPS))
-        step_tokens = _step_tokens(checkpoint, tokens) or [int(np.argmax(main.logits[-1]))]
+        step_tokens = _step_tokens(checkpoint, tokens) or [_plain_top(checkpoint, main.logits[-1])]
         step = _forward(model, capture, longer(checkpoint, runtime, step_tokens).tensors)
         tokens = tokens[:n_tokens]
         placeholder = _generated_placeholder(checkpoint, runtime, tokens)
@@ -251,17 +249,36 @@ def _step_tokens(checkpoint: Checkpoint, tokens: list[int]) -> list[int]:
     return until_placeholder(checkpoint, tokens[:DECODER_STEPS])
 
 
+def _plain_top(checkpoint: Checkpoint, logits: Any) -> int:
+    """The most likely token that is not an image, audio or video placeholder.
+
+    For the decoder-step check where HF's first greedy token is a placeholder (random
+    weights generate them): fed back, a placeholder without features makes HF raise.
+    """
+    import numpy as np
+
+    scores = np.array(logits, dtype=np.float64, copy=True)
+    for token in _placeholders(checkpoint):
+        if 0 <= token < scores.shape[-1]:
+            scores[token] = -np.inf
+    return int(np.argmax(scores))
+
+
+def _placeholders(checkpoint: Checkpoint) -> set[int]:
+    return {
+        v
+        for name, v in checkpoint.family.profile.token_ids(checkpoint.cfg).items()
+        if name in ("image_token_id", "audio_token_id", "video_token_id")
+    }
+
+
 def until_placeholder(checkpoint: Checkpoint, tokens: list[int]) -> list[int]:
     """The tokens before the first image, audio or video placeholder among them.
 
     A generated placeholder has no features behind it, and HF fed one raises (random
     weights generate them).
     """
-    placeholders = {
-        v
-        for name, v in checkpoint.family.profile.token_ids(checkpoint.cfg).items()
-        if name in ("image_token_id", "audio_token_id", "video_token_id")
-    }
+    placeholders = _placeholders(checkpoint)
     out: list[int] = []
     for token in tokens:
         if token in placeholders:
@@ -303,10 +320,7 @@ def _generated_placeholder(
     k = first_difference(hf_tokens, runtime.tokens)
     if k is None:
         return None
-    placeholders = {
-        v for name, v in checkpoint.family.profile.token_ids(checkpoint.cfg).items()
-        if name in ("image_token_id", "audio_token_id", "video_token_id")
-    }  # fmt: skip
+    placeholders = _placeholders(checkpoint)
     return next(((i, t) for i, t in enumerate(hf_tokens[:k]) if t in placeholders), None)
 
 

@@ -2,8 +2,8 @@
 
 Three parts, one verdict (the worst):
 - token ids: the placeholder count per image and audio clip, then the sequence of special
-  tokens (boundary markers, turn markers) must match; other text tokens may differ only
-  where the runtime is documented to differ (AMBIGUOUS, with the reason);
+  tokens (boundary markers, turn markers), then every other token must match: any other
+  text is another prompt than the one transformers asks the model (FAIL);
 - pixels, in HF's layout: within the documented resize bounds (the runtime's bicubic
   resize keeps overshoot at sharp edges that PIL clamps), with red and blue in order, and
   normalised with the checkpoint's mean and std;
@@ -46,7 +46,7 @@ def check(
     else:
         # The runtime's ids as transformers reads them (the family's from_runtime).
         read = runtime_inputs.input_ids
-        parts.append(_ids(setup, read, ref, tokenizer, reference.text_difference))
+        parts.append(_ids(setup, read, ref, tokenizer))
     runtime = runtime_inputs.tensors
     pixels = _pixels(setup, rt, ref, runtime)
     max_abs: float | None = None
@@ -75,7 +75,7 @@ def _special_ids(tokenizer: Any) -> set[int]:
 
 
 def _ids(
-    setup: Setup, runtime: list[int], ref: ReferenceEvidence, tokenizer: Any, why: str
+    setup: Setup, runtime: list[int], ref: ReferenceEvidence, tokenizer: Any
 ) -> tuple[str, str]:
     rt, hf = list(runtime), list(ref.inputs.input_ids)
     for name, token in (("image", setup.image_token), ("audio", setup.audio_token)):
@@ -114,10 +114,10 @@ def _ids(
             f"lacks {_tokens(len(missing))} ({_names(tokenizer, missing)})" if missing else "",
         ]
         return (
-            AMBIGUOUS,
-            "the pictures' and clips' places and markers match, but the runtime's prompt "
-            f"{' and '.join(w for w in said if w)}: {why}; the later stages feed both sides "
-            "the runtime's ids",
+            FAIL,
+            "the model is asked another prompt than transformers asks it: the pictures' and "
+            f"clips' places and markers match, but the runtime's prompt "
+            f"{' and '.join(w for w in said if w) or 'has its text tokens in another order'}",
         )
     return PASS, f"the same {len(rt)} token ids"
 

@@ -348,9 +348,10 @@ def test_1_the_wheel_leaves_settings_alone_in_an_active_window(qtbot, window):
         assert after == before and not box.hasFocus(), box.accessibleName()
 
 
-def test_9_a_package_whose_prompt_alone_differs_is_said_to_be_fine(qapp):
-    """Verifying the sound demo (Gemma 4) ended in a bare AMBIGUOUS with jargon and no
-    word on whether the package can be used."""
+def test_9_only_a_pass_is_said_to_be_fine(qapp):
+    """Verifying the sound demo (Gemma 4) once ended in AMBIGUOUS at preprocessing with
+    "fine to use" beside it: a headline that contradicts its text. A prompt that differs
+    is now a FAIL (issue 46), and no verdict but PASS is called fine."""
     from mmforge.backend.verify import VerifyReport
     from mmforge.backend.verify.parity import Comparison
     from mmforge.gui.theme import colours
@@ -359,16 +360,19 @@ def test_9_a_package_whose_prompt_alone_differs_is_said_to_be_fine(qapp):
     def stage(name: str, verdict: str) -> Comparison:
         return Comparison(name, verdict, 0.0, 1.0, None, "", [], [])
 
-    def report(decoder: str, matched: int) -> VerifyReport:
-        stages = [stage("preprocessing", "AMBIGUOUS"), stage("decoder_prefill", decoder)]
+    def report(verdict: str, first: str) -> VerifyReport:
+        stages = [stage("preprocessing", first), stage("decoder_prefill", "PASS")]
         return VerifyReport(
-            "AMBIGUOUS", "preprocessing", "the runtime's prompt adds 8 text tokens", stages,
-            {"matched": matched, "total": 32}, "Gemma 4", "f32", "p", "r",
+            verdict, None if verdict == "PASS" else "preprocessing",
+            "the model is asked another prompt than transformers asks it", stages,
+            {"matched": 32, "total": 32}, "Gemma 4", "f32", "p", "r",
         )  # fmt: skip
 
-    assert "fine to use" in summary_html(report("PASS", 32), colours())
-    assert "fine to use" not in summary_html(report("AMBIGUOUS", 32), colours())
-    assert "fine to use" not in summary_html(report("PASS", 30), colours())
+    assert "computes what the original computes" in summary_html(report("PASS", "PASS"), colours())
+    for verdict in ("AMBIGUOUS", "FAIL"):
+        shown = summary_html(report(verdict, verdict), colours())
+        assert "fine" not in shown and "computes what the original computes" not in shown
+        assert "another prompt" in shown and "preprocessing" in shown, shown
 
 
 def test_13_picking_from_the_library_loads_that_package_and_names_it(qtbot, window, package):

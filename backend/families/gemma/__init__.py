@@ -34,6 +34,7 @@ from mmforge.backend.families.gemma.moe import (
 )
 from mmforge.backend.families.gemma.standardize import vision_standardize
 from mmforge.backend.families.gemma.tiny_large import RELEASED_LARGE
+from mmforge.backend.families.gemma.tokens import adapt_tokenizer as gemma4_tokenizer
 from mmforge.backend.picture_sizing import ASPECT_BUDGET, FIXED, Sizing, resample_name
 
 
@@ -271,6 +272,7 @@ GEMMA4_PACKAGE = PackageSpec(
     picture_sizing=lambda cfg, pre: gemma4_sizing(cfg, pre, pooled=True),
     speech_inputs={"audio_embeds": "input_features", "attention_mask": "input_features_mask"},
     audio_processor_json=_gemma4_audio_processor,
+    adapt_tokenizer=gemma4_tokenizer,
     config_patch=gemma4_config,
     rename_checkpoint=router_scale_name,
     module_patch=expert_blocks,
@@ -306,7 +308,6 @@ GEMMA4_REFERENCE = Reference(
     # Gemma 4's resize differs from HF's over more of the image (FINDINGS: max 0.117).
     pixel_outliers=1.0,
     hf_pixels=_gemma4_hf_pixels,
-    text_difference="the runtime wraps each image and audio block in blank lines (documented)",
     audio_extractor="Gemma4AudioFeatureExtractor",
 )
 
@@ -350,9 +351,10 @@ GEMMA4 = Family(
             "The runtime resizes images slightly differently from HF; vision parity is measured "
             "on the runtime's own pixels.",
             "The runtime's processor wraps each image and audio block in blank lines that HF's "
-            "processor does not add, so its prompt ids differ from HF's in those text tokens "
-            "(verify reports preprocessing as AMBIGUOUS for this reason); parity feeds both "
-            "sides the runtime's ids.",
+            "processor does not write; the package's tokenizer reads them with the block's "
+            "markers, so the runtime's ids are Gemma4Processor's.",
+            "The runtime takes one audio clip per prompt (Gemma4MultiModalProcessor::Process), "
+            "so a conversation holds at most one clip.",
         ),
     ),
     package=GEMMA4_PACKAGE,

@@ -23,13 +23,6 @@ GEMMA3 = Expectations(
     quantized=("int4", "int8"),
 )
 
-# The runtime's processor wraps image and audio blocks in blank lines (documented), so
-# preprocessing is AMBIGUOUS while every graph and token matches.
-BLANK_LINES = (
-    "the runtime's processor wraps each image and audio block in blank lines that HF's "
-    "does not add: preprocessing is AMBIGUOUS while every graph and token matches"
-)
-
 _GEMMA4_IDS = {
     "image_token_id": 258880,
     "boi_token_id": 255999,
@@ -51,8 +44,6 @@ GEMMA4 = Expectations(
         "audio_token_id": "<|audio|>",
         "eoa_token_id": "<audio|>",
     },
-    verdict="AMBIGUOUS",
-    verdict_reason=BLANK_LINES,
     honoured={
         "text_config.hidden_activation": "silu",
         "text_config.final_logit_softcapping": 3.0,

@@ -28,6 +28,7 @@ from mmforge.backend.families._hooks import FixRequest
 from mmforge.backend.families.gemma import GEMMA4, GEMMA4_REFERENCE, gemma4_sizing
 from mmforge.backend.families.gemma.attention import bidirectional_image_attention
 from mmforge.backend.families.gemma.moe import expert_blocks, global_kv_heads, unified_names
+from mmforge.backend.families.gemma.tokens import adapt_tokenizer
 from mmforge.backend.families.gemma4_unified import expect, fields, reference, tiny
 
 
@@ -137,6 +138,7 @@ PACKAGE = PackageSpec(
     picture_sizing=lambda cfg, pre: gemma4_sizing(cfg, pre, pooled=False),
     speech_inputs={"audio_embeds": "input_features", "attention_mask": "input_features_mask"},
     audio_processor_json=_audio_processor,
+    adapt_tokenizer=adapt_tokenizer,
     config_patch=global_kv_heads,
     module_patch=expert_blocks,
     rename_checkpoint=unified_names,
@@ -178,7 +180,6 @@ GEMMA4_UNIFIED = dataclasses.replace(
         GEMMA4_REFERENCE,
         prepare=reference.prepare,
         from_runtime=reference.from_runtime,
-        text_difference="the runtime wraps each image and audio block in blank lines",
         audio_extractor="Gemma4UnifiedAudioFeatureExtractor",
     ),
     fixtures=Fixtures(tiny=tiny.TINY, expect=expect.GEMMA4_UNIFIED),

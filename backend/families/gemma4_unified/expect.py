@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from mmforge.backend.families._base import Expectations
-from mmforge.backend.families.gemma.expect import BLANK_LINES, GEMMA4_DEFAULT
+from mmforge.backend.families.gemma.expect import GEMMA4_DEFAULT
 
 GEMMA4_UNIFIED = Expectations(
     held_out={"text_config.intermediate_size": 96, "text_config.num_key_value_heads": 1},
@@ -14,8 +14,6 @@ GEMMA4_UNIFIED = Expectations(
     ),
     tiny_components=("vision_encoder", "audio_encoder", "embedding", "decoder"),
     tiny_tokens={"image_token_id": "<|image|>", "audio_token_id": "<|audio|>"},
-    verdict="AMBIGUOUS",
-    verdict_reason=BLANK_LINES,
     # Its text model is Gemma 4's: the same fields, built by the same decoder.
     honoured={
         "text_config.hidden_activation": "silu",

@@ -23,10 +23,6 @@ from tests.conftest import approximated
 from tests.images import user_pictures
 
 KINDS = ["jpeg", "exif", "tie", "large", "palette", "png16", "cmyk"]
-# Gemma 4's runtime processor wraps a picture in blank lines the HF processor does not
-# write (documented: verify is AMBIGUOUS at preprocessing), so its prompt ids differ from
-# transformers' by design and the answers are compared on the pixels alone (test_pictures).
-OTHER_IDS = {"gemma4", "gemma4_unified"}
 TOKENS = 8
 
 
@@ -36,7 +32,7 @@ def sent(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", [f for f in TESTED if f not in OTHER_IDS])
+@pytest.mark.parametrize("family", TESTED)
 def test_chat_answers_each_photo_with_transformers_tokens(family, tiny, package, sent):
     from mmforge.backend.checkpoint import Checkpoint
 
