@@ -25,7 +25,7 @@ from mmforge.backend import __version__, families, precisions, typed
 from mmforge.backend.bounds import vocab_size
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.checkpoint_digest import checkpoint_digest
-from mmforge.backend.convert import package
+from mmforge.backend.convert import attention_rule, package
 from mmforge.backend.convert.outpath import check_out_path, check_path_lengths, staging_error
 from mmforge.backend.convert.policy import refuse_unknown
 from mmforge.backend.diskspace import no_space, out_of_space
@@ -421,7 +421,14 @@ def _build(
     ctx.report("build", 0, 1, message=parts, force=True)
     build_ep = ep if spec.fused_attention(checkpoint.cfg) else "default"
     graphs = build_graphs(checkpoint, dtype, build_ep, work=staging / ".build", ctx=ctx)
-    fixes = [*graphs.notes]
+    # For every family mobius builds: a fused attention the runtime refuses for this head
+    # size (attention_rule.py) is built again as the portable one, which the runtime runs.
+    # (A family's own builder picks its attention itself.)
+    decoder = graphs.models.get("decoder") if spec.build is None else None
+    refused = attention_rule.refused(checkpoint.cfg, decoder)
+    if refused is not None:
+        graphs = build_graphs(checkpoint, dtype, "default", work=staging / ".build", ctx=ctx)
+    fixes = [*([refused] if refused is not None else []), *graphs.notes]
     for fix in spec.graph_fixes:
         note = fix(families.FixRequest(graphs.models, checkpoint.cfg, checkpoint.folder))
         if note:

@@ -117,7 +117,7 @@ def write_package(
     if "audio_encoder" in graphs and spec.audio_processor_json is not None:
         audio = spec.audio_processor_json(checkpoint.cfg, checkpoint.audio_preprocessor)
         write_json(out / AUDIO_PROCESSOR_FILE, audio)
-    write_tokenizer(checkpoint.folder, out)
+    write_tokenizer(checkpoint.folder, out, spec.chat_template)
     if spec.adapt_tokenizer is not None:
         tokenizer = read_json(out / "tokenizer.json", "tokenizer")
         tok_config = read_json(out / "tokenizer_config.json", "tokenizer")
@@ -304,10 +304,11 @@ def _search(generation: dict[str, Any], context: int) -> dict[str, Any]:
     }
 
 
-def write_tokenizer(src: Path, out: Path) -> list[str]:
+def write_tokenizer(src: Path, out: Path, template: str | None = None) -> list[str]:
     """Copy the tokenizer files, in a form ORT GenAI tokenizes exactly like HF.
 
     - the chat template moves into tokenizer_config.json when it sits in a separate file;
+      a family's own (`template`: `PackageSpec.chat_template`) takes its place;
     - a byte-level BPE declared as LlamaTokenizer/CLIPTokenizer is relabelled
       PreTrainedTokenizerFast (ORT GenAI 0.18 gives wrong ids for it otherwise);
     - a SentencePiece-style LlamaTokenizer gets the form the runtime reads as transformers
@@ -335,7 +336,7 @@ def write_tokenizer(src: Path, out: Path) -> list[str]:
             f"{type(written).__name__}, not template text",
             "Download the model again, or fix the file",
         )
-    found = template_of(src)
+    found = (template, "the family's template") if template is not None else template_of(src)
     if found is None:
         raise MmforgeError(
             "The model has no chat template",

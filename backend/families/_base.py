@@ -163,6 +163,9 @@ class PackageSpec:
             (parsed, in place; the config, the checkpoint folder) where the runtime's
             processor splices text the model's tokenizer must read as its own ids
             (LLaVA on videochat_flash_qwen); returns a line for the manifest.
+        chat_template: The package's chat template, written in place of the checkpoint's,
+            where transformers' processor defines the prompt and the releases ship no
+            template (PaliGemma); a checkpoint without one then converts.
     """
 
     model_fields: Callable[[Cfg], dict[str, Any]]
@@ -187,6 +190,7 @@ class PackageSpec:
     notes: tuple[str, ...] = ()
     picture_sizing: Callable[[Cfg, Cfg], Sizing | None] = lambda cfg, pre: None
     adapt_tokenizer: Callable[[dict[str, Any], dict[str, Any], Cfg, Path], str] | None = None
+    chat_template: str | None = None
 
 
 def channels_first(pixels: Any) -> Any:
@@ -234,7 +238,6 @@ class Reference:
         placeholder_layout: Checks the runtime's placeholder layout against its own image
             sizes instead of against HF's ids (`LayoutRequest` -> `LayoutCheck`).
         preprocessing_note: A documented preprocessing difference, for the report.
-        text_difference: Why the runtime's text tokens may differ from HF's.
         config_tokens: genai_config token fields verify checks against the checkpoint,
             beyond the image (and audio) token.
         audio_extractor: The transformers feature extractor a checkpoint without audio
@@ -255,6 +258,10 @@ class Reference:
             left out of the vision comparison (Idefics2's split pictures).
         model_context: What transformers needs around reading the config and building
             the model (Gemma 3n: its timm tower, `timm_in_transformers`).
+        untemplated: HF model inputs for a checkpoint that ships no chat template, from
+            transformers' processor itself, which writes the prompt (PaliGemma's
+            releases); the request's prompt is "" and its messages are the conversation.
+            None: such a checkpoint has no reference prompt and is refused.
     """
 
     prepare: PrepareReference
@@ -266,7 +273,6 @@ class Reference:
     hf_pixels: HfPixels | None = None
     placeholder_layout: PlaceholderLayout | None = None
     preprocessing_note: str | None = None
-    text_difference: str = "the runtime tokenizes some text differently"
     config_tokens: tuple[str, ...] = ()
     audio_extractor: str | None = None
     adapt: Callable[[Any, Any], None] | None = None
@@ -275,6 +281,7 @@ class Reference:
     kind: str | None = None
     feature_rows: Callable[[Cfg, int], Any] | None = None
     model_context: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
+    untemplated: PrepareReference | None = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ that every family's function must change for.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -115,9 +115,12 @@ class ReferenceRequest:
     Attributes:
         checkpoint: The checkpoint, with its processors' settings.
         tokenizer: Its tokenizer.
-        prompt: The templated prompt, placeholders not yet expanded.
+        prompt: The templated prompt, placeholders not yet expanded ("" for a checkpoint
+            that ships no chat template: `Reference.untemplated`).
         images: The pictures as transformers loads them.
         clips: Clip files, or (samples, rate) pairs.
+        messages: The conversation as given (content as parts), for a family whose
+            processor writes the prompt itself (`Reference.untemplated`).
     """
 
     checkpoint: Checkpoint
@@ -125,6 +128,7 @@ class ReferenceRequest:
     prompt: str
     images: list[Image.Image]
     clips: list[Any]
+    messages: list[dict[str, Any]] = field(default_factory=list)
 
 
 class PrepareReference(Protocol):

@@ -35,7 +35,8 @@ class TinySpec:
         specials: Special tokens in id order (after the trained vocabulary).
         make_config: Builds the transformers config from the special-token ids and the
             vocabulary size.
-        chat_template: Jinja chat template (BOS included where the family uses one).
+        chat_template: Jinja chat template (BOS included where the family uses one);
+            None: tokenizer_config.json has none, as PaliGemma's releases.
         tokenizer_extra: Extra `tokenizer_config.json` keys (bos/eos/pad tokens, ...).
         preprocessor: `preprocessor_config.json` contents (None: no file).
         audio_preprocessor: The audio feature extractor settings, written under
@@ -61,7 +62,7 @@ class TinySpec:
     hf_class: str
     specials: list[str]
     make_config: Callable[[dict[str, int], int], Any]
-    chat_template: str
+    chat_template: str | None
     tokenizer_extra: dict[str, Any]
     preprocessor: dict[str, Any] | None
     eos_tokens: list[str]
@@ -242,8 +243,9 @@ def _write_tokenizer(folder: Path, spec: TinySpec, tok: TinyTokenizer) -> None:
             for t, i in sorted(tok.special_ids.items(), key=lambda kv: kv[1])
         },
         **spec.tokenizer_extra,
-        "chat_template": spec.chat_template,
     }
+    if spec.chat_template is not None:
+        config["chat_template"] = spec.chat_template
     _write_json(folder / "tokenizer_config.json", config)
 
 

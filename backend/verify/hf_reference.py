@@ -26,6 +26,7 @@ __all__ = [
     "messages_for",
     "prepare",
     "template_messages",
+    "template_prompt",
 ]
 
 
@@ -218,12 +219,32 @@ def prepare(
     checkpoint = _checkpoint(source)
     reference = _reference(checkpoint)
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(checkpoint)
-    messages = template_messages(checkpoint, messages)
-    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    result: ReferenceInputs = reference.prepare(
-        ReferenceRequest(checkpoint, tokenizer, prompt, list(images), list(audios))
+    prompt = template_prompt(checkpoint, messages, tokenizer)
+    request = ReferenceRequest(
+        checkpoint, tokenizer, prompt or "", list(images), list(audios), list(messages)
     )
-    return result
+    if prompt is not None:
+        return reference.prepare(request)
+    # No chat template: transformers' own processor writes the prompt, where it does.
+    if reference.untemplated is None:
+        raise MmforgeError(
+            f"{checkpoint.folder} has no chat template to write the reference prompt with",
+            "Pass the checkpoint the package was converted from, with its tokenizer files",
+        )
+    return reference.untemplated(request)
+
+
+def template_prompt(
+    source: Checkpoint | Path, messages: list[dict[str, Any]], tokenizer: Any
+) -> str | None:
+    """The checkpoint's chat template applied to `messages` (None: it ships none)."""
+    from mmforge.backend.templates import template_of
+
+    checkpoint = _checkpoint(source)
+    if template_of(checkpoint.folder) is None:
+        return None
+    conformed = template_messages(checkpoint, messages)
+    return str(tokenizer.apply_chat_template(conformed, add_generation_prompt=True, tokenize=False))
 
 
 def from_runtime(source: Checkpoint | Path, prompt: str, arrays: dict[str, Any]) -> ReferenceInputs:

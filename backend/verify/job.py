@@ -453,10 +453,8 @@ def _processor_failed(
     The checkpoint's template gets the messages in the content form it takes: a released
     template that takes text only (Phi-4-multimodal's) fails in transformers on a list.
     """
-    hf_messages = hf_reference.template_messages(setup.checkpoint, messages)
-    hf_prompt = tokenizer.apply_chat_template(
-        hf_messages, add_generation_prompt=True, tokenize=False
-    )
+    # A checkpoint without a template (its processor writes the prompt) has no markers to miss.
+    hf_prompt = hf_reference.template_prompt(setup.checkpoint, messages, tokenizer) or ""
     strings = setup.checkpoint.family.profile.runtime_token_strings
     missing = [s for s in strings if s in hf_prompt and s not in rt.prompt]
     reason = f"the runtime's processor rejects the prompt: {rt.processor_error}"

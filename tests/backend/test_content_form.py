@@ -59,7 +59,9 @@ def test_every_converted_familys_templates_take_a_form_mmforge_handles(family):
     """The tiny spec's template and each release's: a form, and placeholders if text."""
     templates = {family.fixtures.tiny.chat_template} if family.fixtures.tiny else set()
     templates |= {r.chat_template or r.tiny.chat_template for r in family.fixtures.released}
-    for template in templates:
+    if family.package is not None and family.package.chat_template is not None:
+        templates.add(family.package.chat_template)  # the family's own (PaliGemma's)
+    for template in templates - {None}:  # a release that ships none (PaliGemma's)
         form = check_template(template, family.key)
         assert form in (LIST, TEXT), family.key
         if form == TEXT:

@@ -222,3 +222,137 @@ def test_a_decoder_that_attends_causally_at_the_prefill_fails_verify(tiny, packa
     report = verify(folder, str(tiny("paligemma")), tokens=16)
     assert report.verdict == "FAIL"
     assert report.first_divergent_stage == "decoder_prefill"
+
+
+# --- A checkpoint without a chat template, as PaliGemma is released -------------------
+#
+# transformers' PaliGemmaProcessor writes the prompt itself; the package's template is
+# derived from it, and chat, serve and verify must give the processor's ids and
+# transformers' greedy answer. Before, convert refused such a checkpoint ("The model has no
+# chat template").
+
+UNTEMPLATED_TOKENS = 16
+PREFIX = "Describe this."
+
+
+@pytest.fixture(scope="module")
+def untemplated(tiny_root: Path, tmp_path_factory) -> tuple[Path, Path, Path]:
+    """The tiny PaliGemma with the releases' tokenizer_config (no chat template), its
+    package, and a JPEG photo."""
+    from mmforge.backend.convert import convert
+    from mmforge.backend.families.paligemma.tiny import RELEASED_TOKENIZER
+    from mmforge.backend.tiny.build import write_tiny
+    from tests.images import user_pictures
+
+    folder = write_tiny(RELEASED_TOKENIZER, tiny_root / "paligemma-no-template").folder
+    out = tmp_path_factory.mktemp("pg-untemplated") / "pkg"
+    convert(str(folder), out)
+    photo = user_pictures(tmp_path_factory.mktemp("pg-photo"))["jpeg"]
+    return folder, out, Path(str(photo))
+
+
+def _processor_answer(folder: Path, photo: Path, n_tokens: int) -> tuple[list[int], list[int]]:
+    """transformers' own: PaliGemmaProcessor(images, text) and greedy generate on it."""
+    from PIL import Image
+
+    processor = _hf_processor(folder)
+    with Image.open(photo) as picture:
+        inputs = processor(images=picture.convert("RGB"), text=PREFIX, return_tensors="pt")
+    inputs.pop("labels", None)
+    ids = [int(t) for t in inputs["input_ids"][0]]
+    model = hf_reference.load_model(folder)
+    import torch
+
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=n_tokens, do_sample=False, num_beams=1)
+    return ids, [int(t) for t in out[0, len(ids) :]]
+
+
+def _same_answer(ours: list[int], theirs: list[int], eos: list[int] | tuple[int, ...]) -> bool:
+    """Ours is theirs, or theirs cut where ours stopped at an end token."""
+    if ours == theirs:
+        return True
+    return ours == theirs[: len(ours)] and bool(ours) and ours[-1] in eos
+
+
+def test_a_checkpoint_without_a_template_converts_with_the_processors_format(untemplated):
+    import json
+
+    from mmforge.backend.families.paligemma.tokens import PACKAGE_TEMPLATE
+
+    folder, package_folder, _ = untemplated
+    assert "chat_template" not in json.loads((folder / "tokenizer_config.json").read_text())
+    written = json.loads((package_folder / "tokenizer_config.json").read_text())
+    assert written["chat_template"] == PACKAGE_TEMPLATE
+    notes = json.loads((package_folder / "mmforge_manifest.json").read_text())["notes"]
+    assert any("derived from transformers' PaliGemmaProcessor prompt format" in n for n in notes)
+
+
+def test_chat_with_a_jpeg_gives_the_processors_ids_and_greedy_answer(untemplated):
+    """One JPEG and a prefix: the runtime's prompt ids are PaliGemmaProcessor's for
+    (images, text), and chat's greedy answer is transformers' generate on them; a second
+    turn is refused in words (PaliGemma's prompt has no turns)."""
+    from mmforge.backend.attachments import IMAGE
+    from mmforge.backend.chat import ChatSession, GenerationOptions
+    from mmforge.backend.errors import MmforgeError
+
+    folder, package_folder, photo = untemplated
+    session = ChatSession(package_folder)
+    attachments = session.prepare_attachments([(photo, IMAGE)])
+    options = GenerationOptions(max_new_tokens=UNTEMPLATED_TOKENS)
+    answer = session.send(PREFIX, attachments, options)
+    runtime_ids = session.runtime.process(session.prompt_text(1), [a.path for a in attachments])
+    ids, greedy = _processor_answer(folder, photo, UNTEMPLATED_TOKENS)
+    assert runtime_ids.arrays["input_ids"].reshape(-1).tolist() == ids
+    assert len(set(greedy)) >= 4, "a degenerate reference would prove nothing"
+    assert _same_answer(answer.token_ids, greedy, session.info.eos_token_ids)
+    with pytest.raises(MmforgeError, match="one user message"):
+        session.send("And now?", [], options)
+
+
+def test_chat_json_and_serve_answer_as_transformers_on_the_processors_prompt(untemplated, capsys):
+    import base64
+    import json
+
+    import openai
+
+    from mmforge.app.cli import main
+    from mmforge.backend.serve.server import ServeOptions, start
+
+    folder, package_folder, photo = untemplated
+    _, greedy = _processor_answer(folder, photo, UNTEMPLATED_TOKENS)
+    argv = ["chat", str(package_folder), "--image", str(photo), "--prompt", PREFIX, "--json"]
+    assert main([*argv, "--max-new-tokens", str(UNTEMPLATED_TOKENS)]) == 0
+    chat = json.loads(capsys.readouterr().out)
+    eos = json.loads((folder / "generation_config.json").read_text())["eos_token_id"]
+    eos = eos if isinstance(eos, list) else [eos]
+    assert _same_answer(chat["token_ids"], greedy, eos)
+    url = f"data:image/jpeg;base64,{base64.b64encode(photo.read_bytes()).decode()}"
+    picture = {"type": "image_url", "image_url": {"url": url}}
+    handle = start(package_folder, ServeOptions(port=0))
+    try:
+        client = openai.OpenAI(base_url=handle.url, api_key="none", max_retries=0, timeout=120)
+        answer = client.chat.completions.create(
+            model=handle.model_id,
+            messages=[{"role": "user", "content": [picture, {"type": "text", "text": PREFIX}]}],
+            max_tokens=UNTEMPLATED_TOKENS,
+            temperature=0,
+            extra_body={"return_token_ids": True},
+        )
+    finally:
+        handle.stop()
+    assert (answer.choices[0].model_extra or {})["token_ids"] == chat["token_ids"]
+
+
+def test_verify_passes_against_the_processor_itself(untemplated):
+    """verify's transformers side runs PaliGemmaProcessor (the checkpoint has no template
+    to render), and a prompt without a picture, which the processor refuses, is named."""
+    from mmforge.backend.errors import MmforgeError
+    from mmforge.backend.verify import verify
+
+    folder, package_folder, photo = untemplated
+    report = verify(package_folder, str(folder), images=[photo], tokens=UNTEMPLATED_TOKENS)
+    assert report.verdict == "PASS", [(c.name, c.verdict, c.reason) for c in report.components]
+    assert report.tokens["matched"] == report.tokens["total"] == UNTEMPLATED_TOKENS
+    with pytest.raises(MmforgeError, match="without a picture"):
+        verify(package_folder, str(folder), tokens=2, text_only=True)

@@ -412,8 +412,6 @@ WITH_RELEASED_TEMPLATE = {
 # Releases whose chat template text was not at hand offline (the README says so): their
 # checkpoints carry the family's tiny template. Pixtral-12B's release ships its template in
 # tokenizer_config.json, of which no copy was found.
-# PaliGemma's releases ship no chat template (it is not a chat model): their checkpoints
-# carry the tiny's, which writes PaliGemmaProcessor's layout, and packages get the family's.
 # LLaVA-1.5's template (llava-hf/llava-1.5-7b-hf's chat_template.json) was written from
 # its documented form, not from a stored copy (backend/families/llava/tiny.py says so).
 # Video-LLaVA's was reconstructed from its author's LLaVA-NeXT-Video template of the same
@@ -423,8 +421,6 @@ WITH_RELEASED_TEMPLATE = {
 NOT_FOUND: set[str] = {
     "glm4v_moe-106b-a12b",
     "pixtral-12b",
-    "paligemma-3b-pt-224",
-    "paligemma2-3b-pt-224",
     "llava-1.5-7b",
     "video_llava-7b",
     "idefics2-8b",  # the template as transformers' tests and the model card quote it
@@ -444,6 +440,11 @@ NOT_FOUND: set[str] = {
 }
 
 
+# Releases that ship no chat template: PaliGemma's (it is not a chat model; transformers'
+# PaliGemmaProcessor writes the prompt, and the package's template is derived from it).
+NO_TEMPLATE = {"paligemma-3b-pt-224", "paligemma2-3b-pt-224"}
+
+
 def test_release_shaped_checkpoints_carry_their_releases_template(released):
     from importlib import resources
 
@@ -458,8 +459,12 @@ def test_release_shaped_checkpoints_carry_their_releases_template(released):
         assert expected in stored, key
         written = json.loads((released(key) / "tokenizer_config.json").read_text())
         assert written["chat_template"] == expected, key
-    # Every release is in one list or the other, so a new one says which it is.
-    assert set(RELEASED) == WITH_RELEASED_TEMPLATE | NOT_FOUND
+    for key in NO_TEMPLATE:
+        written = json.loads((released(key) / "tokenizer_config.json").read_text())
+        assert "chat_template" not in written, key
+        assert not (released(key) / "chat_template.jinja").exists(), key
+    # Every release is in one list or another, so a new one says which it is.
+    assert set(RELEASED) == WITH_RELEASED_TEMPLATE | NOT_FOUND | NO_TEMPLATE
     assert not any((RELEASED[key].chat_template or "") in stored for key in NOT_FOUND)
 
 

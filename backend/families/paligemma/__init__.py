@@ -20,7 +20,7 @@ from mmforge.backend.families._base import (
 from mmforge.backend.families.paligemma import expect, fields, reference, tiny
 from mmforge.backend.families.paligemma.build import build
 from mmforge.backend.families.paligemma.graphs import canonical_name, image_tokens
-from mmforge.backend.families.paligemma.tokens import adapt_tokenizer
+from mmforge.backend.families.paligemma.tokens import PACKAGE_TEMPLATE, adapt_tokenizer
 from mmforge.backend.picture_sizing import FIXED, Sizing, resample_name
 
 
@@ -65,6 +65,7 @@ PALIGEMMA_PACKAGE = PackageSpec(
     rename_checkpoint=canonical_name,
     build=build,
     adapt_tokenizer=adapt_tokenizer,
+    chat_template=PACKAGE_TEMPLATE,
     # PaliGemma takes the SigLIP tower's last hidden state: the pooling head is never run.
     unused_ok=lambda cfg: (r"vision_tower\.(vision_model\.)?head\.",),
     # f16 packages come from mobius's f16 build (convert/graphs.py); these graphs are f32.
@@ -77,6 +78,10 @@ PALIGEMMA_PACKAGE = PackageSpec(
         "<|vision_start|>/<|vision_end|> text the runtime splices in.",
         "The decoder lets the whole prompt attend both ways while its cache is empty and "
         "counts positions from 1, as transformers' PaliGemma; keep search.chunk_size unset.",
+        "Chat template: mmforge's, derived from transformers' PaliGemmaProcessor prompt "
+        "format (a picture marker per picture, <bos>, the prefix, a newline), not shipped "
+        "by the release: PaliGemma's releases ship none, and a template a checkpoint does "
+        "ship is not used by the package.",
         "PaliGemma is not a chat model: the package's template takes one user message "
         "(pictures and a prefix) and refuses a second turn or a system prompt.",
     ),
@@ -99,10 +104,17 @@ PALIGEMMA = Family(
             "The whole prompt (pictures and prefix) attends bidirectionally (prefix-LM "
             "mask); generated tokens are causal.",
             "One user message per conversation: PaliGemma's prompt has no turns.",
+            "The releases ship no chat template: transformers' PaliGemmaProcessor writes the "
+            "prompt, the package's template is derived from it, and verify compares with "
+            "the processor itself.",
         ),
     ),
     package=PALIGEMMA_PACKAGE,
-    reference=Reference(prepare=reference.prepare, from_runtime=reference.from_runtime),
+    reference=Reference(
+        prepare=reference.prepare,
+        from_runtime=reference.from_runtime,
+        untemplated=reference.from_processor,
+    ),
     fixtures=Fixtures(
         tiny=tiny.PALIGEMMA, released=tiny.RELEASED_PALIGEMMA, expect=expect.PALIGEMMA
     ),

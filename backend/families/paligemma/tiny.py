@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from mmforge.backend.tiny.build import TinySpec
@@ -10,8 +11,9 @@ from mmforge.backend.tiny.sizes import TEXT, VISION
 
 # PaliGemma's prompt is not a chat: transformers' PaliGemmaProcessor writes `<image>` per
 # picture, then `<bos>`, the prefix and "\n" (processing_paligemma.py,
-# prepare_inputs_layout). The released tokenizers carry no chat template; this one writes
-# that layout for one user message so that a chat template exists to apply.
+# prepare_inputs_layout). The released tokenizers carry no chat template (the
+# release-shaped checkpoints below have none); the tiny one writes that layout for one
+# user message, so that a checkpoint with a template of its own is tested too.
 CHAT_TEMPLATE = (
     "{% if messages | length != 1 or messages[0]['role'] != 'user' %}"
     "{{ raise_exception('PaliGemma takes one user message: a picture and a prefix') }}"
@@ -92,6 +94,21 @@ PALIGEMMA = TinySpec(
 )
 
 
+# The releases' tokenizer_config.json has no chat template, and leaves the BOS to the
+# tokenizer (add_bos_token, which PaliGemmaProcessor turns off); it names the processor.
+# Reconstructed from these documented facts, not copied from a release's file; the
+# tokenizer itself stays the tiny's.
+RELEASED_TOKENIZER = dataclasses.replace(
+    PALIGEMMA,
+    chat_template=None,
+    tokenizer_extra={
+        **PALIGEMMA.tokenizer_extra,
+        "add_bos_token": True,
+        "processor_class": "PaliGemmaProcessor",
+    },
+)
+
+
 def _pt_224_release(s: dict[str, int], vocab: int) -> dict[str, Any]:
     """google/paligemma-3b-pt-224's config.json (transformers 4.41), shrunk.
 
@@ -158,13 +175,13 @@ def _hub_names(name: str) -> str:
 _PG1_RELEASE = ReleaseSpec(
     key="paligemma-3b-pt-224",
     release="google/paligemma-3b-pt-224",
-    tiny=PALIGEMMA,
+    # The release ships no chat template (PaliGemma is not a chat model), and neither
+    # does this one: the package's is derived from PaliGemmaProcessor's prompt format,
+    # and verify's transformers side runs the processor itself.
+    tiny=RELEASED_TOKENIZER,
     config_json=_pt_224_release,
     rename=_hub_names,
     preprocessor=_PREPROCESSOR_224,
-    # The release ships no chat template (PaliGemma is not a chat model); this one
-    # carries the tiny spec's, which writes PaliGemmaProcessor's layout, so that
-    # verify's transformers side can render a prompt.
 )
 
 
@@ -227,7 +244,7 @@ RELEASED_PALIGEMMA = (
     ReleaseSpec(
         key="paligemma2-3b-pt-224",
         release="google/paligemma2-3b-pt-224",
-        tiny=PALIGEMMA,
+        tiny=RELEASED_TOKENIZER,
         config_json=_pg2_3b_224_release,
         rename=_hub_names,
         preprocessor=_PREPROCESSOR_224,

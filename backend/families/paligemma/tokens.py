@@ -26,10 +26,12 @@ from mmforge.backend.families.llava.tokenizer import read_as
 IMAGE = "<image>"
 MARKERS = ("<|vision_start|><|image_pad|>", "<|image_pad|>", "<|image_pad|><|vision_end|>")
 
-# What chat sends the runtime: PaliGemmaProcessor's layout (processing_paligemma.py,
-# prepare_inputs_layout) for one user message: a picture marker per picture, <bos>, the
-# prefix, "\n". PaliGemma is not a chat model: a second turn, a system prompt or an
-# earlier answer cannot be written in its layout, so the template refuses them.
+# The package's chat template (PackageSpec.chat_template). PaliGemma's releases ship none:
+# transformers' PaliGemmaProcessor writes the prompt itself (processing_paligemma.py,
+# prepare_inputs_layout): `<image>` per picture, <bos>, the prefix, "\n". This is that
+# layout for one user message, with the runtime's picture marker for `<image>`. PaliGemma
+# is not a chat model: a second turn, a system prompt or an earlier answer cannot be
+# written in its layout, so the template refuses them in words.
 PACKAGE_TEMPLATE = (
     "{% if messages | length != 1 or messages[0]['role'] != 'user' %}"
     "{{ raise_exception('PaliGemma takes one user message: pictures and a prefix') }}"
@@ -48,7 +50,7 @@ PACKAGE_TEMPLATE = (
 def adapt_tokenizer(
     tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: Path
 ) -> str:
-    """Add the marker tokens on `<image>`'s id and PaliGemma's template (in place).
+    """Add the marker tokens on `<image>`'s id, and leave the BOS to the template (in place).
 
     Args:
         tokenizer: The package's tokenizer.json, parsed.
@@ -67,11 +69,10 @@ def adapt_tokenizer(
             "PaliGemma's tokenizer adds <image> (PaliGemmaProcessor); re-download it",
         )
     read_as(tokenizer, [(content, int(image)) for content in MARKERS])
-    config["chat_template"] = PACKAGE_TEMPLATE
-    # The template writes <bos>; ORT GenAI 0.18 adds none, transformers must not either.
+    # The template writes <bos>; ORT GenAI 0.18 adds none, transformers must not either
+    # (PaliGemmaProcessor turns its tokenizer's add_bos_token off too).
     config["add_bos_token"] = False
     return (
-        "Tokenizer: PaliGemma's prompt layout as the chat template (one user message), and "
-        f"{len(MARKERS)} added tokens that absorb the runtime's picture markers into K "
-        f"{IMAGE} ids (id {image})"
+        f"Tokenizer: {len(MARKERS)} added tokens that absorb the runtime's picture markers "
+        f"into K {IMAGE} ids (id {image})"
     )

@@ -319,7 +319,7 @@ def test_failure_mid_write_keeps_the_old_package(tiny, package, tmp_path, monkey
 
     from mmforge.backend.convert import package as package_module
 
-    def broken_tokenizer(src, dst):
+    def broken_tokenizer(*args):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(package_module, "write_tokenizer", broken_tokenizer)
