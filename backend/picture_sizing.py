@@ -2,9 +2,9 @@
 
 The rules are transformers' own (tests compare them with transformers' functions):
 Qwen2-VL's `smart_resize` (halves rounded to even), LFM2-VL's whole-block variant,
-Pixtral's longest edge, Gemma 3's fixed size and Phi-4-multimodal's HD fit; and what the
-runtime's `Resize` makes of a size (halves rounded away from zero), so the intake
-(`pictures.py`) and verify can tell when the two differ.
+Pixtral's longest edge, Gemma 3's fixed size, Phi-4-multimodal's HD fit and Phi-3.5-Vision's
+HD canvas; and what the runtime's `Resize` makes of a size (halves rounded away from
+zero), so the intake (`pictures.py`) and verify can tell when the two differ.
 """
 
 from __future__ import annotations
@@ -26,6 +26,10 @@ LONGEST_EDGE = "longest_edge"
 FIXED = "fixed"
 # Phi-4-multimodal's HD transform: a grid of square crops, the picture fitted into it.
 PHI4_HD = "phi4_hd"
+# Phi-3.5-Vision's HD transform (remote code): the picture scaled, aspect kept, to a width
+# of whole `factor` px crops (a portrait picture transposed first), then padded with white,
+# centred, to whole crops: the canvas the runtime's Phi3ImageTransform keeps as it is.
+PHI3V_HD = "phi3v_hd"
 # Gemma 4: the largest size of whole blocks within a patch budget, aspect kept.
 ASPECT_BUDGET = "aspect_budget"
 # CLIPImageProcessor (LLaVA-1.5): the shortest edge scaled to `shortest_edge`, then a
@@ -60,6 +64,7 @@ RULES = (
     EDGE_THEN_FIXED,
     SPLIT_EDGE_BOUNDS,
     CANVAS_EDGE_BOUNDS,
+    PHI3V_HD,
 )
 # Who resizes: PIL (transformers' PIL processors) or torch (its torchvision processors,
 # which use torch's interpolation; mmforge's reference restates them with the same).
@@ -92,7 +97,9 @@ class Sizing:
             rounded to even), `smart_resize_whole_blocks` (LFM2-VL: the same with at
             least one block a side), `longest_edge` (Pixtral: at most `longest_edge` a
             side, then up to whole `factor` blocks), `fixed` (`width` × `height`) or
-            `phi4_hd` (Phi-4: fitted into a grid of `factor` px crops) or
+            `phi4_hd` (Phi-4: fitted into a grid of `factor` px crops) or `phi3v_hd`
+            (Phi-3.5-Vision: scaled to whole `factor` px crops across, padded to whole
+            crops) or
             `shortest_edge_crop` (CLIP: the shortest side scaled to `shortest_edge`, then
             the centre `width` × `height` cut out) or `edge_bounds` (Idefics2: the longest
             side down to `longest_edge`, then each side up to `shortest_edge`) or
@@ -111,7 +118,8 @@ class Sizing:
             (after rounding sides to `factor`, at least `patch`); ONNX Runtime GenAI 0.18
             does not tile, so such a picture is refused. 0: never.
         patch: The patch size, for `tile_above`'s rounding.
-        max_crops: `phi4_hd`'s largest number of crops (`factor` px square each).
+        max_crops: `phi4_hd`'s and `phi3v_hd`'s largest number of crops (`factor` px
+            square each).
         shortest_edge: The shortest side for `shortest_edge_crop`, before the crop.
     """
 
@@ -147,6 +155,8 @@ class Sizing:
             return canvas_size(self.longest_edge, canvas_parts(self.rule))
         if self.rule == PHI4_HD:
             return phi4_hd_fit(width, height, self.factor, self.max_crops)[0]
+        if self.rule == PHI3V_HD:  # the padded canvas
+            return phi3v_hd_fit(width, height, self.factor, self.max_crops)[1]
         if self.rule == ASPECT_BUDGET:
             h, w = aspect_budget_size(
                 height, width, self.factor, self.max_pixels, self.longest_edge
@@ -212,6 +222,9 @@ class Sizing:
             return self.target(width, height) == (width, height)
         if self.rule == PHI4_HD:  # the transform fits a fitted picture to itself
             return phi4_hd_fit(width, height, self.factor, self.max_crops)[0] == (width, height)
+        if self.rule == PHI3V_HD:  # the transform neither resizes nor pads the canvas
+            fit, canvas = phi3v_hd_fit(width, height, self.factor, self.max_crops)
+            return fit == canvas == (width, height)
         kept = runtime_smart_resize(height, width, self.factor, self.min_pixels, self.max_pixels)
         return kept == (height, width)
 
@@ -261,6 +274,13 @@ class Sizing:
                 f"fitted into a grid of at most {self.max_crops} crops of {self.factor} px "
                 f"(aspect kept, the rest padded), {self.resample} with antialiasing"
             )
+        if self.rule == PHI3V_HD:
+            return (
+                f"scaled, aspect kept, to whole {self.factor} px crops across (at most "
+                f"{self.max_crops} crops; a portrait picture transposed first, so its vertical "
+                f"pass comes first), {self.resample}, then padded with white, centred, to whole "
+                "crops"
+            )
         if self.rule == LONGEST_EDGE:
             return (
                 f"scaled down to at most {self.longest_edge} px a side (sides floored), then "
@@ -309,7 +329,7 @@ class Sizing:
             return 0 < self.shortest_edge <= self.longest_edge
         if self.rule in CANVAS_RULES:
             return 4 <= self.shortest_edge <= self.longest_edge <= MAX_CANVAS_SIDE
-        if self.rule == PHI4_HD:
+        if self.rule in (PHI4_HD, PHI3V_HD):
             return self.factor > 0 and self.max_crops > 0
         if self.rule == ASPECT_BUDGET:
             return self.factor > 0 and self.max_pixels > 0 and self.longest_edge > 0
@@ -396,6 +416,32 @@ def phi4_hd_fit(
     if target_w / width < target_h / height:
         return (target_w, int(height * target_w / width)), (cols, rows)
     return (int(width * target_h / height), target_h), (cols, rows)
+
+
+def phi3v_hd_fit(
+    width: int, height: int, crop: int, max_crops: int
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Phi-3.5-Vision's HD transform sizes: ((width, height) scaled, (width, height) padded).
+
+    As the released `HD_transform` has them: a portrait picture is transposed; the scale
+    is the most crops across whose rows (`ceil(scale / ratio)`) keep the count within
+    `max_crops`; the width becomes that many crops, the height `int(width / ratio)`, then
+    is padded to whole crops; a portrait picture's sizes are swapped back. ORT GenAI
+    0.18's Phi3ImageTransform computes the same sizes without transposing (it swaps them).
+    """
+    portrait = width < height
+    long, short = (height, width) if portrait else (width, height)
+    ratio = long / short
+    scale = 1
+    while scale * math.ceil(scale / ratio) <= max_crops:
+        scale += 1
+    scale -= 1
+    new_long = scale * crop
+    new_short = int(new_long / ratio)
+    padded = math.ceil(new_short / crop) * crop
+    if portrait:
+        return (new_short, new_long), (padded, new_long)
+    return (new_long, new_short), (new_long, padded)
 
 
 def same_grid(sizing: Sizing, original: tuple[int, int], fitted: tuple[int, int]) -> bool:
@@ -622,6 +668,13 @@ def for_other_programs(intake: Intake | None) -> str:
             f"this model's processor does, with {kernel} {sizing.resample} filter, and "
             f"hand the runtime the canvas they are packed into ({sizing.describe()}): the "
             "package's vision graph reads its pictures only in that form."
+        )
+    if sizing.rule == PHI3V_HD:
+        return (
+            f"{steps} Then make the model's HD canvas of it ({sizing.describe()}, with "
+            f"{kernel} {sizing.resample} filter) and hand the runtime that canvas: its "
+            "transform keeps the canvas as it is, and would otherwise resize a portrait "
+            "picture without turning it first."
         )
     return (
         f"{steps} Then resize it with {kernel} {sizing.resample} filter to transformers' "

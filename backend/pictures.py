@@ -38,6 +38,7 @@ from mmforge.backend.picture_sizing import (
     CANVAS_HEADER_ROWS,
     CANVAS_RULES,
     EDGE_THEN_FIXED,
+    PHI3V_HD,
     PHI4_HD,
     SHORTEST_EDGE_CROP,
     SPLIT_EDGE_BOUNDS,
@@ -48,6 +49,7 @@ from mmforge.backend.picture_sizing import (
     canvas_size,
     centre_crop_box,
     edge_bounds_size,
+    phi3v_hd_fit,
     quarters,
     rescaled_to_edge,
     same_grid,
@@ -214,6 +216,9 @@ def take(path: Path, intake: Intake | None) -> Taken:
     if sizing is not None and sizing.rule in CANVAS_RULES:
         canvas, whole = split_canvas(image, sizing)
         return Taken(canvas, width, height, True, "; ".join(changes), shown_box=whole)
+    if sizing is not None and sizing.rule == PHI3V_HD:
+        canvas, box = hd_canvas(image, sizing.factor, sizing.max_crops)
+        return Taken(canvas, width, height, True, "; ".join(changes), shown_box=box)
     if sizing is not None:
         target = sizing.target(width, height)
         if sizing.tiles(width, height):
@@ -287,6 +292,34 @@ def split_canvas(image: Any, sizing: Sizing) -> tuple[Any, tuple[int, int, int, 
         canvas.putpixel((slot * side + 1, 0), (w // 256, w % 256, 0))
     # The last part is the whole picture.
     return canvas, ((parts - 1) * side, CANVAS_HEADER_ROWS, w, h)
+
+
+def hd_canvas(image: Any, crop: int, max_crops: int) -> tuple[Any, tuple[int, int, int, int]]:
+    """Phi-3.5-Vision's released `HD_transform` of an RGB picture; and where it lies in it.
+
+    As the remote code's processor does it: a portrait picture is transposed, resized
+    with PIL's bilinear filter to whole `crop` px crops across (`phi3v_hd_fit`), padded
+    with white, centred, to whole crops, and transposed back. ONNX Runtime GenAI 0.18's
+    Phi3ImageTransform resizes a portrait picture without transposing it, so its two
+    bilinear passes round elsewhere (one 8-bit level); it keeps this canvas as it is.
+
+    Returns:
+        The canvas and the picture's box in it, (left, top, width, height).
+    """
+    from PIL import Image
+
+    (new_w, new_h), (pad_w, pad_h) = phi3v_hd_fit(image.width, image.height, crop, max_crops)
+    portrait = image.width < image.height
+    if portrait:
+        image = image.transpose(Image.Transpose.TRANSPOSE)
+        new_w, new_h, pad_w, pad_h = new_h, new_w, pad_h, pad_w
+    resized = image.resize((new_w, new_h), Image.Resampling.BILINEAR)
+    top = (pad_h - new_h) // 2
+    canvas = Image.new("RGB", (pad_w, pad_h), (255, 255, 255))
+    canvas.paste(resized, (0, top))
+    if portrait:
+        return canvas.transpose(Image.Transpose.TRANSPOSE), (top, 0, new_h, new_w)
+    return canvas, (0, top, new_w, new_h)
 
 
 def _shortest_edge_crop(image: Any, sizing: Sizing) -> Any:

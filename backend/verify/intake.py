@@ -88,11 +88,19 @@ def cause(setup: Setup) -> str | None:
 def other_pixels(setup: Setup) -> str:
     """Where pixels that differ beyond the bounds (and not by mean/std) can come from."""
     sizing = setup.sizing
-    if sizing is None or sizing.rule == picture_sizing.PHI4_HD:
+    if sizing is None:
         return (
             "the package's processor resizes the picture itself (mmforge hands it the "
             "picture as transformers decodes it, at its own size), and its resize kernel "
             "differs from transformers' on this picture"
+        )
+    if sizing.rule == picture_sizing.PHI4_HD:
+        return (
+            "mmforge hands the runtime the picture fitted to transformers' HD grid, which "
+            "the runtime crops without resizing it, and the global view (crop 0) is "
+            "compared as made again from those crops (the runtime's own kernel is not "
+            "transformers'); other pixels reached it all the same (the processor JSON's "
+            "steps after the fit, or its decoder)"
         )
     return (
         "the runtime got other pixels than transformers' for a picture mmforge had "

@@ -254,3 +254,201 @@ def test_mobius_builds_the_bare_tower_the_runtime_cannot_use(phi3v):
     assert features.shape[-1] == written["img_processor"]["image_dim_out"]
     embedding = {v.name: v for v in package["embedding"].graph.inputs}
     assert embedding["image_features"].shape[-1] == written["hidden_size"] != 32
+
+
+# The released processor's sizes (`calc_hd_transform_size`), restated apart from
+# picture_sizing.py: transposed when portrait, the widest scale whose rows fit, padded.
+def _released_canvas(width: int, height: int, crops: int = 16) -> tuple[int, int]:
+    import numpy as np
+
+    swap = width < height
+    if swap:
+        width, height = height, width
+    ratio = width / height
+    scale = 1
+    while scale * np.ceil(scale / ratio) <= crops:
+        scale += 1
+    scale -= 1
+    new_w = int(scale * 336)
+    padded_h = int(np.ceil(int(new_w / ratio) / 336) * 336)
+    return (padded_h, new_w) if swap else (new_w, padded_h)
+
+
+def test_the_hd_canvas_is_the_released_size_and_the_runtime_keeps_every_one():
+    """`phi3v_hd`'s target is the released HD_transform's padded size; handed that canvas,
+    the runtime's Phi3ImageTransform (16 crops) resizes and pads nothing, for every size.
+    The unpadded size would not do: for 4.5% of sizes the runtime makes it a pixel
+    shorter (int(new_w / (new_w / new_h)) truncates), e.g. 946×1344 → 945×1344."""
+    from mmforge.backend.families.phi3v.preprocess import phi3v_sizing
+    from mmforge.backend.picture_sizing import Sizing, phi3v_hd_fit
+
+    sizing = phi3v_sizing()
+    assert Sizing.from_dict(sizing.to_dict()) == sizing
+    canvases = set()
+    for width in range(1, 2400, 7):
+        for height in range(1, 2400, 11):
+            canvas = sizing.target(width, height)
+            assert canvas == _released_canvas(width, height), (width, height)
+            canvases.add(canvas)
+    assert len(canvases) == 31  # 16 landscape shapes (one square), and the 15 transposed
+    assert all(sizing.runtime_keeps(*c) for c in canvases)
+    fit = phi3v_hd_fit(100, 142, 336, 16)[0]
+    assert fit == (946, 1344) and phi3v_hd_fit(*fit, 336, 16)[0] == (945, 1344)
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory) -> dict[str, Path]:
+    """The pictures people send (a JPEG, an EXIF phone photo stored sideways, a palette PNG
+    with transparency, a 6000×4000 camera JPEG, ...) and a wide, a tall and a large tall one."""
+    from tests.images import noise_picture, user_pictures
+
+    folder = tmp_path_factory.mktemp("phi3v_photos")
+    sent = {k: Path(v) for k, v in user_pictures(folder).items()}
+    sent["wide"] = noise_picture(folder, "wide.png", 500, 300, seed=2)
+    sent["tall"] = noise_picture(folder, "tall.png", 300, 500, seed=3)
+    sent["large_tall"] = noise_picture(folder, "large_tall.jpg", 2000, 3000, seed=4)
+    return sent
+
+
+def _direct_canvas(image, crops: int = 16):
+    """The HD canvas resized without transposing (both passes in PIL's order) and padded."""
+    from PIL import Image
+
+    from mmforge.backend.picture_sizing import phi3v_hd_fit
+
+    (new_w, new_h), (pad_w, pad_h) = phi3v_hd_fit(image.width, image.height, 336, crops)
+    canvas = Image.new("RGB", (pad_w, pad_h), (255, 255, 255))
+    canvas.paste(image.resize((new_w, new_h), Image.Resampling.BILINEAR),
+                 ((pad_w - new_w) // 2, (pad_h - new_h) // 2))  # fmt: skip
+    return canvas
+
+
+def _runtime_and_reference(package: Path, phi3v: Path):
+    """(the runtime, its prompt for one image, the checkpoint)."""
+    from mmforge.backend.runtime import Runtime
+    from mmforge.backend.verify import hf_reference
+
+    checkpoint = Checkpoint.read(phi3v, trust_remote_code=True)
+    runtime = Runtime(package)
+    messages = hf_reference.template_messages(checkpoint, hf_reference.messages_for("Hi.", 1))
+    return runtime, runtime.prompt(messages), checkpoint
+
+
+@pytest.mark.slow
+def test_the_runtimes_own_hd_transform_rounds_a_portrait_picture_otherwise(
+    package, phi3v, photos, tmp_path
+):
+    """What makes the intake hand the HD canvas (ONNX Runtime GenAI 0.18, measured): handed
+    a picture at its own size (a package converted before it recorded its sizing), the
+    runtime's Phi3ImageTransform gives a landscape picture's crops to float rounding (a
+    palette picture's too, laid on white on both sides); a portrait picture's differ by
+    one 8-bit level (0.0150 after normalisation) in 13-19% of values: the runtime resizes
+    it as it stands, where the released processor transposes it first, so PIL's two
+    bilinear passes run in the other order and round elsewhere."""
+    import numpy as np
+
+    from mmforge.backend import pictures
+    from mmforge.backend.attachments import IMAGE, prepare
+    from mmforge.backend.families._hf_image import normalize, to_uint8_chw
+    from mmforge.backend.families.phi3v.preprocess import RUNTIME_CROPS, phi3v_images
+
+    runtime, prompt, checkpoint = _runtime_and_reference(package, phi3v)
+    settings = dict(checkpoint.preprocessor.data)
+    level = max(1 / 255 / s for s in settings["image_std"])
+    for kind in ("jpeg", "exif", "palette", "wide", "tall", "large_tall"):
+        loaded = pictures.load(photos[kind])
+        hf = phi3v_images([loaded], settings, num_crops=RUNTIME_CROPS)["pixel_values"][0, 1:]
+        own_size = prepare(photos[kind], IMAGE, tmp_path / kind, None)
+        arrays = runtime.process(prompt, [own_size.path]).arrays
+        rt = arrays["pixel_values"][0, 1:]
+        apart = float(np.abs(rt - hf.numpy()).max())
+        if loaded.width >= loaded.height:
+            assert apart < 1e-5, (kind, apart)
+            continue
+        assert abs(apart - level) < 1e-4, (kind, apart)
+        direct = normalize(to_uint8_chw(_direct_canvas(pictures.on_white(loaded))), 1 / 255,
+                           settings["image_mean"], settings["image_std"])  # fmt: skip
+        rows, cols = (int(v) // 336 for v in arrays["image_sizes"][0])
+        tiles = direct.reshape(3, rows, 336, cols, 336).permute(1, 3, 0, 2, 4)
+        tiles = tiles.reshape(-1, 3, 336, 336).numpy()
+        assert np.abs(rt[: rows * cols] - tiles).max() < 1e-5, kind
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "kind", ["jpeg", "exif", "tall", "palette", "large", "large_tall", "wide", "png16", "cmyk"]
+)
+def test_the_runtime_gets_the_reference_pixels_through_the_intake(
+    package, phi3v, photos, tmp_path, kind
+):
+    """The package records the HD canvas (`phi3v_hd`), which the intake hands the runtime:
+    its Phi3ImageTransform resizes and pads nothing, so every crop, the image sizes and the
+    placeholder count are the reference's, and the global view the vision graph makes from
+    the crops (`from_runtime`) is the reference's: every pixel to float rounding, portrait
+    pictures included."""
+
+    from mmforge.backend import pictures
+    from mmforge.backend.attachments import IMAGE, package_intake, prepare
+    from mmforge.backend.families.phi3v.preprocess import RUNTIME_CROPS, phi3v_images, phi3v_sizing
+    from mmforge.backend.verify import hf_reference
+
+    intake = package_intake(package)
+    assert intake is not None and intake.sizing == phi3v_sizing()
+    runtime, prompt, checkpoint = _runtime_and_reference(package, phi3v)
+    settings = dict(checkpoint.preprocessor.data)
+    ref = phi3v_images([pictures.load(photos[kind])], settings, num_crops=RUNTIME_CROPS)
+    sent = prepare(photos[kind], IMAGE, tmp_path, intake)
+    arrays = runtime.process(prompt, [sent.path]).arrays
+    assert arrays["image_sizes"].tolist() == ref["image_sizes"].tolist()
+    assert int((arrays["input_ids"] == -1).sum()) == ref["num_img_tokens"][0]
+    rt = hf_reference.from_runtime(checkpoint, prompt, arrays).tensors["pixel_values"]
+    assert rt.shape == ref["pixel_values"].shape
+    assert float((rt - ref["pixel_values"]).abs().max()) < 1e-5
+
+
+def test_the_transcript_draws_the_picture_within_the_hd_canvas(photos, tmp_path):
+    """The runtime's copy is the white-padded canvas; `shown_box` is the picture in it, at
+    the shape the user took it (the HD transform keeps the aspect), so chat draws that
+    part alone."""
+    import numpy as np
+    from PIL import Image
+
+    from mmforge.backend.attachments import IMAGE, prepare
+    from mmforge.backend.families.phi3v.preprocess import phi3v_sizing
+    from mmforge.backend.picture_sizing import Intake
+
+    intake = Intake(on_white=True, sizing=phi3v_sizing())
+    for kind, (width, height) in {"wide": (500, 300), "tall": (300, 500)}.items():
+        sent = prepare(photos[kind], IMAGE, tmp_path / kind, intake)
+        left, top, w, h = sent.shown_box
+        assert (sent.shown_width, sent.shown_height) == (0, 0)  # nothing stretched
+        assert abs(w / h - width / height) < 0.01
+        with Image.open(sent.path) as canvas:
+            assert canvas.size == phi3v_sizing().target(width, height)
+            pixels = np.asarray(canvas.convert("RGB"))
+        inside = np.zeros(pixels.shape[:2], dtype=bool)
+        inside[top : top + h, left : left + w] = True
+        assert (pixels[~inside] == 255).all(), kind  # the padding is white
+        assert (left, top) == ((0, (pixels.shape[0] - h) // 2) if kind == "wide" else
+                               ((pixels.shape[1] - w) // 2, 0))  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_package_converted_before_it_recorded_its_sizing_still_chats_and_verifies(
+    package, phi3v, photos, tmp_path
+):
+    """No sizing in the manifest's `pictures` (as every Phi-3.5-Vision package converted
+    before it was recorded): the picture reaches the runtime at its own size (its own
+    transform makes the canvas) and verify still passes a landscape picture."""
+    from mmforge.backend.attachments import package_intake
+
+    old = tmp_path / "old"
+    shutil.copytree(package, old)
+    manifest = json.loads((old / "mmforge_manifest.json").read_text())
+    manifest["pictures"]["sizing"] = None
+    (old / "mmforge_manifest.json").write_text(json.dumps(manifest))
+    intake = package_intake(old)
+    assert intake is not None and intake.sizing is None
+    report = _verify(old, phi3v, photos["jpeg"])
+    assert report["verdict"] == "PASS", [(c["name"], c["reason"]) for c in report["components"]]
+    assert len(_chat(old, "Describe this.", [photos["tall"]])) == 32

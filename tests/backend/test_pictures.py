@@ -171,17 +171,13 @@ def test_a_damaged_picture_is_named_as_the_files_fault(tmp_path, fmt):
         raise AssertionError(f"a {fmt} file cut short was accepted")
 
 
-# The families whose pictures mmforge sizes itself to the last pixel (Phi-4 too, but its
-# runtime transform makes the global view with its own kernel).
+# The families whose pictures mmforge sizes itself to the last pixel.
 EXACT = {
     *("qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe", "gemma3", "gemma4", "gemma4_unified"),
     *("mistral3", "lfm2_vl", "qwen3_vl_moe", "qwen2_vl", "pixtral", "llava", "vipllava"),
     *("paligemma", "glm4v", "glm4v_moe", "video_llava", "idefics2", "internvl", "idefics3"),
-    *("smolvlm", "gemma3n"),
+    *("smolvlm", "gemma3n", "phi4mm"),
 }
-# Documented: Phi-4's runtime reduces the 6000×4000 photo's global view with its own
-# bicubic kernel, past verify's bounds (docs/chat-engine.md).
-OWN_KERNEL = {("phi4mm", "large")}
 
 
 @pytest.mark.slow
@@ -200,7 +196,7 @@ def test_the_runtime_gets_transformers_pixels_for_every_picture(family, package,
     folder = package(family)
     intake = package_intake(folder)
     assert intake is not None, "the package records how transformers reads its pictures"
-    assert (intake.sizing is not None) == (family in EXACT or family == "phi4mm")
+    assert (intake.sizing is not None) == (family in EXACT)
     manifest = json.loads((folder / "mmforge_manifest.json").read_text())
     # As verify reads it: an approximated package's reference takes its overrides.
     checkpoint = Checkpoint.read(
@@ -228,6 +224,6 @@ def test_the_runtime_gets_transformers_pixels_for_every_picture(family, package,
         largest = float(np.abs(rt_c - hf_c).max())
         if family in EXACT:
             assert math.isfinite(largest) and largest < 1e-5, (kind, largest)
-        elif (family, kind) not in OWN_KERNEL:
+        else:
             verdict, why, _, _ = _pixel_verdict(rt_c, hf_c, reference.pixel_outliers or 0.01)
             assert verdict == "PASS", (kind, why)

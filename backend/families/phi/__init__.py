@@ -27,6 +27,7 @@ from mmforge.backend.families.phi.adapters import (
     merge_vision_lora,
 )
 from mmforge.backend.families.phi.build import remote_style_audio_config
+from mmforge.backend.families.phi.global_view import PREPROCESSING_NOTE, phi4mm_hf_global_view
 from mmforge.backend.families.phi.graph_fixes import (
     PER_IMAGE_NOTE,
     phi4mm_audio_sizes_input,
@@ -196,6 +197,7 @@ PHI4MM_PACKAGE = PackageSpec(
     },
     graph_fixes=(
         phi4mm_audio_sizes_input,
+        phi4mm_hf_global_view,  # on the one-image graph, before it runs in a Loop
         phi4mm_images_one_at_a_time,
         phi4mm_projection_mode,
         text_embedding_without_features,
@@ -243,6 +245,9 @@ PHI4MM = Family(
             "ids 200010 and 200011 (<|endoftext10|>, <|endoftext11|>).",
             "mobius 0.1 builds the HD transform for one image; mmforge runs that graph once per "
             "image in a Loop, so a prompt can hold several.",
+            "ONNX Runtime GenAI 0.18 makes a picture's global view from its crops with PIL's "
+            "antialiased bicubic, transformers with torch's bicubic: the vision graph makes "
+            "the view again from the crops as transformers does (measured: to float rounding).",
             "The released model is a mixture of LoRAs (vision-lora/ and speech-lora/ beside "
             "native weights, inline in the remote-code layout): the vision adapter is merged "
             "into the decoder; ONNX Runtime GenAI 0.18 cannot switch adapters, so audio-only "
@@ -259,6 +264,7 @@ PHI4MM = Family(
         from_runtime=reference.from_runtime,
         pixel_key="image_pixel_values",
         audio_key="audio_input_features",
+        preprocessing_note=PREPROCESSING_NOTE,
         audio_extractor="Phi4MultimodalFeatureExtractor",
     ),
     fixtures=Fixtures(tiny=tiny.PHI4MM, released=tiny.RELEASED_PHI4MM, expect=expect.PHI4MM),

@@ -12,6 +12,7 @@ from mmforge.backend.families._reference import (
     finish,
     replace_each,
 )
+from mmforge.backend.families.phi.global_view import with_hf_global_view
 from mmforge.backend.families.phi.preprocess import phi4mm_images
 
 
@@ -48,16 +49,20 @@ def prepare(request: ReferenceRequest) -> ReferenceInputs:
 
 
 def from_runtime(request: RuntimeArrays) -> None:
-    """The runtime's arrays under HF's names: pixels, masks, image and audio sizes."""
+    """The runtime's arrays under HF's names: pixels, masks, image and audio sizes.
+
+    The global view (crop 0) is made from the runtime's crops as transformers makes it,
+    as the package's vision graph makes it (`global_view.py`).
+    """
     arrays = request.arrays
     result = request.inputs
     import torch
 
     if "pixel_values" in arrays:
-        result.tensors["image_pixel_values"] = torch.from_numpy(
-            arrays["pixel_values"].astype("float32")
-        )
-        result.tensors["image_sizes"] = torch.from_numpy(arrays["image_sizes"].astype("int64"))
+        sizes = torch.from_numpy(arrays["image_sizes"].astype("int64"))
+        pixels = torch.from_numpy(arrays["pixel_values"].astype("float32"))
+        result.tensors["image_pixel_values"] = with_hf_global_view(pixels, sizes)
+        result.tensors["image_sizes"] = sizes
         result.tensors["image_attention_mask"] = torch.from_numpy(
             arrays["image_attention_mask"].astype("float32")
         )

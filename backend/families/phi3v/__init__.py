@@ -25,6 +25,7 @@ from mmforge.backend.families._base import (
     processor_op,
 )
 from mmforge.backend.families.phi3v import build, fields, layout, reference
+from mmforge.backend.families.phi3v.preprocess import phi3v_sizing
 
 FIRST_IMAGE_ID = -1
 
@@ -145,6 +146,8 @@ PHI3V = Family(
         vision_fields=lambda cfg, pre: {},
         vision_inputs={"pixel_values": "pixel_values", "image_sizes": "image_sizes"},
         processor_json=_processor,
+        # The released HD canvas, which the runtime's transform keeps as it is.
+        picture_sizing=lambda cfg, pre: phi3v_sizing(),
         build=build.build,
         dtypes=("f32", "int4", "int8"),
         unused_ok=_past_the_feature_layer,

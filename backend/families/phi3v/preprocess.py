@@ -1,10 +1,11 @@
 """Phi3VImageProcessor (remote code) restated with PIL and plain torch.
 
-The released processor: HD_transform (landscape: the widest scale whose crops fit
-num_crops, bilinear resize, white padding of the height to a multiple of 336, centred;
-portrait images are transposed first and back after), ToTensor + CLIP normalisation, a
-global view by torch's bicubic interpolation to 336×336, the crops row by row after it,
-zero crops up to num_crops + 1, and (rows·cols + 1)·144 + 1 + (rows + 1)·12 tokens.
+The released processor: convert_to_rgb where do_convert_rgb says (a transparent colour
+laid on white), HD_transform (landscape: the widest scale whose crops fit num_crops,
+bilinear resize, white padding of the height to a multiple of 336, centred; portrait
+images are transposed first and back after), ToTensor + CLIP normalisation, a global view
+by torch's bicubic interpolation to 336×336, the crops row by row after it, zero crops up
+to num_crops + 1, and (rows·cols + 1)·144 + 1 + (rows + 1)·12 tokens.
 """
 
 from __future__ import annotations
@@ -13,21 +14,25 @@ import math
 from typing import Any
 
 from mmforge.backend.families._base import CLIP_MEAN, CLIP_STD
-from mmforge.backend.families._hf_image import normalize, to_uint8_chw
+from mmforge.backend.families._hf_image import converts_rgb, normalize, to_uint8_chw
+from mmforge.backend.picture_sizing import PHI3V_HD, Sizing
+from mmforge.backend.pictures import hd_canvas, on_white
 
 CROP = 336
+# ORT GenAI 0.18's Phi3ImageTransform allows this many crops whatever num_crops says.
+RUNTIME_CROPS = 16
 
 
-def hd_size(width: int, height: int, num_crops: int) -> tuple[int, int, int]:
-    """(resized width, resized height, padded height) of a landscape (or square) image."""
-    ratio = width / height
-    scale = 1
-    while scale * math.ceil(scale / ratio) <= num_crops:
-        scale += 1
-    scale -= 1
-    new_w = int(scale * CROP)
-    new_h = int(new_w / ratio)
-    return new_w, new_h, int(math.ceil(new_h / CROP) * CROP)
+def phi3v_sizing() -> Sizing:
+    """The HD canvas at the runtime's crop budget: the size its Phi3ImageTransform keeps.
+
+    The runtime computes the released sizes without transposing a portrait picture, so its
+    bilinear passes run in the other order and round elsewhere (one 8-bit level, measured
+    in tests/backend/test_phi3v.py); handed the released canvas (`pictures.hd_canvas`,
+    which the intake hands it), it resizes and pads nothing (every canvas of up to 16
+    crops is kept), and its crops are the reference's.
+    """
+    return Sizing(rule=PHI3V_HD, resample="bilinear", factor=CROP, max_crops=RUNTIME_CROPS)
 
 
 def phi3v_images(
@@ -41,7 +46,6 @@ def phi3v_images(
         num_crops: The crop budget (default: the settings' num_crops, else 16).
     """
     import torch
-    from PIL import Image
     from torch.nn import functional as F
 
     crops_max = int(num_crops if num_crops is not None else settings.get("num_crops", 16))
@@ -51,16 +55,9 @@ def phi3v_images(
     side = math.isqrt(per_crop)
     pixels, sizes, tokens = [], [], []
     for pil in images:
-        pil = pil.convert("RGB")
-        portrait = pil.width < pil.height
-        if portrait:  # as released: transposed, made landscape, transposed back
-            pil = pil.transpose(Image.Transpose.TRANSPOSE)
-        new_w, new_h, pad_h = hd_size(pil.width, pil.height, crops_max)
-        resized = pil.resize((new_w, new_h), Image.Resampling.BILINEAR)
-        canvas = Image.new("RGB", (new_w, pad_h), (255, 255, 255))
-        canvas.paste(resized, (0, (pad_h - new_h) // 2))
-        if portrait:
-            canvas = canvas.transpose(Image.Transpose.TRANSPOSE)
+        if converts_rgb(settings):  # transformers' convert_to_rgb
+            pil = on_white(pil)
+        canvas, _ = hd_canvas(pil.convert("RGB"), CROP, crops_max)
         pad_w, pad_h = canvas.size
         hd = normalize(to_uint8_chw(canvas), 1 / 255, mean, std)
         glb = F.interpolate(hd[None], size=(CROP, CROP), mode="bicubic", align_corners=False)
@@ -82,9 +79,10 @@ def phi3v_images(
 def with_hf_global_view(pixel_values: Any, image_sizes: Any) -> Any:
     """Pixels whose global view (crop 0) is made from their crops the way HF makes it.
 
-    ORT GenAI 0.18's Phi3ImageTransform produces HF's crops exactly but resamples the
-    global view with PIL's antialiased bicubic; HF interpolates the HD image with torch's
-    bicubic, without antialiasing. The package's vision graph makes it HF's way.
+    ORT GenAI 0.18's Phi3ImageTransform produces HF's crops (exactly when handed the HD
+    canvas, `phi3v_sizing`) but resamples the global view with PIL's antialiased bicubic;
+    HF interpolates the HD image with torch's bicubic, without antialiasing. The package's
+    vision graph makes it HF's way.
     """
     from torch.nn import functional as F
 
