@@ -6,7 +6,7 @@ LlamaTokenizer; Gemma's (PaliGemma, Gemma 3/4) with class GemmaTokenizer. ONNX R
 GenAI 0.18 reads the Gemma form as transformers does, not the Llama one (measured, the
 prompts of tests/backend/test_spm_tokenizers.py; docs/chat-engine.md): conversion
 rewrites the package's copy (convert/package.py), and templates that start with the BOS
-and then text write the space transformers prepends (families/llava/tokenizer.py).
+and then text write the space transformers prepends (families/components/tokens.py).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def spm_runtime_form(tokenizer: dict[str, Any], config: dict[str, Any], src: Pat
     - "first" or "never": `Replace(" ", "▁")`, no pre-tokenizer and no `Strip` decoder,
       so the runtime prepends nothing: HF's ids for text after a special token, the
       chat prompts' case (a template that starts with the BOS and then text writes the
-      space itself, families/llava/tokenizer.py).
+      space itself, families/components/tokens.py).
 
     Returns:
         How transformers prepends, where the tokenizer was rewritten; None if not.

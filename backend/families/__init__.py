@@ -13,12 +13,19 @@ its parts:
 Every hook takes one request object (`FixRequest`, `ReferenceRequest`, ...) and returns a
 concrete type. No stage branches on a family key, and no stage imports the private
 modules (`_base`, `_graphs`, ...): an import contract holds them to this module.
+
+What families share lives in `components/` (graph builder, tokenizer helpers, the hosts'
+pieces, towers), beside the private `_*.py` modules; a family folder imports those and
+its own modules, never another family's (an independence contract in pyproject.toml).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+from collections.abc import Callable
 from importlib import import_module
+from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import (
@@ -47,6 +54,7 @@ from mmforge.backend.families._hooks import (
     PreparedWeights,
     ReferenceRequest,
     RuntimeArrays,
+    Variant,
     VariantRequest,
     WeightsRequest,
 )
@@ -108,10 +116,9 @@ __all__ = [
 # first owns it.
 FOLDERS = (
     "qwen",
-    "gemma",
-    "gemma4_unified",
+    "gemma",  # Gemma 3, Gemma 4 and Gemma 4 unified (gemma/unified/)
     "mistral",
-    "llava",  # reached through mistral/pixtral.py's variant (Pixtral owns model_type llava)
+    "llava",  # the `llava` configs Pixtral does not claim (Pixtral owns model_type llava)
     "phi3v",
     "phi",
     "lfm2",
@@ -129,14 +136,18 @@ class Registry:
     """The entries of some family folders, indexed by model_type and by pipeline type.
 
     The first entry of a model_type owns it; later ones (Fara, a Qwen2.5-VL variant) are
-    reached through its `recognition.variant`.
+    reached through its `recognition.variant`. An owner that claims only some configs
+    of its model_type (`recognition.claims`) passes the others to the next entry of the
+    type (`_passing_on`).
     """
 
     def __init__(self, folders: tuple[str, ...]):
-        self.all: tuple[Family, ...] = tuple(
-            family
-            for folder in folders
-            for family in import_module(f"{__name__}.{folder}").FAMILIES
+        self.all: tuple[Family, ...] = _passing_on(
+            tuple(
+                family
+                for folder in folders
+                for family in import_module(f"{__name__}.{folder}").FAMILIES
+            )
         )
         self.by_type: dict[str, Family] = {}
         for family in self.all:
@@ -150,6 +161,38 @@ class Registry:
     def lookup(self, model_type: str | None) -> Family:
         """The family for a config's `model_type` (see the module's `lookup`)."""
         return _lookup(self, model_type)
+
+
+def _passing_on(entries: tuple[Family, ...]) -> tuple[Family, ...]:
+    """The entries, each that claims only some configs handing the others to the next one.
+
+    Pixtral-12B and LLaVA-1.5 are both model_type `llava`: the Pixtral entry (mistral/)
+    comes first and claims the configs with a Pixtral tower; its variant here sends every
+    other config to the next `llava` entry (llava/), so neither folder names the other.
+    """
+    out: list[Family] = []  # the later entries, last first
+    for family in reversed(entries):
+        recognition = family.recognition
+        types = set(recognition.model_types)
+        later = next((f for f in reversed(out) if types & set(f.recognition.model_types)), None)
+        if recognition.claims is not None and later is not None:
+            variant = _pass_on(recognition.variant, recognition.claims, later)
+            family = dataclasses.replace(
+                family, recognition=dataclasses.replace(recognition, variant=variant)
+            )
+        out.append(family)
+    return tuple(reversed(out))
+
+
+def _pass_on(own: Variant, claims: Callable[[dict[str, Any]], bool], later: Family) -> Variant:
+    """A variant: `own` for a config the entry claims, else the next entry (or its variant)."""
+
+    def variant(request: VariantRequest, /) -> Family | None:
+        if claims(request.config):
+            return own(request)
+        return later.recognition.variant(request) or later
+
+    return variant
 
 
 REGISTRY = Registry(FOLDERS)

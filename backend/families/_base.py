@@ -295,12 +295,17 @@ class Recognition:
             under its own pipeline type, or None (Fara: a Qwen2.5-VL fine-tune the
             runtime names `fara`).
         remote_layout: How its remote-code layout is read without running the code.
+        claims: For a model_type a later entry shares, which configs (config.json as
+            written) are this entry's; the registry hands the others to that entry, so
+            neither names the other (Pixtral-12B's `llava` with a Pixtral tower, beside
+            LLaVA-1.5's). None: every config of its model types.
     """
 
     model_types: tuple[str, ...]
     remote_code_types: tuple[str, ...] = ()
     variant: Variant = no_variant
     remote_layout: RemoteLayout | None = None
+    claims: Callable[[dict[str, Any]], bool] | None = None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from mmforge.backend.chat import ChatSession, GenerationOptions
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.convert import convert
 from mmforge.backend.families.gemma.tiny_large import TINY_LARGE as GEMMA4_LARGE
-from mmforge.backend.families.gemma4_unified.tiny import TINY_K_EQ_V
+from mmforge.backend.families.gemma.unified.tiny import TINY_K_EQ_V
 from mmforge.backend.tiny.build import write_tiny
 from mmforge.backend.verify import verify
 from tests.backend.chat.test_chat import _files, _fresh, _hf

@@ -8,7 +8,7 @@ import numpy as np
 from PIL import Image
 
 from mmforge.backend.families import Cfg, lookup
-from mmforge.backend.families.gemma4_unified.preprocess import preprocess, target_size
+from mmforge.backend.families.gemma.unified.preprocess import preprocess, target_size
 from mmforge.backend.inspect import inspect_source
 from mmforge.backend.verify import verify
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from mmforge.backend.attachments import IMAGE, AttachmentError
-from mmforge.backend.families.idefics2.graphs import _bucket, position_boundaries
+from mmforge.backend.families.components.towers.navit import _bucket, position_boundaries
 from mmforge.backend.families.idefics2.reference import unpack_canvases
 from mmforge.backend.families.idefics2.tokenizer import FAKE_TEXT, PIECES
 from mmforge.backend.picture_sizing import edge_bounds_size
@@ -171,7 +171,7 @@ def test_the_graphs_position_buckets_are_transformers_under_onnx_runtime(side, t
     import onnxruntime as ort
     import torch
 
-    from mmforge.backend.families.lfm2.ops import GraphBuilder
+    from mmforge.backend.families.components.graph_builder import GraphBuilder
 
     g = GraphBuilder("buckets")
     patches = g.input("patches", ir.DataType.FLOAT, ["count"])

@@ -10,13 +10,30 @@ import pytest
 from mmforge.backend import families
 from mmforge.backend.errors import MmforgeError
 
+LIBRARY = "components"  # what the families share: a library under them, not a family
+
 
 def test_every_family_folder_is_in_the_registry():
     here = Path(families.__file__).parent
-    folders = {p.parent.name for p in here.glob("*/__init__.py")}
+    folders = {p.parent.name for p in here.glob("*/__init__.py")} - {LIBRARY}
     assert folders <= set(families.FOLDERS)
     for name in families.FOLDERS:  # a folder, or a module (others.py)
         assert (here / name / "__init__.py").is_file() or (here / f"{name}.py").is_file()
+
+
+def test_the_import_contracts_hold_every_family_folder_apart():
+    """pyproject.toml's contracts name every family folder: one left out could import
+    another family, or be imported by the shared library, and lint-imports would not say."""
+    import tomllib
+
+    pyproject = Path(__file__).parents[2] / "pyproject.toml"
+    contracts = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["importlinter"]
+    folders = {f"mmforge.backend.families.{name}" for name in families.FOLDERS}
+    independent = [c for c in contracts["contracts"] if c["type"] == "independence"]
+    assert [set(c["modules"]) for c in independent] == [folders]
+    library = f"mmforge.backend.families.{LIBRARY}"
+    below = [c for c in contracts["contracts"] if library in c.get("source_modules", ())]
+    assert [set(c["forbidden_modules"]) for c in below] == [folders]
 
 
 def _owns_the_default_config(family: families.Family) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmforge.backend.families.llava.tokenizer import added_token
+from mmforge.backend.families.components.tokens import added_token
 
 ABSORB = ("<|vision_start|><|image_pad|>", "<|image_pad|><|vision_end|>")
 

@@ -1,4 +1,7 @@
-"""Gemma 3 and Gemma 4 (vision, and audio on the small Gemma 4 sizes)."""
+"""Gemma 3 and Gemma 4 (vision, and audio on the small Gemma 4 sizes), and Gemma 4 unified.
+
+Gemma 4 unified, the encoder-free Gemma 4, is a variant of the Gemma 4 entry: unified/.
+"""
 
 from __future__ import annotations
 
@@ -32,10 +35,12 @@ from mmforge.backend.families.gemma.moe import (
     gemma4_config,
     router_scale_name,
 )
+from mmforge.backend.families.gemma.sizing import gemma4_sizing
 from mmforge.backend.families.gemma.standardize import vision_standardize
 from mmforge.backend.families.gemma.tiny_large import RELEASED_LARGE
 from mmforge.backend.families.gemma.tokens import adapt_tokenizer as gemma4_tokenizer
-from mmforge.backend.picture_sizing import ASPECT_BUDGET, FIXED, Sizing, resample_name
+from mmforge.backend.families.gemma.unified import make as gemma4_unified
+from mmforge.backend.picture_sizing import FIXED, Sizing, resample_name
 
 
 def _gemma3_projector(cfg: Cfg) -> Projector:
@@ -178,26 +183,6 @@ def _gemma4_image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     return ImageTokens(
         maximum=int(most),
         rule=f"aspect-preserving resize, at most {most} soft tokens per image",
-    )
-
-
-def gemma4_sizing(cfg: Cfg, pre: Cfg, *, pooled: bool) -> Sizing:
-    """Gemma4ImageProcessor's aspect-kept size in whole patch × pooling blocks.
-
-    At most max_soft_tokens blocks. `pooled`: Gemma 4's transformers processor (PIL);
-    Gemma 4 unified's is the torchvision one (torch's kernel), with the same rule.
-    """
-    patch = int(pre.get("patch_size", cfg.get("vision_config.patch_size", 16)))
-    pool = int(pre.get("pooling_kernel_size", cfg.get("vision_config.pooling_kernel_size", 3)))
-    soft = int(pre.get("max_soft_tokens", 280))
-    side = patch * pool
-    return Sizing(
-        rule=ASPECT_BUDGET,
-        resample=resample_name(pre.get("resample"), "bicubic"),
-        factor=side,
-        max_pixels=soft * side * side,
-        longest_edge=soft * side,
-        kernel="pil" if pooled else "torch",
     )
 
 
@@ -366,4 +351,7 @@ GEMMA4 = Family(
     ),
 )
 
-FAMILIES = (GEMMA3, GEMMA4)
+# Gemma 4 unified (model_type gemma4_unified): Gemma 4's entry, its encoders replaced.
+GEMMA4_UNIFIED = gemma4_unified(GEMMA4)
+
+FAMILIES = (GEMMA3, GEMMA4, GEMMA4_UNIFIED)

@@ -19,7 +19,7 @@ from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.families.llava.tokenizer import read_as
+from mmforge.backend.families.components.tokens import read_as
 
 BLANK = "\n\n"
 # (opening marker, closing marker) of each block the runtime writes.

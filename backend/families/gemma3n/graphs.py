@@ -34,7 +34,7 @@ import numpy as np
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.families.lfm2.ops import GraphBuilder
+from mmforge.backend.families.components.graph_builder import GraphBuilder
 
 TEXT = "model.language_model."
 VISION_EMBEDDER = "model.embed_vision."

@@ -32,8 +32,8 @@ import numpy as np
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
+from mmforge.backend.families.components.graph_builder import GraphBuilder
 from mmforge.backend.families.gemma3n.graphs import rms_norm
-from mmforge.backend.families.lfm2.ops import GraphBuilder
 
 ARCHITECTURE = "mobilenetv5_300m_enc"
 TOWER = "model.vision_tower.timm_model."

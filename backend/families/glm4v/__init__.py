@@ -50,6 +50,7 @@ from mmforge.backend.families._base import (
     processor_op,
     rescale_and_normalize,
 )
+from mmforge.backend.families.components.hosts import qwen as qwen_host
 from mmforge.backend.families.glm4v import expect, fields, reference, tiny, tiny_moe
 from mmforge.backend.families.glm4v.build import build, build_moe
 from mmforge.backend.families.glm4v.tokens import adapt_tokenizer
@@ -194,12 +195,6 @@ def _channels_first(pixels: Any) -> Any:
     return np.moveaxis(pixels.reshape(pixels.shape[0], 3, -1), 1, 0).reshape(3, -1)
 
 
-def _from_runtime(request: Any) -> None:
-    from mmforge.backend.families.qwen.reference import from_runtime
-
-    from_runtime(request)
-
-
 GLM4V_PACKAGE = PackageSpec(
     model_fields=_model_fields,
     vision_fields=_vision_fields,
@@ -247,7 +242,7 @@ GLM4V = Family(
     package=GLM4V_PACKAGE,
     reference=Reference(
         prepare=reference.prepare,
-        from_runtime=_from_runtime,
+        from_runtime=qwen_host.from_runtime,
         channels_first=_channels_first,
         config_tokens=("video_token_id",),
     ),

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from mmforge.backend.families._base import Cfg
+from mmforge.backend.families.components.graph_builder import GraphBuilder
 from mmforge.backend.families.glm4v.vision import _rms_norm, _rotate_half
-from mmforge.backend.families.lfm2.ops import GraphBuilder
 
 
 def _rotate_pairs(g: GraphBuilder, x: Any, i64: Any) -> Any:

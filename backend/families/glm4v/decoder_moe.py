@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from mmforge.backend.families._base import Cfg
+from mmforge.backend.families.components.graph_builder import GraphBuilder
 from mmforge.backend.families.glm4v.decoder import DecoderFrame, text_value
-from mmforge.backend.families.lfm2.ops import GraphBuilder
 
 
 def moe_settings(cfg: Cfg) -> dict[str, Any]:

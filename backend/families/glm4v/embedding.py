@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from mmforge.backend.families.lfm2.ops import GraphBuilder
+from mmforge.backend.families.components.graph_builder import GraphBuilder
 
 
 def embedding_graph(

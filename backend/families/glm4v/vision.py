@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.families.lfm2.ops import GraphBuilder
+from mmforge.backend.families.components.graph_builder import GraphBuilder
 
 
 def _rms_norm(g: GraphBuilder, x: Any, name: str, size: int, eps: float) -> Any:

@@ -36,6 +36,8 @@ from mmforge.backend.families._base import (
     rescale_and_normalize,
 )
 from mmforge.backend.families._hooks import VariantRequest
+from mmforge.backend.families.components.hosts.videochat import videochat_package
+from mmforge.backend.families.components.splitting import splits_pictures
 from mmforge.backend.families.idefics2 import expect, fields, reference, tiny, tokenizer
 from mmforge.backend.families.idefics2.graphs import (
     PARTS,
@@ -46,7 +48,6 @@ from mmforge.backend.families.idefics2.graphs import (
     split_tokens,
     tokens_per_image,
 )
-from mmforge.backend.families.llava import videochat_package
 from mmforge.backend.picture_sizing import (
     CANVAS_EDGE_BOUNDS,
     SPLIT_EDGE_BOUNDS,
@@ -189,32 +190,6 @@ IDEFICS2_SPLIT_PACKAGE = videochat_package(
         "sizes); the vision graph runs the tower and connector on each part at its own size.",
     ),
 )
-
-
-def splits_pictures(folder: Any, default: bool = False) -> bool:
-    """Whether the checkpoint's image processor splits pictures (do_image_splitting).
-
-    Read from preprocessor_config.json, else processor_config.json's image_processor
-    block; absent: `default`, Idefics2ImageProcessor's (false; Idefics3's is true). A
-    file that cannot be read is refused (MmforgeError) rather than taken as false: that
-    would convert a splitting model without its splitting.
-    """
-    from mmforge.backend.untrusted import read_json_file
-
-    for name, block in (
-        ("preprocessor_config.json", None),
-        ("processor_config.json", "image_processor"),
-    ):
-        path = folder / name
-        if not path.is_file():
-            continue
-        data = read_json_file(path, name)
-        if block is not None:
-            data = data.get(block) if isinstance(data, dict) else None
-        if not isinstance(data, dict):
-            return False
-        return bool(data.get("do_image_splitting", default) is True)
-    return default
 
 
 # A splitting checkpoint: five parts a picture, exactly as Idefics2ImageProcessor cuts it.

@@ -14,11 +14,8 @@ transformers sizes it, cut out at its own size and run alone, which is what tran
 5.25's Idefics2Model.get_image_features gives it inside its padded, masked batch. On
 each part:
 
-- Idefics2VisionEmbeddings: the patch conv (valid: a remainder under one patch is
-  dropped), and position ids bucketed from each patch's fractional coordinates onto the
-  tower's `image_size / patch_size` grid (`torch.bucketize(..., right=True)` is the count
-  of boundaries at or below the coordinate);
-- the SigLIP encoder and `post_layernorm`;
+- the NaViT SigLIP tower (components/towers/navit.py): Idefics2VisionEmbeddings' patch
+  conv and bucketed positions, the SigLIP encoder and `post_layernorm`;
 - Idefics2Connector: the modality projection (gate/up/down MLP with the text's
   activation) and the perceiver resampler (latents attending to the context and
   themselves, grouped-query, RMSNorms, a final RMSNorm) to `resampler_n_latents` rows.
@@ -31,21 +28,18 @@ from typing import Any
 import numpy as np
 
 from mmforge.backend.errors import MmforgeError
-from mmforge.backend.families._base import Cfg, as_int
+from mmforge.backend.families._base import Cfg
 from mmforge.backend.families._graph_edit import name_decoder_weights
 from mmforge.backend.families._hooks import FixRequest
-from mmforge.backend.families.lfm2.ops import GraphBuilder
-from mmforge.backend.families.llava.graphs import features_at_image_ids
-from mmforge.backend.families.paligemma.graphs import siglip_encoder
+from mmforge.backend.families.components.graph_builder import GraphBuilder
+from mmforge.backend.families.components.hosts.videochat import features_at_image_ids
+from mmforge.backend.families.components.towers.navit import activation, navit_tower
 from mmforge.backend.picture_sizing import SPLIT_PARTS
 
 VISION = "model.vision_model."
 CONNECTOR = "model.connector."
 TEXT = "model.text_model."
 HEAD = "lm_head.weight"
-
-# transformers' activations the tower and connector may name.
-GELU_TANH = ("gelu_pytorch_tanh", "gelu_new", "gelu_fast")
 
 
 def checkpoint_name(name: str) -> str:
@@ -65,31 +59,6 @@ def tokens_per_image(cfg: Cfg) -> int:
     return int(cfg.get("perceiver_config.resampler_n_latents", 64))
 
 
-def position_boundaries(side: int) -> np.ndarray:
-    """The bucket boundaries Idefics2VisionEmbeddings uses: `arange(1 / side, 1.0, 1 / side)`.
-
-    Made by torch itself (float32), since its arange rounds differently from a float64
-    arange cast to float32 for most sides.
-    """
-    import torch
-
-    step = 1 / side
-    return np.asarray(torch.arange(step, 1.0, step, dtype=torch.float32).numpy(), np.float32)
-
-
-def _act(g: GraphBuilder, x: Any, name: str, where: str) -> Any:
-    if name == "silu":
-        return g.op("Mul", x, g.op("Sigmoid", x))
-    if name in GELU_TANH:
-        return g.gelu(x, tanh=True)
-    if name == "gelu":
-        return g.gelu(x, tanh=False)
-    raise MmforgeError(
-        f"{where} activation {name!r} is not supported",
-        "Idefics2 releases use gelu_pytorch_tanh in the tower and silu in the connector",
-    )
-
-
 def _rms_norm(g: GraphBuilder, x: Any, name: str, size: int, eps: float) -> Any:
     """Idefics2RMSNorm: weight · x / √(mean(x²) + eps)."""
     mean = g.op("ReduceMean", g.op("Mul", x, x), g.const(np.array([-1])), keepdims=1)
@@ -99,94 +68,9 @@ def _rms_norm(g: GraphBuilder, x: Any, name: str, size: int, eps: float) -> Any:
 
 def _mlp(g: GraphBuilder, x: Any, prefix: str, n_in: int, ff: int, n_out: int, act: str) -> Any:
     """Idefics2MLP: down(act(gate(x)) · up(x)), no biases."""
-    gate = _act(g, g.linear(x, prefix + "gate_proj", n_in, ff, False), act, "Connector")
+    gate = activation(g, g.linear(x, prefix + "gate_proj", n_in, ff, False), act, "Connector")
     up = g.linear(x, prefix + "up_proj", n_in, ff, False)
     return g.linear(g.op("Mul", gate, up), prefix + "down_proj", ff, n_out, False)
-
-
-def _bucket(g: GraphBuilder, count: Any, boundaries: Any) -> Any:
-    """Each patch index's position bucket along one side of `count` patches, [count]."""
-    import onnx_ir as ir
-
-    f32 = ir.DataType.FLOAT
-    # Reciprocal, not Div(1, n): ONNX Runtime's DivMulFusion rewrites 1 / n · i as i / n,
-    # which rounds otherwise than transformers' float32 i · (1 / n) and moves a patch to
-    # the next bucket (measured: 7 of 49 rows on a 70-wide grid).
-    step = g.op("Reciprocal", g.op("Cast", count, to=f32))
-    index = g.op(
-        "Cast",
-        g.op("Range", g.const(np.int64(0)), g.op("Squeeze", count), g.const(np.int64(1))),
-        to=f32,
-    )
-    coord = g.op("Min", g.op("Mul", index, step), g.const(np.float32(1.0 - 1e-6)))
-    at_or_below = g.op(
-        "LessOrEqual",
-        g.op("Unsqueeze", boundaries, g.const(np.array([0]))),
-        g.op("Unsqueeze", coord, g.const(np.array([1]))),
-    )  # [count, side - 1]
-    return g.op(
-        "ReduceSum",
-        g.op("Cast", at_or_below, to=ir.DataType.INT64),
-        g.const(np.array([1])),
-        keepdims=0,
-    )
-
-
-def navit_tower(g: GraphBuilder, cfg: Cfg, prefix: str = VISION, pixels: Any = None) -> Any:
-    """The NaViT SigLIP tower on the graph's pixels: pixel_values -> [N, patches, width].
-
-    Input `pixel_values` [1, N, 3, H, W] as the runtime's videochat_flash_qwen processor
-    hands them (pictures of one size), at the size transformers resized them to; the
-    patch conv, the bucketed positions, the SigLIP encoder and `post_layernorm`
-    (Idefics2's and Idefics3's towers: Idefics3VisionTransformer is Idefics2's).
-    `pixels`: pictures [N, 3, H, W] the graph already has, in place of the input.
-    """
-    import onnx_ir as ir
-
-    v = cfg.sub("vision_config")
-    width = int(v.get("hidden_size", 768))
-    heads = int(v.get("num_attention_heads", 12))
-    ff = int(v.get("intermediate_size", 3072))
-    layers = int(v.get("num_hidden_layers", 12))
-    eps = float(v.get("layer_norm_eps", 1e-6))
-    patch = as_int(v.get("patch_size", 32))
-    side = as_int(v.get("image_size", 224)) // patch
-    channels = int(v.get("num_channels", 3))
-    act = str(v.get("hidden_act", "gelu_pytorch_tanh"))
-
-    if pixels is None:
-        f32 = ir.DataType.FLOAT
-        given = g.input("pixel_values", f32, ["batch", "num_images", channels, "height", "width"])
-        shape = g.op(
-            "Concat", g.const(np.array([-1])), g.op("Shape", given, start=2, end=5), axis=0
-        )
-        pixels = g.op("Reshape", given, shape)
-    x = pixels
-    emb = prefix + "embeddings."
-    x = g.op(
-        "Conv",
-        x,
-        g.weight(emb + "patch_embedding.weight", [width, channels, patch, patch]),
-        g.weight(emb + "patch_embedding.bias", [width]),
-        strides=[patch, patch],
-        kernel_shape=[patch, patch],
-    )  # [N, D, h, w]
-    rows = g.op("Shape", x, start=2, end=3)
-    cols = g.op("Shape", x, start=3, end=4)
-    x = g.op("Transpose", g.op("Reshape", x, g.const(np.array([0, width, -1]))), perm=[0, 2, 1])
-    boundaries = g.const(position_boundaries(side))
-    by_row = g.op("Mul", _bucket(g, rows, boundaries), g.const(np.int64(side)))
-    positions = g.op(
-        "Add",
-        g.op("Unsqueeze", by_row, g.const(np.array([1]))),
-        g.op("Unsqueeze", _bucket(g, cols, boundaries), g.const(np.array([0]))),
-    )  # [h, w]
-    positions = g.op("Reshape", positions, g.const(np.array([-1])))
-    table = g.weight(emb + "position_embedding.weight", [side * side, width])
-    x = g.op("Add", x, g.op("Gather", table, positions, axis=0))
-    return siglip_encoder(
-        g, x, prefix, layers, width, heads, ff, eps, lambda h: _act(g, h, act, "Vision")
-    )
 
 
 def connector(g: GraphBuilder, cfg: Cfg, x: Any) -> Any:
@@ -270,7 +154,7 @@ def connector(g: GraphBuilder, cfg: Cfg, x: Any) -> Any:
 
 
 def embedding_graph(cfg: Cfg) -> Any:
-    """The features at the `<image>` ids (llava.graphs.features_at_image_ids)."""
+    """The features at the `<image>` ids (hosts/videochat.py, `features_at_image_ids`)."""
     table = TEXT + "embed_tokens.weight"
     return features_at_image_ids(
         cfg, "idefics2_embedding", table, "<image>", field="image_token_id"
@@ -376,7 +260,7 @@ def canvas_vision_graph(cfg: Cfg, parts: int) -> Any:
             "Slice", slots, g.op("Concat", at, g.const(np.array([0, 0])), axis=0), ends,
             g.const(np.array([0, 2, 3])),
         )  # fmt: skip
-        lat = connector(g, cfg, navit_tower(g, cfg, pixels=part))  # [1, K, H]
+        lat = connector(g, cfg, navit_tower(g, cfg, VISION, pixels=part))  # [1, K, H]
         return g.op("Squeeze", lat, g.const(np.array([0])))
 
     features = g.loop(count, one_part, "idefics2_part")  # [N · parts, K, H]

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.families.llava.tokenizer import marker_template, read_as
-from mmforge.backend.families.llava.tokenizer import token_id as _token_id
+from mmforge.backend.families.components.tokens import marker_template, read_as
+from mmforge.backend.families.components.tokens import token_id as _token_id
 
 MARKER = "<|vision_start|>"
 FAKE_TEXT = "<fake_token_around_image>"
@@ -53,7 +53,7 @@ _PICTURE = (
 
 
 def token_id(tokenizer: dict[str, Any], content: str) -> int:
-    """The id of an added token of tokenizer.json (llava.tokenizer.token_id)."""
+    """The id of an added token of tokenizer.json (components.tokens.token_id)."""
     return _token_id(tokenizer, content, "Idefics2", "<fake_token_around_image> and <image>")
 
 

@@ -38,7 +38,8 @@ from mmforge.backend.families._base import (
     ids,
 )
 from mmforge.backend.families._hooks import VariantRequest
-from mmforge.backend.families.idefics2 import splits_pictures
+from mmforge.backend.families.components.hosts.videochat import sized_pixels, videochat_package
+from mmforge.backend.families.components.splitting import splits_pictures
 from mmforge.backend.families.idefics3 import expect, fields, reference, tiny, tokenizer
 from mmforge.backend.families.idefics3.graphs import (
     checkpoint_name,
@@ -46,7 +47,6 @@ from mmforge.backend.families.idefics3.graphs import (
     scale,
     tokens_per_image,
 )
-from mmforge.backend.families.llava import sized_pixels, videochat_package
 from mmforge.backend.picture_sizing import EDGE_THEN_FIXED, Sizing, resample_name
 
 IMAGENET_STANDARD = [0.5, 0.5, 0.5]
@@ -107,7 +107,7 @@ def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
 
 
 def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
-    """The square's pixel chain (`llava.sized_pixels`: its Resize is the identity)."""
+    """The square's pixel chain (`hosts.videochat.sized_pixels`: its Resize is the identity)."""
     side = _side(cfg, pre)
     return sized_pixels(
         "idefics3_image_processor", (side, side), pre, IMAGENET_STANDARD, IMAGENET_STANDARD

@@ -12,7 +12,7 @@ from mmforge.backend.families._fields import (
     shapes,
     token_ids,
 )
-from mmforge.backend.families.idefics2.graphs import GELU_TANH
+from mmforge.backend.families.components.graph_builder import GELU_TANH
 
 IDEFICS3: tuple[Rule, ...] = (
     only(

@@ -12,13 +12,15 @@ picture the image processor makes without splitting (one square of
 `max_image_size.longest_edge`, the tower's `image_size`: every patch attended):
 
 - Idefics3VisionTransformer, which is Idefics2's NaViT SigLIP tower
-  (`idefics2.graphs.navit_tower`: bucketed positions, the encoder, `post_layernorm`);
+  (components/towers/navit.py, `navit_tower`: bucketed positions, the encoder,
+  `post_layernorm`);
 - Idefics3Connector: the pixel shuffle by `scale_factor` (each s × s block of patches
   one row, s² · width wide, in transformers' order), then `modality_projection.proj`,
   one Linear without bias, to the text width: (side / s)² features a picture.
 
 The embedding writes the features at the `<image>` ids in order
-(`llava.graphs.features_at_image_ids`, the graph of every family on this pipeline).
+(components/hosts/videochat.py, `features_at_image_ids`, the graph of every family on
+this pipeline).
 """
 
 from __future__ import annotations
@@ -31,11 +33,14 @@ from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg, as_int
 from mmforge.backend.families._graph_edit import name_decoder_weights
 from mmforge.backend.families._hooks import FixRequest
-from mmforge.backend.families.idefics2.graphs import HEAD, TEXT, navit_tower
-from mmforge.backend.families.lfm2.ops import GraphBuilder
-from mmforge.backend.families.llava.graphs import features_at_image_ids
+from mmforge.backend.families.components.graph_builder import GraphBuilder
+from mmforge.backend.families.components.hosts.videochat import features_at_image_ids
+from mmforge.backend.families.components.towers.navit import navit_tower
 
+VISION = "model.vision_model."
 CONNECTOR = "model.connector."
+TEXT = "model.text_model."
+HEAD = "lm_head.weight"
 
 
 def checkpoint_name(name: str) -> str:
@@ -89,7 +94,7 @@ def vision_graph(cfg: Cfg) -> Any:
     side, s = grid_side(cfg), scale(cfg)
     tokens_per_image(cfg)  # refuses a grid the shuffle cannot cut
     g = GraphBuilder("idefics3_vision")
-    x = pixel_shuffle(g, navit_tower(g, cfg), side, width, s)
+    x = pixel_shuffle(g, navit_tower(g, cfg, VISION), side, width, s)
     x = g.linear(x, CONNECTOR + "modality_projection.proj", width * s * s, hidden, False)
     g.output(g.op("Reshape", x, g.const(np.array([-1, hidden]))), "image_features")
     return g.model()

@@ -28,7 +28,7 @@ from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.families.llava.tokenizer import marker_template, read_as, token_id
+from mmforge.backend.families.components.tokens import marker_template, read_as, token_id
 
 MARKER = "<|vision_start|>"
 FAKE_TEXT = "<fake_token_around_image>"

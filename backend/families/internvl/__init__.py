@@ -35,6 +35,11 @@ from mmforge.backend.families._base import (
     ids,
 )
 from mmforge.backend.families._hooks import VariantRequest
+from mmforge.backend.families.components.hosts.videochat import (
+    from_runtime,
+    sized_pixels,
+    videochat_package,
+)
 from mmforge.backend.families.internvl import expect, fields, reference, tiny, tokenizer
 from mmforge.backend.families.internvl.graphs import (
     checkpoint_name,
@@ -45,7 +50,6 @@ from mmforge.backend.families.internvl.graphs import (
     unused_tensors,
     view_size,
 )
-from mmforge.backend.families.llava import sized_pixels, videochat_package
 from mmforge.backend.picture_sizing import FIXED, Sizing, resample_name
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
@@ -110,7 +114,7 @@ def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
 
 
 def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
-    """GotOcr2ImageProcessor's size (llava's `sized_pixels`), ImageNet's mean and std."""
+    """GotOcr2ImageProcessor's size (`hosts.videochat.sized_pixels`), ImageNet's mean and std."""
     return sized_pixels(
         "internvl_image_processor", _side(cfg, pre), pre, IMAGENET_MEAN, IMAGENET_STD
     )
@@ -184,7 +188,8 @@ INTERNVL = Family(
         notes=_NOTES,
     ),
     package=INTERNVL_PACKAGE,
-    reference=Reference(prepare=reference.prepare, from_runtime=reference.from_runtime),
+    # The runtime's pixels, [1, N, 3, H, W], as HF's [N, 3, H, W]: as LLaVA's.
+    reference=Reference(prepare=reference.prepare, from_runtime=from_runtime),
     fixtures=Fixtures(tiny=tiny.INTERNVL, released=tiny.RELEASED_INTERNVL, expect=expect.INTERNVL),
     approximation=CROP_TO_PATCHES,
 )

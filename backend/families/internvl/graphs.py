@@ -34,8 +34,8 @@ from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
 from mmforge.backend.families._graph_edit import name_decoder_weights
 from mmforge.backend.families._hooks import FixRequest
-from mmforge.backend.families.lfm2.ops import GraphBuilder
-from mmforge.backend.families.llava.graphs import features_at_image_ids
+from mmforge.backend.families.components.graph_builder import GELU_TANH, GraphBuilder
+from mmforge.backend.families.components.hosts.videochat import features_at_image_ids
 
 # The names the graphs use: transformers 5's save_pretrained names (its legacy layout).
 VISION = "vision_tower."
@@ -44,7 +44,6 @@ TEXT = "language_model.model."
 HEAD = "language_model.lm_head.weight"
 
 # transformers' activations the tower and projector may name.
-GELU_TANH = ("gelu_pytorch_tanh", "gelu_new", "gelu_fast")
 ACTS = ("gelu", "silu", "quick_gelu", *GELU_TANH)
 NORMS = ("layer_norm", "rms_norm")
 QK_NORM_EPS = 1e-6  # InternVLVisionRMSNorm's default: q_norm / k_norm are built without eps
@@ -301,7 +300,7 @@ def vision_graph(cfg: Cfg) -> Any:
 
 
 def embedding_graph(cfg: Cfg) -> Any:
-    """The features at the `<IMG_CONTEXT>` ids (llava.graphs.features_at_image_ids)."""
+    """The features at the `<IMG_CONTEXT>` ids (hosts/videochat.py, `features_at_image_ids`)."""
     table = TEXT + "embed_tokens.weight"
     return features_at_image_ids(
         cfg, "internvl_embedding", table, "<IMG_CONTEXT>", field="image_token_id"

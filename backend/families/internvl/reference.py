@@ -23,7 +23,6 @@ from typing import Any
 from mmforge.backend.families._hooks import ReferenceRequest
 from mmforge.backend.families._reference import ReferenceInputs, image_processor, replace_each
 from mmforge.backend.families.internvl.graphs import tokens_per_image
-from mmforge.backend.families.llava import reference as llava_reference
 
 START, CONTEXT, END = "<img>", "<IMG_CONTEXT>", "</img>"
 
@@ -49,7 +48,3 @@ def prepare(request: ReferenceRequest) -> ReferenceInputs:
     tensors["input_ids"] = torch.tensor([ids])
     tensors["attention_mask"] = torch.ones_like(tensors["input_ids"])
     return ReferenceInputs(prompt=request.prompt, input_ids=ids, tensors=tensors)
-
-
-# The runtime's pixels, [1, N, 3, H, W], as HF's [N, 3, H, W]: as LLaVA's.
-from_runtime = llava_reference.from_runtime

@@ -23,8 +23,8 @@ from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.families.llava.tokenizer import added_token, marker_template
-from mmforge.backend.families.llava.tokenizer import token_id as _token_id
+from mmforge.backend.families.components.tokens import added_token, marker_template
+from mmforge.backend.families.components.tokens import token_id as _token_id
 
 MARKER = "<|vision_start|>"
 START, CONTEXT, END = "<img>", "<IMG_CONTEXT>", "</img>"
@@ -36,7 +36,7 @@ _PICTURE = "{{ '" + MARKER + "\\n' }}"
 
 
 def token_id(tokenizer: dict[str, Any], content: str) -> int:
-    """The id of an added token of tokenizer.json (llava.tokenizer.token_id)."""
+    """The id of an added token of tokenizer.json (components.tokens.token_id)."""
     return _token_id(tokenizer, content, "InternVL", "<img>, <IMG_CONTEXT> and </img>")
 
 

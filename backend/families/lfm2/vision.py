@@ -23,7 +23,7 @@ import numpy as np
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.families.lfm2.ops import GraphBuilder
+from mmforge.backend.families.components.graph_builder import GraphBuilder
 
 VISION_PREFIX = "model.vision_tower."
 PROJECTOR_PREFIX = "model.multi_modal_projector."

@@ -4,15 +4,16 @@ ONNX Runtime GenAI 0.18 has no `llava` type. Its `videochat_flash_qwen` pipeline
 every picture a constant number of ids, `vision.num_visual_tokens` (K), framed by marker
 text that the package's tokenizer reads as `<image>` ids (tokenizer.py): exactly
 LlavaProcessor's K `<image>` ids, with 1-D positions and a plain causal decoder, as
-LLaVA has. The graphs: graphs.py.
+LLaVA has. The graphs: graphs.py. What every family on that pipeline shares (package
+fields, pixel chain, embedding graph): components/hosts/videochat.py.
 
 `llava` is also Pixtral-12B's model_type; the registry hands it to the Pixtral entry
-(mistral/pixtral.py), whose `variant` sends every checkpoint without a Pixtral tower here.
+(mistral/pixtral.py), which claims only the checkpoints with a Pixtral tower: the
+registry sends every other one here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from mmforge.backend.families._base import (
@@ -22,14 +23,16 @@ from mmforge.backend.families._base import (
     Family,
     Fixtures,
     ImageTokens,
-    PackageSpec,
     Profile,
     Projector,
     Recognition,
     Reference,
     ids,
-    processor_op,
-    rescale_and_normalize,
+)
+from mmforge.backend.families.components.hosts.videochat import (
+    from_runtime,
+    sized_pixels,
+    videochat_package,
 )
 from mmforge.backend.families.llava import (
     expect,
@@ -101,52 +104,6 @@ def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
     return Sizing(FIXED, resample, width=width, height=height)
 
 
-def videochat_package(
-    per_picture: Callable[[Cfg], int], token_fields: Callable[[Cfg], dict[str, int]], **spec: Any
-) -> PackageSpec:
-    """A package on `videochat_flash_qwen` with mmforge's tower and embedding (float32).
-
-    Every family this pipeline hosts (LLaVA, Idefics2, Idefics3 / SmolVLM, InternVL)
-    shares these: `vision.num_visual_tokens` = `per_picture` (K ids a picture), the
-    picture as `pixel_values`, and the precisions f32, int4 and int8 (mobius's f16 decoder
-    would take float16 embeddings, and the tower and embedding are float32). The token
-    ids (`token_fields`) are read by verify and chat (which ids are pictures); the runtime
-    reads them for Qwen types only, and videochat_flash_qwen is not one (model_type.h,
-    IsQwenVLFamily). `spec`: the family's own PackageSpec fields.
-    """
-    return PackageSpec(
-        model_fields=token_fields,
-        vision_fields=lambda cfg, pre: {"num_visual_tokens": per_picture(cfg)},
-        vision_inputs={"pixel_values": "pixel_values"},
-        dtypes=("f32", "int4", "int8"),
-        **spec,
-    )
-
-
-def sized_pixels(
-    name: str, size: tuple[int, int], pre: Cfg, mean: list[float], std: list[float]
-) -> dict[str, Any]:
-    """The runtime's pixel chain for a picture the intake sized: Resize, rescale, normalise, CHW.
-
-    The intake already sized the picture as transformers does (the family's
-    `picture_sizing`), so `Resize` to that (width, height) leaves it as it is; a program
-    that hands the runtime a picture file of another size still gets the model's size.
-    """
-    width, height = size
-    resize = {"interpolation": "CUBIC", "width": width, "height": height, "keep_aspect_ratio": 0}
-    return {
-        "processor": {
-            "name": name,
-            "transforms": [
-                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
-                processor_op("resize", "Resize", resize),
-                *rescale_and_normalize(pre, mean, std),
-                processor_op("to_channel_first", "Permute3D", {"dims": [2, 0, 1]}),
-            ],
-        }
-    }
-
-
 def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     """CLIPImageProcessor's size (`sized_pixels`)."""
     return sized_pixels("llava_clip_image_processor", _crop(cfg, pre), pre, CLIP_MEAN, CLIP_STD)
@@ -193,7 +150,7 @@ LLAVA = Family(
         ),
     ),
     package=LLAVA_PACKAGE,
-    reference=Reference(prepare=reference.prepare, from_runtime=reference.from_runtime),
+    reference=Reference(prepare=reference.prepare, from_runtime=from_runtime),
     fixtures=Fixtures(tiny=tiny.LLAVA, released=tiny.RELEASED_LLAVA, expect=expect.LLAVA),
 )
 

@@ -25,7 +25,9 @@ from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
 from mmforge.backend.families._graph_edit import name_decoder_weights
 from mmforge.backend.families._hooks import FixRequest
-from mmforge.backend.families.lfm2.ops import GraphBuilder
+from mmforge.backend.families.components.graph_builder import GraphBuilder
+from mmforge.backend.families.components.hosts.videochat import features_at_image_ids
+from mmforge.backend.families.components.towers.siglip import encoder_states
 
 VISION = "vision_tower."
 PROJECTOR = "multi_modal_projector."
@@ -158,7 +160,6 @@ def vision_graph(cfg: Cfg) -> Any:
     text_hidden = int(cfg.text.get("hidden_size"))
     layers = feature_layers(cfg)
     grid = size // patch
-    head_dim = width // heads
 
     g = GraphBuilder("llava_vision")
     pixels = g.input(
@@ -176,29 +177,11 @@ def vision_graph(cfg: Cfg) -> Any:
     x = g.op("Add", x, g.weight(emb + "position_embedding.weight", [grid * grid + 1, width]))
     x = g.layer_norm(x, VISION + "pre_layrnorm", width, eps)
 
-    states = [x]
-    split = g.const(np.array([0, 0, heads, head_dim]))
-    for i in range(max(layers)):
-        p = f"{VISION}encoder.layers.{i}."
-        h = g.layer_norm(x, p + "layer_norm1", width, eps)
-
-        def heads_first(t: Any) -> Any:
-            return g.op("Transpose", g.op("Reshape", t, split), perm=[0, 2, 1, 3])
-
-        q = heads_first(g.linear(h, p + "self_attn.q_proj", width, width))
-        k = heads_first(g.linear(h, p + "self_attn.k_proj", width, width))
-        val = heads_first(g.linear(h, p + "self_attn.v_proj", width, width))
-        scores = g.op("MatMul", q, g.op("Transpose", k, perm=[0, 1, 3, 2]))
-        scores = g.op("Mul", scores, g.const(np.float32(head_dim**-0.5)))
-        ctx = g.op("MatMul", g.op("Softmax", scores, axis=-1), val)
-        ctx = g.op(
-            "Reshape", g.op("Transpose", ctx, perm=[0, 2, 1, 3]), g.const(np.array([0, 0, width]))
-        )
-        x = g.op("Add", x, g.linear(ctx, p + "self_attn.out_proj", width, width))
-        h = g.layer_norm(x, p + "layer_norm2", width, eps)
-        h = _act(g, g.linear(h, p + "mlp.fc1", width, ff), act)
-        x = g.op("Add", x, g.linear(h, p + "mlp.fc2", ff, width))
-        states.append(x)
+    # CLIP's encoder layers are SigLIP's (the same ops and weight names): the hidden
+    # states up to the deepest one read.
+    states = encoder_states(
+        g, x, VISION, max(layers), width, heads, ff, eps, lambda h: _act(g, h, act)
+    )
 
     first = 0 if keeps_class_token(cfg) else 1
     picked = [g.slice(states[i], first, grid * grid + 1, axis=1) for i in layers]
@@ -211,47 +194,6 @@ def vision_graph(cfg: Cfg) -> Any:
     y = g.linear(features, PROJECTOR + "linear_1", wide, text_hidden, bias)
     y = g.linear(_act(g, y, proj_act), PROJECTOR + "linear_2", text_hidden, text_hidden, bias)
     g.output(g.op("Reshape", y, g.const(np.array([-1, text_hidden]))), "image_features")
-    return g.model()
-
-
-def features_at_image_ids(
-    cfg: Cfg, name: str, table: str, token_text: str, field: str = "image_token_index"
-) -> Any:
-    """Token embeddings with the picture features written, in order, at the image ids.
-
-    The graph of every family on `videochat_flash_qwen`: the package's tokenizer reads
-    the runtime's marker text as the model's own ids (its tokenizer.py), so the image
-    positions are exactly transformers'. Placeholders keep their text embedding when no
-    features come with them (every decode step), as transformers replaces them only
-    when pixels are given.
-
-    Args:
-        cfg: The checkpoint's config.
-        name: The graph's name.
-        table: The token table's checkpoint name.
-        token_text: The image token's text, for the error message.
-        field: The config field that names the image token's id (else image_token_id).
-
-    Raises:
-        MmforgeError: config.json does not name the image token's id.
-    """
-    import onnx_ir as ir
-
-    vocab, hidden = int(cfg.text.get("vocab_size")), int(cfg.text.get("hidden_size"))
-    image_token = cfg.first(field, "image_token_id")
-    if not isinstance(image_token, int):
-        raise MmforgeError(
-            f"config.json has no {field}",
-            f"Add {field} (the id of {token_text} in the tokenizer) to config.json",
-        )
-    g = GraphBuilder(name)
-    ids = g.input("input_ids", ir.DataType.INT64, ["batch_size", "sequence_length"])
-    features = g.input("image_features", ir.DataType.FLOAT, ["num_image_tokens", hidden])
-    embeds = g.op("Gather", g.weight(table, [vocab, hidden]), ids, axis=0)
-    has_features = g.op("Greater", g.op("Size", features), g.const(np.int64(0)))
-    slots = g.op("And", g.op("Equal", ids, g.const(np.int64(image_token))), has_features)
-    where = g.op("Transpose", g.op("NonZero", slots), perm=[1, 0])  # [M, 2]
-    g.output(g.op("ScatterND", embeds, where, features), "inputs_embeds")
     return g.model()
 
 

@@ -1,10 +1,13 @@
-"""LLaVA, VipLLaVA, Video-LLaVA (pictures): HF inputs for verify, as LlavaProcessor makes them."""
+"""LLaVA, VipLLaVA, Video-LLaVA (pictures): HF inputs for verify, as LlavaProcessor makes them.
+
+The runtime's pixels as HF's (`from_runtime`): components/hosts/videochat.py.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from mmforge.backend.families._hooks import ReferenceRequest, RuntimeArrays
+from mmforge.backend.families._hooks import ReferenceRequest
 from mmforge.backend.families._reference import ReferenceInputs, image_processor, replace_each
 from mmforge.backend.families.llava.graphs import keeps_class_token
 
@@ -38,13 +41,3 @@ def prepare(request: ReferenceRequest) -> ReferenceInputs:
     tensors["input_ids"] = torch.tensor([ids])
     tensors["attention_mask"] = torch.ones_like(tensors["input_ids"])
     return ReferenceInputs(prompt=request.prompt, input_ids=ids, tensors=tensors)
-
-
-def from_runtime(request: RuntimeArrays) -> None:
-    """The runtime's pixels, [1, N, 3, H, W], as HF's [N, 3, H, W]."""
-    import torch
-
-    pixels = request.arrays.get("pixel_values")
-    if pixels is not None:
-        flat = pixels.reshape(-1, *pixels.shape[-3:])
-        request.inputs.tensors["pixel_values"] = torch.from_numpy(flat.astype("float32"))

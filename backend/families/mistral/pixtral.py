@@ -10,7 +10,8 @@ The graphs are ours: mobius's Pixtral vision model with its Mistral 3 projector 
 by LLaVA's.
 
 Other `llava` checkpoints (LLaVA-1.5's CLIP tower) go to the LLaVA entry
-(families/llava) through this entry's `variant`.
+(families/llava): this entry claims only the configs with a Pixtral tower
+(`Recognition.claims`), and the registry hands the others to the next `llava` entry.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg, Family, Fixtures, Projector, Recognition
-from mmforge.backend.families._hooks import VariantRequest
 from mmforge.backend.families.mistral import pixtral_tiny
 from mmforge.backend.families.mistral.build import vision_activation
 from mmforge.backend.families.mistral.expect import PIXTRAL
@@ -90,13 +90,6 @@ def make(mistral3: Family) -> Family:
     """The Pixtral-12B entry: Mistral 3's pipeline, package and reference, LLaVA's projector."""
     assert mistral3.package is not None
 
-    def variant(request: VariantRequest) -> Family | None:
-        if _is_pixtral(request.config):
-            return None
-        from mmforge.backend.families.llava import LLAVA
-
-        return LLAVA
-
     package = dataclasses.replace(
         mistral3.package,
         module_patch=llava_projector,
@@ -114,7 +107,7 @@ def make(mistral3: Family) -> Family:
         mistral3,
         key="pixtral",
         name="Pixtral",
-        recognition=Recognition(model_types=("llava",), variant=variant),
+        recognition=Recognition(model_types=("llava",), claims=_is_pixtral),
         profile=dataclasses.replace(
             mistral3.profile,
             hf_class="LlavaForConditionalGeneration",

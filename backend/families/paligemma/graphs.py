@@ -8,8 +8,9 @@ the whole prompt attend both ways, and 0-based positions where PaliGemma's are 1
 decoder counts from 1 as transformers does, so both sides round alike).
 So the graphs are ours, following transformers 5.24's PaliGemmaModel:
 
-- vision: SigLIP (`SiglipVisionModel.last_hidden_state`, no pooling head) and the
-  projector's Linear, for every picture the runtime stacks;
+- vision: SigLIP (`SiglipVisionModel.last_hidden_state`, no pooling head; its encoder:
+  components/towers/siglip.py) and the projector's Linear, for every picture the
+  runtime stacks;
 - embedding: token embeddings × √hidden (`GemmaTextScaledWordEmbedding`), the projected
   image features written unscaled at the picture's ids (`masked_scatter`);
 - decoder: Gemma with positions + 1 and, while the KV cache is empty (the prefill), every
@@ -23,14 +24,14 @@ weights go through the common path (convert/weights.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg, as_int
-from mmforge.backend.families.lfm2.ops import GraphBuilder
+from mmforge.backend.families.components.graph_builder import GraphBuilder
+from mmforge.backend.families.components.towers.siglip import siglip_encoder
 
 VISION = "vision_tower."
 PROJECTOR = "multi_modal_projector.linear"
@@ -66,49 +67,6 @@ def _activation(g: GraphBuilder, x: Any, act: str, where: str) -> Any:
         f"{where} activation {act} is not supported",
         "PaliGemma releases use gelu_pytorch_tanh; other activations are not converted",
     )
-
-
-def siglip_encoder(
-    g: GraphBuilder,
-    x: Any,
-    prefix: str,
-    layers: int,
-    width: int,
-    heads: int,
-    ff: int,
-    eps: float,
-    activation: Callable[[Any], Any],
-) -> Any:
-    """SigLIP's encoder on patch embeddings [N, P, width], then its post layernorm.
-
-    Each layer: LayerNorm, multi-head self-attention (biased q/k/v/out projections, no
-    mask: every patch is a picture's), residual; LayerNorm, fc1, `activation`, fc2,
-    residual. The weights are under `prefix` + "encoder.layers.{i}." (PaliGemma's and
-    Idefics2's towers).
-    """
-    head_dim = width // heads
-    split = g.const(np.array([0, 0, heads, head_dim]))
-
-    def heads_first(t: Any) -> Any:
-        return g.op("Transpose", g.op("Reshape", t, split), perm=[0, 2, 1, 3])
-
-    for i in range(layers):
-        p = f"{prefix}encoder.layers.{i}."
-        h = g.layer_norm(x, p + "layer_norm1", width, eps)
-        q = heads_first(g.linear(h, p + "self_attn.q_proj", width, width))
-        k = heads_first(g.linear(h, p + "self_attn.k_proj", width, width))
-        val = heads_first(g.linear(h, p + "self_attn.v_proj", width, width))
-        scores = g.op("MatMul", q, g.op("Transpose", k, perm=[0, 1, 3, 2]))
-        scores = g.op("Mul", scores, g.const(np.float32(head_dim**-0.5)))
-        ctx = g.op("MatMul", g.op("Softmax", scores, axis=-1), val)
-        ctx = g.op(
-            "Reshape", g.op("Transpose", ctx, perm=[0, 2, 1, 3]), g.const(np.array([0, 0, width]))
-        )
-        x = g.op("Add", x, g.linear(ctx, p + "self_attn.out_proj", width, width))
-        h = g.layer_norm(x, p + "layer_norm2", width, eps)
-        h = activation(g.linear(h, p + "mlp.fc1", width, ff))
-        x = g.op("Add", x, g.linear(h, p + "mlp.fc2", ff, width))
-    return g.layer_norm(x, prefix + "post_layernorm", width, eps)
 
 
 def image_tokens(cfg: Cfg) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import Cfg
-from mmforge.backend.families.llava.tokenizer import read_as
+from mmforge.backend.families.components.tokens import read_as
 
 IMAGE = "<image>"
 MARKERS = ("<|vision_start|><|image_pad|>", "<|image_pad|>", "<|image_pad|><|vision_end|>")

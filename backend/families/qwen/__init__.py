@@ -24,6 +24,7 @@ from mmforge.backend.families._base import (
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
 from mmforge.backend.families._hooks import VariantRequest
+from mmforge.backend.families.components.hosts import qwen as qwen_host
 from mmforge.backend.families.qwen import (
     expect,
     fara,
@@ -205,7 +206,7 @@ def _qwen_channels_first(pixels: Any) -> Any:
 
 QWEN_REFERENCE = Reference(
     prepare=reference.prepare,
-    from_runtime=reference.from_runtime,
+    from_runtime=qwen_host.from_runtime,
     channels_first=_qwen_channels_first,
     config_tokens=("vision_start_token_id", "video_token_id"),
 )

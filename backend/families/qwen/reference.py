@@ -1,10 +1,14 @@
-"""Qwen2.5-VL and Qwen3-VL: HF inputs for verify."""
+"""Qwen2.5-VL and Qwen3-VL: HF inputs for verify.
+
+The runtime's inputs as HF's (`from_runtime`): components/hosts/qwen.py, which GLM-4V
+shares.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from mmforge.backend.families._hooks import ReferenceRequest, RuntimeArrays
+from mmforge.backend.families._hooks import ReferenceRequest
 from mmforge.backend.families._reference import (
     ReferenceInputs,
     finish,
@@ -35,22 +39,3 @@ def prepare(request: ReferenceRequest) -> ReferenceInputs:
     # image tokens (its processor returns it); without it HF silently uses 1-D positions.
     result.tensors["mm_token_type_ids"] = token_types(result, cfg)
     return result
-
-
-def from_runtime(request: RuntimeArrays) -> None:
-    """The runtime's patches without its padding, the image grids and token types."""
-    cfg = request.cfg
-    arrays = request.arrays
-    result = request.inputs
-    import numpy as np
-    import torch
-
-    if "pixel_values" in arrays:
-        grid = arrays["image_grid_thw"].astype("int64")
-        pixels = arrays["pixel_values"].astype("float32")
-        # The runtime pads each image's patches to the largest image; HF concatenates.
-        longest = pixels.shape[0] // grid.shape[0]
-        rows = [pixels[i * longest : i * longest + int(g.prod())] for i, g in enumerate(grid)]
-        result.tensors["pixel_values"] = torch.from_numpy(np.concatenate(rows))
-        result.tensors["image_grid_thw"] = torch.from_numpy(grid)
-    result.tensors["mm_token_type_ids"] = token_types(result, cfg)

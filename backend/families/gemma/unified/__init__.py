@@ -6,6 +6,9 @@ factorised 2-D position embedding, then RMSNorm → Linear into the text width; 
 frames (audio_embed_dim samples each) go through RMSNorm → Linear. The text model is
 Gemma 4's, with bidirectional attention over an image's tokens on the sliding layers
 when use_bidirectional_attention is "vision".
+
+A variant of Gemma 4 (`make`, from the Gemma 4 entry with `dataclasses.replace`), in
+Gemma 4's folder: its registry key, model_type and pipeline type are `gemma4_unified`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 from mmforge.backend.families._base import (
     Cfg,
+    Family,
     Fixtures,
     ImageTokens,
     PackageSpec,
@@ -25,11 +29,11 @@ from mmforge.backend.families._base import (
 )
 from mmforge.backend.families._embedding import text_embedding_without_features
 from mmforge.backend.families._hooks import FixRequest
-from mmforge.backend.families.gemma import GEMMA4, GEMMA4_REFERENCE, gemma4_sizing
 from mmforge.backend.families.gemma.attention import bidirectional_image_attention
 from mmforge.backend.families.gemma.moe import expert_blocks, global_kv_heads, unified_names
+from mmforge.backend.families.gemma.sizing import gemma4_sizing
 from mmforge.backend.families.gemma.tokens import adapt_tokenizer
-from mmforge.backend.families.gemma4_unified import expect, fields, reference, tiny
+from mmforge.backend.families.gemma.unified import expect, fields, reference, tiny
 
 
 def _model_patch(cfg: Cfg, pre: Cfg) -> int:
@@ -154,35 +158,39 @@ PACKAGE = PackageSpec(
     ),
 )
 
-# Gemma 4 with other encoders: the token ids, strings, placeholders and the runtime's
-# processor framing are Gemma 4's, so the entry is Gemma 4's with what differs replaced.
-GEMMA4_UNIFIED = dataclasses.replace(
-    GEMMA4,
-    key="gemma4_unified",
-    name="Gemma 4 unified",
-    pipeline_type="gemma4_unified",
-    recognition=Recognition(model_types=("gemma4_unified",)),
-    profile=dataclasses.replace(
-        GEMMA4.profile,
-        projector=_projector,
-        image_tokens=_image_tokens,
-        hf_class="Gemma4UnifiedForConditionalGeneration",
-        fields=fields.GEMMA4_UNIFIED,
-        notes=(
-            "Encoder-free: the 'vision encoder' and 'audio encoder' graphs are the patch and "
-            "frame embedders, with no transformer layers.",
-            "Image tokens of one image attend both ways on the sliding layers (global layers "
-            "stay causal), the mask built from input_ids in the decoder.",
-        ),
-    ),
-    package=PACKAGE,
-    reference=dataclasses.replace(
-        GEMMA4_REFERENCE,
-        prepare=reference.prepare,
-        from_runtime=reference.from_runtime,
-        audio_extractor="Gemma4UnifiedAudioFeatureExtractor",
-    ),
-    fixtures=Fixtures(tiny=tiny.TINY, expect=expect.GEMMA4_UNIFIED),
-)
 
-FAMILIES = (GEMMA4_UNIFIED,)
+def make(gemma4: Family) -> Family:
+    """The Gemma 4 unified entry: Gemma 4's with its encoder-free embedders.
+
+    Gemma 4 with other encoders: the token ids, strings, placeholders and the runtime's
+    processor framing are Gemma 4's, so the entry is Gemma 4's with what differs replaced.
+    """
+    assert gemma4.reference is not None
+    return dataclasses.replace(
+        gemma4,
+        key="gemma4_unified",
+        name="Gemma 4 unified",
+        pipeline_type="gemma4_unified",
+        recognition=Recognition(model_types=("gemma4_unified",)),
+        profile=dataclasses.replace(
+            gemma4.profile,
+            projector=_projector,
+            image_tokens=_image_tokens,
+            hf_class="Gemma4UnifiedForConditionalGeneration",
+            fields=fields.GEMMA4_UNIFIED,
+            notes=(
+                "Encoder-free: the 'vision encoder' and 'audio encoder' graphs are the patch "
+                "and frame embedders, with no transformer layers.",
+                "Image tokens of one image attend both ways on the sliding layers (global "
+                "layers stay causal), the mask built from input_ids in the decoder.",
+            ),
+        ),
+        package=PACKAGE,
+        reference=dataclasses.replace(
+            gemma4.reference,
+            prepare=reference.prepare,
+            from_runtime=reference.from_runtime,
+            audio_extractor="Gemma4UnifiedAudioFeatureExtractor",
+        ),
+        fixtures=Fixtures(tiny=tiny.TINY, expect=expect.GEMMA4_UNIFIED),
+    )

@@ -1,4 +1,11 @@
-"""A small op-by-op ONNX graph builder over onnx_ir, for the LFM2-VL graphs we write."""
+"""GraphBuilder: a small op-by-op ONNX graph builder over onnx_ir, for the graphs we write.
+
+Every graph mmforge writes itself (LFM2-VL's tower, PaliGemma's three graphs, the towers
+and embeddings on `videochat_flash_qwen`, GLM-4V's, Gemma 3n's) is built with it: ONNX
+opset 18, IR version 10, initializers named as the checkpoint's tensors (`weight`), so
+that every weight goes through the common path (convert/weights.py). It needs onnx_ir,
+imported when a builder is made.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,9 @@ from typing import Any
 import numpy as np
 
 OPSET = 18
+
+# transformers' activation names that are GELU with the tanh approximation.
+GELU_TANH = ("gelu_pytorch_tanh", "gelu_new", "gelu_fast")
 
 
 class GraphBuilder:

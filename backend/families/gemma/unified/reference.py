@@ -12,7 +12,7 @@ from mmforge.backend.families._reference import (
     replace_each,
     token_types,
 )
-from mmforge.backend.families.gemma4_unified.preprocess import preprocess
+from mmforge.backend.families.gemma.unified.preprocess import preprocess
 
 
 def prepare(request: ReferenceRequest) -> ReferenceInputs:
