@@ -135,7 +135,7 @@ class Runtime:
 
     def prompt(self, messages: list[dict[str, Any]]) -> str:
         """Apply the package's chat template, the messages in the content form it takes."""
-        messages = package_messages(self.folder, _without_nul(messages), self.content_form)
+        messages = package_messages(self.folder, without_nul(messages), self.content_form)
         try:
             return str(
                 self.tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True)
@@ -206,7 +206,7 @@ def package_messages(
     return conform(messages, form, family.profile.text_placeholder, family.name)
 
 
-def _without_nul(value: Any) -> Any:
+def without_nul(value: Any) -> Any:
     """`value` with every NUL character in its strings made U+FFFD.
 
     The runtime renders templates and tokenizes in native code that takes text up to its
@@ -217,9 +217,9 @@ def _without_nul(value: Any) -> Any:
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd")
     if isinstance(value, list):
-        return [_without_nul(v) for v in value]
+        return [without_nul(v) for v in value]
     if isinstance(value, dict):
-        return {k: _without_nul(v) for k, v in value.items()}
+        return {k: without_nul(v) for k, v in value.items()}
     return value
 
 

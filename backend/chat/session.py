@@ -78,6 +78,7 @@ from mmforge.backend.chat.values import (
 )
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.memory import current_rss_bytes
+from mmforge.backend.runtime import without_nul
 
 log = logging.getLogger(__name__)
 
@@ -425,7 +426,9 @@ class ChatSession:
             stop_reason=result.stop_reason,
         )
         prev = self.transcript.end_texts[-1]
-        end_text = None if prev is None else prev + result.text
+        # As the runtime renders the answer in the next prompt (a NUL made U+FFFD), so that
+        # the next turn still finds this text at the start of its prompt and continues.
+        end_text = None if prev is None else prev + without_nul(result.text)
         self.transcript.add(message, list(result.token_ids), end_text)
         self.driver.answered()
         self._save()
