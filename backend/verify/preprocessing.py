@@ -117,7 +117,9 @@ def _ids(
             FAIL,
             "the model is asked another prompt than transformers asks it: the pictures' and "
             f"clips' places and markers match, but the runtime's prompt "
-            f"{' and '.join(w for w in said if w) or 'has its text tokens in another order'}",
+            f"{' and '.join(w for w in said if w) or 'has its text tokens in another order'}. "
+            "The package's chat template or tokenizer writes it: convert the model again "
+            "with this version of mmforge, and report the model if the difference stays",
         )
     return PASS, f"the same {len(rt)} token ids"
 

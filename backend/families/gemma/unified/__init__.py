@@ -189,7 +189,7 @@ def make(gemma4: Family) -> Family:
         reference=dataclasses.replace(
             gemma4.reference,
             prepare=reference.prepare,
-            from_runtime=reference.from_runtime,
+            # from_runtime: Gemma 4's (the same patches, positions and features by name)
             audio_extractor="Gemma4UnifiedAudioFeatureExtractor",
         ),
         fixtures=Fixtures(tiny=tiny.TINY, expect=expect.GEMMA4_UNIFIED),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmforge.backend.families._hooks import ReferenceRequest, RuntimeArrays
+from mmforge.backend.families._hooks import ReferenceRequest
 from mmforge.backend.families._reference import (
     ReferenceInputs,
     audio_features,
@@ -47,25 +47,3 @@ def prepare(request: ReferenceRequest) -> ReferenceInputs:
     result = finish(tokenizer, prompt, expanded, tensors)
     result.tensors["mm_token_type_ids"] = token_types(result, cfg)
     return result
-
-
-def from_runtime(request: RuntimeArrays) -> None:
-    """The runtime's merged patches, their positions and audio frames under HF's names."""
-    cfg = request.cfg
-    arrays = request.arrays
-    result = request.inputs
-    import torch
-
-    if "pixel_values" in arrays:
-        result.tensors["pixel_values"] = torch.from_numpy(arrays["pixel_values"].astype("float32"))
-        result.tensors["image_position_ids"] = torch.from_numpy(
-            arrays["pixel_position_ids"].astype("int64")
-        )
-    if "audio_embeds" in arrays:
-        result.tensors["input_features"] = torch.from_numpy(
-            arrays["audio_embeds"].astype("float32")
-        )
-        result.tensors["input_features_mask"] = torch.from_numpy(
-            arrays["audio_attention_mask"].astype(bool)
-        )
-    result.tensors["mm_token_type_ids"] = token_types(result, cfg)
