@@ -49,6 +49,10 @@ SPLIT_EDGE_BOUNDS = "edge_bounds_split"
 # Idefics2ImageProcessor without splitting, packed as one part on a canvas of one size
 # for every picture, so that a prompt's pictures need not share a size.
 CANVAS_EDGE_BOUNDS = "edge_bounds_canvas"
+# LlavaNextImageProcessor: a base view (the picture squashed to `width` × `height`) and
+# the picture fitted into the best of `pinpoints`, cut into `factor` px tiles; the intake
+# stacks them in the layout backend/anyres.py describes.
+ANYRES = "anyres"
 # The rules whose pictures reach the runtime as a canvas of parts (`canvas_parts`).
 CANVAS_RULES = (SPLIT_EDGE_BOUNDS, CANVAS_EDGE_BOUNDS)
 RULES = (
@@ -65,6 +69,7 @@ RULES = (
     SPLIT_EDGE_BOUNDS,
     CANVAS_EDGE_BOUNDS,
     PHI3V_HD,
+    ANYRES,
 )
 # Who resizes: PIL (transformers' PIL processors) or torch (its torchvision processors,
 # which use torch's interpolation; mmforge's reference restates them with the same).
@@ -121,6 +126,7 @@ class Sizing:
         max_crops: `phi4_hd`'s and `phi3v_hd`'s largest number of crops (`factor` px
             square each).
         shortest_edge: The shortest side for `shortest_edge_crop`, before the crop.
+        pinpoints: `anyres`' grid resolutions, (height, width) each, multiples of `factor`.
     """
 
     rule: str
@@ -136,6 +142,7 @@ class Sizing:
     patch: int = 0
     max_crops: int = 0
     shortest_edge: int = 0
+    pinpoints: tuple[tuple[int, int], ...] = ()
 
     def target(self, width: int, height: int) -> tuple[int, int]:
         """The (width, height) transformers resizes a `width` × `height` picture to.
@@ -143,7 +150,7 @@ class Sizing:
         Raises:
             PictureError: transformers would refuse the picture (too elongated).
         """
-        if self.rule in (FIXED, SHORTEST_EDGE_CROP, EDGE_THEN_FIXED):
+        if self.rule in (FIXED, SHORTEST_EDGE_CROP, EDGE_THEN_FIXED, ANYRES):
             return self.width, self.height
         if self.rule == LONGEST_EDGE:
             h, w = longest_edge_size(height, width, self.longest_edge, self.factor)
@@ -216,7 +223,7 @@ class Sizing:
         """
         if self.rule in (FIXED, SHORTEST_EDGE_CROP, EDGE_THEN_FIXED):
             return (width, height) == (self.width, self.height)
-        if self.rule in (EDGE_BOUNDS, *CANVAS_RULES):  # the package's chain has no Resize
+        if self.rule in (EDGE_BOUNDS, ANYRES, *CANVAS_RULES):  # the chain has no Resize
             return True
         if self.rule == ASPECT_BUDGET:  # the transform's own rule, applied again
             return self.target(width, height) == (width, height)
@@ -240,6 +247,14 @@ class Sizing:
                 else ""
             )
             return f"{first}resized to {self.width}×{self.height} px ({self.resample})"
+        if self.rule == ANYRES:
+            grids = ", ".join(f"{w}×{h}" for h, w in self.pinpoints)
+            return (
+                f"a base view resized to {self.width}×{self.height} px, and the picture fitted "
+                f"(aspect kept, {self.resample}) into the best of {grids} px, centred on black "
+                f"and cut into {self.factor} px tiles; the tiles' features kept where the "
+                "picture lies, each row ended with a newline"
+            )
         if self.rule == SHORTEST_EDGE_CROP:
             return (
                 f"the shortest side scaled to {self.shortest_edge} px ({self.resample}), then "
@@ -300,7 +315,9 @@ class Sizing:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the manifest's `pictures.sizing`)."""
-        return asdict(self)
+        data = asdict(self)
+        data["pinpoints"] = [list(p) for p in self.pinpoints]
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> Sizing | None:
@@ -314,8 +331,11 @@ class Sizing:
         numbers = {k: data.get(k, 0) for k in cls.__dataclass_fields__ if k not in _WORDS}
         if not all(type(v) is int and 0 <= v <= 1 << 31 for v in numbers.values()):
             return None
+        pinpoints = _pinpoints(data.get("pinpoints", []))
+        if pinpoints is None:
+            return None
         words = {"rule": data["rule"], "resample": data["resample"]}
-        sizing = cls(**words, kernel=data.get("kernel", "pil"), **numbers)
+        sizing = cls(**words, kernel=data.get("kernel", "pil"), pinpoints=pinpoints, **numbers)
         return sizing if sizing._sane() else None
 
     def _sane(self) -> bool:
@@ -333,10 +353,32 @@ class Sizing:
             return self.factor > 0 and self.max_crops > 0
         if self.rule == ASPECT_BUDGET:
             return self.factor > 0 and self.max_pixels > 0 and self.longest_edge > 0
+        if self.rule == ANYRES:
+            return (
+                0 < self.patch <= self.factor <= MAX_CANVAS_SIDE
+                and self.factor % self.patch == 0
+                and 0 < self.width == self.height <= MAX_CANVAS_SIDE
+                and bool(self.pinpoints)
+                and all(h % self.factor == 0 == w % self.factor for h, w in self.pinpoints)
+            )
         return self.factor > 0 and 0 < self.min_pixels <= self.max_pixels
 
 
-_WORDS = ("rule", "resample", "kernel")
+_WORDS = ("rule", "resample", "kernel", "pinpoints")
+MAX_PINPOINTS = 64
+
+
+def _pinpoints(data: Any) -> tuple[tuple[int, int], ...] | None:
+    """A manifest's anyres pinpoints, or None when they are not a short list of sizes."""
+    if not isinstance(data, list) or len(data) > MAX_PINPOINTS:
+        return None
+    out = []
+    for item in data:
+        ok = isinstance(item, list) and len(item) == 2
+        if not ok or not all(type(v) is int and 0 < v <= MAX_CANVAS_SIDE * 8 for v in item):
+            return None
+        out.append((item[0], item[1]))
+    return tuple(out)
 
 
 def smart_resize(

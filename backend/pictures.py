@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from mmforge.backend.picture_sizing import (
+    ANYRES,
     ASPECT_BUDGET,
     CANVAS_HEADER_ROWS,
     CANVAS_RULES,
@@ -219,6 +220,9 @@ def take(path: Path, intake: Intake | None) -> Taken:
     if sizing is not None and sizing.rule == PHI3V_HD:
         canvas, box = hd_canvas(image, sizing.factor, sizing.max_crops)
         return Taken(canvas, width, height, True, "; ".join(changes), shown_box=box)
+    if sizing is not None and sizing.rule == ANYRES:
+        canvas, box = anyres_canvas(image, sizing)
+        return Taken(canvas, width, height, True, "; ".join(changes), shown_box=box)
     if sizing is not None:
         target = sizing.target(width, height)
         if sizing.tiles(width, height):
@@ -292,6 +296,37 @@ def split_canvas(image: Any, sizing: Sizing) -> tuple[Any, tuple[int, int, int, 
         canvas.putpixel((slot * side + 1, 0), (w // 256, w % 256, 0))
     # The last part is the whole picture.
     return canvas, ((parts - 1) * side, CANVAS_HEADER_ROWS, w, h)
+
+
+def anyres_canvas(image: Any, sizing: Sizing) -> tuple[Any, tuple[int, int, int, int]]:
+    """LLaVA-NeXT's views of an RGB picture in the stacked layout (backend/anyres.py).
+
+    As LlavaNextImageProcessor makes them from the uint8 picture: the base view resized
+    to the tower's square, and the picture fitted into its best grid with PIL's filter
+    (the black padding and the tiles are the package's vision graph's to make again).
+
+    Raises:
+        PictureError: A picture the layout cannot carry (no tile feature kept).
+    """
+    from PIL import Image
+
+    from mmforge.backend import anyres
+
+    width, height = image.size
+    try:
+        layout = anyres.Layout.of(
+            height, width, sizing.factor, sizing.factor // sizing.patch, list(sizing.pinpoints)
+        )
+    except anyres.AnyresError as e:
+        raise PictureError(
+            f"{e}: this model's processor keeps nothing of it but a {sizing.width} px view",
+            "Crop the image closer to a square",
+        ) from None
+    base = _resize(image, (sizing.width, sizing.height), sizing)
+    fit_h, fit_w = layout.fit
+    fitted = image if (fit_w, fit_h) == image.size else _resize(image, (fit_w, fit_h), sizing)
+    pixels, box = anyres.stacked(layout, base, fitted)
+    return Image.fromarray(pixels), box
 
 
 def hd_canvas(image: Any, crop: int, max_crops: int) -> tuple[Any, tuple[int, int, int, int]]:

@@ -157,7 +157,10 @@ class Runtime:
         """Run the runtime's processor on the prompt and attachment files."""
         kwargs: dict[str, Any] = {}
         if images:
-            kwargs["images"] = self.og.Images.open(*[str(p) for p in images])
+            from mmforge.backend.anyres import runtime_images  # stacked pictures: 2 files
+
+            files = runtime_images(self.folder, list(images))
+            kwargs["images"] = self.og.Images.open(*[str(p) for p in files])
         if audios:
             kwargs["audios"] = self.og.Audios.open(*[str(p) for p in audios])
         if kwargs:

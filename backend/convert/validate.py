@@ -11,10 +11,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mmforge.backend import pictures
+from mmforge.backend import anyres, pictures
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.jobs import JobContext
-from mmforge.backend.picture_sizing import Intake
+from mmforge.backend.picture_sizing import ANYRES, Intake
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,10 @@ def validate_package(
         with tempfile.TemporaryDirectory(prefix="mmforge-probe-") as work:
             sent = Path(work) / "probe.png"
             pictures.save_lossless(pictures.take(resources.probe_image(), intake).image, sent)
-            images = og.Images.open(str(sent))
+            files = [sent]
+            if intake is not None and intake.sizing is not None and intake.sizing.rule == ANYRES:
+                files = anyres.runtime_files(sent, Path(work))  # the stacked picture's blocks
+            images = og.Images.open(*[str(f) for f in files])
             inputs = processor(prompt, images=images)
         ids = inputs["input_ids"].as_numpy()
         ctx.report("validate", 2, 3, message="generating one token")

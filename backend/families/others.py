@@ -82,44 +82,41 @@ def _llava_ids(cfg: Cfg) -> dict[str, int]:
     return ids(cfg, image_token_id=("image_token_index", "image_token_id"))
 
 
-_CLIP_NOTE = (
-    "CLIP towers need the class token, pre_layrnorm and vision_feature_layer=-2, "
-    "which mobius 0.1 does not handle."
-)
-
-
-def _next_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
-    base = _clip_tokens(cfg, pre).fixed or 576
-    grids = cfg.get("image_grid_pinpoints") or [[336, 336]]
-    image = as_int(cfg.get("vision_config.image_size", 336))
+def _onevision_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
+    base = _clip_tokens(cfg, pre).fixed or 729
+    grids = cfg.get("image_grid_pinpoints") or [[384, 384]]
+    image = as_int(cfg.get("vision_config.image_size", 384))
     most = max((h // image) * (w // image) for h, w in grids)
     return ImageTokens(
         minimum=base,
         maximum=base * (most + 1) + image // 14 * most,
-        rule="anyres: a base view plus tiles from image_grid_pinpoints, with newline tokens",
+        rule=(
+            "anyres_max: a base view plus tiles from image_grid_pinpoints, downsampled "
+            "past a feature budget, with newline tokens"
+        ),
     )
 
 
-LLAVA_NEXT = Family(
-    key="llava_next",
-    fixtures=_inspected("LlavaNextConfig", "MLPMultiModalProjector", {"image_token_id": 32000}),
-    name="LLaVA-NeXT",
+LLAVA_ONEVISION = Family(
+    key="llava_onevision",
+    fixtures=_inspected(
+        "LlavaOnevisionConfig", "MLPMultiModalProjector", {"image_token_id": 151646}
+    ),
+    name="LLaVA-OneVision",
     pipeline_type=None,
-    recognition=Recognition(model_types=("llava_next", "llava_onevision")),
+    exact_host="qwen2_5_vl",
+    recognition=Recognition(model_types=("llava_onevision",)),
     profile=Profile(
-        projector=lambda cfg: _mlp(cfg, "LLaVA-NeXT"),
+        projector=lambda cfg: _mlp(cfg, "LLaVA-OneVision"),
         token_ids=_llava_ids,
-        image_tokens=_next_tokens,
-        hf_class="LlavaNextForConditionalGeneration",
-        notes=(_CLIP_NOTE,),
+        image_tokens=_onevision_tokens,
+        hf_class="LlavaOnevisionForConditionalGeneration",
     ),
     no_pipeline_reason=(
-        "ONNX Runtime GenAI 0.18 has no pipeline that gives its number of ids per picture: a "
-        "base view plus anyres tiles unpadded to the picture's aspect ratio, with a newline "
-        "per row (576 + h'·(w'+1)), where every 0.18 processor's count is a constant (gemma3, "
-        "videochat_flash_qwen), a smart-resized grid product (qwen2_5_vl_image_processor.cpp, "
-        "ProcessImagePrompt), one Pixtral grid (mistral3_image_processor.cpp, "
-        "ProcessPixtralPrompt) or Phi's, Gemma 4's or LFM2-VL's own formula" + _SEE
+        "ONNX Runtime GenAI 0.18's qwen2_5_vl pipeline could run it exactly: its Qwen "
+        "processor (qwen2_5_vl_image_processor.cpp, ProcessImagePrompt) counts each picture "
+        "it is handed, which is how LLaVA-NeXT's anyres pictures convert; this version does "
+        "not build OneVision's anyres_max downsampling or its SigLIP tower on it yet" + _SEE
     ),
 )
 
@@ -298,7 +295,7 @@ VIDEOCHAT_FLASH = Family(
 )
 
 FAMILIES = (
-    LLAVA_NEXT,
+    LLAVA_ONEVISION,
     MOLMO,
     FLORENCE2,
     QWEN2_AUDIO,

@@ -61,14 +61,45 @@ def run_per_item(session: Any, feeds: dict[str, Any]) -> list[Any]:
     except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types
         first = str(e)
     counts = {v.shape[0] for v in feeds.values() if getattr(v, "ndim", 0) > 0}
-    if len(counts) != 1 or (n := counts.pop()) < 2:
+    per_grid = _per_grid(feeds)
+    if per_grid:
+        parts = [run(session, None, item) for item in per_grid]
+    elif len(counts) != 1 or (n := counts.pop()) < 2:
         raise GraphError(first.splitlines()[0][:300])
-    parts = [run(session, None, {k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)]
+    else:
+        parts = [run(session, None, {k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)]
     out = []
     for j in range(len(parts[0])):
         pieces = [p[j] for p in parts]
         width = pieces[0].shape[-1]
         out.append(np.concatenate([p.reshape(-1, width) for p in pieces]))
+    return out
+
+
+def _per_grid(feeds: dict[str, Any]) -> list[dict[str, Any]]:
+    """One picture's feeds at a time, as the Qwen pipeline calls a graph whose grid is [1, 3].
+
+    The processor hands `image_grid_thw` [n, 3] and every picture's patch rows padded to
+    the largest's; the runtime (QwenVisionState::Run) gives such a graph each picture's
+    own rows, t·h·w of them, with its grid row. [] when the feeds are not of that kind.
+    """
+    grid = feeds.get("image_grid_thw")
+    pixels = feeds.get("pixel_values")
+    if grid is None or pixels is None or grid.ndim != 2 or grid.shape[1] != 3:
+        return []
+    n = grid.shape[0]
+    if n < 1 or pixels.ndim != 2 or pixels.shape[0] % n:
+        return []
+    longest = pixels.shape[0] // n
+    out = []
+    for i in range(n):
+        rows = int(grid[i].prod())
+        if rows > longest:
+            return []
+        item = dict(feeds)
+        item["pixel_values"] = pixels[i * longest : i * longest + rows]
+        item["image_grid_thw"] = grid[i : i + 1]
+        out.append(item)
     return out
 
 

@@ -23,6 +23,7 @@ LISTED = [
     listed("llava-hf/llava-1.5-7b-hf", "llava", 500),
     listed("LanguageBind/Video-LLaVA-7B-hf", "video_llava", 50),
     listed("llava-hf/llava-v1.6-mistral-7b-hf", "llava_next", 40),
+    listed("someone/llava-onevision-test", "llava_onevision", 30),
     listed("someone/mystery-vlm", None, 5),
     listed("LiquidAI/LFM2-VL-450M", "lfm2_vl", 300),
     listed("microsoft/Phi-4-multimodal-instruct", "phi4mm", 400, tag="any-to-any"),
@@ -52,9 +53,10 @@ def test_search_lists_multimodal_models_with_their_family_marks(hub):
     assert marks["llava-hf/llava-1.5-7b-hf"].words() == "LLaVA: converts"
     video = marks["LanguageBind/Video-LLaVA-7B-hf"]
     assert video.words() == "Video-LLaVA: converts"  # pictures (videos are refused in chat)
-    next_ = marks["llava-hf/llava-v1.6-mistral-7b-hf"]
-    assert next_.verdict == "not converted" and next_.family == "LLaVA-NeXT"
-    assert "named but not converted (" in next_.words()
+    assert marks["llava-hf/llava-v1.6-mistral-7b-hf"].words() == "LLaVA-NeXT: converts"
+    onevision = marks["someone/llava-onevision-test"]
+    assert onevision.verdict == "not converted" and onevision.family == "LLaVA-OneVision"
+    assert "named but not converted (" in onevision.words()
     assert marks["someone/mystery-vlm"].words() == "unknown until inspected"
     assert marks["microsoft/Phi-4-multimodal-instruct"].verdict == "converts"
 
@@ -79,9 +81,10 @@ def test_marks_from_tags_text_only_and_speech_types():
         assert mark.reason.startswith("an approximation: each picture seen whole")
     assert mark_for("idefics2").verdict == "converts"  # splitting is off by default
     # The reason is short: its first clause, the details left out.
-    assert mark_for("llava_next").reason == (
-        "ONNX Runtime GenAI 0.18 has no pipeline that gives its number of ids per picture"
+    assert mark_for("molmo").reason == (
+        "ONNX Runtime GenAI 0.18 has no pipeline that gives its layout"
     )
+    assert mark_for("llava_next").verdict == "converts"
 
 
 def test_hostile_entries_are_dropped_or_cut(hub):

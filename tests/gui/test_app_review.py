@@ -253,9 +253,9 @@ def test_the_card_says_not_yet_or_cannot_with_the_runtime_code(qtbot, window, tm
     from mmforge.gui.model_view import profile_html
     from mmforge.gui.theme import colours
 
-    transformers.LlavaNextConfig().save_pretrained(tmp_path / "llava_next")
+    transformers.LlavaOnevisionConfig().save_pretrained(tmp_path / "llava_onevision")
     said = dataclasses.replace(
-        inspect_source(str(tmp_path / "llava_next")),
+        inspect_source(str(tmp_path / "llava_onevision")),
         converts=NOT_YET,
         runtime_reason="ONNX Runtime GenAI 0.18 could run it exactly (gemma_image_processor.cpp)",
     )
@@ -263,7 +263,7 @@ def test_the_card_says_not_yet_or_cannot_with_the_runtime_code(qtbot, window, tm
     assert "Not converted yet:</b>" in card and "gemma_image_processor.cpp" in card
 
     model = window.model_view
-    for config, title, named in ((transformers.LlavaNextConfig(), "Cannot convert:", ".cpp"),):
+    for config, title, named in ((transformers.Florence2Config(), "Cannot convert:", ".cpp"),):
         folder = tmp_path / type(config).__name__
         config.save_pretrained(folder)
         model.source.setText(str(folder))

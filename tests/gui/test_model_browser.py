@@ -38,8 +38,7 @@ def test_10_search_lists_models_with_family_marks_and_fills_the_source(qtbot, wi
     found = {t.split("\n")[0]: t for t in _texts(browser.results)}
     assert "LLaVA: converts" in found["llava-hf/llava-1.5-7b-hf"]
     assert "Video-LLaVA: converts" in found["LanguageBind/Video-LLaVA-7B-hf"]
-    llava_next = found["llava-hf/llava-v1.6-mistral-7b-hf"]
-    assert "LLaVA-NeXT: named but not converted (" in llava_next
+    assert "LLaVA-NeXT: converts" in found["llava-hf/llava-v1.6-mistral-7b-hf"]
     # The built-in list is there too, with sizes, and picking a model fills the source field.
     known = _texts(browser.known)
     assert any(t.startswith("Qwen/Qwen2.5-VL-3B-Instruct\n") and "GB download" in t for t in known)

@@ -37,6 +37,7 @@ from mmforge.backend.families.components.hosts.videochat import (
 from mmforge.backend.families.llava import (
     expect,
     fields,
+    llava_next,
     reference,
     tiny,
     tokenizer,
@@ -160,4 +161,8 @@ VIPLLAVA = vipllava.make(LLAVA)
 # Video-LLaVA (model_type video_llava): the same package for pictures, K = 256 at 224 px.
 VIDEO_LLAVA = video_llava.make(LLAVA)
 
-FAMILIES = (LLAVA, VIPLLAVA, VIDEO_LLAVA)
+# LLaVA-NeXT (model_type llava_next): the same tower and decoder, anyres pictures on the
+# qwen2_5_vl pipeline.
+LLAVA_NEXT = llava_next.make(LLAVA)
+
+FAMILIES = (LLAVA, VIPLLAVA, VIDEO_LLAVA, LLAVA_NEXT)

@@ -66,3 +66,22 @@ VIDEO_LLAVA = Expectations(
         "vision_config.intermediate_size": 48,
     },
 )
+
+# LLaVA-NeXT: transformers' default LlavaNextConfig has LlavaConfig's vocabulary clash, so
+# no default_config either.
+LLAVA_NEXT = Expectations(
+    tiny_tokens={"image_token_id": "<image>"},
+    honoured={
+        "text_config.rms_norm_eps": 0.05,
+        "vision_config.layer_norm_eps": 0.05,
+        "vision_config.hidden_act": "gelu",
+        "multimodal_projector_bias": False,
+        "vision_feature_layer": -1,
+    },
+    quantized=("int4",),
+    held_out={
+        "text_config.intermediate_size": 96,
+        "text_config.num_key_value_heads": 1,
+        "vision_config.num_hidden_layers": 4,
+    },
+)

@@ -57,6 +57,7 @@ def checkpoint_name(name: str) -> str:
         ("model.image_tower.", VISION),
         ("image_tower.", VISION),
         ("model.video_tower.", "video_tower."),
+        ("model.image_newline", "image_newline"),  # LLaVA-NeXT's
     ):
         if name.startswith(new):
             name = old + name[len(new) :]
@@ -139,6 +140,21 @@ def vision_graph(cfg: Cfg) -> Any:
     """
     import onnx_ir as ir
 
+    size = tower_size(cfg)
+    channels = int(cfg.get("vision_config.num_channels", 3))
+    g = GraphBuilder("llava_vision")
+    pixels = g.input(
+        "pixel_values", ir.DataType.FLOAT, ["batch", "num_images", channels, size, size]
+    )
+    x = g.op("Reshape", pixels, g.const(np.array([-1, channels, size, size])))
+    y = tower_features(g, cfg, x)
+    text_hidden = int(cfg.text.get("hidden_size"))
+    g.output(g.op("Reshape", y, g.const(np.array([-1, text_hidden]))), "image_features")
+    return g.model()
+
+
+def tower_features(g: GraphBuilder, cfg: Cfg, x: Any) -> Any:
+    """Pictures [N, 3, S, S] -> their projected features [N, K, text hidden] (CLIP's order)."""
     v = cfg.sub("vision_config")
     width = int(v.get("hidden_size", 1024))
     heads = int(v.get("num_attention_heads", 16))
@@ -161,11 +177,6 @@ def vision_graph(cfg: Cfg) -> Any:
     layers = feature_layers(cfg)
     grid = size // patch
 
-    g = GraphBuilder("llava_vision")
-    pixels = g.input(
-        "pixel_values", ir.DataType.FLOAT, ["batch", "num_images", channels, size, size]
-    )
-    x = g.op("Reshape", pixels, g.const(np.array([-1, channels, size, size])))
     emb = VISION + "embeddings."
     kernel = g.weight(emb + "patch_embedding.weight", [width, channels, patch, patch])
     x = g.op("Conv", x, kernel, strides=[patch, patch])  # [N, D, g, g], no bias (CLIP)
@@ -192,9 +203,7 @@ def vision_graph(cfg: Cfg) -> Any:
         features = g.layer_norm(features, PROJECTOR + "projector_layernorm", wide, norm_eps)
     bias = bool(cfg.get("multimodal_projector_bias", True))
     y = g.linear(features, PROJECTOR + "linear_1", wide, text_hidden, bias)
-    y = g.linear(_act(g, y, proj_act), PROJECTOR + "linear_2", text_hidden, text_hidden, bias)
-    g.output(g.op("Reshape", y, g.const(np.array([-1, text_hidden]))), "image_features")
-    return g.model()
+    return g.linear(_act(g, y, proj_act), PROJECTOR + "linear_2", text_hidden, text_hidden, bias)
 
 
 def embedding_graph(cfg: Cfg) -> Any:

@@ -202,3 +202,50 @@ RELEASED_LLAVA = (
         chat_template=RELEASE_TEMPLATE,
     ),
 )
+
+
+def _llava_next_config(s: dict[str, int], vocab: int) -> Any:
+    """LLaVA-1.5's tiny sizes with LLaVA-NeXT's grids, scaled to the 56 px tower."""
+    from transformers import LlavaNextConfig
+
+    llava = LLAVA.make_config(s, vocab)
+    return LlavaNextConfig(
+        text_config=llava.text_config.to_dict(),
+        vision_config=llava.vision_config.to_dict(),
+        image_token_index=s["<image>"],
+        projector_hidden_act="gelu",
+        vision_feature_layer=-2,
+        vision_feature_select_strategy="default",
+        image_grid_pinpoints=[list(p) for p in NEXT_PINPOINTS],
+        tie_word_embeddings=False,
+    )
+
+
+# llava-v1.6's grids, [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]], in
+# the tiny tower's 56 px squares.
+NEXT_PINPOINTS = ((56, 112), (112, 56), (112, 112), (168, 56), (56, 168))
+
+LLAVA_NEXT = dataclasses.replace(
+    LLAVA,
+    family_key="llava_next",
+    hf_class="LlavaNextForConditionalGeneration",
+    make_config=_llava_next_config,
+    # LlavaNextImageProcessor as llava-v1.6 ships it, at the tiny tower's 56 px.
+    preprocessor={
+        "crop_size": {"height": 56, "width": 56},
+        "do_center_crop": True,
+        "do_convert_rgb": True,
+        "do_normalize": True,
+        "do_pad": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_grid_pinpoints": [list(p) for p in NEXT_PINPOINTS],
+        "image_mean": CLIP_MEAN,
+        "image_processor_type": "LlavaNextImageProcessor",
+        "image_std": CLIP_STD,
+        "processor_class": "LlavaNextProcessor",
+        "resample": 3,
+        "rescale_factor": 0.00392156862745098,
+        "size": {"shortest_edge": 56},
+    },
+)

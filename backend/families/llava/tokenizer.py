@@ -54,7 +54,7 @@ def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: P
     read_as(tokenizer, [(content, image) for content in ABSORBED])
     template = str(config.get("chat_template", ""))
     template = template.replace(IMAGE_TEXT, MARKER)
-    template = _UPPER_ROLE.sub(_spelled_out, template)
+    template = spelled_out_roles(template)
     template, bos = bos_written(template, tokenizer, folder)
     config["chat_template"] = template
     config["add_bos_token"] = False  # the template writes it
@@ -67,6 +67,11 @@ def adapt(tokenizer: dict[str, Any], config: dict[str, Any], cfg: Cfg, folder: P
 
 # `message['role'].upper()` (or message["role"], message.role) in a template.
 _UPPER_ROLE = re.compile(r"""(message(?:\[\s*['"]role['"]\s*\]|\.role))\.upper\(\)""")
+
+
+def spelled_out_roles(template: str) -> str:
+    """The template with `message['role'].upper()` written as the roles LLaVA has."""
+    return _UPPER_ROLE.sub(_spelled_out, template)
 
 
 def _spelled_out(match: re.Match[str]) -> str:

@@ -25,14 +25,15 @@ ALL = TESTED  # every family, from the registry
 # The released Qwen3.5/3.6 template renders an earlier answer without the "<think>\n" the
 # generation prompt opened it with, so the new prompt does not extend the old one and the
 # session prefills afresh (exactly, as the checks below show).
-# LLaVA-1.5's released template (VipLLaVA's tiny uses it too) writes an earlier answer as
-# "ASSISTANT: " + its text + " " where the generation prompt ended at "ASSISTANT:": the same
-# (and Video-LLaVA's, reconstructed from its author's LLaVA-NeXT-Video template).
+# LLaVA-1.5's released template (VipLLaVA's and LLaVA-NeXT's tiny use it too) writes an
+# earlier answer as "ASSISTANT: " + its text + " " where the generation prompt ended at
+# "ASSISTANT:": the same (and Video-LLaVA's, reconstructed from its author's LLaVA-NeXT-Video
+# template).
 # Idefics2's released template writes an earlier answer as "Assistant: " + its text +
 # "<end_of_utterance>\n" where the generation prompt ended at "Assistant:" (Idefics3's and
 # SmolVLM's templates likewise).
 REWRITES_HISTORY = {
-    *("qwen3_5", "qwen3_5_moe", "llava", "vipllava", "video_llava", "idefics2"),
+    *("qwen3_5", "qwen3_5_moe", "llava", "vipllava", "video_llava", "llava_next", "idefics2"),
     *("idefics3", "smolvlm"),
 }
 

@@ -75,12 +75,14 @@ def test_text_only_generation_matches_transformers(tiny, package, family):
 
 def _as_sent(folder, images, work):
     """The picture files as the runtime gets them: the files themselves, or, for a package
-    that takes its pictures only on a canvas (Idefics2's), through chat's intake."""
+    that takes its pictures only on a canvas (Idefics2's, LLaVA-NeXT's stacked blocks),
+    through chat's intake."""
     from mmforge.backend.attachments import IMAGE, package_intake, prepare
-    from mmforge.backend.picture_sizing import CANVAS_RULES
+    from mmforge.backend.picture_sizing import ANYRES, CANVAS_RULES
 
     intake = package_intake(folder)
-    if intake is None or intake.sizing is None or intake.sizing.rule not in CANVAS_RULES:
+    canvas = (*CANVAS_RULES, ANYRES)
+    if intake is None or intake.sizing is None or intake.sizing.rule not in canvas:
         return list(images)
     return [prepare(p, IMAGE, Path(work) / str(i), intake).path for i, p in enumerate(images)]
 
@@ -470,10 +472,10 @@ def test_unsupported_family_exits_2(tmp_path, capsys, monkeypatch):
     from mmforge.app.cli import main
     from mmforge.backend import families
 
-    transformers.LlavaNextConfig().save_pretrained(tmp_path / "llava_next")
-    assert main(["convert", str(tmp_path / "llava_next"), "-o", str(tmp_path / "out")]) == 2
+    transformers.Florence2Config().save_pretrained(tmp_path / "florence2")
+    assert main(["convert", str(tmp_path / "florence2"), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "LLaVA-NeXT cannot be converted" in err[0]
+    assert len(err) == 1 and "Florence-2 cannot be converted" in err[0]
     assert not (tmp_path / "out").exists()
     # A family a runtime pipeline could host but mmforge does not build: refused, saying
     # which. None ships now (Gemma 3n was the last), so Gemma 3n stands in as it was.
