@@ -20,7 +20,6 @@ from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.families import Cfg, Family, ImageTokens, Projector
 from mmforge.backend.families.catalog import CANNOT, Standing, standing
 from mmforge.backend.jobs import JobContext
-from mmforge.backend.runtime import TWIN_MAX_BYTES
 from mmforge.backend.source import ResolvedSource, read_json, resolve
 from mmforge.backend.tensors import TensorInfo
 
@@ -90,9 +89,8 @@ class Sizes:
         parameters: Parameters per component and "total".
         checkpoint_bytes: Bytes of the checkpoint weights.
         package_bytes: Expected package size per dtype (f32, f16, int4 decoder).
-        memory_bytes: Expected runtime memory per dtype on the CPU: weights (twice for
-            a package the runtime may hold twice, `runtime.TWIN_MAX_BYTES`) plus a KV
-            cache of `KV_CONTEXT` tokens.
+        memory_bytes: Expected runtime memory per dtype on the CPU: weights (one copy:
+            the runtime loads a package once) plus a KV cache of `KV_CONTEXT` tokens.
         convert_peak_bytes: Expected peak memory of the conversion (the largest over the
             dtypes): the tools' own footprint plus the largest tensor as read and as
             cast (weights stream one tensor at a time).
@@ -412,12 +410,8 @@ def estimate_sizes(
         d: package(d, loaded=True) + rope * 4 if precisions.is_quantized(d) else pkg[d]
         for d in dtypes
     }
-    # A package of at most TWIN_MAX_BYTES may be held twice on the CPU, one copy per
-    # thread-spinning setting (runtime.may_hold_twice; less memory available holds one).
-    copies = {d: 2 if pkg[d] <= TWIN_MAX_BYTES else 1 for d in dtypes}
     mem = {
-        d: copies[d] * int(loaded[d] * CPU_LOAD_FACTOR.get(d, 1.0))
-        + kv_elems * (2 if d == "f16" else 4)
+        d: int(loaded[d] * CPU_LOAD_FACTOR.get(d, 1.0)) + kv_elems * (2 if d == "f16" else 4)
         for d in dtypes
     }
     largest = max(tensors, key=lambda t: t.numel)

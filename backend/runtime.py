@@ -48,9 +48,9 @@ class Runtime:
         from mmforge.backend.templates import check_folder_template
         from mmforge.backend.token_range import check_tokenizer, check_tokens_fit
 
-        # On CPU, how busy the cores are decides whether the threads spin (`backend.threads`):
-        # the watch's first window is these checks (their renderer's time is ours).
-        self._watch: CpuWatch | None = CpuWatch() if ep == "cpu" else None
+        # On CPU, whether the cores are free decides the thread plan (`backend.threads`):
+        # the look starts here, so the checks below are most of its window.
+        watch = CpuWatch() if ep == "cpu" else None
         # The runtime opens the package's files itself: a FIFO among them would block
         # it for good, a link out of the folder make it read what the package names.
         check_local_files(folder)
@@ -67,20 +67,16 @@ class Runtime:
         self.og = og
         self.folder = folder
         self.ep = ep
-        # On CPU: the thread plan, and one model per plan a turn needed (`model_for_turn`).
+        # One plan, for every turn of every conversation on this model.
         self.plan: ThreadPlan | None = None
-        self._models: dict[ThreadPlan, Any] = {}
-        self._twin = False
-        if self._watch is not None:
-            # Sleeping threads until a turn finds the cores free (`model_for_turn`): the
-            # checks above are rarely a long enough look, and waiting would slow every load.
-            self._twin = may_hold_twice(folder)
-            self.plan = cpu_plan(folder, self._twin and self._watch.cores_free())
+        if watch is not None:
+            self.plan = cpu_plan(folder, watch.cores_free(wait=True))
         self.model = self._load(self.plan)
         self.tokenizer = og.Tokenizer(self.model)
-        self._processors: dict[int, Any] = {}  # by id() of the model they were made from
+        self._processor: Any = None
 
     def _load(self, plan: ThreadPlan | None) -> Any:
+        """The package's model, loaded once: every turn runs on it."""
         config = self.og.Config(str(self.folder))
         if plan is None:
             config.clear_providers()
@@ -92,53 +88,28 @@ class Runtime:
             # A package made for CUDA names its provider: on CPU (chat --ep cpu, the
             # encoder precision probe of a CUDA conversion) it runs on none but the CPU.
             config.clear_providers()
-        model = self.og.Model(config)
-        if plan is not None:
-            self._models[plan] = model
-        return model
-
-    def model_for_turn(self) -> Any:
-        """The model a fresh prefill should run on, by how busy the CPU is now.
-
-        On CPU, a package small enough to hold twice (`may_hold_twice`) spins its threads
-        while other processes leave the cores free and sleeps them otherwise; the other
-        setting is loaded the first time a turn needs it and kept. Elsewhere, and for a
-        larger package, the one loaded model.
-        """
-        if self.plan is None or self._watch is None or not self._twin:
-            return self.model
-        plan = cpu_plan(self.folder, self._watch.cores_free())
-        self._watch.look()
-        if plan not in self._models:
-            self._load(plan)
-        self.plan = plan
-        return self._models[plan]
-
-    def turn_ended(self) -> None:
-        """A turn's answer ended: the CPU watch's next window starts here."""
-        if self._watch is not None:
-            self._watch.look()
+        return self.og.Model(config)
 
     @property
     def processor(self) -> Any:
-        """The multimodal processor of the model the next turn runs on (made on first use).
+        """The model's multimodal processor (made on first use: a text turn needs none)."""
+        if self._processor is None:
+            self._processor = self.model.create_multimodal_processor()
+        return self._processor
 
-        Each loaded model needs its own: ONNX Runtime GenAI 0.18's LFM2-VL processor output
-        from one `og.Model` lacks an input (`spatial_shapes`) the other's vision session
-        asks for (measured).
+    def prompt(self, messages: list[dict[str, Any]], tools: str = "") -> str:
+        """Apply the package's chat template, the messages in the content form it takes.
+
+        `tools` (JSON text of a list of tools, "" for none) is handed to the template as
+        its `tools`; a template that does not use them ignores them.
         """
-        model = self._models.get(self.plan, self.model) if self.plan is not None else self.model
-        key = id(model)
-        if key not in self._processors:
-            self._processors[key] = model.create_multimodal_processor()
-        return self._processors[key]
-
-    def prompt(self, messages: list[dict[str, Any]]) -> str:
-        """Apply the package's chat template, the messages in the content form it takes."""
         messages = package_messages(self.folder, without_nul(messages), self.content_form)
+        extra = {"tools": without_nul(tools)} if tools else {}
         try:
             return str(
-                self.tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True)
+                self.tokenizer.apply_chat_template(
+                    json.dumps(messages), add_generation_prompt=True, **extra
+                )
             )
         except RuntimeError as e:
             # A template's raise_exception (PaliGemma's takes one user message) comes back
@@ -284,17 +255,12 @@ def _check_processor(folder: Path, model: dict[str, Any]) -> None:
         check_processor(read_json_file(path, "package"), path)
 
 
-# A package whose graphs and weights are at most this size may be loaded a second time
-# with the other spinning setting (`Runtime.model_for_turn`), if memory holds it easily.
-TWIN_MAX_BYTES = 1 << 30
-
-
 def cpu_plan(folder: Path, free: bool) -> ThreadPlan:
     """The thread plan a package's sessions run with on CPU under `Runtime`.
 
-    One thread per physical core this process may use, spinning when `free` (the cores
-    are free; `backend.threads`), with the values the package's own decoder
-    `session_options` set winning.
+    One thread per physical core this process may use, spinning briefly when `free` (the
+    cores were free when it loaded; `backend.threads`), with the values the package's own
+    decoder `session_options` set winning.
     """
     own = _session_options(folder, "decoder") or {}
     threads = own.get("intra_op_num_threads", default_threads())
@@ -303,26 +269,6 @@ def cpu_plan(folder: Path, free: bool) -> ThreadPlan:
         threads if isinstance(threads, int) and threads >= 0 else default_threads(),
         str(spinning) == "1",
     )
-
-
-def may_hold_twice(folder: Path) -> bool:
-    """Whether a package is small enough to be loaded once per spinning setting.
-
-    Its ONNX graphs and weight files are at most `TWIN_MAX_BYTES` and a quarter of the
-    memory available now; and it leaves the choice to `Runtime` (its decoder sets no
-    spinning of its own).
-    """
-    from mmforge.backend.memory import available_bytes
-
-    own = _session_options(folder, "decoder") or {}
-    if "session.intra_op.allow_spinning" in own:
-        return False
-    size = 0
-    for path in folder.iterdir():
-        if path.is_file() and not path.is_symlink() and path.suffix in (".onnx", ".data"):
-            size += path.stat().st_size
-    available = available_bytes()
-    return size <= TWIN_MAX_BYTES and available is not None and size * 4 <= available
 
 
 def cpu_threads_overlay(folder: Path, plan: ThreadPlan) -> str | None:

@@ -1,25 +1,24 @@
-"""How many threads ONNX Runtime computes with on CPU, and whether they spin.
+"""How many threads ONNX Runtime computes with on CPU, and how they wait for work.
 
-The policy, chosen with `benchmarks/chat.py --load` (docs/chat-engine.md, "Threads"):
+The policy, chosen with `benchmarks/chat.py --load` and `--turns` (docs/chat-engine.md,
+"Threads"), is one plan per loaded package, decided when it loads:
 
 - **Threads: one per physical core this process may run on** (its affinity mask, so
   `taskset` and container limits count; SMT siblings count once). ONNX Runtime GenAI
   0.18's own default is half the logical CPUs, which on a machine without SMT (most
   cloud machines, this one) is half the cores.
-- **Spinning only while the cores are free.** A spinning intra-op thread waits for the
-  next piece of work by polling, which saves a sleep and a wake-up per operator: worth
-  about 1 ms a token on the synthetic 121M model, so int4 decode went from 168 to 218
-  tokens/s on 2 idle cores. When other processes want those cores, the polling takes the
-  time they and our own threads needed (int4 at 0.79x the stock speed with two spinners
-  running, where sleeping threads gave 1.19x).
-  So whether the cores are free is looked at before every fresh prefill (`CpuWatch`:
-  how much CPU other processes used since the last look), and the package's session
-  options follow.
+- **Spinning, briefly, if the cores are free when the package loads.** A spinning intra-op
+  thread that runs out of work polls for the next piece instead of sleeping, which saves
+  a sleep and a wake-up per operator: int4 decode at 1.6x the stock speed on 2 idle
+  cores, where sleeping threads gave 1.04x. It polls for at most `SPIN_US` microseconds
+  (`session.intra_op.spin_duration_us`, ONNX Runtime 1.26 and later), not ONNX Runtime's
+  own 2^20 polls, so it gives a core back soon to whoever else wants it. When other
+  processes want the cores at load (`CpuWatch`), the threads sleep: with two spinners
+  running, sleeping threads decoded int4 at 1.25x stock, spinning ones at 0.75-1.06x.
 
-ONNX Runtime fixes a session's thread settings when it is made, so a package small
-enough to hold twice is loaded once more with the other setting when a turn needs it
-(`backend.runtime.Runtime.model_for_turn`); a larger one never spins (its tokens take long
-enough that a wake-up is a small part of them).
+ONNX Runtime fixes a session's thread settings when it makes it: no run option changes
+them, and `session.force_spinning_stop` only stops the spin between runs. So the plan
+holds for the life of the loaded package, and no turn loads it again.
 """
 
 from __future__ import annotations
@@ -35,9 +34,10 @@ from typing import Any
 # Spinning pays only while other processes leave our cores alone: at most this many
 # cores' worth of their CPU time per usable core (half a core on 2 cores).
 FREE_SHARE = 0.25
-# A look at the CPU covers at least this long; a shorter gap since the last turn's end is
-# widened back to the turn before it.
+# A look at the CPU covers at least this long (the load waits out the rest).
 MIN_WINDOW_S = 0.25
+# How long an idle intra-op thread polls for work before it sleeps, in microseconds.
+SPIN_US = 50
 
 
 @dataclass(frozen=True)
@@ -46,18 +46,23 @@ class ThreadPlan:
 
     Attributes:
         threads: intra-op threads; 0 leaves the count to ONNX Runtime (its physical cores).
-        spinning: whether idle threads poll for work instead of sleeping.
+        spinning: whether idle threads poll for work before they sleep.
+        spin_us: for how long, in microseconds; 0 leaves it to ONNX Runtime (2^20 polls).
     """
 
     threads: int
     spinning: bool
+    spin_us: int = SPIN_US
 
     def session_options(self) -> dict[str, Any]:
         """The `session_options` keys of genai_config.json that set this plan."""
-        return {
+        options: dict[str, Any] = {
             "intra_op_num_threads": self.threads,
             "session.intra_op.allow_spinning": "1" if self.spinning else "0",
         }
+        if self.spinning and self.spin_us > 0:
+            options["session.intra_op.spin_duration_us"] = str(self.spin_us)
+        return options
 
 
 def usable_cpus() -> list[int] | None:
@@ -103,9 +108,10 @@ class _Sample:
 class CpuWatch:
     """How much CPU other processes use, from the system's counters.
 
-    `look()` is called at the start and end of every turn; `others()` gives the cores
-    other processes used on average over the time since an earlier look (this process's
-    own CPU time taken out), at least `MIN_WINDOW_S` long.
+    Made when `Runtime` starts loading a package (its first look); `cores_free` decides
+    the package's thread plan. `others()` gives the cores other processes used on
+    average over the time since an earlier look (this process's own CPU time taken out),
+    at least `MIN_WINDOW_S` long.
     """
 
     def __init__(
@@ -141,7 +147,7 @@ class CpuWatch:
                 return max(0.0, used / wall)
         return None
 
-    def cores_free(self) -> bool:
+    def cores_free(self, wait: bool = False) -> bool:
         """Whether other processes leave the cores free enough for spinning threads.
 
         They did over the last window (`others`), and they do at this instant: a load
@@ -149,7 +155,10 @@ class CpuWatch:
         runnable now count too, where the system says (Linux's /proc/loadavg): the
         fewest of a few readings over about 8 ms, less ourselves (the one thread asking),
         so a process that only woke for a moment does not count and a steady load does.
+        With `wait`, a window shorter than `MIN_WINDOW_S` is waited out first.
         """
+        if wait and self._samples:
+            time.sleep(max(0.0, self._samples[0].wall + MIN_WINDOW_S - time.monotonic()))
         limit = FREE_SHARE * self.cores()
         others = self.others()
         if others is None or others > limit:

@@ -14,6 +14,7 @@ median of `--rounds` is printed, with time to first token (TTFT) and decode toke
 
     python benchmarks/chat.py [--dtype f32|f16|int4] [--tokens 128] [--rounds 5]
                               [--work /tmp/mmforge-chat-bench] [--load [--long] [--cores N]]
+                              [--turns K [--cores N]]
 
 `--load` measures the CPU thread policy instead (see `_load.py`): ChatSession, a stock
 og.Model, the same again (A/A control) and transformers, each on an idle machine and with
@@ -21,6 +22,14 @@ one spinning process per core, as ratios against stock in the same round. `--lon
 them a prompt of about 1,000 text tokens and a picture of about 1,000 image tokens (a
 copy of the checkpoint whose processor allows pictures that large). `--cores N` runs on
 the first N usable CPUs only, as `taskset` would (the spinners too).
+
+`--turns K` measures what a conversation's first turn costs against its later ones: each
+round starts a fresh process that loads a ChatSession and answers K new conversations
+(the same prompt and picture), on an idle machine and with one spinning process per core,
+and prints each turn's time to first token and decode tokens/s, the thread plan, and the
+process's resident memory after the turns and at its peak. The ratio of the first turn's
+TTFT to the median of the later ones is taken within each process, so it holds on a noisy
+machine where the absolute figures do not.
 
 Targets: session overhead at most 5% against the raw loop (issue #5); idle, ChatSession at
 least 2x transformers' decode in f32 and 7x in int4 with its first token sooner; busy,
@@ -201,6 +210,88 @@ def _policy(ck: Path, pkg: Path, image: Path, args: argparse.Namespace) -> None:
     print(f"\npackage: {args.dtype}; {n} tokens, {args.rounds} rounds; transformers runs f32")
 
 
+def _resident_mb() -> dict[str, float]:
+    """This process's resident memory now and at its peak, in MB (Linux; else empty)."""
+    found: dict[str, float] = {}
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            found["rss" if key == "VmRSS" else "peak"] = int(value.split()[0]) / 1024
+    return found
+
+
+def _turns_child(pkg: Path, image: Path, args: argparse.Namespace) -> None:
+    """`--child-turns K`: load a ChatSession in this fresh process, answer K new
+    conversations, and print one JSON line for `_first_turns`."""
+    from mmforge.backend.chat import ChatSession
+
+    start = time.perf_counter()
+    session = ChatSession(pkg)
+    load_s = time.perf_counter() - start
+    turns = []
+    for _ in range(args.child_turns):
+        ttft, tps, _ = _session(session, image, args.tokens)
+        plan = session.runtime.plan
+        turns.append((ttft, tps, plan.spinning if plan is not None else None))
+    print(json.dumps({"load_s": load_s, "turns": turns, "plan": str(plan), **_resident_mb()}))
+
+
+def _first_turns(args: argparse.Namespace) -> None:
+    """`--turns K`: the first turn against the later ones, fresh processes, idle and busy."""
+    import subprocess
+
+    n = _load.usable_cores()
+    conditions = ("idle", f"busy (+{n} spinning processes)")
+    rows: dict[str, list[dict[str, Any]]] = {c: [] for c in conditions}
+    command = [
+        sys.executable,
+        __file__,
+        *("--dtype", args.dtype, "--work", str(args.work), "--tokens", str(args.tokens)),
+        *("--child-turns", str(args.turns)),
+    ]
+    for r in range(args.rounds):
+        for condition in conditions if r % 2 == 0 else conditions[::-1]:
+            with _load.busy(n) if condition.startswith("busy") else _load.idle():
+                done = subprocess.run(command, capture_output=True, text=True, check=True)
+            rows[condition].append(json.loads(done.stdout.splitlines()[-1]))
+        print(f"round {r + 1}/{args.rounds} done", flush=True)
+
+    def spread(values: list[float], scale: float = 1.0, form: str = ".0f") -> str:
+        low, mid, high = min(values), statistics.median(values), max(values)
+        return f"{mid * scale:{form}} [{low * scale:{form}}-{high * scale:{form}}]"
+
+    print(
+        f"\npackage: {args.dtype}; {args.tokens} tokens a turn, {args.turns} turns a process, "
+        f"{args.rounds} processes per condition; median [min-max] over the processes"
+    )
+    for condition, found in rows.items():
+        first = [row["turns"][0][0] for row in found]
+        later = [statistics.median(t[0] for t in row["turns"][1:]) for row in found]
+        ratio = [f / lt for f, lt in zip(first, later, strict=True)]
+        tps_first = [row["turns"][0][1] for row in found]
+        tps_later = [statistics.median(t[1] for t in row["turns"][1:]) for row in found]
+        flips = sum(
+            sum(a[2] != b[2] for a, b in zip(row["turns"], row["turns"][1:], strict=False))
+            for row in found
+        )
+        print(f"\n{condition}: plan {found[-1]['plan']}")
+        print(f"  load s                 {spread([row['load_s'] for row in found], 1, '.2f')}")
+        print(f"  TTFT ms, turn 1        {spread(first, 1e3)}")
+        print(f"  TTFT ms, later turns   {spread(later, 1e3)}")
+        print(f"  turn 1 / later TTFT    {spread(ratio, 1, '.2f')}")
+        print(f"  tok/s, turn 1          {spread(tps_first, 1, '.1f')}")
+        print(f"  tok/s, later turns     {spread(tps_later, 1, '.1f')}")
+        print(f"  spinning changed       {flips} times in {len(found) * (args.turns - 1)} turns")
+        if all("rss" in row for row in found):
+            print(f"  resident MB, after     {spread([row['rss'] for row in found])}")
+            print(f"  resident MB, peak      {spread([row['peak'] for row in found])}")
+    sys.stdout.flush()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtype", choices=("f32", "f16", "int4"), default="f32")
@@ -212,6 +303,10 @@ def main() -> None:
     )
     parser.add_argument("--long", action="store_true", help="with --load: a long prompt")
     parser.add_argument("--cores", type=int, default=0, help="run on the first N CPUs only")
+    parser.add_argument(
+        "--turns", type=int, default=0, help="first turn against the next K-1, fresh processes"
+    )
+    parser.add_argument("--child-turns", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cores:
         _load.pin(args.cores)
@@ -231,6 +326,14 @@ def main() -> None:
     if not (pkg / "genai_config.json").is_file():
         convert(str(ck), pkg, dtype=args.dtype)
     image = resources.probe_image()
+    if args.child_turns:
+        _turns_child(pkg, image, args)
+        return
+    if args.turns:
+        if args.turns < 2:
+            raise SystemExit("--turns must be at least 2")
+        _first_turns(args)
+        return
     if args.load:
         _policy(ck, pkg, image, args)
         return

@@ -3,10 +3,9 @@
 The estimate inspect makes from a checkpoint (`Sizes.memory_bytes`), made from a package:
 its ONNX files as ONNX Runtime holds them on the CPU (f16 components twice: the CPU
 kernels run them as float32), a KV cache of `inspect.KV_CONTEXT` tokens on every layer,
-and the worker process itself, and the weights a second time where the runtime may hold a
-second copy of a small package (`runtime.may_hold_twice`: one per thread-spinning
-setting). The Compare page weighs two packages with it against the memory this machine
-has available. It errs high: against the peak resident memory of a
+and the worker process itself (the runtime holds one copy of the package: `runtime`).
+The Compare page weighs two packages with it against the memory this machine has
+available. It errs high: against the peak resident memory of a
 session that loaded a 200M Qwen2.5-VL-shaped package and answered 16 tokens, it said
 1.10× (f16), 1.33× (f32) and 1.74× (int4, where the worker's own share dominates).
 """
@@ -62,10 +61,7 @@ def package_memory_bytes(folder: Path, ep: str = "cpu") -> int | None:
     stored = manifest.get("precisions")
     stored = stored if isinstance(stored, dict) else {}
     dtype = str(manifest.get("dtype", ""))
-    from mmforge.backend.runtime import may_hold_twice
-
     total = WORKER_BYTES + _cache_bytes(model, dtype)
-    weights_total = 0
     files = {path.name for path in folder.iterdir()} if folder.is_dir() else set()
     for section, component in _COMPONENTS.items():
         part = model.get(section)
@@ -75,9 +71,8 @@ def package_memory_bytes(folder: Path, ep: str = "cpu") -> int | None:
         if name not in files:
             continue
         weights = _size(folder / name) + _size(folder / f"{name}.data")
-        weights_total += int(weights * CPU_LOAD_FACTOR.get(str(stored.get(component, dtype)), 1.0))
-    copies = 2 if may_hold_twice(folder) else 1
-    return total + copies * weights_total
+        total += int(weights * CPU_LOAD_FACTOR.get(str(stored.get(component, dtype)), 1.0))
+    return total
 
 
 def _cache_bytes(model: dict[str, Any], dtype: str) -> int:

@@ -29,6 +29,27 @@ from mmforge.backend.errors import MmforgeError
 
 TokenCallback = Callable[[str, int], None]
 StopCheck = Callable[[], bool]
+_GUIDANCE_WORDS = {"json_schema": "JSON schema", "regex": "expression", "lark_grammar": "grammar"}
+
+
+def tools_in_system(messages: list[dict[str, Any]], tools: str) -> list[dict[str, Any]]:
+    """`messages` with the tools described at the end of the system text (one made if none).
+
+    For a chat template without tool support: the tools, and how a call is written (the
+    `<tool_call>` form Qwen's and Hermes' templates teach, which `mmforge serve` reads).
+    """
+    words = (
+        "You may call functions to help with the user's request. The functions, as JSON "
+        f"schemas, within <tools></tools>:\n<tools>\n{tools}\n</tools>\n\nTo call one, "
+        "answer with a JSON object of its name and arguments within <tool_call></tool_call>:"
+        '\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n'
+        "</tool_call>"
+    )
+    out = list(messages)
+    if out and out[0].get("role") == "system":
+        system = "".join(str(p.get("text", "")) for p in out.pop(0)["content"])
+        words = f"{system}\n\n{words}"
+    return [{"role": "system", "content": [{"type": "text", "text": words}]}, *out]
 
 
 def _attachment_failure(message: str) -> MmforgeError:
@@ -179,7 +200,7 @@ class GeneratorDriver:
     def feed(self, options: GenerationOptions) -> tuple[str, int]:
         """Bring the generator to the state after the prompt; returns (mode, tokens fed)."""
         t = self.transcript
-        prompt = self.runtime.prompt(t.template_messages())
+        prompt = self.render(options)
         last = t.messages[-1]
         exact: list[int] | None = None
         if t.segments[-1] is not None and t.end_texts[-1] == prompt:
@@ -194,12 +215,54 @@ class GeneratorDriver:
                     and self.gen_messages == len(t.messages) - 1
                     and self.gen_options is not None
                     and self.gen_options.search_options(0) == options.search_options(0)
+                    # a constrained answer needs a generator of its own (and its grammar,
+                    # once met, admits nothing more)
+                    and not (options.guided or self.gen_options.guided)
                 )
                 t.segments[-1], t.end_texts[-1] = delta, prompt
                 if continuing:
                     return "continued", self.append(delta)
                 exact = t.all_ids()
         return "fresh", self.prefill(prompt, exact, options)
+
+    def render(self, options: GenerationOptions) -> str:
+        """The prompt: the transcript through the chat template, with `options.tools`.
+
+        A template that ignores `tools` (the prompt is the same without them) gets them
+        described at the end of the system text instead (`tools_in_system`).
+        """
+        messages = self.transcript.template_messages()
+        plain = str(self.runtime.prompt(messages))
+        if not options.tools:
+            return plain
+        prompt = str(self.runtime.prompt(messages, options.tools))
+        if prompt != plain:
+            return prompt
+        return str(self.runtime.prompt(tools_in_system(messages, options.tools)))
+
+    def generator(self, model: Any, params: Any, options: GenerationOptions) -> Any:
+        """A new generator; with `options.guidance_type`, its answer constrained.
+
+        Raises:
+            MmforgeError: Of kind "guidance", when the runtime cannot take the guidance (a
+                schema or grammar llguidance refuses, or a package without tokenizer.json).
+        """
+        og = self.runtime.og
+        if not options.guided:
+            return og.Generator(model, params)
+        params.set_guidance(options.guidance_type, options.guidance_data)
+        try:
+            return og.Generator(model, params)
+        except RuntimeError as e:
+            # ORT GenAI 0.18 compiles the guidance here ("Error creating grammar: …").
+            said = str(e).strip()
+            what = _GUIDANCE_WORDS.get(options.guidance_type, "guidance")
+            raise MmforgeError(
+                f"The runtime cannot constrain the answer to this {what}: {said[:500]}",
+                "Simplify the schema (llguidance's JSON Schema subset) and send it again",
+                details=said,
+                kind="guidance",
+            ) from None
 
     def encode(self, text: str) -> list[int]:
         """The package tokenizer's ids of `text`."""
@@ -231,13 +294,12 @@ class GeneratorDriver:
         t = self.transcript
         og = self.runtime.og
         self.gen, self.gen_options, self.pending = None, None, False
-        # The thread plan is chosen here, where the KV cache starts afresh anyway.
-        model = self.runtime.model_for_turn()
+        model = self.runtime.model
         params = og.GeneratorParams(model)
         # A top_k above the vocabulary means all of it; the runtime refuses it as written.
         within = options.within_vocabulary(self.info.vocab_size)
         params.set_search_options(**within.search_options(self.info.context_length))
-        gen = og.Generator(model, params)
+        gen = self.generator(model, params, options)
         attachments = t.attachments()
         images = [a.path for a in attachments if a.kind == IMAGE]
         audios = [a.path for a in attachments if a.kind == AUDIO]
@@ -310,7 +372,6 @@ class GeneratorDriver:
             pieces.append(piece)
             on_token(piece, token)
         end = time.perf_counter()
-        self.runtime.turn_ended()
         if first_at is None:
             # Nothing was generated: the prompt may not even have been processed.
             self.gen, self.gen_messages = None, -1

@@ -424,16 +424,3 @@ def test_the_size_estimate_counts_each_attention_kinds_rope_tables(tiny):
     full_dim = int(text.get("per_layer_config")["1"]["head_dim"])  # the full layer's
     sliding_dim = int(text.get("head_dim"))
     assert _rope_cache_elements(text) == 2 * context * (full_dim // 2 + sliding_dim // 2)
-
-
-def test_the_memory_estimate_counts_the_second_copy_of_a_small_package(tiny, monkeypatch):
-    """The runtime holds a package of at most 1 GiB twice, one copy per thread-spinning
-    setting (runtime.may_hold_twice); the Model card's memory counted one."""
-    from mmforge.backend import inspect as inspect_module
-
-    twice = inspect_source(str(tiny("qwen2_5_vl"))).sizes
-    monkeypatch.setattr(inspect_module, "TWIN_MAX_BYTES", 0)
-    once = inspect_source(str(tiny("qwen2_5_vl"))).sizes
-    for dtype, package_bytes in once.package_bytes.items():
-        extra = twice.memory_bytes[dtype] - once.memory_bytes[dtype]
-        assert 0.5 * package_bytes < extra < 2.5 * package_bytes, (dtype, extra, package_bytes)

@@ -1,4 +1,5 @@
-"""The CPU thread settings `Runtime` applies: the overlay's content, not its speed."""
+"""The CPU thread settings `Runtime` applies: the overlay's content and that one model
+serves every turn, not their speed (benchmarks/chat.py --load and --turns)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mmforge.backend.runtime import cpu_plan, cpu_threads_overlay, may_hold_twice
-from mmforge.backend.threads import ThreadPlan, default_threads
+from mmforge.backend.runtime import cpu_plan, cpu_threads_overlay
+from mmforge.backend.threads import SPIN_US, ThreadPlan, default_threads
 
 PLAN = ThreadPlan(3, spinning=False)
 CHOSEN = {"intra_op_num_threads": 3, "session.intra_op.allow_spinning": "0"}
@@ -44,14 +45,16 @@ def _overlay(folder: Path, plan: ThreadPlan = PLAN) -> dict[str, Any]:
 def test_decoder_gets_the_plan(tmp_path: Path) -> None:
     # The sub-models set no options, so they inherit the decoder's: only it is named.
     assert _overlay(_package(tmp_path)) == {"decoder": {"session_options": CHOSEN}}
-    spinning = ThreadPlan(2, spinning=True)
-    assert _overlay(tmp_path, spinning)["decoder"]["session_options"] == {
-        "intra_op_num_threads": 2,
-        "session.intra_op.allow_spinning": "1",
-    }
-    # One thread per physical core; spinning as the cores are.
-    assert cpu_plan(tmp_path, free=True) == ThreadPlan(default_threads(), spinning=True)
+    # The policy: one thread per physical core, spinning for SPIN_US before sleeping if
+    # the cores were free at load.
+    plan = cpu_plan(tmp_path, free=True)
+    assert plan == ThreadPlan(default_threads(), spinning=True, spin_us=SPIN_US)
     assert cpu_plan(tmp_path, free=False) == ThreadPlan(default_threads(), spinning=False)
+    assert _overlay(tmp_path, plan)["decoder"]["session_options"] == {
+        "intra_op_num_threads": default_threads(),
+        "session.intra_op.allow_spinning": "1",
+        "session.intra_op.spin_duration_us": str(SPIN_US),
+    }
 
 
 def test_package_values_win(tmp_path: Path) -> None:
@@ -62,30 +65,12 @@ def test_package_values_win(tmp_path: Path) -> None:
         "decoder": {"session_options": {"session.intra_op.allow_spinning": "0"}}
     }
     assert cpu_plan(tmp_path, free=True) == ThreadPlan(5, spinning=True)
-    assert may_hold_twice(tmp_path)
 
-    _package(tmp_path, decoder={"session_options": own})
+    _package(tmp_path, decoder={"session_options": {**own, "session.intra_op.allow_spinning": "0"}})
     assert cpu_threads_overlay(tmp_path, PLAN) is None
-    assert cpu_plan(tmp_path, free=False) == ThreadPlan(5, spinning=True)
-    # Its spinning is its own: no second load with the other setting.
-    assert not may_hold_twice(tmp_path)
-
-
-def test_only_a_small_package_is_held_twice(tmp_path: Path, monkeypatch: Any) -> None:
-    from mmforge.backend import memory, runtime
-
-    _package(tmp_path)
-    (tmp_path / "decoder.onnx").write_bytes(b"x" * 1000)
-    (tmp_path / "decoder.onnx.data").write_bytes(b"x" * 3000)
-    monkeypatch.setattr(memory, "available_bytes", lambda: 16_000)
-    assert may_hold_twice(tmp_path)
-    monkeypatch.setattr(memory, "available_bytes", lambda: 15_999)  # four copies no longer fit
-    assert not may_hold_twice(tmp_path)
-    monkeypatch.setattr(memory, "available_bytes", lambda: None)
-    assert not may_hold_twice(tmp_path)
-    monkeypatch.setattr(memory, "available_bytes", lambda: 1 << 40)
-    monkeypatch.setattr(runtime, "TWIN_MAX_BYTES", 3999)
-    assert not may_hold_twice(tmp_path)
+    # Its own spinning wins, whatever the cores.
+    assert cpu_plan(tmp_path, free=True) == ThreadPlan(5, spinning=False)
+    assert cpu_threads_overlay(tmp_path, cpu_plan(tmp_path, free=True)) is None
 
 
 def test_sub_model_options_are_written_back(tmp_path: Path) -> None:
@@ -110,3 +95,40 @@ def test_the_runtime_takes_the_overlay(tmp_path: Path) -> None:
 
 def test_not_a_package(tmp_path: Path) -> None:
     assert cpu_threads_overlay(tmp_path, PLAN) is None
+
+
+def test_one_model_serves_every_turn_on_one_plan(package: Any, monkeypatch: Any) -> None:
+    # The package is loaded once, with the plan chosen then from one look at the cores:
+    # a continued turn and a new conversation run on that model, and the plan stays.
+    import onnxruntime_genai as og
+
+    from mmforge import resources
+    from mmforge.backend.attachments import IMAGE
+    from mmforge.backend.chat import ChatSession, GenerationOptions
+    from mmforge.backend.threads import CpuWatch
+
+    folder = package("qwen2_5_vl")  # converted (and validated) first
+    looks: list[bool] = []
+    monkeypatch.setattr(CpuWatch, "cores_free", lambda self, wait=False: looks.append(wait) or True)
+    loads: list[Any] = []
+    real = og.Model
+
+    def counted(*args: Any) -> Any:
+        loads.append(real(*args))
+        return loads[-1]
+
+    monkeypatch.setattr(og, "Model", counted)
+    session = ChatSession(folder)
+    runtime = session.runtime
+    model, plan = runtime.model, runtime.plan
+    assert loads == [model] and plan == cpu_plan(runtime.folder, free=True)
+    picture = [(resources.probe_image(), IMAGE)]
+    greedy = GenerationOptions(max_new_tokens=4)
+    first = session.send("Describe this.", session.prepare_attachments(picture), greedy)
+    later = session.send("And then?", options=greedy)
+    assert later.stats.prefill == "continued"
+    session.new_conversation()
+    again = session.send("Describe this.", session.prepare_attachments(picture), greedy)
+    assert again.token_ids == first.token_ids
+    assert loads == [model] and runtime.model is model and runtime.plan == plan
+    assert looks == [True]  # one look, at load (its window waited out)

@@ -1,5 +1,6 @@
-"""The CPU thread policy: physical cores, and spinning only while other processes leave
-the cores free (its speed is measured by benchmarks/chat.py --load, not here)."""
+"""The CPU thread policy: physical cores, and brief spinning if other processes leave the
+cores free when a package loads (its speed is measured by benchmarks/chat.py --load and
+--turns, not here)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mmforge.backend import threads
-from mmforge.backend.threads import CpuWatch, ThreadPlan, physical_cores
+from mmforge.backend.threads import SPIN_US, CpuWatch, ThreadPlan, physical_cores
 
 
 def _stat(path: Path, busy: list[int], idle: int = 1000) -> Path:
@@ -49,11 +50,18 @@ def test_the_default_follows_the_affinity() -> None:
 
 
 def test_plan_options() -> None:
+    # Spinning threads poll for SPIN_US microseconds, then sleep.
     assert ThreadPlan(4, spinning=True).session_options() == {
         "intra_op_num_threads": 4,
         "session.intra_op.allow_spinning": "1",
+        "session.intra_op.spin_duration_us": str(SPIN_US),
     }
-    assert ThreadPlan(0, spinning=False).session_options()["session.intra_op.allow_spinning"] == "0"
+    # 0: ONNX Runtime's own spin; no spinning: no spin time to set.
+    assert "session.intra_op.spin_duration_us" not in ThreadPlan(4, True, 0).session_options()
+    assert ThreadPlan(0, spinning=False).session_options() == {
+        "intra_op_num_threads": 0,
+        "session.intra_op.allow_spinning": "0",
+    }
 
 
 def test_others_use_is_the_counters_less_our_own(
@@ -98,6 +106,28 @@ def test_others_use_is_the_counters_less_our_own(
     watch.look()
     clock[0] += 0.1
     assert watch.others() == pytest.approx(0.0, abs=0.1)
+
+
+def test_the_look_at_load_waits_out_a_short_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [100.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "sleep", sleep)
+    monkeypatch.setattr(os, "times", lambda: os.times_result((0.0, 0.0, 0.0, 0.0, clock[0])))
+    stat = _stat(tmp_path / "stat", [0, 0])
+    watch = CpuWatch([0, 1], stat, tmp_path / "no-loadavg")
+    clock[0] += 0.1  # the package checks took 0.1 s
+    assert not watch.cores_free()  # too short a look: unknown, so no spinning
+    assert watch.cores_free(wait=True)  # the rest of the window waited out
+    assert slept == [pytest.approx(threads.MIN_WINDOW_S - 0.1)]
+    assert watch.cores_free(wait=True) and len(slept) == 2 and slept[1] == 0.0
 
 
 def test_only_the_usable_cpus_count(tmp_path: Path) -> None:
