@@ -35,6 +35,9 @@ MAX_REPETITION_PENALTY = 10.0
 # ONNX Runtime GenAI 0.18 takes `random_seed` as a C++ int: a larger seed fails inside
 # the runtime ("Unable to cast Python instance of type <class 'int'> to C++ type").
 MAX_SEED = 2**31 - 1
+# What ONNX Runtime GenAI 0.18 constrains an answer to (`GeneratorParams.set_guidance`,
+# llguidance): a JSON schema, a regular expression or a Lark grammar.
+GUIDANCE_TYPES = ("json_schema", "regex", "lark_grammar")
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,11 @@ class GenerationOptions:
             turns from the model's view (they stay saved), "stop" with an error, or go on
             in a new conversation that opens with the last turns that fit ("carry") or
             with a summary the model writes of the old one ("summary").
+        guidance_type: What the answer is constrained to, one of `GUIDANCE_TYPES` ("":
+            nothing); the runtime masks every token that would leave it.
+        guidance_data: The schema, expression or grammar of `guidance_type`.
+        tools: The tools the chat template is given, as JSON text of a list of
+            {"type": "function", "function": {name, description, parameters}} ("": none).
     """
 
     max_new_tokens: int = 256
@@ -64,8 +72,18 @@ class GenerationOptions:
     seed: int | None = None
     repetition_penalty: float | None = None
     context_full: str = CONTEXT_DROP
+    guidance_type: str = ""
+    guidance_data: str = ""
+    tools: str = ""
 
     def __post_init__(self) -> None:
+        if self.guidance_type not in ("", *GUIDANCE_TYPES) or (
+            bool(self.guidance_type) != bool(self.guidance_data)
+        ):
+            raise MmforgeError(
+                f"Unknown guidance {self.guidance_type!r} or guidance without its data",
+                f"Use {', '.join(GUIDANCE_TYPES)} with its schema, expression or grammar",
+            )
         if self.max_new_tokens < 1:
             raise MmforgeError("max_new_tokens must be at least 1", "Pass a positive number")
         if self.context_full not in CONTEXT_FULL:
@@ -89,6 +107,11 @@ class GenerationOptions:
                 "Sampling needs temperature > 0, 0 < top_p ≤ 1 and top_k ≥ 1",
                 "Fix the sampling options",
             )
+
+    @property
+    def guided(self) -> bool:
+        """Whether the answer is constrained (`guidance_type`)."""
+        return bool(self.guidance_type)
 
     def within_vocabulary(self, vocab_size: int | None) -> GenerationOptions:
         """These options with `top_k` at most the vocabulary, which means the same.

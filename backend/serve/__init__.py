@@ -1,6 +1,8 @@
 """A local OpenAI-compatible server over one converted package (`mmforge serve`).
 
 - `protocol`: the API's request and answer shapes (what is read, what is written, errors);
+- `constrain`: `response_format` and `tools` as the runtime's constrained decoding, and
+  tool calls read back from an answer;
 - `intake`: a request's pictures and clips as bounded files for the chat intake (and the
   `--allow-fetch` fetcher, public addresses only);
 - `engine`: one loaded `ChatSession`, one generation at a time, a fair bounded queue;

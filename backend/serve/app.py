@@ -237,6 +237,7 @@ class _Routes:
             event.reason,
             (event.prompt_tokens, len(event.token_ids)),
             event.token_ids if r.return_token_ids else None,
+            event.tool_calls,
         )
         return JSONResponse(body)
 
@@ -256,6 +257,8 @@ class _Routes:
                     yield _sse(event.body())
                     return
                 if isinstance(event, Done):
+                    for delta in protocol.call_deltas(event.tool_calls or []):
+                        yield _sse(protocol.chunk(ident, r.model, delta))
                     tail = ids if r.return_token_ids and ids else None
                     yield _sse(protocol.chunk(ident, r.model, {}, event.reason, tail))
                     if r.include_usage:

@@ -40,6 +40,7 @@ from typing import Any
 from mmforge.backend.chat.client import ChatClient
 from mmforge.backend.chat.values import GenerationOptions
 from mmforge.backend.errors import MmforgeError
+from mmforge.backend.serve.constrain import CallWatch, read_calls
 from mmforge.backend.serve.intake import RequestFiles
 from mmforge.backend.serve.protocol import ApiError, ChatRequest, StopText, finish_reason
 from mmforge.backend.untrusted import escape
@@ -59,12 +60,13 @@ class Token:
 
 @dataclass(frozen=True)
 class Done:
-    """The answer ended: its whole text, why, and the token counts."""
+    """The answer ended: its whole text (or its tool calls), why, and the token counts."""
 
     text: str
     reason: str
     prompt_tokens: int
     token_ids: list[int]
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 Event = Token | Done | ApiError
@@ -311,6 +313,9 @@ class Engine:
         turns = [(m.role, m.text, [next(files) for _ in m.parts]) for m in request.messages]
         _, text, last = turns.pop()
         stops = StopText(request.stops)
+        # Tool calls are sent once whole; text streams as it comes (stop strings apply to
+        # text only).
+        watch = CallWatch(request.output.calls)
         raw: list[str] = []
         shown: list[str] = []
         ids: list[int] = []
@@ -322,14 +327,14 @@ class Engine:
                     piece = str(event["text"])
                     raw.append(piece)
                     ids.append(int(event["id"]))
-                    shown.append(stops.feed(piece))
+                    shown.append(stops.feed(watch.feed(piece)))
                     job.put(Token(shown[-1], ids[-1]))
                     if stops.hit:
                         self.client.stop()
                 elif kind == "turn":
                     turn = event["value"]
                 elif kind == "error":
-                    raise _api_error(event)
+                    raise _api_error(event, request.output.param)
         except MmforgeError as e:  # the worker itself stopped: every later request fails
             log.error("%s: %s", e.user_message, escape(e.details or ""))
             self._worker_died(_exit_words(self.client))
@@ -338,21 +343,29 @@ class Engine:
         # character at the end, which the decode shows (as U+FFFD).
         whole, streamed = str(turn.get("text", "")), "".join(raw)
         if whole.startswith(streamed) and len(whole) > len(streamed):
-            tail = stops.feed(whole[len(streamed) :])
+            tail = stops.feed(watch.feed(whole[len(streamed) :]))
             shown.append(tail)
             job.put(Token(tail, None))
-        rest = stops.flush()
+        prompt = int(turn.get("stats", {}).get("prompt_tokens", 0))
+        if watch.calling:
+            calls = read_calls(whole, request.output.tools)
+            if calls is not None:
+                return Done("", "tool_calls", prompt, ids, calls)
+            # A call cut short (max_tokens, a Stop) is no call: its text is the answer.
+            job.put(Token(whole, None))
+            return Done(whole, finish_reason(str(turn.get("stop_reason", "")), False), prompt, ids)
+        rest = stops.feed(watch.flush()) + stops.flush()
         if rest:
             shown.append(rest)
             job.put(Token(rest, None))
         reason = finish_reason(str(turn.get("stop_reason", "")), stops.hit)
-        prompt = int(turn.get("stats", {}).get("prompt_tokens", 0))
         return Done("".join(shown), reason, prompt, ids)
 
 
 def _options(request: ChatRequest, context: int) -> GenerationOptions:
     """The session's options for a request; no max_tokens means up to the context."""
     sample = request.temperature > 0
+    guidance_type, guidance_data = request.output.guidance()
     return GenerationOptions(
         max_new_tokens=request.max_tokens or context,
         do_sample=sample,
@@ -360,6 +373,9 @@ def _options(request: ChatRequest, context: int) -> GenerationOptions:
         top_p=request.top_p,
         top_k=request.top_k,
         seed=request.seed,
+        guidance_type=guidance_type,
+        guidance_data=guidance_data,
+        tools=request.output.template_tools(),
     )
 
 
@@ -372,10 +388,12 @@ def _exit_words(client: ChatClient) -> str:
     return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
 
 
-def _api_error(event: dict[str, Any]) -> ApiError:
-    """A worker's error event in the API's terms."""
+def _api_error(event: dict[str, Any], constrained: str) -> ApiError:
+    """A worker's error event in the API's terms (`constrained`: the field guidance came from)."""
     e = MmforgeError(str(event.get("message")), event.get("hint"))
     kind = event.get("kind")
+    if kind == "guidance":  # a schema the runtime cannot compile
+        return ApiError(400, e.one_line(), param=constrained, code="invalid_schema")
     if kind == "context_full":
         return ApiError(422, e.one_line(), param="messages", code="context_length_exceeded")
     if kind == "attachment":

@@ -1,9 +1,14 @@
 """The OpenAI chat-completions shapes: a request read and checked, answers and errors written.
 
 Only what the server does is accepted; anything it cannot honour is a 400 naming the
-field, never a silent ignore that would change the answer (`n` > 1, `tools`, a
-`response_format` other than text). Fields that change nothing here (`user`,
-`metadata`, `store`, `logit_bias` empty, `presence_penalty` 0, ...) are accepted.
+field, never a silent ignore that would change the answer (`n` > 1, a tool of another
+type than function). Fields that change nothing here (`user`, `metadata`, `store`,
+`logit_bias` empty, `presence_penalty` 0, ...) are accepted.
+
+`response_format` (json_object, json_schema) and `tools` with `tool_choice` constrain the
+decoding (`constrain`). Tool calls and tool results in the history are written into the
+messages' text in the form a call is read back in (`constrain.render_calls`,
+`constrain.render_result`; a `tool` message is the user's turn).
 
 Sampling follows `mmforge chat`: greedy unless `temperature` is above 0, so an app that
 sends no temperature gets the same answer twice.
@@ -23,6 +28,7 @@ from typing import Any
 
 from mmforge.backend.attachments import AUDIO, IMAGE
 from mmforge.backend.chat.values import MAX_SEED
+from mmforge.backend.serve.constrain import Output, Unfit, read_output, render_calls, render_result
 
 # The API's error types by status (the official client maps status to its exception).
 _ERROR_TYPES = {
@@ -52,7 +58,7 @@ IMAGE_TYPES = {
     "image/tiff": ".tiff",
 }
 # Accepted and meaning nothing here (or meaning their default only).
-_INERT = {"user", "metadata", "store", "service_tier", "parallel_tool_calls", "modalities"}
+_INERT = {"user", "metadata", "store", "service_tier", "modalities"}
 _NEUTRAL = {"presence_penalty": 0, "frequency_penalty": 0, "logprobs": False}
 
 
@@ -122,6 +128,7 @@ class ChatRequest:
     seed: int | None
     stops: list[str]
     return_token_ids: bool
+    output: Output = field(default_factory=Output)
 
     @property
     def parts(self) -> list[Part]:
@@ -148,6 +155,9 @@ def parse_request(data: Any) -> ChatRequest:
         "n",
         "return_token_ids",
         "response_format",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
         *_INERT,
         *_NEUTRAL,
     }
@@ -159,9 +169,10 @@ def parse_request(data: Any) -> ChatRequest:
             raise _bad(f"This server supports only {key}={neutral!r}", key)
     if data.get("n", 1) not in (1, None):
         raise _bad("This server writes one choice per request (n=1)", "n")
-    fmt = data.get("response_format")
-    if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") != "text"):
-        raise _bad("This server writes plain text only", "response_format")
+    try:
+        output = read_output(data)
+    except Unfit as e:
+        raise _bad(e.message, e.param) from None
     model = data.get("model")
     if not isinstance(model, str) or not model:
         raise _bad("'model' must name the served model (see GET /v1/models)", "model")
@@ -184,6 +195,7 @@ def parse_request(data: Any) -> ChatRequest:
         seed=_seed(data),
         stops=_stops(data.get("stop")),
         return_token_ids=_flag(data, "return_token_ids"),
+        output=output,
     )
 
 
@@ -260,7 +272,16 @@ def _messages(value: Any) -> tuple[str, list[InMessage]]:
         if not isinstance(raw, dict):
             raise _bad(f"{where} must be an object", where)
         role = raw.get("role")
-        text, parts = _content(raw.get("content"), where, role == "user")
+        text, parts = _content(raw.get("content"), where, role == "user", role != "user")
+        try:
+            if role == "tool":  # a tool's result: the user's turn, as the templates write it
+                if not isinstance(raw.get("tool_call_id"), str):
+                    raise Unfit(f"{where} needs the 'tool_call_id' it answers", where)
+                role, text = "user", render_result(text)
+            elif role == "assistant" and raw.get("tool_calls") is not None:
+                text = render_calls(text, raw["tool_calls"], where)
+        except Unfit as e:
+            raise _bad(e.message, e.param) from None
         if role in ("system", "developer"):
             if out:
                 raise _bad(f"{where}: a system message must come before the others", where)
@@ -280,10 +301,15 @@ def _messages(value: Any) -> tuple[str, list[InMessage]]:
     return "\n\n".join(system), out
 
 
-def _content(value: Any, where: str, media: bool) -> tuple[str, list[Part]]:
-    """A message's text and its pictures and clips (only a user message may carry them)."""
+def _content(value: Any, where: str, media: bool, empty: bool) -> tuple[str, list[Part]]:
+    """A message's text and its pictures and clips (only a user message may carry them).
+
+    `empty`: the content may be null (an assistant's that only calls tools).
+    """
     if isinstance(value, str):
         return value, []
+    if value is None and empty:
+        return "", []
     if not isinstance(value, list):
         raise _bad(f"{where}.content must be a string or a list of parts", f"{where}.content")
     texts: list[str] = []
@@ -380,11 +406,15 @@ def completion(
     reason: str,
     counts: tuple[int, int],
     token_ids: list[int] | None,
+    tool_calls: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A whole (not streamed) answer."""
+    """A whole (not streamed) answer; with `tool_calls`, its content is null."""
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if tool_calls:
+        message = {"role": "assistant", "content": None, "tool_calls": tool_calls}
     choice: dict[str, Any] = {
         "index": 0,
-        "message": {"role": "assistant", "content": text},
+        "message": message,
         "finish_reason": reason,
         "logprobs": None,
     }
@@ -429,6 +459,21 @@ def chunk(
     if counts is not None:
         out["usage"] = usage(*counts)
     return out
+
+
+def call_deltas(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Streamed deltas of finished calls, as the API sends them.
+
+    Each call's id, type and name with empty arguments first, then its arguments.
+    """
+    deltas: list[dict[str, Any]] = []
+    for i, call in enumerate(calls):
+        function = call["function"]
+        head = {**call, "index": i, "function": {"name": function["name"], "arguments": ""}}
+        deltas.append({"tool_calls": [head]})
+        arguments = {"index": i, "function": {"arguments": function["arguments"]}}
+        deltas.append({"tool_calls": [arguments]})
+    return deltas
 
 
 class StopText:
