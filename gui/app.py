@@ -38,7 +38,7 @@ def run(self_test: bool = False, screenshots: Path | None = None) -> int:
     if font.is_file():
         QFontDatabase.addApplicationFont(str(font))  # text renders where fonts are missing
     settings = QSettings()
-    window = MainWindow(settings)
+    window = MainWindow(settings, restore=not self_test)
     # However the app ends (a quit need not close the window first), the workers end too.
     app.aboutToQuit.connect(window.shutdown_workers)
     window.show()

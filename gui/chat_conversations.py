@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from mmforge.backend.chat.conversations import ConversationStore
     from mmforge.backend.chat.values import SessionInfo
     from mmforge.gui.bridge import ChatBridge
+    from mmforge.gui.chat_drafts import DraftKeeper
     from mmforge.gui.chat_input import StatusLine
     from mmforge.gui.chat_turns import Pending
     from mmforge.gui.conversation_list import ConversationList
@@ -73,6 +74,7 @@ class ChatConversations(_Page):
         store: ConversationStore
         bridge: ChatBridge
         conversation_list: ConversationList
+        drafts: DraftKeeper
         package: QLineEdit
         status: StatusLine
         conversation: Conversation | None
@@ -203,6 +205,7 @@ class ChatConversations(_Page):
         )
         if answer != QMessageBox.StandardButton.Yes:
             return
+        self.drafts.forget(conversation.id)  # its unsent message goes with it
         if self._worker_holds(conversation.id):
             self.bridge.delete_conversation(conversation.id)
             return

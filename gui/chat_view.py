@@ -11,7 +11,6 @@ list, opening, renaming, deleting and exporting saved ones, with no model needed
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from mmforge.gui.chat_attachments import (
 )
 from mmforge.gui.chat_column import ChatColumn
 from mmforge.gui.chat_conversations import ChatConversations
+from mmforge.gui.chat_drafts import DraftKeeper
 from mmforge.gui.chat_loading import ChatLoading
 from mmforge.gui.chat_page import ChatPage
 from mmforge.gui.chat_render import TranscriptWriter
@@ -80,7 +80,6 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
         self.store = ConversationStore()  # read here; the worker writes the one it holds
         self.bridge = ChatBridge(self)
         self.eps = JobRunner(self)
-        self._scratch = tempfile.TemporaryDirectory(prefix="mmforge-paste-")
         self.package_bar = bar = PackageBar(state)
         # The row's parts, by the names the window and the tests use.
         self.package, self.library, self.ep = bar.package, bar.library, bar.ep
@@ -121,6 +120,8 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
         self.page.subscribe(self._update_buttons)
         self._update_buttons()
         self._render()
+        # The unsent message of each conversation, on disk until sent (gui/chat_drafts.py).
+        self.drafts = DraftKeeper(self)
 
     # The page's state, by the names the mixins and the tests use (`self.page` holds it).
     conversation = _page_field("conversation")
@@ -221,7 +222,7 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
 
     @Slot(QImage)
     def _add_image(self, image: QImage) -> None:
-        path = Path(self._scratch.name) / f"pasted-{len(self.strip.files) + 1}.png"
+        path = self.drafts.store.pasted_file()  # kept with the draft across a restart
         if not save_pasted(image, path):
             show_error(
                 self,
@@ -491,8 +492,8 @@ class ChatView(ChatLoading, ChatConversations, QWidget):
             self.status.setText("Copied the last answer to the clipboard.")
 
     def shutdown(self) -> None:
-        """Close the worker (on window close)."""
+        """Keep the draft; close the workers (on window close)."""
+        self.drafts.save_now()
         self.eps.shutdown()
         self.serve_bar.shutdown()
         self.bridge.close()
-        self._scratch.cleanup()

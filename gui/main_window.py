@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from mmforge.gui import wheel_guard
+from mmforge.gui import last_session, quit_question, wheel_guard
 from mmforge.gui.chat_view import ChatView
 from mmforge.gui.compare_view import CompareView
 from mmforge.gui.convert_view import ConvertView
@@ -39,14 +39,21 @@ SHORTCUTS = (
     ("Ctrl+V", "Paste a picture into the message"),
     ("Ctrl+Shift+C", "Copy the last answer"),
     ("↑ ↓ in the conversation list", "Open the conversation above or below"),
-    ("Ctrl+Q", "Quit"),
+    ("Ctrl+Q", "Quit (asked first while a conversion, verify or download runs)"),
 )
 
 
 class MainWindow(QMainWindow):
-    """One window; the pages share an `AppState`."""
+    """One window; the pages share an `AppState`.
 
-    def __init__(self, settings: QSettings):
+    Args:
+        settings: Where choices persist between runs.
+        restore: Come back to the last session (page, conversation, loaded package) and
+            remember this one when closing; the self-test, which drives a window of its
+            own, leaves the user's session alone.
+    """
+
+    def __init__(self, settings: QSettings, restore: bool = True):
         super().__init__()
         self.setWindowTitle("Multimodal Forge")
         app = QApplication.instance()
@@ -97,6 +104,9 @@ class MainWindow(QMainWindow):
         else:
             self.resize(*DEFAULT_SIZE)
         self._fit_screen()
+        self._remember = restore
+        if restore:
+            last_session.restore(self)
 
     def _fit_screen(self) -> None:
         """No larger than the screen's free area (a saved size from a bigger screen too)."""
@@ -131,7 +141,8 @@ class MainWindow(QMainWindow):
         self._action(file, "&Library…", self.show_library, "Ctrl+L")
         self._action(file, "Hugging Face &account…", self.model_view.account)
         file.addSeparator()
-        self._action(file, "&Quit", self.close, "Ctrl+Q")
+        self.quit_action = self._action(file, "&Quit", self.request_quit, "Ctrl+Q")
+        self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)  # macOS: the app menu's
         view = bar.addMenu("&View")
         self.page_actions = [
             self._action(view, name.split()[1], lambda _=False, i=i: self.go(i), f"Ctrl+{i + 1}")
@@ -274,9 +285,24 @@ class MainWindow(QMainWindow):
     def _to_compare(self) -> None:
         self.show_page(self.compare_view)
 
+    @Slot()
+    def request_quit(self) -> None:
+        """Ctrl+Q, File > Quit: asked first while a conversion, verify or download runs."""
+        if quit_question.confirm(self):
+            self.close()
+
     def closeEvent(self, event: QCloseEvent) -> None:
-        """Save the geometry; stop workers (a running conversion is cancelled cleanly)."""
+        """Save the geometry and the session; stop workers (a conversion cancels cleanly).
+
+        The window's close button asks first while a long job runs, as Quit does; a
+        close made by the program (Quit after its question, the self-test) does not.
+        """
+        if event.spontaneous() and not quit_question.confirm(self):
+            event.ignore()
+            return
         self.state.settings.setValue("geometry", self.saveGeometry())
+        if self._remember:
+            last_session.remember(self)
         self.shutdown_workers()
         super().closeEvent(event)
 

@@ -338,10 +338,12 @@ class ModelView(QWidget):
 
     @Slot(str)
     def _use_found(self, repo_id: str) -> None:
-        """A model picked in the browser: into the source field, ready to inspect."""
+        """A model picked in the browser: the choice now (Convert waits for it), read at once."""
         self.source.setText(repo_id)
-        self.status.setText(f"Press Inspect to read {repo_id}.")
-        self.inspect_button.setFocus()
+        self._source_edited(repo_id)  # as if typed: the card before it is no longer the choice
+        if self.runner.running:  # the demo or another model still being read
+            self.status.setText(f"Press Inspect to read {repo_id} when this ends.")
+        self.inspect()  # as a click in the list does (nothing while the runner is busy)
 
     @Slot()
     def account(self) -> None:
@@ -424,8 +426,11 @@ class ModelView(QWidget):
         # Only a source that resolved goes into Recent (and on to Convert and Verify).
         self.state.set_source(self.source.text().strip())
         self.state.set_profile(profile)
+        # The card is the field's model again: a choice typed or picked over it, and not
+        # read, is gone (the same source read again clears nothing in the selection).
+        self.state.selection.set_typed("")
         self._profile = profile
-        self._inspecting = ""
+        self._inspecting, self._typed = "", ""
         self._machine = this_machine(self.state.packages_folder())
         self._draw_card()
         self.next_button.setEnabled(profile.convertible)

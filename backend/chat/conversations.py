@@ -312,17 +312,9 @@ class ConversationStore:
             conversation.title = short_title(first)
         data = {"format": FORMAT, **conversation.to_dict(folder)}
         remove_orphan_temps(folder)
-        tmp = folder / f".{FILE}.{os.getpid()}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(json.dumps(data, indent=1, ensure_ascii=False))
-                f.flush()
-                os.fsync(f.fileno())  # on disk before it replaces the last good copy
-            os.replace(tmp, folder / FILE)
-            _sync_folder(folder)
+            write_private(folder / FILE, json.dumps(data, indent=1, ensure_ascii=False))
         except BaseException as e:
-            tmp.unlink(missing_ok=True)  # a failed save leaves no temp file behind
             if out_of_space(e):
                 self.discard_unsaved(conversation.id)  # a saved one keeps its last copy
                 raise no_space("the conversation", folder) from None
@@ -398,15 +390,36 @@ class ConversationStore:
         shutil.rmtree(self.folder(conversation_id), ignore_errors=True)
 
 
-def remove_orphan_temps(folder: Path) -> None:
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically, private to the user (0600).
+
+    It goes to `.<name>.<pid>.tmp` beside `path`, reaches the disk, and is renamed over
+    `path`: a crash at any moment leaves the previous version or the new one, never a torn
+    file, and a failed write leaves no temp file behind (the error is raised).
+    """
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before it replaces the last good copy
+        os.replace(tmp, path)
+        _sync_folder(path.parent)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def remove_orphan_temps(folder: Path, name: str = FILE) -> None:
     """Delete the temp files that saves killed mid-write (kill -9, a power cut) left.
 
-    A save writes `.conversation.json.<pid>.tmp` and renames it into place; a process
-    killed in between leaves it. One whose process is gone is an orphan: the conversation
-    itself is the last copy that was completely written.
+    A save writes `.conversation.json.<pid>.tmp` (`.<name>.<pid>.tmp`) and renames it
+    into place; a process killed in between leaves it. One whose process is gone is an
+    orphan: the file itself is the last copy that was completely written.
     """
-    for tmp in folder.glob(f".{FILE}.*.tmp"):
-        pid = tmp.name.removeprefix(f".{FILE}.").removesuffix(".tmp")
+    for tmp in folder.glob(f".{name}.*.tmp"):
+        pid = tmp.name.removeprefix(f".{name}.").removesuffix(".tmp")
         if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
             tmp.unlink(missing_ok=True)
 
