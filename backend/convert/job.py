@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mmforge.backend import __version__, families, precisions, typed
+from mmforge.backend import __version__, families, last_logits, precisions, typed
 from mmforge.backend.bounds import vocab_size
 from mmforge.backend.checkpoint import Checkpoint
 from mmforge.backend.checkpoint_digest import checkpoint_digest
@@ -433,6 +433,12 @@ def _build(
         note = fix(families.FixRequest(graphs.models, checkpoint.cfg, checkpoint.folder))
         if note:
             fixes.append(note)
+    # Every family: the runtime samples from the last position alone (last_logits.py).
+    if "decoder" in graphs.models and last_logits.prune(graphs.models["decoder"]):
+        fixes.append(
+            "Decoder: the output layer runs on the last position only (the runtime reads "
+            "no other; verify compares every position on an unpruned copy)"
+        )
     ctx.report("build", 1, 1, message=", ".join(graphs.models))
     return graphs, fixes
 
@@ -476,6 +482,8 @@ def _write_components(
                     if component == "decoder"
                     else compact_embedding(model, bits)
                 )
+        if component == "decoder":  # quantization writes the output shapes afresh
+            last_logits.declare(graphs.models[component])
         with _timed(timings, f"write/{component}"):
             files.update(package.save_component(graphs.models[component], component, staging, ctx))
         del graphs.models[component]  # written: let its tensors go

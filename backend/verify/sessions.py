@@ -28,10 +28,20 @@ def open_session(package: Path, model_cfg: dict[str, Any], section: str) -> Any:
     """A CPU session on the graph a genai_config section names."""
     import onnxruntime as ort
 
+    from mmforge.backend.last_logits import unpruned
+
     options = ort.SessionOptions()
     options.log_severity_level = 4  # failures come back as stage verdicts
     path = package / model_cfg[section]["filename"]
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    whole = unpruned(path) if section == "decoder" else None
+    if whole is None:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    # The decoder computes the last position's logits alone; verify compares them all.
+    folder = "session.model_external_initializers_file_folder_path"
+    options.add_session_config_entry(folder, str(path.parent))
+    return ort.InferenceSession(
+        whole.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
 
 
 def run(session: Any, names: list[str] | None, feeds: dict[str, Any]) -> list[Any]:
