@@ -178,6 +178,7 @@ class Checkpoint:
         trust_remote_code: bool = False,
         config: dict[str, Any] | None = None,
         approximate: bool = False,
+        earlier: bool = False,
     ) -> Checkpoint:
         """Read a checkpoint folder.
 
@@ -189,6 +190,9 @@ class Checkpoint:
                 is not parsed again.
             approximate: The user accepts the family's approximation, if it has one
                 (`Family.approximation`): the processor settings take its overrides.
+            earlier: The package compared with records an approximation (verify): a
+                family that has converted exactly since is read as it converted then
+                (`Family.earlier`), its approximation included.
 
         Raises:
             MmforgeError: Malformed or unreadable config, an unknown or text-only family,
@@ -198,6 +202,8 @@ class Checkpoint:
         check_config_sizes(written, folder / "config.json")
         family = families.lookup(text_field(written, "model_type", str(folder / "config.json")))
         family = family.recognition.variant(VariantRequest(written, folder)) or family
+        if earlier and family.earlier is not None:
+            family = family.earlier
         converted = family.converts
         check_token_ids(written, folder / "config.json", converted)
         raw, layout = written, family.recognition.remote_layout

@@ -13,6 +13,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from mmforge.backend.internvl_tiles import MAX_RUNTIME_SIDE, most_views, view_count
+
 # transformers' smart_resize refuses pictures more elongated than this.
 MAX_ASPECT = 200
 
@@ -53,6 +55,11 @@ CANVAS_EDGE_BOUNDS = "edge_bounds_canvas"
 # the picture fitted into the best of `pinpoints`, cut into `factor` px tiles; the intake
 # stacks them in the layout backend/anyres.py describes.
 ANYRES = "anyres"
+# GotOcr2ImageProcessor with crop_to_patches (InternVL): the picture resized to the grid of
+# `width` px tiles closest to its aspect (`min_crops` to `max_crops` tiles), cut into them,
+# plus a thumbnail when there are several; the intake stacks the views into one canvas
+# `width` px wide (backend/internvl_tiles.py).
+TILED_VIEWS = "tiled_views"
 # The rules whose pictures reach the runtime as a canvas of parts (`canvas_parts`).
 CANVAS_RULES = (SPLIT_EDGE_BOUNDS, CANVAS_EDGE_BOUNDS)
 RULES = (
@@ -70,6 +77,7 @@ RULES = (
     CANVAS_EDGE_BOUNDS,
     PHI3V_HD,
     ANYRES,
+    TILED_VIEWS,
 )
 # Who resizes: PIL (transformers' PIL processors) or torch (its torchvision processors,
 # which use torch's interpolation; mmforge's reference restates them with the same).
@@ -127,6 +135,8 @@ class Sizing:
             square each).
         shortest_edge: The shortest side for `shortest_edge_crop`, before the crop.
         pinpoints: `anyres`' grid resolutions, (height, width) each, multiples of `factor`.
+        min_crops: `tiled_views`' fewest tiles (its largest is `max_crops`; the tile side
+            is `width`).
     """
 
     rule: str
@@ -143,6 +153,7 @@ class Sizing:
     max_crops: int = 0
     shortest_edge: int = 0
     pinpoints: tuple[tuple[int, int], ...] = ()
+    min_crops: int = 0
 
     def target(self, width: int, height: int) -> tuple[int, int]:
         """The (width, height) transformers resizes a `width` × `height` picture to.
@@ -152,6 +163,9 @@ class Sizing:
         """
         if self.rule in (FIXED, SHORTEST_EDGE_CROP, EDGE_THEN_FIXED, ANYRES):
             return self.width, self.height
+        if self.rule == TILED_VIEWS:  # the canvas the views are stacked in
+            views = view_count(height, width, self.width, self.min_crops, self.max_crops)
+            return self.width, self.width * views
         if self.rule == LONGEST_EDGE:
             h, w = longest_edge_size(height, width, self.longest_edge, self.factor)
             return w, h
@@ -200,7 +214,7 @@ class Sizing:
 
         Chat draws such a picture at the shape the user took it again.
         """
-        return self.rule in (FIXED, EDGE_BOUNDS, EDGE_THEN_FIXED, *CANVAS_RULES)
+        return self.rule in (FIXED, EDGE_BOUNDS, EDGE_THEN_FIXED, TILED_VIEWS, *CANVAS_RULES)
 
     @property
     def one_size(self) -> bool:
@@ -223,7 +237,7 @@ class Sizing:
         """
         if self.rule in (FIXED, SHORTEST_EDGE_CROP, EDGE_THEN_FIXED):
             return (width, height) == (self.width, self.height)
-        if self.rule in (EDGE_BOUNDS, ANYRES, *CANVAS_RULES):  # the chain has no Resize
+        if self.rule in (EDGE_BOUNDS, ANYRES, TILED_VIEWS, *CANVAS_RULES):  # no Resize
             return True
         if self.rule == ASPECT_BUDGET:  # the transform's own rule, applied again
             return self.target(width, height) == (width, height)
@@ -254,6 +268,14 @@ class Sizing:
                 f"(aspect kept, {self.resample}) into the best of {grids} px, centred on black "
                 f"and cut into {self.factor} px tiles; the tiles' features kept where the "
                 "picture lies, each row ended with a newline"
+            )
+        if self.rule == TILED_VIEWS:
+            return (
+                f"resized ({self.resample}) to the grid of {self.min_crops} to "
+                f"{self.max_crops} tiles of {self.width}×{self.width} px closest to its aspect "
+                f"ratio and cut into them, plus the whole picture resized to {self.width}×"
+                f"{self.width} px when there are several tiles; the views stacked top to "
+                f"bottom in one {self.width} px wide PNG"
             )
         if self.rule == SHORTEST_EDGE_CROP:
             return (
@@ -353,6 +375,12 @@ class Sizing:
             return self.factor > 0 and self.max_crops > 0
         if self.rule == ASPECT_BUDGET:
             return self.factor > 0 and self.max_pixels > 0 and self.longest_edge > 0
+        if self.rule == TILED_VIEWS:
+            return (
+                0 < self.width == self.height
+                and 1 <= self.min_crops <= self.max_crops
+                and self.width * most_views(self.max_crops) <= MAX_RUNTIME_SIDE
+            )
         if self.rule == ANYRES:
             return (
                 0 < self.patch <= self.factor <= MAX_CANVAS_SIDE
@@ -710,6 +738,21 @@ def for_other_programs(intake: Intake | None) -> str:
             f"this model's processor does, with {kernel} {sizing.resample} filter, and "
             f"hand the runtime the canvas they are packed into ({sizing.describe()}): the "
             "package's vision graph reads its pictures only in that form."
+        )
+    if sizing.rule == ANYRES:
+        return (
+            f"{steps} Then make its views as this model's processor does ({sizing.describe()}, "
+            f"with {kernel} {sizing.resample} filter) and hand the runtime two pictures for "
+            "it, in the block layout of mmforge's backend/anyres.py (a header, then the base "
+            "view's pixels; a header, then the fitted picture's), with two <|vision_start|> "
+            "in the prompt: the package's vision graph reads its pictures only in that form."
+        )
+    if sizing.rule == TILED_VIEWS:
+        return (
+            f"{steps} Then make its views as this model's processor does ({sizing.describe()}, "
+            f"with {kernel} {sizing.resample} filter) and hand the runtime that canvas: the "
+            "package's processor has no Resize, and its vision graph reads each "
+            f"{sizing.width} px square of the canvas as one view."
         )
     if sizing.rule == PHI3V_HD:
         return (

@@ -43,6 +43,7 @@ from mmforge.backend.picture_sizing import (
     PHI4_HD,
     SHORTEST_EDGE_CROP,
     SPLIT_EDGE_BOUNDS,
+    TILED_VIEWS,
     Intake,
     PictureError,
     Sizing,
@@ -223,6 +224,9 @@ def take(path: Path, intake: Intake | None) -> Taken:
     if sizing is not None and sizing.rule == ANYRES:
         canvas, box = anyres_canvas(image, sizing)
         return Taken(canvas, width, height, True, "; ".join(changes), shown_box=box)
+    if sizing is not None and sizing.rule == TILED_VIEWS:
+        canvas, box = tiled_canvas(image, sizing)
+        return Taken(canvas, width, height, True, "; ".join(changes), shown_box=box)
     if sizing is not None:
         target = sizing.target(width, height)
         if sizing.tiles(width, height):
@@ -327,6 +331,23 @@ def anyres_canvas(image: Any, sizing: Sizing) -> tuple[Any, tuple[int, int, int,
     fitted = image if (fit_w, fit_h) == image.size else _resize(image, (fit_w, fit_h), sizing)
     pixels, box = anyres.stacked(layout, base, fitted)
     return Image.fromarray(pixels), box
+
+
+def tiled_canvas(image: Any, sizing: Sizing) -> tuple[Any, tuple[int, int, int, int]]:
+    """InternVL's views of an RGB picture stacked in one canvas (backend/internvl_tiles.py).
+
+    As GotOcr2ImageProcessor with crop_to_patches makes them, with PIL's filter: the tiles
+    of the closest grid, row by row, then the thumbnail when there are several tiles.
+
+    Returns:
+        The canvas and the box chat draws, the last view (the whole picture, squashed to
+        one tile: chat draws it at the picture's shape again).
+    """
+    from mmforge.backend import internvl_tiles
+
+    side = sizing.width
+    canvas = internvl_tiles.canvas(image, side, sizing.min_crops, sizing.max_crops, sizing.resample)
+    return canvas, (0, canvas.height - side, side, side)
 
 
 def hd_canvas(image: Any, crop: int, max_crops: int) -> tuple[Any, tuple[int, int, int, int]]:

@@ -477,6 +477,10 @@ class Family:
             (`no_pipeline_reason` says how, measured); None: no pipeline can.
         approximation: Set where the package can only approximate the released model:
             convert refuses without the user's consent, and verify reports APPROXIMATE.
+        earlier: The family as earlier versions converted it, as an approximation, where
+            it converts exactly now (InternVL: one view a picture, on another pipeline):
+            verify compares a package whose manifest records that approximation with it
+            (APPROXIMATE, as then); convert and inspect never use it.
         variant_note: What a variant (`Recognition.variant`) converts otherwise, for the
             family table (Idefics3's releases that split their pictures).
     """
@@ -493,6 +497,7 @@ class Family:
     not_converted: str | None = None
     exact_host: str | None = None
     approximation: Approximation | None = None
+    earlier: Family | None = None
     variant_note: str = ""
 
     @property

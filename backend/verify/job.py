@@ -130,7 +130,11 @@ def verify(
     # transformers run the same way: the reference takes the same processor settings.
     approximated = bool(read_manifest(package).get("approximation"))
     checkpoint = Checkpoint.read(
-        resolved.folder, config=config, trust_remote_code=as_data, approximate=approximated
+        resolved.folder,
+        config=config,
+        trust_remote_code=as_data,
+        approximate=approximated,
+        earlier=approximated,
     )
     if checkpoint.tensors is None:  # checked before anything runs: a corrupt file is named
         raise MmforgeError(

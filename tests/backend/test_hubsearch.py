@@ -73,12 +73,12 @@ def test_marks_from_tags_text_only_and_speech_types():
     assert phi3v.verdict == "converts with consent" and phi3v.family.startswith("Phi-3")
     assert phi3v.words().startswith(f"{phi3v.family}: converts with your consent (converting")
     assert "trust remote code" in phi3v.reason
-    # A release no pipeline runs exactly (SmolVLM splits its pictures, InternVL tiles
-    # them) converts only as an approximation; the mark says what it gives up.
-    for model_type in ("smolvlm", "internvl"):
-        mark = mark_for(model_type)
-        assert mark.verdict == "converts with consent"
-        assert mark.reason.startswith("an approximation: each picture seen whole")
+    # A release no pipeline runs exactly (SmolVLM splits its pictures) converts only as an
+    # approximation; the mark says what it gives up. InternVL's tiles convert exactly.
+    mark = mark_for("smolvlm")
+    assert mark.verdict == "converts with consent"
+    assert mark.reason.startswith("an approximation: each picture seen whole")
+    assert mark_for("internvl").verdict == "converts"
     assert mark_for("idefics2").verdict == "converts"  # splitting is off by default
     # The reason is short: its first clause, the details left out.
     assert mark_for("molmo").reason == (

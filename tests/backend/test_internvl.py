@@ -1,10 +1,11 @@
-"""InternVL on videochat_flash_qwen: the package's tokenizer, tower, intake and approximation.
+"""InternVL on qwen2_5_vl: the package's tokenizer, tower, earlier packages and refusals.
 
 The registry-wide tests convert, verify and chat with the tiny InternVL (Qwen2 text, one
-picture); these hold the pieces against transformers' own code: InternVLProcessor's
-expansion (`replace_image_token`) and GotOcr2ImageProcessor's pixels for one and two
-pictures, InternVLModel.get_image_features for the tower's variants, transformers'
-`generate` with JPEG pictures, InternVL 3.5's Qwen3 text, and what tiling changes.
+picture), and test_internvl_tiles.py holds the tiles against transformers'; these hold
+the pieces against transformers' own code: InternVLProcessor's ids and pixels for one
+and two pictures in conversations, InternVLModel.get_image_features for the tower's
+variants behind the canvas's un-patching, transformers' `generate` with JPEG pictures,
+InternVL 3.5's Qwen3 text, and a package of an earlier version (one view a picture).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,52 +20,32 @@ import pytest
 from mmforge.backend.attachments import IMAGE
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families.internvl.tokenizer import CONTEXT, END, PIECES, START
+from tests.backend.test_internvl_tiles import internvl_processor
 from tests.images import CONVERSATIONS, noise_picture
 
 
 def _hf_inputs(source: Path, messages: list, pictures: list[Path]) -> dict:
-    """InternVLProcessor's inputs with crop_to_patches=False, from transformers' own code.
-
-    InternVLProcessor itself cannot be built without torchvision (its video processor);
-    its `replace_image_token` is called on the tokenizer's own token attributes, and the
-    pixels come from the checkpoint's GotOcr2ImageProcessor.
-    """
+    """InternVLProcessor's inputs (it tiles), transformers' own processor."""
     import torch
     from PIL import Image
-    from transformers import AutoImageProcessor, AutoTokenizer
-    from transformers.models.internvl.processing_internvl import InternVLProcessor
 
-    tokenizer = AutoTokenizer.from_pretrained(source)
-    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    out: dict = {}
-    if pictures:
-        processor = AutoImageProcessor.from_pretrained(source)
-        images = processor(
-            images=[Image.open(p) for p in pictures], crop_to_patches=False, return_tensors="pt"
-        )
-        me = SimpleNamespace(
-            start_image_token=tokenizer.start_image_token,
-            end_image_token=tokenizer.end_image_token,
-            image_token=tokenizer.context_image_token,
-            image_seq_length=256,
-        )
-        pieces = prompt.split(me.image_token)
-        text = pieces[0]
-        for i, rest in enumerate(pieces[1:]):
-            text += InternVLProcessor.replace_image_token(me, images, i) + rest
-        prompt = text
-        out["pixel_values"] = images["pixel_values"]
-    ids = tokenizer(prompt)["input_ids"]
-    out["input_ids"] = torch.tensor([ids])
+    processor = internvl_processor(source)
+    prompt = processor.tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False
+    )
+    images = [Image.open(p).convert("RGB") for p in pictures] or None
+    out = processor(text=prompt, images=images, return_tensors="pt")
     out["attention_mask"] = torch.ones_like(out["input_ids"])
-    return out
+    return dict(out)
 
 
 @pytest.mark.parametrize("messages", CONVERSATIONS, ids=["one picture", "three turns"])
 def test_the_runtime_makes_internvl_processors_ids_and_pixels(tiny, package, tmp_path, messages):
-    """Through chat's intake, the runtime's ids and pixels are InternVLProcessor's without
-    tiling: <img>, 256 <IMG_CONTEXT>, </img> per picture, text after a picture included."""
+    """Through chat's intake, the runtime's ids and pixels are InternVLProcessor's: <img>,
+    256 <IMG_CONTEXT> a view (7 views: 3 × 2 tiles, a thumbnail), </img> per picture, text
+    after a picture included."""
     from mmforge.backend.attachments import package_intake, prepare
+    from mmforge.backend.families.internvl.reference import views_from_rows
     from mmforge.backend.runtime import Runtime
 
     folder = package("internvl")
@@ -79,9 +59,10 @@ def test_the_runtime_makes_internvl_processors_ids_and_pixels(tiny, package, tmp
     ids = arrays["input_ids"].reshape(-1).tolist()
     assert ids == expected["input_ids"].reshape(-1).tolist()
     image_id = json.loads((folder / "genai_config.json").read_text())["model"]["image_token_id"]
-    assert ids.count(image_id) == 256 * n
+    assert ids.count(image_id) == 256 * 7 * n
     hf_pixels = expected["pixel_values"].numpy()
-    rt_pixels = arrays["pixel_values"].reshape(hf_pixels.shape)
+    rt_pixels = views_from_rows(arrays["pixel_values"], arrays["image_grid_thw"], 448, 28)
+    assert rt_pixels.shape == hf_pixels.shape == (7 * n, 3, 448, 448)
     assert np.abs(rt_pixels - hf_pixels).max() < 1e-5
 
 
@@ -139,8 +120,9 @@ TOWERS = {
 
 @pytest.mark.parametrize("overrides", TOWERS.values(), ids=TOWERS.keys())
 def test_the_vision_graph_is_get_image_features(overrides, tmp_path):
-    """Our tower, pixel shuffle and projector against InternVLModel.get_image_features,
-    two pictures at once, the runtime's [1, N, 3, 448, 448] layout."""
+    """Our tower, pixel shuffle and projector against InternVLModel.get_image_features on
+    two views, handed as the runtime hands one picture's canvas: its 28 px patches row by
+    row, two equal frames each, and its grid (1, 32, 16)."""
     import onnx_ir as ir
     import onnxruntime as ort
     import torch
@@ -168,7 +150,13 @@ def test_the_vision_graph_is_get_image_features(overrides, tmp_path):
     with torch.no_grad():
         expected = model.get_image_features(pixel_values=pixels).pooler_output
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    got = session.run(None, {"pixel_values": pixels.numpy()[None]})[0]
+    canvas = pixels.numpy().transpose(1, 0, 2, 3).reshape(3, 2 * 16, 28, 16, 28)
+    rows = canvas.transpose(1, 3, 0, 2, 4)[:, :, :, None].repeat(2, axis=3)
+    feed = {
+        "pixel_values": rows.reshape(32 * 16, 3 * 2 * 28 * 28),
+        "image_grid_thw": np.array([[1, 32, 16]], np.int64),
+    }
+    got = session.run(None, feed)[0]
     assert got.shape == (2 * tokens_per_image(cfg), model.config.text_config.hidden_size)
     reference = expected.reshape(got.shape).numpy()
     assert np.abs(got - reference).max() < 1e-4 * max(1.0, float(np.abs(reference).max()))
@@ -192,7 +180,7 @@ def _chat_against_generate(package_folder: Path, source: Path, pictures: list[Pa
 
 def test_two_jpegs_answer_as_transformers(tiny, package, tmp_path):
     """Chat with two JPEG pictures of other sizes: transformers' greedy tokens (16)."""
-    first = noise_picture(tmp_path, "a.jpg", 640, 480, seed=1)
+    first = noise_picture(tmp_path, "a.jpg", 640, 320, seed=1)  # 2 × 1 tiles and a thumbnail
     second = noise_picture(tmp_path, "b.jpg", 300, 500, seed=2)
     ours, hf_tokens, stop = _chat_against_generate(
         package("internvl"), tiny("internvl"), [first, second]
@@ -204,7 +192,8 @@ def test_two_jpegs_answer_as_transformers(tiny, package, tmp_path):
 
 def test_internvl_3_5s_qwen3_text_converts_and_answers_as_transformers(tmp_path):
     """The InternVL3.5-1B-HF shape (Qwen3 text: q_norm / k_norm, no q/k/v biases; the
-    release's names and bf16 shards): verify PASS and chat equal to transformers."""
+    release's names and bf16 shards): verify PASS, tiles and all, and chat equal to
+    transformers."""
     from mmforge.backend.convert import convert
     from mmforge.backend.families.internvl.tiny import RELEASED_INTERNVL
     from mmforge.backend.tiny.release import write_release
@@ -213,13 +202,12 @@ def test_internvl_3_5s_qwen3_text_converts_and_answers_as_transformers(tmp_path)
     release = next(r for r in RELEASED_INTERNVL if r.key == "internvl3_5-1b")
     source = write_release(release, tmp_path / "release").folder
     assert json.loads((source / "config.json").read_text())["text_config"]["model_type"] == "qwen3"
-    convert(str(source), tmp_path / "pkg", approximate=True)
+    convert(str(source), tmp_path / "pkg")
     picture = noise_picture(tmp_path, "p.jpg", 500, 300)
     report = verify(tmp_path / "pkg", str(source), images=[picture], tokens=16)
     stages = {c.name: c.verdict for c in report.components}
     assert all(v == "PASS" for v in stages.values()), stages
-    # Equal to transformers run with one view a picture, and never called a PASS.
-    assert report.verdict == "APPROXIMATE" and report.tokens["matched"] == 16
+    assert report.verdict == "PASS" and report.tokens["matched"] == 16
     ours, hf_tokens, stop = _chat_against_generate(tmp_path / "pkg", source, [picture])
     assert ours == hf_tokens[: len(ours)] and (len(ours) == 16 or stop != "length")
 
@@ -278,27 +266,35 @@ def test_a_remote_code_checkpoint_is_refused_naming_the_hf_release(tiny, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
-def test_convert_asks_for_consent_to_one_view_anoise_picture(tiny, tmp_path):
-    """Every InternVL release tiles (InternVLProcessor's default): convert refuses until
-    the user accepts the approximation, then records it; inspect says so first."""
+def test_convert_needs_no_consent_and_an_earlier_packages_reference_is_one_view(tiny, tmp_path):
+    """The release converts exactly, tiles and all, without --approximate; a package of an
+    earlier version (one view a picture, its manifest's approximation) is verified as the
+    family converted it then: videochat_flash_qwen, InternVLProcessor without tiling."""
+    from PIL import Image
+    from transformers import AutoTokenizer
+
+    from mmforge.backend.checkpoint import Checkpoint
     from mmforge.backend.convert import convert
-    from mmforge.backend.errors import APPROXIMATE
+    from mmforge.backend.families import ReferenceRequest
     from mmforge.backend.families.catalog import CONSENT
+    from mmforge.backend.families.internvl.reference import prepare
     from mmforge.backend.inspect import inspect_source
 
     source = tiny("internvl")
     profile = inspect_source(str(source))
-    assert profile.converts == CONSENT and "12 tiles" in profile.converts_reason
-    assert any("crop_to_patches" in n for n in profile.notes)  # the runtime's reason
-    assert profile.runnable and profile.convertible
-    with pytest.raises(MmforgeError) as e:
-        convert(str(source), tmp_path / "out")
-    assert e.value.kind == APPROXIMATE and "--approximate" in e.value.one_line()
-    assert not (tmp_path / "out").exists()
-    manifest = convert(str(source), tmp_path / "out", approximate=True)
-    assert manifest.approximation["overrides"] == {"crop_to_patches": False}
-    pre = json.loads((source / "preprocessor_config.json").read_text())
-    assert pre["crop_to_patches"] is True  # the release's setting, untouched
+    assert profile.converts != CONSENT and not profile.approximation
+    manifest = convert(str(source), tmp_path / "out")
+    assert not manifest.approximation
+    assert Checkpoint.read(source, approximate=True).approximation is None  # nothing to accept
+    then = Checkpoint.read(source, approximate=True, earlier=True)
+    assert then.family.pipeline_type == "videochat_flash_qwen"
+    assert then.approximation is not None and then.preprocessor.get("crop_to_patches") is False
+    picture = Image.open(noise_picture(tmp_path, "p.jpg", 900, 300)).convert("RGB")
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    for checkpoint, views in ((then, 1), (Checkpoint.read(source), 4)):
+        inputs = prepare(ReferenceRequest(checkpoint, tokenizer, "<IMG_CONTEXT>\n", [picture], []))
+        assert inputs.tensors["pixel_values"].shape[0] == views
+        assert inputs.input_ids.count(checkpoint.cfg.get("image_token_id")) == 256 * views
 
 
 def test_a_processor_size_other_than_the_towers_is_refused(tiny, tmp_path):
@@ -311,6 +307,6 @@ def test_a_processor_size_other_than_the_towers_is_refused(tiny, tmp_path):
     pre["size"] = {"height": 224, "width": 224}
     (source / "preprocessor_config.json").write_text(json.dumps(pre))
     with pytest.raises(MmforgeError) as e:
-        convert(str(source), tmp_path / "out", approximate=True)
+        convert(str(source), tmp_path / "out")
     assert "224 × 224" in e.value.one_line() and "interpolate" in e.value.one_line()
     assert not (tmp_path / "out").exists()

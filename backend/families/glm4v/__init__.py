@@ -47,8 +47,6 @@ from mmforge.backend.families._base import (
     Reference,
     dynamic_tokens,
     ids,
-    processor_op,
-    rescale_and_normalize,
 )
 from mmforge.backend.families.components.hosts import qwen as qwen_host
 from mmforge.backend.families.glm4v import expect, fields, reference, tiny, tiny_moe
@@ -145,32 +143,16 @@ def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     temporal = int(
         pre.first("temporal_patch_size", default=cfg.get("vision_config.temporal_patch_size", 2))
     )
-    return {
-        "processor": {
-            "name": "qwen2_5_image_processor",
-            "transforms": [
-                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
-                processor_op("convert_to_rgb", "ConvertRGB"),
-                processor_op(
-                    "resize",
-                    "Resize",
-                    {
-                        "smart_resize": 1,
-                        "min_pixels": low // FRAMES_PER_PICTURE,
-                        "max_pixels": high // FRAMES_PER_PICTURE,
-                        "patch_size": patch,
-                        "merge_size": merge,
-                    },
-                ),
-                *rescale_and_normalize(pre, CLIP_MEAN, CLIP_STD, qwen=True),
-                processor_op(
-                    "patch_image",
-                    "PatchImage",
-                    {"patch_size": patch, "temporal_patch_size": temporal, "merge_size": merge},
-                ),
-            ],
-        }
+    resize = {
+        "smart_resize": 1,
+        "min_pixels": low // FRAMES_PER_PICTURE,
+        "max_pixels": high // FRAMES_PER_PICTURE,
+        "patch_size": patch,
+        "merge_size": merge,
     }
+    return qwen_host.qwen_chain(
+        pre, CLIP_MEAN, CLIP_STD, patch, merge=merge, temporal=temporal, resize=resize
+    )
 
 
 def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:

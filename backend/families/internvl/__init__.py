@@ -1,19 +1,22 @@
-"""InternVL 3 / 3.5 (InternViT, Qwen2 or Qwen3 decoder) on `videochat_flash_qwen`.
+"""InternVL 3 / 3.5 (InternViT, Qwen2 or Qwen3 decoder), exact, on `qwen2_5_vl`.
 
-ONNX Runtime GenAI 0.18 has no `internvl` type. Its `videochat_flash_qwen` pipeline gives
-every picture a constant number of ids, `vision.num_visual_tokens` (K = 256 for a 448 ×
-448 view: (448/14)² patches, pixel-shuffled by 2 × 2), framed by marker text that the
-package's tokenizer reads as InternVL's `<img>`, `<IMG_CONTEXT>` and `</img>` ids
-(tokenizer.py), with 1-D positions and a causal decoder, as InternVL has. Pictures are
-resized to 448 × 448 (bicubic) as GotOcr2ImageProcessor resizes them without tiling,
-before the runtime sees them. The graphs: graphs.py.
+ONNX Runtime GenAI 0.18 has no `internvl` type. transformers' InternVLProcessor tiles
+every picture (its processor default `crop_to_patches: True` outranks the image
+processor's own setting): GotOcr2ImageProcessor cuts it into the closest grid of 448 px
+tiles plus a thumbnail when there are several, K = 256 ids a view, framed by `<img>` and
+`</img>`. The runtime's `qwen2_5_vl` processor counts each picture it is handed, (H/p) ·
+(W/p) ids with merge 1 (docs/seed-families.md, "The variable-count host"); with p the
+tower's patch times the pixel shuffle's scale (28), a canvas 448 px wide holding the
+views stacked (backend/internvl_tiles.py, made by the intake) is 256 · views ids, and its
+marker text reads as InternVL's ids (tokenizer.py). The vision graph (graphs.py) turns
+the canvas back into its views. Positions are 1-D, as InternVL's: the M-RoPE ids
+genai_config names are an id no tokenizer produces (the vocabulary size), and the pad id
+too (as LLaVA-NeXT's, measured in tests/backend/test_varcount_host.py).
 
-Only as an approximation, with the user's consent (`CROP_TO_PATCHES`): transformers'
-InternVLProcessor tiles by default (its processor default `crop_to_patches: True`
-outranks the image processor's own setting), giving a picture 256 × (1 + tiles) ids by
-its aspect ratio, a count no 0.18 pipeline gives. The package sees each picture whole, as
-InternVLProcessor does with crop_to_patches=False, which the approximation's overrides
-give the checkpoint's processor settings and verify's reference.
+Packages converted earlier ran on `videochat_flash_qwen` with one 448 × 448 view a
+picture, an approximation the user agreed to (the manifest's record). They keep working:
+verify compares them with transformers run the same way (earlier.py, `Family.earlier`)
+and says APPROXIMATE.
 """
 
 from __future__ import annotations
@@ -21,13 +24,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from mmforge.backend import internvl_tiles
 from mmforge.backend.errors import MmforgeError
 from mmforge.backend.families._base import (
-    Approximation,
     Cfg,
     Family,
     Fixtures,
     ImageTokens,
+    PackageSpec,
     Profile,
     Projector,
     Recognition,
@@ -35,22 +39,26 @@ from mmforge.backend.families._base import (
     ids,
 )
 from mmforge.backend.families._hooks import VariantRequest
-from mmforge.backend.families.components.hosts.videochat import (
-    from_runtime,
-    sized_pixels,
-    videochat_package,
+from mmforge.backend.families.components.hosts.qwen import qwen_chain
+from mmforge.backend.families.internvl import (
+    earlier,
+    expect,
+    fields,
+    reference,
+    tiny,
+    tokenizer,
 )
-from mmforge.backend.families.internvl import expect, fields, reference, tiny, tokenizer
 from mmforge.backend.families.internvl.graphs import (
     checkpoint_name,
     checkpoint_names,
     int_sizes,
     own_vision_and_embedding,
+    runtime_patch,
     tokens_per_image,
     unused_tensors,
     view_size,
 )
-from mmforge.backend.picture_sizing import FIXED, Sizing, resample_name
+from mmforge.backend.picture_sizing import TILED_VIEWS, Sizing, resample_name
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
@@ -75,19 +83,24 @@ def _per_view(cfg: Cfg) -> int:
         return int(cfg.get("image_seq_length", 256))
 
 
+def _tiles(pre: Cfg) -> tuple[int, int]:
+    """(min_patches, max_patches) as the image processor reads them (1 and 12 by default)."""
+    return int(pre.get("min_patches", 1)), int(pre.get("max_patches", 12))
+
+
 def _image_tokens(cfg: Cfg, pre: Cfg) -> ImageTokens:
     per = _per_view(cfg)
-    tiles = int(pre.get("max_patches", 12))
+    least, most = _tiles(pre)
     return ImageTokens(
-        fixed=per,
-        rule=f"{per} per 448 px view, one view a picture in the package; transformers' "
-        f"InternVLProcessor tiles (crop_to_patches): {per} × (1 + tiles), up to {tiles} tiles "
-        "plus a thumbnail",
+        minimum=per if least == 1 or most <= 1 else per * (least + 1),
+        maximum=per * internvl_tiles.most_views(most),
+        rule=f"{per} per 448 px view: the closest grid of {least} to {most} tiles by the "
+        "picture's aspect ratio, plus a thumbnail when there are several (crop_to_patches)",
     )
 
 
-def _side(cfg: Cfg, pre: Cfg) -> tuple[int, int]:
-    """The view's (width, height): the processor's size, which must be the tower's.
+def _side(cfg: Cfg, pre: Cfg) -> int:
+    """The view's side: the processor's size, which must be the tower's.
 
     Raises:
         MmforgeError: The processor resizes to another size than the tower's, where
@@ -104,30 +117,74 @@ def _side(cfg: Cfg, pre: Cfg) -> tuple[int, int]:
                 "transformers would interpolate the position embeddings, which mmforge does "
                 f"not build: set size to {side} × {side} in preprocessor_config.json",
             )
-    return side, side
+    return side
 
 
 def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
-    """GotOcr2ImageProcessor without tiling: one resize to size.height × size.width."""
-    width, height = _side(cfg, pre)
-    return Sizing(FIXED, resample_name(pre.get("resample"), "bicubic"), width=width, height=height)
+    """GotOcr2ImageProcessor with crop_to_patches: the views stacked in one canvas.
+
+    Raises:
+        MmforgeError: The tile counts are inconsistent, or the most views a picture can
+            have do not fit one runtime picture (its PNG decoder's 16,384 px).
+    """
+    side, (least, most) = _side(cfg, pre), _tiles(pre)
+    if most <= 1:  # transformers resizes every picture to one view
+        least = most = 1
+    if not 1 <= least <= most:
+        raise MmforgeError(
+            f"preprocessor_config.json's min_patches {least} and max_patches {most} allow "
+            "no tile grid",
+            "Set min_patches between 1 and max_patches (the releases: 1 and 12)",
+        )
+    tall = side * internvl_tiles.most_views(most)
+    if tall > internvl_tiles.MAX_RUNTIME_SIDE:
+        raise MmforgeError(
+            f"up to {internvl_tiles.most_views(most)} views of {side} px make a {tall} px "
+            f"tall picture, past the {internvl_tiles.MAX_RUNTIME_SIDE} px ONNX Runtime GenAI "
+            "0.18 decodes",
+            "Lower max_patches in preprocessor_config.json (the releases use 12)",
+        )
+    return Sizing(
+        TILED_VIEWS,
+        resample_name(pre.get("resample"), "bicubic"),
+        factor=side,
+        width=side,
+        height=side,
+        min_crops=least,
+        max_crops=most,
+    )
 
 
 def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
-    """GotOcr2ImageProcessor's size (`hosts.videochat.sized_pixels`), ImageNet's mean and std."""
-    return sized_pixels(
-        "internvl_image_processor", _side(cfg, pre), pre, IMAGENET_MEAN, IMAGENET_STD
-    )
+    """The Qwen chain without a Resize: the canvas's pixels as they are, patched by p."""
+    return qwen_chain(pre, IMAGENET_MEAN, IMAGENET_STD, runtime_patch(cfg))
 
 
 def _tokens(cfg: Cfg) -> dict[str, int]:
     return ids(cfg, image_token_id="image_token_id")
 
 
-INTERNVL_PACKAGE = videochat_package(
-    tokens_per_image,
-    _tokens,
+def _runtime_tokens(cfg: Cfg) -> dict[str, int]:
+    """<IMG_CONTEXT>'s id, and the guard (the vocabulary size) for every id the runtime reads.
+
+    Qwen2VLPositionInputs makes 3-D positions at a vision_start id followed by the image
+    id; with vision_start never produced, every position is 1-D, as InternVL's.
+    """
+    guard = int(cfg.text.get("vocab_size"))
+    return {
+        **_tokens(cfg),
+        "vision_start_token_id": guard,
+        "video_token_id": guard,
+        "pad_token_id": guard,
+    }
+
+
+INTERNVL_PACKAGE = PackageSpec(
+    model_fields=_runtime_tokens,
+    vision_fields=lambda cfg, pre: {"spatial_merge_size": 1, "patch_size": runtime_patch(cfg)},
+    vision_inputs={"pixel_values": "pixel_values", "image_grid_thw": "image_grid_thw"},
     processor_json=_processor,
+    dtypes=("f32", "int4", "int8"),
     picture_sizing=_sizing,
     # mobius's `internvl` graphs (its InternVL2 model, the decoder from text_config), the
     # vision and embedding replaced by ours; its tower reads image_size as an int.
@@ -138,43 +195,24 @@ INTERNVL_PACKAGE = videochat_package(
     unused_ok=unused_tensors,
     adapt_tokenizer=tokenizer.adapt,
     notes=(
-        "InternVL runs on ONNX Runtime GenAI's videochat_flash_qwen pipeline: a constant "
-        "vision.num_visual_tokens ids per picture (256 for one 448 × 448 view), its marker "
-        "text read as <img>, <IMG_CONTEXT> and </img> by the package's tokenizer, 1-D "
-        "positions, a causal decoder (as InternVL).",
-        "Pictures are resized to 448 × 448 (bicubic) as GotOcr2ImageProcessor does without "
-        "tiling, before the runtime sees them; its Resize is then the identity.",
+        "InternVL runs on ONNX Runtime GenAI's qwen2_5_vl pipeline: each picture reaches it "
+        "as one canvas of its views (the tiles InternVLProcessor cuts, then its thumbnail) "
+        "stacked 448 px wide, 256 ids a view as the processor counts them, its marker text "
+        "read as <img>, <IMG_CONTEXT> and </img> by the package's tokenizer; 1-D positions.",
+        "Pictures are cut as GotOcr2ImageProcessor cuts them (crop_to_patches, PIL's "
+        "bicubic) before the runtime sees them; the package's processor has no Resize.",
     ),
 )
 
 _NOTES = (
-    "Runs on the runtime's videochat_flash_qwen pipeline (the runtime has no internvl "
-    "type): 256 ids per picture, one 448 × 448 view, where transformers' "
-    "InternVLProcessor tiles a picture by default (crop_to_patches).",
-)
-
-# InternVLProcessor's own default (processing_internvl.py, images_kwargs) outranks the
-# image processor's setting (processing_utils.py, _merge_kwargs), so every release tiles
-# unless the caller says otherwise: the package is an approximation of every checkpoint.
-CROP_TO_PATCHES = Approximation(
-    what="Each picture is seen whole, as one 448 × 448 view, where this model as released "
-    "also cuts larger or oblong pictures into up to 12 tiles, so its answers may differ "
-    "from the original's, most on small print and fine detail. Near-square pictures up to "
-    "about 634 × 634 pixels are seen the same either way.",
-    short="each picture seen whole, not cut into tiles",
-    overrides={"crop_to_patches": False},
-    why="transformers' InternVLProcessor cuts each picture into up to max_patches (12) "
-    "tiles of 448 px plus a thumbnail (crop_to_patches, 256 image tokens a view), and no "
-    "ONNX Runtime GenAI 0.18 pipeline gives that count, 256 × (1 + tiles) by the "
-    "picture's aspect ratio (docs/seed-families.md). A picture whose closest tile grid is "
-    "1 × 1 (width/height between 0.875 and 1.167, under about 634 × 634 pixels) gives the "
-    "same pixels either way (measured).",
+    "Runs on the runtime's qwen2_5_vl pipeline (the runtime has no internvl type): "
+    "every picture's tiles and thumbnail as InternVLProcessor makes them (crop_to_patches).",
 )
 
 INTERNVL = Family(
     key="internvl",
     name="InternVL",
-    pipeline_type="videochat_flash_qwen",
+    pipeline_type="qwen2_5_vl",
     recognition=Recognition(
         model_types=("internvl", "internvl_chat"), remote_code_types=("internvl_chat",)
     ),
@@ -188,10 +226,8 @@ INTERNVL = Family(
         notes=_NOTES,
     ),
     package=INTERNVL_PACKAGE,
-    # The runtime's pixels, [1, N, 3, H, W], as HF's [N, 3, H, W]: as LLaVA's.
-    reference=Reference(prepare=reference.prepare, from_runtime=from_runtime),
+    reference=Reference(prepare=reference.prepare, from_runtime=reference.from_runtime),
     fixtures=Fixtures(tiny=tiny.INTERNVL, released=tiny.RELEASED_INTERNVL, expect=expect.INTERNVL),
-    approximation=CROP_TO_PATCHES,
 )
 
 REMOTE_CODE = (
@@ -201,13 +237,15 @@ REMOTE_CODE = (
     "(e.g. OpenGVLab/InternVL3-1B-hf, model_type internvl) instead"
 )
 
+INTERNVL = dataclasses.replace(INTERNVL, earlier=earlier.earlier(INTERNVL))
+
 INTERNVL_REMOTE = dataclasses.replace(
     INTERNVL,
-    approximation=None,
+    earlier=None,
     package=None,
     reference=None,
     fixtures=Fixtures(),
-    exact_host="videochat_flash_qwen",
+    exact_host="qwen2_5_vl",
     no_pipeline_reason=REMOTE_CODE,
 )
 

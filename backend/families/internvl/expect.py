@@ -11,10 +11,6 @@ INTERNVL = Expectations(
         "InternVLConfig", "MLPMultiModalProjector", {"image_token_id": 151667}
     ),
     tiny_tokens={"image_token_id": "<IMG_CONTEXT>"},
-    # Every InternVL package is an approximation (one view a picture): verify compares with
-    # transformers run the same way and never says PASS.
-    verdict="APPROXIMATE",
-    verdict_reason="converts only as an approximation (crop_to_patches false)",
     honoured={
         "text_config.rms_norm_eps": 0.05,
         "text_config.rope_parameters.rope_theta": 500.0,

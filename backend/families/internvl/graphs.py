@@ -8,8 +8,10 @@ of its vision and embedding, op by op with the checkpoint's own tensor names, an
 the decoder's initializers the checkpoint's names too, so every weight goes through the
 common path (convert/weights.py).
 
-The vision graph follows transformers 5's InternVLModel.get_image_features for 448 × 448
-views (one per picture, the approximation of the package: see `__init__.py`):
+The vision graph takes one picture a call as ONNX Runtime GenAI's `qwen2_5_vl` processor
+hands it (its views stacked in one canvas, backend/internvl_tiles.py), un-patches it into
+the views, [views, 3, 448, 448], and follows transformers 5's
+InternVLModel.get_image_features on them:
 
 - InternVLVisionEmbeddings: the patch Conv (with bias), the CLS token first, the
   position embeddings added as they are (the view's patch grid is the table's, so
@@ -111,6 +113,14 @@ def scale(cfg: Cfg) -> int:
     return merge
 
 
+def runtime_patch(cfg: Cfg) -> int:
+    """The runtime's patch side: one id a patch, so a view is tokens_per_image ids (28).
+
+    The tower's patch times the pixel shuffle's scale: a view of S px is (S / p)² ids.
+    """
+    return patch_size(cfg) * scale(cfg)
+
+
 def tokens_per_image(cfg: Cfg) -> int:
     """The features one 448 × 448 view gives: (grid / merge)², 256 in the releases."""
     grid = view_size(cfg) // patch_size(cfg)
@@ -190,6 +200,11 @@ def check(cfg: Cfg) -> None:
             raise MmforgeError(
                 f"{what} {value!r} is not supported", f"Supported: {', '.join(allowed)}"
             )
+    if int(v.get("num_channels", 3)) != 3:
+        raise MmforgeError(
+            f"vision_config.num_channels is {v.get('num_channels')}",
+            "ONNX Runtime GenAI hands the tower RGB pictures: 3 channels",
+        )
     if not bool(v.get("use_absolute_position_embeddings", True)):
         raise MmforgeError(
             "vision_config.use_absolute_position_embeddings is false",
@@ -200,15 +215,39 @@ def check(cfg: Cfg) -> None:
 
 
 def vision_graph(cfg: Cfg) -> Any:
-    """The InternViT tower, pixel shuffle and projector, for 448 × 448 views.
+    """One picture a call: its canvas un-patched into views, the tower, shuffle, projector.
 
-    Input: pixel_values [1, N, 3, S, S] as ONNX Runtime GenAI's videochat_flash_qwen
-    processor hands them, or [N, 3, S, S]. Output: image_features [N · K, text hidden],
-    the pictures' features one after another.
+    Inputs as the Qwen pipeline gives a graph whose grid is [1, 3] (QwenVisionState::Run:
+    one picture's rows each call): pixel_values [a·b, 3·2·p·p], the canvas's p px
+    patches row by row (two equal frames each), and image_grid_thw [1, 3] = (1, a, b),
+    with b = S / p and a = b · views. Output: image_features [views · K, text hidden],
+    the views' features in transformers' order (the tiles row by row, the thumbnail).
     """
     import onnx_ir as ir
 
     check(cfg)
+    size, p = view_size(cfg), runtime_patch(cfg)
+    side = size // p  # patches a side of one view
+    g = GraphBuilder("internvl_vision")
+    rows = g.input("pixel_values", ir.DataType.FLOAT, ["patches", 3 * 2 * p * p])
+    grid = g.input("image_grid_thw", ir.DataType.INT64, [1, 3])
+
+    def c(*values: int) -> Any:
+        return g.const(np.array(values, np.int64))
+
+    # The canvas's views: [views, side, side, 3, 2, p, p], frame 0, then [views, 3, S, S].
+    down = g.op("Reshape", g.op("Slice", grid, c(0, 1), c(1, 2), c(0, 1)), c(1))
+    views = g.op("Div", down, c(side))
+    x = g.op("Reshape", rows, g.op("Concat", views, c(side, side, 3, 2, p, p), axis=0))
+    x = g.op("Gather", x, g.const(np.int64(0)), axis=4)  # [views, side, side, 3, p, p]
+    x = g.op("Transpose", x, perm=[0, 3, 1, 4, 2, 5])  # [views, 3, side, p, side, p]
+    x = g.op("Reshape", x, c(-1, 3, size, size))
+    g.output(_tower(g, cfg, x), "image_features")
+    return g.model()
+
+
+def _tower(g: GraphBuilder, cfg: Cfg, views: Any) -> Any:
+    """InternViT, pixel shuffle and projector on views [N, 3, S, S]: [N · K, text hidden]."""
     v = cfg.sub("vision_config")
     width = int(v.get("hidden_size", 1024))
     heads = int(v.get("num_attention_heads", 16))
@@ -226,11 +265,7 @@ def vision_graph(cfg: Cfg) -> Any:
     layer = feature_layer(cfg)
     head_dim = width // heads
 
-    g = GraphBuilder("internvl_vision")
-    pixels = g.input(
-        "pixel_values", ir.DataType.FLOAT, ["batch", "num_images", channels, size, size]
-    )
-    x = g.op("Reshape", pixels, g.const(np.array([-1, channels, size, size])))
+    x = views
     emb = VISION + "embeddings."
     x = g.op(
         "Conv",
@@ -295,8 +330,7 @@ def vision_graph(cfg: Cfg) -> Any:
     y = g.layer_norm(x, PROJECTOR + "layer_norm", wide, 1e-5)  # nn.LayerNorm's default eps
     y = g.linear(y, PROJECTOR + "linear_1", wide, text_hidden)
     y = g.linear(_act(g, y, proj_act), PROJECTOR + "linear_2", text_hidden, text_hidden)
-    g.output(g.op("Reshape", y, g.const(np.array([-1, text_hidden]))), "image_features")
-    return g.model()
+    return g.op("Reshape", y, g.const(np.array([-1, text_hidden])))
 
 
 def embedding_graph(cfg: Cfg) -> Any:

@@ -1,15 +1,17 @@
-"""The package's tokenizer for InternVL on ONNX Runtime GenAI's `videochat_flash_qwen`.
+"""The package's tokenizer for InternVL on ONNX Runtime GenAI's `qwen2_5_vl`.
 
-That pipeline's processor (videochat_flash_processor.cpp, BuildPromptTokens) replaces each
-`<|vision_start|>` of the prompt by `<|vision_start|>` + K × `<|image_pad|>` +
-`<|vision_end|>` and tokenizes the text with the package's tokenizer. InternVLProcessor
-writes `<img>` + K × `<IMG_CONTEXT>` + `</img>` for each `<IMG_CONTEXT>` of the prompt
-(one 448 × 448 view, K = 256). So the package's tokenizer.json reads the runtime's pieces
-on InternVL's own ids: `<|vision_start|>` as `<img>`, `<|image_pad|>` as `<IMG_CONTEXT>`,
-`<|vision_end|>` as `</img>`. The releases' tokenizer is Qwen2.5-VL's, which already holds
-those three pieces on Qwen's ids of their own: their entries move to InternVL's ids (the
-0.18 wheel reads duplicate-id added tokens as written, measured for LLaVA and Idefics2),
-and tokenizer_config.json's `added_tokens_decoder` drops them at their old ids.
+That pipeline's processor (qwen2_5_vl_image_processor.cpp, ProcessImagePrompt) replaces
+each `<|vision_start|>` of the prompt by `<|vision_start|>` + N × `<|image_pad|>` +
+`<|vision_end|>` (N = 256 · views, the picture's canvas: backend/internvl_tiles.py) and
+tokenizes the text with the package's tokenizer. InternVLProcessor writes `<img>` +
+256 · views × `<IMG_CONTEXT>` + `</img>` for each `<IMG_CONTEXT>` of the prompt. So the
+package's tokenizer.json reads the runtime's pieces on InternVL's own ids:
+`<|vision_start|>` as `<img>`, `<|image_pad|>` as `<IMG_CONTEXT>`, `<|vision_end|>` as
+`</img>` (N is at least 256: no one-pad piece is needed). The releases' tokenizer is
+Qwen2.5-VL's, which already holds those three pieces on Qwen's ids of their own: their
+entries move to InternVL's ids (the 0.18 wheel reads duplicate-id added tokens as written,
+measured for LLaVA and Idefics2), and tokenizer_config.json's `added_tokens_decoder` drops
+them at their old ids.
 
 The chat template writes `<|vision_start|>` and a newline where the release's writes
 `<IMG_CONTEXT>` and a newline; pictures are then never adjacent (a newline after each), so no

@@ -34,14 +34,13 @@ from mmforge.backend.families._base import (
     PackageSpec,
     Recognition,
     Reference,
-    processor_op,
-    rescale_and_normalize,
 )
 from mmforge.backend.families._fields import check, only
 from mmforge.backend.families._graph_edit import name_decoder_weights
 from mmforge.backend.families._hooks import FixRequest, ReferenceRequest, RuntimeArrays
 from mmforge.backend.families._reference import ReferenceInputs, image_processor
 from mmforge.backend.families.components.graph_builder import GraphBuilder
+from mmforge.backend.families.components.hosts.qwen import qwen_chain
 from mmforge.backend.families.components.tokens import bos_written, read_as
 from mmforge.backend.families.llava import fields as llava_fields
 from mmforge.backend.families.llava import graphs, tokenizer
@@ -148,23 +147,7 @@ def _sizing(cfg: Cfg, pre: Cfg) -> Sizing:
 
 def _processor(cfg: Cfg, pre: Cfg) -> dict[str, Any]:
     """The Qwen chain without a Resize: the blocks' pixels as they are, patched by PATCH."""
-    return {
-        "processor": {
-            "name": "qwen2_5_image_processor",
-            "transforms": [
-                processor_op("decode_image", "DecodeImage", {"color_space": "RGB"}),
-                # With DecodeImage(RGB), ConvertRGB swaps red and blue and Normalize's
-                # `qwen2_5_vl` swaps them back (measured on 0.18): RGB, as the blocks hold.
-                processor_op("convert_to_rgb", "ConvertRGB"),
-                *rescale_and_normalize(pre, CLIP_MEAN, CLIP_STD, qwen=True),
-                processor_op(
-                    "patch_image",
-                    "PatchImage",
-                    {"patch_size": anyres.PATCH, "temporal_patch_size": 2, "merge_size": 1},
-                ),
-            ],
-        }
-    }
+    return qwen_chain(pre, CLIP_MEAN, CLIP_STD, anyres.PATCH)
 
 
 def _tokens(cfg: Cfg) -> dict[str, int]:
