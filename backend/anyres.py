@@ -330,10 +330,10 @@ _SPLIT: dict[tuple[str, int, int], list[Path]] = {}
 
 def uses_anyres(package: Path) -> bool:
     """Whether a package's manifest records the anyres intake (its pictures are stacked)."""
-    from mmforge.backend.attachments import package_intake
-    from mmforge.backend.picture_sizing import ANYRES
+    from mmforge.backend.library import read_manifest
+    from mmforge.backend.picture_sizing import ANYRES, Intake
 
-    intake = package_intake(package)
+    intake = Intake.from_dict(read_manifest(package).get("pictures"))
     return intake is not None and intake.sizing is not None and intake.sizing.rule == ANYRES
 
 

@@ -35,6 +35,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from mmforge.backend.errors import MmforgeError
+from mmforge.backend.untrusted import parse_json
+
 MAX_TOOLS = 128  # as the API allows
 MAX_SCHEMA_CHARS = 256 << 10  # every schema of a request, as JSON text
 MAX_SCHEMA_DEPTH = 32
@@ -421,9 +424,9 @@ def render_calls(text: str, calls: Any, where: str) -> str:
         arguments = function.get("arguments") if isinstance(function, dict) else None
         if not isinstance(name, str) or not isinstance(arguments, str):
             raise Unfit(f"{at} needs function.name and function.arguments (text)", at)
-        try:
-            value: Any = json.loads(arguments) if len(arguments) < MAX_SCHEMA_CHARS else arguments
-        except (json.JSONDecodeError, RecursionError):
+        try:  # the one reader of untrusted JSON: its size, depth and number limits
+            value: Any = parse_json(arguments, at, limit=MAX_SCHEMA_CHARS)
+        except MmforgeError:
             value = arguments  # as the client wrote it
         body = json.dumps({"name": name, "arguments": value}, ensure_ascii=False)
         out.append(f"{OPEN}\n{body}\n{CLOSE}")

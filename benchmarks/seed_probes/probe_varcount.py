@@ -369,8 +369,16 @@ def derive_package(
     if echo:
         onnx.save(echo_decoder(config["model"]), str(out / "decoder.onnx"))
     else:
-        for name in ("decoder.onnx", "decoder.onnx.data"):
-            shutil.copy(source / name, out / name)
+        # Every position's logits (the package's decoder keeps the last one only), so the
+        # whole prefill is compared with transformers'.
+        from mmforge.backend.last_logits import unpruned
+
+        shutil.copy(source / "decoder.onnx.data", out / "decoder.onnx.data")
+        whole = unpruned(source / "decoder.onnx")
+        if whole is None:
+            shutil.copy(source / "decoder.onnx", out / "decoder.onnx")
+        else:
+            onnx.save(whole, str(out / "decoder.onnx"))
     tokenizer = json.loads((source / "tokenizer.json").read_text())
     image_id = int(model_config(source)["image_token_id"])
     (out / "tokenizer.json").write_text(json.dumps(absorbing_tokenizer(tokenizer, image_id)))
