@@ -324,6 +324,8 @@ def _read(block: Any, side: int) -> tuple[Any, dict[str, int]]:
 
 
 _LOCK = threading.Lock()
+# Pictures whose block files are kept (a conversation sends its pictures every turn).
+KEPT = 64
 _SCRATCH: list[Path] = []
 _SPLIT: dict[tuple[str, int, int], list[Path]] = {}
 
@@ -353,22 +355,37 @@ def runtime_images(package: Path, images: list[Path]) -> list[Path]:
 
     out: list[Path] = []
     for picture in images:
-        stat = picture.stat()
-        key = (str(picture.resolve()), stat.st_size, stat.st_mtime_ns)
         with _LOCK:
-            if key not in _SPLIT:
-                import tempfile
-
-                folder = Path(tempfile.mkdtemp(dir=_scratch()))
-                try:
-                    _SPLIT[key] = runtime_files(picture, folder)
-                except (AnyresError, OSError, ValueError) as e:
-                    raise MmforgeError(
-                        f"{picture.name} is not a picture prepared for this package ({e})",
-                        "Attach the picture again in mmforge chat, which prepares it",
-                    ) from None
+            try:
+                stat = picture.stat()
+                key = (str(picture.resolve()), stat.st_size, stat.st_mtime_ns)
+                if key not in _SPLIT:
+                    _SPLIT[key] = _split_into_scratch(picture)
+            except (AnyresError, OSError, ValueError) as e:
+                raise MmforgeError(
+                    f"{picture.name} is not a picture prepared for this package ({e})",
+                    "Attach the picture again in mmforge chat, which prepares it",
+                ) from None
+            _SPLIT[key] = _SPLIT.pop(key)  # the most recently used last
             out += _SPLIT[key]
     return out
+
+
+def _split_into_scratch(picture: Path) -> list[Path]:
+    """`runtime_files` into a folder of its own; the oldest past `KEPT` are removed."""
+    import shutil
+    import tempfile
+
+    while len(_SPLIT) >= KEPT:  # a server sees new pictures for ever: keep the recent
+        oldest = next(iter(_SPLIT))
+        for path in _SPLIT.pop(oldest)[:1]:
+            shutil.rmtree(path.parent, ignore_errors=True)
+    folder = Path(tempfile.mkdtemp(dir=_scratch()))
+    try:
+        return runtime_files(picture, folder)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
 
 
 def _scratch() -> Path:

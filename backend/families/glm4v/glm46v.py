@@ -30,8 +30,10 @@ def _glm46v_config(base: Any) -> Any:
         from transformers import Glm46VConfig
 
         config = base.make_config(s, vocab)
-        ids = ("image_token_id", "video_token_id", "image_start_token_id", "image_end_token_id")
-        ids += ("video_start_token_id", "video_end_token_id")
+        ids = (
+            *("image_token_id", "video_token_id", "image_start_token_id"),
+            *("image_end_token_id", "video_start_token_id", "video_end_token_id"),
+        )
         return Glm46VConfig(
             text_config=config.text_config.to_dict(),
             vision_config=config.vision_config.to_dict(),
