@@ -176,7 +176,7 @@ EXACT = {
     *("qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe", "gemma3", "gemma4", "gemma4_unified"),
     *("mistral3", "lfm2_vl", "qwen3_vl_moe", "qwen2_vl", "pixtral", "llava", "vipllava"),
     *("paligemma", "glm4v", "glm4v_moe", "video_llava", "idefics2", "internvl", "idefics3"),
-    *("smolvlm", "gemma3n", "phi4mm", "llava_next", "glm46v"),
+    *("smolvlm", "gemma3n", "phi4mm", "llava_next"),
 }
 
 

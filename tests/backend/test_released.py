@@ -58,10 +58,7 @@ def released(tiny_root: Path):
 # their tiny checkpoints are built from transformers' config class.
 # No copy of these releases' config.json text was found offline: VipLLaVA's
 # (llava-hf/vip-llava-7b-hf) is reconstructed nowhere; its tiny checkpoint is all it has.
-# No copy of the release's config.json (or of enough of it to reconstruct) was found
-# offline for these: Gemma 4 unified, VipLLaVA, LLaVA-NeXT (llava-v1.6's), GLM-4.6V and
-# GLM-4.6V-Flash (whose tiny checkpoint is GLM-4.1V's as Glm46VConfig).
-NO_RELEASED_CONFIG = {"gemma4_unified", "vipllava", "llava_next", "glm46v"}
+NO_RELEASED_CONFIG = {"gemma4_unified", "vipllava"}
 
 
 def test_every_converted_family_has_a_release_shaped_checkpoint():

@@ -49,7 +49,7 @@ from mmforge.backend.families._base import (
     ids,
 )
 from mmforge.backend.families.components.hosts import qwen as qwen_host
-from mmforge.backend.families.glm4v import expect, fields, glm46v, reference, tiny, tiny_moe
+from mmforge.backend.families.glm4v import expect, fields, reference, tiny, tiny_moe
 from mmforge.backend.families.glm4v.build import build, build_moe
 from mmforge.backend.families.glm4v.tokens import adapt_tokenizer
 from mmforge.backend.picture_sizing import SCALED_UP_SMART_RESIZE, Sizing, resample_name
@@ -308,7 +308,4 @@ GLM4V_MOE = dataclasses.replace(
     fixtures=Fixtures(tiny=tiny_moe.GLM4V_MOE, released=tiny_moe.RELEASED, expect=expect.GLM4V_MOE),
 )
 
-# GLM-4.6V (model_type glm46v): GLM-4.6V-Flash is GLM-4.1V's model, GLM-4.6V GLM-4.5V's.
-GLM46V, GLM46V_MOE = glm46v.make(GLM4V, GLM4V_MOE)
-
-FAMILIES = (GLM4V, GLM4V_MOE, GLM46V, GLM46V_MOE)
+FAMILIES = (GLM4V, GLM4V_MOE)
