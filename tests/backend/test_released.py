@@ -58,7 +58,8 @@ def released(tiny_root: Path):
 # their tiny checkpoints are built from transformers' config class.
 # No copy of these releases' config.json text was found offline: VipLLaVA's
 # (llava-hf/vip-llava-7b-hf) is reconstructed nowhere; its tiny checkpoint is all it has.
-NO_RELEASED_CONFIG = {"gemma4_unified", "vipllava"}
+# No offline copy of the release config: Gemma 4 unified, VipLLaVA, LLaVA-NeXT (llava-v1.6).
+NO_RELEASED_CONFIG = {"gemma4_unified", "vipllava", "llava_next"}
 
 
 def test_every_converted_family_has_a_release_shaped_checkpoint():
